@@ -1,0 +1,305 @@
+//! `CpuSet`: a growable bitset of CPU numbers.
+//!
+//! Linux's `cpumask_t` is a fixed bitmap sized by `NR_CPUS`; dyncore's set grows
+//! on demand so that the same type serves a 2-CPU laptop and a 4096-CPU
+//! simulated machine. The text form is Linux's *cpulist* format
+//! (`0-3,8,10-11`), the same one `/sys/devices/system/cpu/online` and cgroup
+//! `cpuset.cpus` use, so sets round-trip through sysfs unchanged.
+//!
+//! Invariant: `words` never ends in a zero word, so two sets with the same
+//! members are equal (`==`, `Hash`) whatever their history.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A CPU number: a runtime or simulated CPU, or a real Linux CPU, as context says.
+pub type CpuId = usize;
+
+const WORD_BITS: usize = 64;
+
+/// A set of CPUs. Cheap to clone for small machines (one word per 64 CPUs).
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CpuSet {
+    words: Vec<u64>,
+}
+
+impl CpuSet {
+    /// The empty set.
+    pub const fn new() -> Self {
+        CpuSet { words: Vec::new() }
+    }
+
+    /// The set `{lo, lo+1, …, hi-1}`.
+    pub fn range(lo: CpuId, hi: CpuId) -> Self {
+        let mut s = CpuSet::new();
+        for cpu in lo..hi {
+            s.insert(cpu);
+        }
+        s
+    }
+
+    /// The set with exactly one CPU.
+    pub fn single(cpu: CpuId) -> Self {
+        let mut s = CpuSet::new();
+        s.insert(cpu);
+        s
+    }
+
+    fn trim(&mut self) {
+        while self.words.last() == Some(&0) {
+            self.words.pop();
+        }
+    }
+
+    /// Adds `cpu`; returns whether it was absent.
+    pub fn insert(&mut self, cpu: CpuId) -> bool {
+        let (w, b) = (cpu / WORD_BITS, cpu % WORD_BITS);
+        if self.words.len() <= w {
+            self.words.resize(w + 1, 0);
+        }
+        let was = self.words[w] & (1 << b) != 0;
+        self.words[w] |= 1 << b;
+        !was
+    }
+
+    /// Removes `cpu`; returns whether it was present.
+    pub fn remove(&mut self, cpu: CpuId) -> bool {
+        let (w, b) = (cpu / WORD_BITS, cpu % WORD_BITS);
+        if w >= self.words.len() {
+            return false;
+        }
+        let was = self.words[w] & (1 << b) != 0;
+        self.words[w] &= !(1 << b);
+        self.trim();
+        was
+    }
+
+    pub fn contains(&self, cpu: CpuId) -> bool {
+        let (w, b) = (cpu / WORD_BITS, cpu % WORD_BITS);
+        self.words.get(w).is_some_and(|x| x & (1 << b) != 0)
+    }
+
+    /// Number of CPUs in the set.
+    pub fn len(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// Lowest CPU in the set (Chameleon's representative CPU of an object).
+    pub fn first(&self) -> Option<CpuId> {
+        self.words
+            .iter()
+            .enumerate()
+            .find(|(_, w)| **w != 0)
+            .map(|(i, w)| i * WORD_BITS + w.trailing_zeros() as usize)
+    }
+
+    /// Highest CPU in the set.
+    pub fn last(&self) -> Option<CpuId> {
+        let i = self.words.len().checked_sub(1)?;
+        Some(i * WORD_BITS + (WORD_BITS - 1 - self.words[i].leading_zeros() as usize))
+    }
+
+    /// CPUs in ascending order.
+    pub fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros() as usize;
+                w &= w - 1;
+                Some(i * WORD_BITS + b)
+            })
+        })
+    }
+
+    fn zip_with(&self, other: &CpuSet, f: impl Fn(u64, u64) -> u64) -> CpuSet {
+        let n = self.words.len().max(other.words.len());
+        let mut s = CpuSet {
+            words: (0..n)
+                .map(|i| f(self.words.get(i).copied().unwrap_or(0), other.words.get(i).copied().unwrap_or(0)))
+                .collect(),
+        };
+        s.trim();
+        s
+    }
+
+    pub fn union(&self, other: &CpuSet) -> CpuSet {
+        self.zip_with(other, |a, b| a | b)
+    }
+
+    pub fn intersection(&self, other: &CpuSet) -> CpuSet {
+        self.zip_with(other, |a, b| a & b)
+    }
+
+    /// Members of `self` that are not in `other`.
+    pub fn difference(&self, other: &CpuSet) -> CpuSet {
+        self.zip_with(other, |a, b| a & !b)
+    }
+
+    pub fn is_subset(&self, other: &CpuSet) -> bool {
+        self.difference(other).is_empty()
+    }
+
+    pub fn is_disjoint(&self, other: &CpuSet) -> bool {
+        self.intersection(other).is_empty()
+    }
+
+    /// Adds every member of `other`.
+    pub fn extend_from(&mut self, other: &CpuSet) {
+        *self = self.union(other);
+    }
+}
+
+impl FromIterator<CpuId> for CpuSet {
+    fn from_iter<I: IntoIterator<Item = CpuId>>(iter: I) -> Self {
+        let mut s = CpuSet::new();
+        for c in iter {
+            s.insert(c);
+        }
+        s
+    }
+}
+
+/// Linux cpulist format: `0-3,8`. The empty set prints as the empty string.
+impl fmt::Display for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        let mut it = self.iter().peekable();
+        while let Some(lo) = it.next() {
+            let mut hi = lo;
+            while it.peek() == Some(&(hi + 1)) {
+                hi = it.next().unwrap_or(hi);
+            }
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            if lo == hi {
+                write!(f, "{lo}")?;
+            } else {
+                write!(f, "{lo}-{hi}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CpuSet{{{self}}}")
+    }
+}
+
+/// Error from parsing a cpulist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseCpuSetError(pub String);
+
+impl fmt::Display for ParseCpuSetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "bad CPU list: {}", self.0)
+    }
+}
+
+impl std::error::Error for ParseCpuSetError {}
+
+/// Parses Linux cpulist format (`0-3,8`, whitespace ignored, empty = empty set).
+impl FromStr for CpuSet {
+    type Err = ParseCpuSetError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut set = CpuSet::new();
+        for part in s.trim().split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let num = |t: &str| {
+                t.trim()
+                    .parse::<CpuId>()
+                    .map_err(|_| ParseCpuSetError(format!("`{t}` in `{s}` is not a CPU number")))
+            };
+            match part.split_once('-') {
+                Some((a, b)) => {
+                    let (a, b) = (num(a)?, num(b)?);
+                    if a > b {
+                        return Err(ParseCpuSetError(format!("range `{part}` runs backwards")));
+                    }
+                    for c in a..=b {
+                        set.insert(c);
+                    }
+                }
+                None => {
+                    set.insert(num(part)?);
+                }
+            }
+        }
+        Ok(set)
+    }
+}
+
+impl serde::Serialize for CpuSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for CpuSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_1024_and_more_cpus() {
+        let mut s = CpuSet::new();
+        assert!(s.insert(1023));
+        assert!(s.insert(4095));
+        assert!(!s.insert(4095));
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.first(), Some(1023));
+        assert_eq!(s.last(), Some(4095));
+        assert!(s.remove(4095));
+        assert_eq!(s.last(), Some(1023));
+        assert!(s.remove(1023));
+        assert!(s.is_empty());
+        assert_eq!(s, CpuSet::new(), "trailing zero words are trimmed");
+    }
+
+    #[test]
+    fn cpulist_round_trip() {
+        let s: CpuSet = "0-3, 8,10-11".parse().unwrap();
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(s.to_string(), "0-3,8,10-11");
+        assert_eq!("".parse::<CpuSet>().unwrap(), CpuSet::new());
+        assert!("3-1".parse::<CpuSet>().is_err());
+        assert!("x".parse::<CpuSet>().is_err());
+    }
+
+    #[test]
+    fn set_algebra() {
+        let a = CpuSet::range(0, 4); // {0,1,2,3}
+        let b = CpuSet::range(2, 70); // {2..69}
+        assert_eq!(a.intersection(&b), CpuSet::range(2, 4));
+        assert_eq!(a.difference(&b), CpuSet::range(0, 2));
+        assert_eq!(a.union(&b), CpuSet::range(0, 70));
+        assert!(CpuSet::range(2, 4).is_subset(&a));
+        assert!(a.is_disjoint(&CpuSet::range(4, 8)));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn iter_matches_contains(cpus in proptest::collection::btree_set(0usize..2048, 0..64)) {
+            let s: CpuSet = cpus.iter().copied().collect();
+            proptest::prop_assert_eq!(s.iter().collect::<Vec<_>>(), cpus.iter().copied().collect::<Vec<_>>());
+            proptest::prop_assert_eq!(s.len(), cpus.len());
+            let back: CpuSet = s.to_string().parse().unwrap();
+            proptest::prop_assert_eq!(back, s);
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! dyncore-core: the mechanisms of dyncore as plain state machines.
+//!
+//! Nothing here owns a thread, reads a clock, does I/O or draws randomness of
+//! its own: time comes in as [`Nanos`], and every decision goes out as an
+//! action that a backend (the simulator in `dyncore-sim`, or the live runtime
+//! in `dyncore-runtime`) executes. See `docs/architecture.md`.
+
+pub mod cpuset;
+
+pub use cpuset::{CpuId, CpuSet};
+
+/// Time in nanoseconds: virtual time in the simulator, monotonic time live.
+/// Names of durations carry the unit last (`min_granularity_ns`).
+pub type Nanos = u64;

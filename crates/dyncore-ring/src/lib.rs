@@ -1,0 +1,1 @@
+//! dyncore-ring: shared-memory channels (cache-line slots, SPSC rings, spin-then-park waiter).

@@ -1,0 +1,1 @@
+//! dyncore-runtime: the live backend on Linux (pinned runtime CPUs, sidecores, reconfiguration).

@@ -1,0 +1,1 @@
+//! dyncore-sim: the deterministic discrete-event simulator (virtual nanoseconds, seeded).

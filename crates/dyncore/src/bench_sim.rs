@@ -1,0 +1,12 @@
+//! `dyncore bench sim` (being built).
+
+use std::path::Path;
+
+use anyhow::{Result, bail};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: &Args, _out: &Path) -> Result<()> {
+    bail!("`dyncore bench sim` is not built yet")
+}
