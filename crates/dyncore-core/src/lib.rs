@@ -6,6 +6,7 @@
 //! in `dyncore-runtime`) executes. See `docs/architecture.md`.
 
 pub mod cpuset;
+pub mod proxy;
 
 pub use cpuset::{CpuId, CpuSet};
 

@@ -1,1 +1,11 @@
-//! dyncore-runtime: the live backend on Linux (pinned runtime CPUs, sidecores, reconfiguration).
+//! dyncore-runtime: dyncore's live backend on Linux.
+//!
+//! * [`sidecore`]: a core dedicated to a service, called through shared-memory
+//!   sidecalls instead of traps (the Sidecore paper).
+//! * [`cpu`]: runtime CPUs (pinned workers) that go offline and online the Bolt
+//!   way, with processor proxies (Bolt; Chameleon §3.1, §4.1).
+//! * [`affinity`]: pinning and the process's allowed CPUs.
+
+pub mod affinity;
+pub mod cpu;
+pub mod sidecore;

@@ -1,0 +1,61 @@
+//! Pinning threads to real CPUs, and asking the kernel which CPUs this
+//! process may use (its affinity mask, which cpusets and `taskset` narrow).
+
+use dyncore_core::{CpuId, CpuSet};
+use rustix::thread::{CpuSet as RawSet, sched_getaffinity, sched_setaffinity};
+
+/// The real CPUs this process may run on (its affinity mask).
+pub fn allowed_cpus() -> std::io::Result<CpuSet> {
+    let raw = sched_getaffinity(None)?;
+    Ok((0..RawSet::MAX_CPU).filter(|&c| raw.is_set(c)).collect())
+}
+
+/// Pins the calling thread to `cpu`, refusing with the reason when the CPU
+/// does not exist or the process's affinity does not allow it.
+pub fn pin_current_thread(cpu: CpuId) -> std::io::Result<()> {
+    let allowed = allowed_cpus()?;
+    if !allowed.contains(cpu) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("CPU {cpu} is not in this process's affinity mask ({allowed})"),
+        ));
+    }
+    let mut raw = RawSet::new();
+    raw.set(cpu);
+    sched_setaffinity(None, &raw)?;
+    Ok(())
+}
+
+/// Sets the calling thread's affinity to `cpus`.
+pub fn set_current_thread_affinity(cpus: &CpuSet) -> std::io::Result<()> {
+    let mut raw = RawSet::new();
+    for c in cpus.iter() {
+        raw.set(c);
+    }
+    sched_setaffinity(None, &raw)?;
+    Ok(())
+}
+
+/// The CPU the calling thread is running on now.
+pub fn current_cpu() -> CpuId {
+    rustix::thread::sched_getcpu()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pin_to_an_allowed_cpu_and_refuse_a_missing_one() {
+        let allowed = allowed_cpus().unwrap();
+        let first = allowed.first().expect("at least one CPU is allowed");
+        std::thread::spawn(move || {
+            pin_current_thread(first).unwrap();
+            assert_eq!(current_cpu(), first);
+        })
+        .join()
+        .unwrap();
+        let err = pin_current_thread(100_000).unwrap_err();
+        assert!(err.to_string().contains("CPU 100000"), "{err}");
+    }
+}

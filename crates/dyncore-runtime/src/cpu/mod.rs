@@ -1,0 +1,1 @@
+//! Runtime CPUs and reconfiguration (being built).

@@ -1,0 +1,1 @@
+//! Sidecores (being built).
