@@ -6,7 +6,12 @@
 //! in `dyncore-runtime`) executes. See `docs/architecture.md`.
 
 pub mod cpuset;
+pub mod exec;
+pub mod node;
 pub mod proxy;
+pub mod reconfig;
+pub mod sched;
+pub mod topology;
 
 pub use cpuset::{CpuId, CpuSet};
 

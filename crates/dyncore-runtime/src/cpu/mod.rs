@@ -1,1 +1,700 @@
-//! Runtime CPUs and reconfiguration (being built).
+//! Runtime CPUs that go offline and online the Bolt way, with processor
+//! proxies (Bolt; Chameleon §3.1, §4.1).
+//!
+//! A [`Runtime`] owns runtime CPUs `0..n`, each a worker thread pinned to a
+//! real CPU ([`RuntimeConfig::real_cpus`]; several runtime CPUs may share a
+//! real one). Each runtime CPU has what a kernel CPU has:
+//!
+//! * a run queue of user-level [`Task`]s, run one step at a time;
+//! * a mailbox for remote calls ([`Runtime::call_on`]), reschedules and
+//!   invalidations — the IPI analogue (see `mailbox.rs`);
+//! * a memory cache over the runtime's block pool (see `cache.rs`);
+//! * statistics ([`CpuStats`]);
+//! * a helper thread, a watchdog that checks the worker makes progress;
+//! * an entry in the registry ([`Runtime::registry`], the sysfs analogue).
+//!
+//! and two global operations involve every CPU: [`Runtime::synchronize`] (a
+//! grace period) and [`Runtime::broadcast_invalidate`] (a TLB shootdown).
+//!
+//! [`Runtime::offline`] and [`Runtime::online`] take a [`CpuSet`] and a
+//! [`Mode`], ask `dyncore_core::reconfig` for a plan, and execute its
+//! critical steps before returning (the deferred ones are handed to the
+//! helper threads, or wait for memory pressure). Bolt offline of a set S:
+//!
+//! 1. `Deactivate(S)`: no new task is placed on S.
+//! 2. `InstallProxy` for each CPU: its mailbox is redirected to an online
+//!    CPU, which from now on handles its messages with its per-CPU state.
+//! 3. `StopDispatch` for each, then `AwaitStopped` for each: the worker
+//!    finishes its current step and starts no other (the waits overlap).
+//! 4. `MigrateRunQueue` for each: queued tasks move to active CPUs; the CPU
+//!    is offline.
+//! 5. Deferred: statistics folded and the helper parked at the helper's next
+//!    tick, without waiting; the cache kept until [`Runtime::reclaim_memory`]
+//!    or [`RuntimeConfig::cache_keep`]; the registry entry stays and reads
+//!    offline.
+//!
+//! Online reverses it: re-create what is missing (cache, registry entry,
+//! helper), `RemoveProxy` (pending messages stay queued for the CPU),
+//! `Activate`, `StartDispatch` (the worker drains its mailbox and applies
+//! the newest invalidation before its first task). Naive mode does one CPU
+//! at a time with everything critical: a stop-the-world barrier, a grace
+//! period, freeing the cache, removing the registry entry, joining the
+//! helper; online re-creates all of it.
+//!
+//! Invariants (asserted after every reconfiguration in debug builds, and
+//! checked by [`Runtime::check`]):
+//! 1. At least one CPU is online; the active mask is exactly the online CPUs.
+//! 2. An offline CPU has exactly one proxy, which is online; its mailbox's
+//!    handler is that proxy, its run queue is closed and empty. An online
+//!    CPU has no proxy, handles its own mailbox, has an open queue and a
+//!    cache.
+//! 3. Every proxy's list of charges equals the proxy table's.
+//! 4. No message is lost: a message leaves a mailbox only by being handled
+//!    (at least once; handlers are idempotent).
+//! 5. No task is lost or duplicated: a task is always in exactly one run
+//!    queue or being stepped by exactly one worker.
+//! 6. Memory: every block is free, cached by one CPU, or held by one task;
+//!    every cache is live in one CPU or freed exactly once
+//!    ([`Runtime::memory`]).
+//!
+//! A failing critical step (an error, or the fault hook of
+//! [`Runtime::set_fault_hook`]) rolls the whole call back with
+//! [`dyncore_core::reconfig::Plan::rollback`] and reports the step.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use dyncore_core::proxy::ProxyTable;
+use dyncore_core::reconfig::{Plan, PlanError, Step};
+use dyncore_core::{CpuId, CpuSet};
+use dyncore_ring::SpinPolicy;
+
+mod cache;
+mod exec;
+mod mailbox;
+mod percpu;
+mod sync;
+mod task;
+mod worker;
+
+pub use cache::{BLOCK_BYTES, Block, MemError, MemoryReport};
+pub use dyncore_core::reconfig::Mode;
+pub use percpu::{CpuState, CpuStats};
+pub use task::{CallCx, Ctx, Task, TaskPoll};
+
+use cache::Pool;
+use percpu::{Msg, PerCpu};
+use sync::lock;
+use worker::Stw;
+
+/// How a runtime is built.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Runtime CPU `i` runs on real CPU `real_cpus[i]`.
+    pub real_cpus: Vec<CpuId>,
+    /// Blocks a new per-CPU cache holds.
+    pub cache_blocks: usize,
+    /// Blocks in the pool (default: 4 caches' worth per CPU).
+    pub pool_blocks: Option<usize>,
+    /// Bolt: free an offline CPU's kept cache after this long (`None`: only
+    /// under memory pressure, [`Runtime::reclaim_memory`]).
+    pub cache_keep: Option<Duration>,
+    /// How often a helper thread checks its worker.
+    pub watchdog_period: Duration,
+    /// How an idle worker waits for work.
+    pub idle_spin: SpinPolicy,
+}
+
+impl RuntimeConfig {
+    /// `n` runtime CPUs dealt round-robin over the real CPUs `real`.
+    pub fn over(real: &CpuSet, n: usize) -> RuntimeConfig {
+        let real: Vec<CpuId> = real.iter().collect();
+        assert!(!real.is_empty(), "no real CPU given");
+        RuntimeConfig {
+            real_cpus: (0..n).map(|i| real[i % real.len()]).collect(),
+            cache_blocks: 128,
+            pool_blocks: None,
+            cache_keep: None,
+            watchdog_period: Duration::from_millis(50),
+            idle_spin: SpinPolicy { spin_iters: 2_000, yield_iters: 4, umwait: false },
+        }
+    }
+}
+
+/// What a helper thread is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HelperState {
+    Running,
+    /// Asked to park; it has not seen the request yet.
+    ParkRequested,
+    Parked,
+    /// No thread (naive offline joined it).
+    Stopped,
+}
+
+/// A CPU's registry entry, as a user reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuInfo {
+    pub cpu: CpuId,
+    pub name: String,
+    pub real_cpu: CpuId,
+    pub state: CpuState,
+    /// The CPU handling this one's messages, when not itself.
+    pub proxied_by: Option<CpuId>,
+    /// Blocks in its cache (`None`: no cache).
+    pub cache_blocks: Option<usize>,
+    pub helper: HelperState,
+    /// Watchdog periods in which the worker had work but made no progress.
+    pub watchdog_stalls: u64,
+    /// Statistics not yet folded into the totals.
+    pub stats: CpuStats,
+}
+
+/// What a reconfiguration did.
+#[derive(Debug, Clone)]
+pub struct ReconfigReport {
+    pub plan: Plan,
+    /// Time on the critical path (the call's latency, less validation).
+    pub critical_ns: u64,
+    /// Time until no task ran on the CPUs (Bolt's entry latency); offline only.
+    pub entry_ns: Option<u64>,
+    /// Each critical step and its time.
+    pub step_ns: Vec<(Step, u64)>,
+}
+
+impl ReconfigReport {
+    /// The CPUs that changed state.
+    pub fn changed(&self) -> &CpuSet {
+        &self.plan.cpus
+    }
+
+    /// The CPUs already in the target state (a no-op for them).
+    pub fn already(&self) -> &CpuSet {
+        &self.plan.already
+    }
+
+    /// Nothing changed: every CPU asked for was already there.
+    pub fn is_noop(&self) -> bool {
+        self.plan.is_noop()
+    }
+}
+
+/// Why a reconfiguration did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReconfigError {
+    /// Refused before any step ran (last online CPU, CPU not owned, empty set).
+    Refused(PlanError),
+    /// A critical step failed; the call was rolled back (`rollback` lists
+    /// the undo steps run; `rollback_errors` any that failed in turn).
+    StepFailed { step: Step, index: usize, reason: String, rollback: Vec<Step>, rollback_errors: Vec<String> },
+}
+
+impl std::fmt::Display for ReconfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReconfigError::Refused(e) => e.fmt(f),
+            ReconfigError::StepFailed { step, index, reason, rollback, rollback_errors } => {
+                write!(f, "step {index} ({step}) failed: {reason}; rolled back with {} step(s)", rollback.len())?;
+                if !rollback_errors.is_empty() {
+                    write!(f, ", {} of which failed: {}", rollback_errors.len(), rollback_errors.join("; "))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReconfigError {}
+
+/// Why a task or message could not be placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlaceError {
+    NotOwned { cpu: CpuId, owned: usize },
+    /// Tasks go to online CPUs only (messages go anywhere: proxies).
+    Offline { cpu: CpuId },
+}
+
+impl std::fmt::Display for PlaceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlaceError::NotOwned { cpu, owned } => {
+                write!(f, "CPU {cpu} not owned by this runtime (it owns CPUs 0-{})", owned.saturating_sub(1))
+            }
+            PlaceError::Offline { cpu } => write!(f, "CPU {cpu} is offline"),
+        }
+    }
+}
+
+impl std::error::Error for PlaceError {}
+
+/// Who a grace period waited for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Online CPUs that passed a quiescent point.
+    pub waited_for: CpuSet,
+    /// Offline CPUs, reported quiescent by their proxies (they run nothing).
+    pub reported_by_proxy: CpuSet,
+}
+
+/// Who applied an invalidation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidateReport {
+    pub generation: u64,
+    /// Online CPUs that applied it before the call returned.
+    pub applied: CpuSet,
+    /// Offline CPUs (or CPUs that went offline meanwhile); they apply it
+    /// when they return.
+    pub skipped: CpuSet,
+}
+
+/// Consulted before each critical step; `true` makes the step fail (tests).
+pub type FaultHook = Box<dyn Fn(&Step) -> bool + Send>;
+
+/// The control plane: held for a whole reconfiguration (the hotplug lock).
+pub(crate) struct Control {
+    pub(crate) proxies: ProxyTable,
+    pub(crate) fault: Option<FaultHook>,
+}
+
+struct RegistryEntry {
+    name: String,
+    real_cpu: CpuId,
+}
+
+pub(crate) struct Shared {
+    pub(crate) cpus: Vec<PerCpu>,
+    pub(crate) cfg: RuntimeConfig,
+    pub(crate) pool: Pool,
+    pub(crate) stw: Stw,
+    pub(crate) inval_gen: AtomicU64,
+    pub(crate) shutdown: AtomicBool,
+    pub(crate) active: Mutex<CpuSet>,
+    pub(crate) folded: Mutex<CpuStats>,
+    registry: Mutex<BTreeMap<CpuId, RegistryEntry>>,
+    pub(crate) ctl: Mutex<Control>,
+    spawn_rr: AtomicUsize,
+}
+
+/// Spins, then yields, until `done()` (the controller's waits: for a worker
+/// to finish a step, for a barrier, for a grace period).
+pub(crate) fn spin_until(mut done: impl FnMut() -> bool) {
+    let mut i = 0u32;
+    while !done() {
+        i = i.saturating_add(1);
+        if i < 128 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// A set of runtime CPUs. See the module docs.
+pub struct Runtime {
+    sh: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Runtime {
+    /// Starts one worker and one helper thread per runtime CPU; refuses
+    /// with the reason when a real CPU is not usable.
+    pub fn new(cfg: RuntimeConfig) -> io::Result<Runtime> {
+        let n = cfg.real_cpus.len();
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "a runtime needs at least one CPU"));
+        }
+        let allowed = crate::affinity::allowed_cpus()?;
+        if let Some(bad) = cfg.real_cpus.iter().find(|c| !allowed.contains(**c)) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("real CPU {bad} is not in this process's affinity mask ({allowed})"),
+            ));
+        }
+        let pool = Pool::new(cfg.pool_blocks.unwrap_or(n * cfg.cache_blocks * 4), cfg.cache_blocks);
+        let cpus: Vec<PerCpu> = (0..n).map(|i| PerCpu::new(i, cfg.real_cpus[i], pool.new_cache())).collect();
+        let registry = (0..n).map(|i| (i, RegistryEntry::new(i, cfg.real_cpus[i]))).collect();
+        let sh = Arc::new(Shared {
+            cpus,
+            cfg,
+            pool,
+            stw: Stw::default(),
+            inval_gen: AtomicU64::new(0),
+            shutdown: AtomicBool::new(false),
+            active: Mutex::new(CpuSet::range(0, n)),
+            folded: Mutex::new(CpuStats::default()),
+            registry: Mutex::new(registry),
+            ctl: Mutex::new(Control { proxies: ProxyTable::new(n), fault: None }),
+            spawn_rr: AtomicUsize::new(0),
+        });
+        let mut rt = Runtime { sh: sh.clone(), workers: Vec::with_capacity(n) };
+        let (tx, rx) = std::sync::mpsc::channel();
+        for i in 0..n {
+            let (sh, tx) = (sh.clone(), tx.clone());
+            let real = sh.cpus[i].real;
+            let t = std::thread::Builder::new().name(format!("dyncore-cpu{i}")).spawn(move || {
+                let pinned = crate::affinity::pin_current_thread(real);
+                let ok = pinned.is_ok();
+                // The receiver outlives every worker's first message.
+                let _ = tx.send(pinned);
+                if ok {
+                    worker::worker_main(sh, i);
+                }
+            })?;
+            rt.workers.push(t);
+        }
+        for _ in 0..n {
+            rx.recv().map_err(|_| io::Error::other("a worker thread died while starting"))??;
+        }
+        for i in 0..n {
+            sh.start_helper(i)?;
+        }
+        Ok(rt)
+    }
+
+    /// Number of runtime CPUs (all owned CPUs, online or not).
+    pub fn cpus(&self) -> usize {
+        self.sh.cpus.len()
+    }
+
+    /// The real CPU each runtime CPU runs on.
+    pub fn mapping(&self) -> Vec<CpuId> {
+        self.sh.cpus.iter().map(|c| c.real).collect()
+    }
+
+    /// The active mask: the online CPUs.
+    pub fn online_cpus(&self) -> CpuSet {
+        lock(&self.sh.active).clone()
+    }
+
+    fn owned(&self, cpu: CpuId) -> Result<&PerCpu, PlaceError> {
+        self.sh.cpus.get(cpu).ok_or(PlaceError::NotOwned { cpu, owned: self.sh.cpus.len() })
+    }
+
+    /// Queues `task` on an online CPU (round-robin); returns which.
+    pub fn spawn(&self, task: impl Task) -> CpuId {
+        let mut task: Box<dyn Task> = Box::new(task);
+        let n = self.sh.cpus.len();
+        loop {
+            let start = self.sh.spawn_rr.fetch_add(1, Ordering::Relaxed);
+            for k in 0..n {
+                let cpu = (start + k) % n;
+                match self.sh.push_task(cpu, task) {
+                    Ok(()) => return cpu,
+                    Err(t) => task = t,
+                }
+            }
+            // Every queue closed for an instant (a rollback reopening
+            // one); invariant 1 says one opens again.
+            std::thread::yield_now();
+        }
+    }
+
+    /// Queues `task` on `cpu`, which must be online.
+    pub fn spawn_on(&self, cpu: CpuId, task: impl Task) -> Result<(), PlaceError> {
+        self.owned(cpu)?;
+        self.sh.push_task(cpu, Box::new(task)).map_err(|_| PlaceError::Offline { cpu })
+    }
+
+    /// Runs `f` on `cpu` with its per-CPU state — or, if it is offline, on
+    /// its proxy with the same state. `f` may run more than once (make it
+    /// idempotent); it is never lost.
+    pub fn call_on(&self, cpu: CpuId, f: impl Fn(&mut CallCx<'_>) + Send + Sync + 'static) -> Result<(), PlaceError> {
+        self.owned(cpu)?;
+        self.sh.post(cpu, Msg::Call(Box::new(f)));
+        Ok(())
+    }
+
+    /// Asks `cpu` to look at its run queue again (handled by the proxy, as a
+    /// no-op, while offline).
+    pub fn reschedule(&self, cpu: CpuId) -> Result<(), PlaceError> {
+        self.owned(cpu)?;
+        self.sh.post(cpu, Msg::Reschedule);
+        Ok(())
+    }
+
+    /// Waits until every online CPU has passed a quiescent point (was seen
+    /// between task steps); offline CPUs are reported quiescent by their
+    /// proxies. Must not be called from a task.
+    pub fn synchronize(&self) -> SyncReport {
+        worker::assert_not_on_worker("synchronize");
+        self.sh.synchronize()
+    }
+
+    /// Makes every online CPU apply a new invalidation generation before
+    /// returning. Offline CPUs are skipped and apply it when they return.
+    /// Must not be called from a task.
+    pub fn broadcast_invalidate(&self) -> InvalidateReport {
+        worker::assert_not_on_worker("broadcast_invalidate");
+        let sh = &self.sh;
+        let g = sh.inval_gen.fetch_add(1, Ordering::SeqCst) + 1;
+        let (mut applied, mut skipped) = (CpuSet::new(), CpuSet::new());
+        for c in &sh.cpus {
+            if c.online() {
+                sh.post(c.id, Msg::Invalidate(g));
+                applied.insert(c.id);
+            } else {
+                skipped.insert(c.id);
+            }
+        }
+        for cpu in applied.clone().iter() {
+            let c = &sh.cpus[cpu];
+            spin_until(|| c.inval_seen.load(Ordering::SeqCst) >= g || !c.online());
+            if c.inval_seen.load(Ordering::SeqCst) < g {
+                applied.remove(cpu);
+                skipped.insert(cpu);
+            }
+        }
+        InvalidateReport { generation: g, applied, skipped }
+    }
+
+    /// The newest invalidation generation `cpu` has applied.
+    pub fn invalidation_seen(&self, cpu: CpuId) -> Result<u64, PlaceError> {
+        Ok(self.owned(cpu)?.inval_seen.load(Ordering::SeqCst))
+    }
+
+    /// The newest invalidation generation broadcast.
+    pub fn invalidation_generation(&self) -> u64 {
+        self.sh.inval_gen.load(Ordering::SeqCst)
+    }
+
+    /// Takes `cpus` offline. Already-offline CPUs are a reported no-op
+    /// ([`ReconfigReport::already`]). Must not be called from a task.
+    pub fn offline(&self, cpus: &CpuSet, mode: Mode) -> Result<ReconfigReport, ReconfigError> {
+        worker::assert_not_on_worker("offline");
+        self.sh.reconfigure(dyncore_core::reconfig::Direction::Offline, mode, cpus)
+    }
+
+    /// Brings `cpus` online. Already-online CPUs are a reported no-op.
+    pub fn online(&self, cpus: &CpuSet, mode: Mode) -> Result<ReconfigReport, ReconfigError> {
+        worker::assert_not_on_worker("online");
+        self.sh.reconfigure(dyncore_core::reconfig::Direction::Online, mode, cpus)
+    }
+
+    /// Memory pressure: frees the caches that offline CPUs kept (Bolt's
+    /// deferred `FreeCache`). Returns how many were freed.
+    pub fn reclaim_memory(&self) -> usize {
+        (0..self.sh.cpus.len()).filter(|&c| self.sh.reclaim_cache_if_offline(c, true)).count()
+    }
+
+    /// Installs (or with `None` removes) the fault-injection hook.
+    pub fn set_fault_hook(&self, hook: Option<FaultHook>) {
+        lock(&self.sh.ctl).fault = hook;
+    }
+
+    /// The registry: one entry per CPU that has one (naive offline removes
+    /// it; Bolt keeps it, reading offline).
+    pub fn registry(&self) -> Vec<CpuInfo> {
+        let reg = lock(&self.sh.registry);
+        reg.iter().map(|(&cpu, e)| self.sh.info(cpu, e)).collect()
+    }
+
+    /// One CPU's registry entry, if it has one.
+    pub fn cpu_info(&self, cpu: CpuId) -> Option<CpuInfo> {
+        let reg = lock(&self.sh.registry);
+        reg.get(&cpu).map(|e| self.sh.info(cpu, e))
+    }
+
+    /// Statistics of the whole runtime: folded totals plus every CPU's
+    /// unfolded counters.
+    pub fn stats(&self) -> CpuStats {
+        let mut s = *lock(&self.sh.folded);
+        for c in &self.sh.cpus {
+            s.add(&lock(&c.local).stats);
+        }
+        s
+    }
+
+    /// Memory accounting (exact: every cache is locked while counting).
+    pub fn memory(&self) -> MemoryReport {
+        let locals: Vec<_> = self.sh.cpus.iter().map(|c| lock(&c.local)).collect();
+        self.sh.pool.report(locals.iter().filter_map(|l| l.cache.as_ref()))
+    }
+
+    /// Checks invariants 1-3 of the module docs.
+    pub fn check(&self) -> Result<(), String> {
+        let ctl = lock(&self.sh.ctl);
+        self.sh.check(&ctl)
+    }
+
+    /// Every CPU's state in one text, without taking a lock that a stuck
+    /// thread could hold (for watchdogs and failure reports).
+    pub fn dump(&self) -> String {
+        self.sh.dump()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let sh = &self.sh;
+        sh.shutdown.store(true, Ordering::Release);
+        sh.stw.waiter.notify();
+        for c in &sh.cpus {
+            c.waiter.notify();
+            c.helper.waiter.notify();
+        }
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        for c in &sh.cpus {
+            if let Some(h) = lock(&c.helper.handle).take() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+impl RegistryEntry {
+    fn new(cpu: CpuId, real_cpu: CpuId) -> Self {
+        RegistryEntry { name: format!("cpu{cpu}"), real_cpu }
+    }
+}
+
+impl Shared {
+    /// Queues a task on `cpu` if its queue is open; gives it back if not.
+    fn push_task(&self, cpu: CpuId, task: Box<dyn Task>) -> Result<(), Box<dyn Task>> {
+        let c = &self.cpus[cpu];
+        {
+            let mut q = lock(&c.runq);
+            if !q.open {
+                return Err(task);
+            }
+            q.tasks.push_back(task);
+            c.runq_len.store(q.tasks.len(), Ordering::Release);
+        }
+        c.waiter.notify();
+        Ok(())
+    }
+
+    /// Posts `m` to `cpu`'s mailbox and wakes its handler (it or its proxy).
+    pub(crate) fn post(&self, cpu: CpuId, m: Msg) {
+        let handler = self.cpus[cpu].mailbox.post(m);
+        self.cpus[handler].waiter.notify();
+    }
+
+    pub(crate) fn synchronize(&self) -> SyncReport {
+        let (mut waited_for, mut reported_by_proxy) = (CpuSet::new(), CpuSet::new());
+        let snaps: Vec<(CpuId, u64)> = self.cpus.iter().map(|c| (c.id, c.qs.load(Ordering::SeqCst))).collect();
+        for (cpu, qs) in snaps {
+            let c = &self.cpus[cpu];
+            if c.state() == CpuState::Offline {
+                reported_by_proxy.insert(cpu);
+                continue;
+            }
+            // Quiescent once seen outside its dispatch section, or past
+            // another quiescent point.
+            spin_until(|| !c.running.load(Ordering::SeqCst) || c.qs.load(Ordering::SeqCst) != qs);
+            waited_for.insert(cpu);
+        }
+        SyncReport { waited_for, reported_by_proxy }
+    }
+
+    pub(crate) fn fold_stats(&self, cpu: CpuId) {
+        let s = std::mem::take(&mut lock(&self.cpus[cpu].local).stats);
+        lock(&self.folded).add(&s);
+    }
+
+    /// Frees `cpu`'s cache if it is offline and has one. `wait` for the
+    /// control lock, or give up if it is held (a helper thread must not
+    /// wait: the holder may be joining it).
+    pub(crate) fn reclaim_cache_if_offline(&self, cpu: CpuId, wait: bool) -> bool {
+        let _ctl = if wait {
+            lock(&self.ctl)
+        } else {
+            match self.ctl.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return false,
+            }
+        };
+        let c = &self.cpus[cpu];
+        if c.state() != CpuState::Offline {
+            return false;
+        }
+        let cache = lock(&c.local).cache.take();
+        match cache {
+            Some(cache) => {
+                self.pool.free_cache(cache);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn helper_state(&self, cpu: CpuId) -> HelperState {
+        let h = &self.cpus[cpu].helper;
+        if lock(&h.handle).is_none() {
+            HelperState::Stopped
+        } else if h.parked.load(Ordering::Acquire) {
+            HelperState::Parked
+        } else if h.park.load(Ordering::Acquire) {
+            HelperState::ParkRequested
+        } else {
+            HelperState::Running
+        }
+    }
+
+    fn info(&self, cpu: CpuId, e: &RegistryEntry) -> CpuInfo {
+        let c = &self.cpus[cpu];
+        let handler = c.mailbox.handler();
+        let local = lock(&c.local);
+        CpuInfo {
+            cpu,
+            name: e.name.clone(),
+            real_cpu: e.real_cpu,
+            state: c.state(),
+            proxied_by: (handler != cpu).then_some(handler),
+            cache_blocks: local.cache.as_ref().map(|c| c.len()),
+            helper: self.helper_state(cpu),
+            watchdog_stalls: c.helper.stalls.load(Ordering::Relaxed),
+            stats: local.stats,
+        }
+    }
+
+    fn dump(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "runtime: {} CPUs, stop-the-world gen {} (arrived {}), invalidation gen {}, control lock {}",
+            self.cpus.len(),
+            self.stw.gen.load(Ordering::SeqCst),
+            self.stw.arrived.load(Ordering::SeqCst),
+            self.inval_gen.load(Ordering::SeqCst),
+            if self.ctl.try_lock().is_ok() { "free" } else { "held" },
+        );
+        for c in &self.cpus {
+            let mb = c.mailbox.try_peek().map_or("locked".into(), |(h, n)| format!("handler {h}, {n} pending"));
+            let h = &c.helper;
+            let _ = writeln!(
+                s,
+                "  cpu{} (real {}): {} running={} qs={} heartbeat={} runq={} mailbox[{mb}] charges={} inval_seen={} \
+                 helper[park={} parked={} stop={} ticks={} stalls={}]",
+                c.id,
+                c.real,
+                c.state(),
+                c.running.load(Ordering::SeqCst),
+                c.qs.load(Ordering::SeqCst),
+                c.heartbeat.load(Ordering::Relaxed),
+                c.runq_len.load(Ordering::Acquire),
+                c.charges.try_lock().map_or("locked".into(), |g| format!("{{{g}}}")),
+                c.inval_seen.load(Ordering::SeqCst),
+                h.park.load(Ordering::Acquire),
+                h.parked.load(Ordering::Acquire),
+                h.stop.load(Ordering::Acquire),
+                h.ticks.load(Ordering::Relaxed),
+                h.stalls.load(Ordering::Relaxed),
+            );
+        }
+        s
+    }
+}
+
+#[cfg(all(test, not(dyncore_loom)))]
+mod tests;
+
+#[cfg(all(test, dyncore_loom))]
+mod loom_tests;

@@ -1,0 +1,487 @@
+//! Node managers (Chameleon §3.2, §4.2, §4.3.5): which CPUs of a node form
+//! which thread's execution object.
+//!
+//! A node manager holds the open requests of its node (a thread asking for a
+//! `sequential` object of some size, with a weight) and, whenever demand or
+//! supply changes, recomputes the assignment:
+//!
+//! 1. **Pool.** CPUs of the node not busy with native threads are the pool
+//!    that sequential requests share.
+//! 2. **Sizes, by weight.** Requests are ordered by weight (ties: first come)
+//!    and raised in rounds — every request to 1 CPU, then to 2, then to 4 —
+//!    while the pool lasts. When demand exceeds supply this *splits the
+//!    largest objects* and *reclaims CPUs from low-weight requests*; when an
+//!    object is freed its CPUs go to the objects that got fewer than they
+//!    asked, highest weight first.
+//! 3. **Placement.** Objects are aligned blocks (pairs and quads; a pair is a
+//!    hyperthread pair on SMT machines). A request keeps a block inside its
+//!    current CPUs when it can (no migration). If the free CPUs suffice but
+//!    no aligned block is free, the node is *fragmented*: all objects are
+//!    re-placed from scratch and the requests that moved are reported as
+//!    defragmentation migrations.
+//! 4. **Overlay.** A request the pool cannot give 2 CPUs gets, if one exists,
+//!    a full-size block over CPUs busy with native threads; the cluster
+//!    scheduler then decides by virtual runtime and tax when it may borrow
+//!    them.
+//!
+//! Every change of a request's CPUs is reported (the execution object is
+//! notified and the scheduler re-queues the thread). Whether a thread's exit
+//! triggers redistribution is the caller's choice (`notify`), so the paper's
+//! `3*` experiment can turn it off.
+//!
+//! Invariant (asserted after every rebalance): objects are pairwise disjoint
+//! — a CPU is in at most one non-nested object — and each lies in the node
+//! on an aligned block.
+
+use std::collections::BTreeMap;
+
+use crate::topology::Topology;
+use crate::{CpuId, CpuSet};
+
+/// Identifies the requesting thread.
+pub type Requester = usize;
+
+#[derive(Debug, Clone)]
+struct Request {
+    wanted: usize,
+    weight: f64,
+    arrival: u64,
+    cpus: CpuSet,
+}
+
+/// A change of one request's CPUs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assignment {
+    pub thread: Requester,
+    /// The new object (empty: no object, run natively anywhere).
+    pub cpus: CpuSet,
+    /// The node manager moved the thread to defragment.
+    pub defrag: bool,
+}
+
+/// The node manager of one node.
+#[derive(Debug, Clone)]
+pub struct NodeManager {
+    node: usize,
+    node_cpus: CpuSet,
+    /// (first CPU, CPUs) of the node.
+    first: CpuId,
+    len: usize,
+    max_fuse: usize,
+    requests: BTreeMap<Requester, Request>,
+    arrivals: u64,
+    defrags: u64,
+}
+
+impl NodeManager {
+    pub fn new(topology: &Topology, node: usize, max_fuse: usize) -> NodeManager {
+        let (first, len) = topology.node_range(node);
+        assert!(max_fuse.is_power_of_two() && max_fuse <= 4, "objects have 1, 2 or 4 CPUs");
+        assert!(max_fuse <= len.max(1), "a fused object must fit its node");
+        NodeManager {
+            node,
+            node_cpus: topology.node_cpus(node),
+            first,
+            len,
+            max_fuse,
+            requests: BTreeMap::new(),
+            arrivals: 0,
+            defrags: 0,
+        }
+    }
+
+    pub fn node(&self) -> usize {
+        self.node
+    }
+
+    pub fn requests(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Times the node was found fragmented and re-packed.
+    pub fn defragmentations(&self) -> u64 {
+        self.defrags
+    }
+
+    /// Free pool CPUs (not busy with native threads, not in an object).
+    pub fn free_pool(&self, native_busy: &CpuSet) -> usize {
+        let mut used = native_busy.intersection(&self.node_cpus);
+        for r in self.requests.values() {
+            used.extend_from(&r.cpus);
+        }
+        self.len - used.intersection(&self.node_cpus).len()
+    }
+
+    /// Pool CPUs: not busy with native threads (free or in objects).
+    pub fn pool(&self, native_busy: &CpuSet) -> usize {
+        self.len - native_busy.intersection(&self.node_cpus).len()
+    }
+
+    /// Adds the CPUs of every object of this node to `set`.
+    pub fn objects_into(&self, set: &mut CpuSet) {
+        for r in self.requests.values() {
+            set.extend_from(&r.cpus);
+        }
+    }
+
+    /// The current object of `thread` (empty if none).
+    pub fn object_of(&self, thread: Requester) -> CpuSet {
+        self.requests.get(&thread).map(|r| r.cpus.clone()).unwrap_or_default()
+    }
+
+    /// A thread asks for an object of `wanted` CPUs. Returns every change
+    /// (including the new thread's object).
+    pub fn request(
+        &mut self,
+        thread: Requester,
+        wanted: usize,
+        weight: f64,
+        native_busy: &CpuSet,
+    ) -> Vec<Assignment> {
+        let wanted = wanted.clamp(1, self.max_fuse).next_power_of_two().min(self.max_fuse);
+        self.arrivals += 1;
+        self.requests.insert(thread, Request { wanted, weight, arrival: self.arrivals, cpus: CpuSet::new() });
+        self.rebalance(native_busy)
+    }
+
+    /// A thread exits or gives its object up. With `notify`, the freed CPUs
+    /// are redistributed; without, they stay idle until the next request.
+    pub fn release(&mut self, thread: Requester, notify: bool, native_busy: &CpuSet) -> Vec<Assignment> {
+        if self.requests.remove(&thread).is_none() {
+            return Vec::new();
+        }
+        if notify { self.rebalance(native_busy) } else { Vec::new() }
+    }
+
+    /// Recomputes sizes and placement; returns the requests whose CPUs changed.
+    pub fn rebalance(&mut self, native_busy: &CpuSet) -> Vec<Assignment> {
+        let busy = native_busy.intersection(&self.node_cpus);
+        // Pool: CPUs not busy with native threads. CPUs of overlay objects are
+        // busy with natives too and so are not in the pool.
+        let pool = self.node_cpus.difference(&busy);
+        // Priority order: weight descending, then arrival.
+        let mut order: Vec<Requester> = self.requests.keys().copied().collect();
+        order.sort_by(|a, b| {
+            let (ra, rb) = (&self.requests[a], &self.requests[b]);
+            rb.weight.total_cmp(&ra.weight).then(ra.arrival.cmp(&rb.arrival))
+        });
+
+        // Step 2: sizes from the pool, in rounds 1 -> 2 -> 4.
+        let mut size: BTreeMap<Requester, usize> = BTreeMap::new();
+        let mut left = pool.len();
+        let mut target = 1;
+        while target <= self.max_fuse {
+            for &t in &order {
+                let cur = size.get(&t).copied().unwrap_or(0);
+                let want = self.requests[&t].wanted;
+                if target <= want && cur < target && left >= target - cur {
+                    left -= target - cur;
+                    size.insert(t, target);
+                }
+            }
+            target *= 2;
+        }
+
+        // Step 3: place pool objects, largest first, keeping current blocks.
+        let old: BTreeMap<Requester, CpuSet> =
+            self.requests.iter().map(|(&t, r)| (t, r.cpus.clone())).collect();
+        let mut by_size: Vec<Requester> = size.keys().copied().collect();
+        by_size.sort_by(|a, b| {
+            size[b]
+                .cmp(&size[a])
+                .then_with(|| order.iter().position(|x| x == a).cmp(&order.iter().position(|x| x == b)))
+        });
+        let mut placed: BTreeMap<Requester, CpuSet> = BTreeMap::new();
+        let mut defrag = false;
+        if !self.place_all(&by_size, &size, &pool, &old, true, &mut placed) {
+            // Enough CPUs but no aligned blocks: fragmented. Re-pack from scratch.
+            placed.clear();
+            defrag = true;
+            self.defrags += 1;
+            let mut sizes = size.clone();
+            // Re-packing largest-first into aligned blocks always fits when the
+            // pool is itself made of aligned blocks; if not, shrink until it does.
+            while !self.place_all(&by_size, &sizes, &pool, &old, false, &mut placed) {
+                placed.clear();
+                let Some((&t, _)) = sizes.iter().filter(|(_, s)| **s > 1).min_by(|a, b| {
+                    let pa = order.iter().position(|x| x == a.0);
+                    let pb = order.iter().position(|x| x == b.0);
+                    pb.cmp(&pa)
+                }) else {
+                    break;
+                };
+                let s = sizes.get_mut(&t).expect("present");
+                *s /= 2;
+            }
+        }
+
+        // Step 4: overlay for requests that got fewer than 2 CPUs (or none).
+        for &t in &order {
+            let want = self.requests[&t].wanted;
+            let got = placed.get(&t).map(|c| c.len()).unwrap_or(0);
+            if want < 2 || got >= 2 {
+                continue;
+            }
+            let mut taken = CpuSet::new();
+            for (other, c) in &placed {
+                if *other != t {
+                    taken.extend_from(c);
+                }
+            }
+            let mut sz = want;
+            while sz >= 2 {
+                let kept = old
+                    .get(&t)
+                    .and_then(|c| c.first())
+                    .and_then(|f| self.block_at(f, sz))
+                    .filter(|b| b.is_disjoint(&taken));
+                if let Some(block) = kept.or_else(|| self.find_block(sz, &self.node_cpus, &taken)) {
+                    placed.insert(t, block);
+                    break;
+                }
+                sz /= 2;
+            }
+        }
+
+        // Report changes and commit.
+        let mut changes = Vec::new();
+        for (&t, r) in self.requests.iter_mut() {
+            let new = placed.remove(&t).unwrap_or_default();
+            if new != r.cpus {
+                let moved = !r.cpus.is_empty() && !new.is_empty() && new.first() != r.cpus.first();
+                changes.push(Assignment { thread: t, cpus: new.clone(), defrag: defrag && moved });
+                r.cpus = new;
+            }
+        }
+        if let Err(e) = self.check() {
+            panic!("node manager invariant broken: {e}");
+        }
+        changes
+    }
+
+    /// Places every request of `sizes` inside `pool`. With `keep`, requests
+    /// first keep the block of their new size around their old CPUs (no
+    /// migration); the rest are placed first-fit. Returns false when some
+    /// request finds no aligned block (fragmentation).
+    fn place_all(
+        &self,
+        order: &[Requester],
+        sizes: &BTreeMap<Requester, usize>,
+        pool: &CpuSet,
+        old: &BTreeMap<Requester, CpuSet>,
+        keep: bool,
+        placed: &mut BTreeMap<Requester, CpuSet>,
+    ) -> bool {
+        let mut taken = CpuSet::new();
+        if keep {
+            for &t in order {
+                let Some(first) = old.get(&t).and_then(|c| c.first()) else { continue };
+                if let Some(b) = self.block_at(first, sizes[&t])
+                    && b.is_subset(pool)
+                    && b.is_disjoint(&taken)
+                {
+                    taken.extend_from(&b);
+                    placed.insert(t, b);
+                }
+            }
+        }
+        for &t in order {
+            if placed.contains_key(&t) {
+                continue;
+            }
+            match self.find_block(sizes[&t], pool, &taken) {
+                Some(b) => {
+                    taken.extend_from(&b);
+                    placed.insert(t, b);
+                }
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// The aligned block of `size` CPUs of this node containing `cpu`.
+    fn block_at(&self, cpu: CpuId, size: usize) -> Option<CpuSet> {
+        if !self.node_cpus.contains(cpu) {
+            return None;
+        }
+        let local = cpu - self.first;
+        let start = local - local % size;
+        (start + size <= self.len).then(|| CpuSet::range(self.first + start, self.first + start + size))
+    }
+
+    /// The first aligned block of `size` CPUs inside `within`, disjoint from `taken`.
+    fn find_block(&self, size: usize, within: &CpuSet, taken: &CpuSet) -> Option<CpuSet> {
+        (0..self.len / size)
+            .map(|i| CpuSet::range(self.first + i * size, self.first + i * size + size))
+            .find(|b| b.is_subset(within) && b.is_disjoint(taken))
+    }
+
+    /// Objects are disjoint aligned blocks of the node.
+    pub fn check(&self) -> Result<(), String> {
+        let mut seen = CpuSet::new();
+        for (t, r) in &self.requests {
+            if r.cpus.is_empty() {
+                continue;
+            }
+            if !r.cpus.is_disjoint(&seen) {
+                return Err(format!("thread {t}'s object {} overlaps another object", r.cpus));
+            }
+            if !r.cpus.is_subset(&self.node_cpus) {
+                return Err(format!("thread {t}'s object {} leaves node {}", r.cpus, self.node));
+            }
+            let n = r.cpus.len();
+            let first = r.cpus.first().expect("non-empty");
+            if !n.is_power_of_two() || !(first - self.first).is_multiple_of(n) || r.cpus.last() != Some(first + n - 1) {
+                return Err(format!("thread {t}'s object {} is not an aligned block", r.cpus));
+            }
+            if n > r.wanted {
+                return Err(format!("thread {t} got {n} CPUs but asked for {}", r.wanted));
+            }
+            seen.extend_from(&r.cpus);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn objs(nm: &NodeManager, ts: &[usize]) -> Vec<String> {
+        ts.iter().map(|&t| nm.object_of(t).to_string()).collect()
+    }
+
+    #[test]
+    fn idle_node_gives_full_quads() {
+        // 10 idle CPUs: two quad requests get 0-3 and 4-7.
+        let t = Topology::uniform(1, 10);
+        let mut nm = NodeManager::new(&t, 0, 4);
+        let none = CpuSet::new();
+        nm.request(1, 4, 1.0, &none);
+        nm.request(2, 4, 1.0, &none);
+        assert_eq!(objs(&nm, &[1, 2]), ["0-3", "4-7"]);
+    }
+
+    #[test]
+    fn figure8_events_a_to_d() {
+        // One node of 10 CPUs, weights = speedups: astar 1.5, lbm 1.75, sjeng 2.0.
+        let t = Topology::uniform(1, 10);
+        let mut nm = NodeManager::new(&t, 0, 4);
+        let none = CpuSet::new();
+        let (astar1, astar2, lbm, sjeng) = (1, 2, 3, 4);
+        nm.request(astar1, 4, 1.5, &none);
+        nm.request(astar2, 4, 1.5, &none);
+        assert_eq!(objs(&nm, &[astar1, astar2]), ["0-3", "4-7"]);
+        // (a) lbm: 3 requests, 10 CPUs. Round 1: 1+1+1 (7 left); round 2: 2+2+2
+        // (4 left); round 4 by weight: lbm +2, astar1 +2 (0 left). astar2 shrinks.
+        let ch = nm.request(lbm, 4, 1.75, &none);
+        assert!(ch.iter().any(|a| a.thread == astar2 && a.cpus.len() == 2), "{ch:?}");
+        let sizes = |nm: &NodeManager| [astar1, astar2, lbm, sjeng].map(|t| nm.object_of(t).len());
+        assert_eq!(sizes(&nm), [4, 2, 4, 0]);
+        // (b) sjeng: 4 requests: everyone 2 (8), 2 left -> sjeng 4.
+        nm.request(sjeng, 4, 2.0, &none);
+        assert_eq!(sizes(&nm), [2, 2, 2, 4]);
+        // (c) lbm exits: its 2 CPUs go to the first astar (4).
+        nm.release(lbm, true, &none);
+        assert_eq!(sizes(&nm), [4, 2, 0, 4]);
+        // (d) sjeng exits: the second astar gets 4 too.
+        nm.release(sjeng, true, &none);
+        assert_eq!(sizes(&nm), [4, 4, 0, 0]);
+        nm.check().unwrap();
+    }
+
+    #[test]
+    fn without_notification_freed_cpus_stay_idle() {
+        // Figure 6's 3*: 8 pool CPUs, three requests -> 4, 2, 2; the quad
+        // holder exits; without notification the others stay at 2.
+        let t = Topology::uniform(1, 8);
+        let mut nm = NodeManager::new(&t, 0, 4);
+        let none = CpuSet::new();
+        for th in 1..=3 {
+            nm.request(th, 4, 2.0, &none);
+        }
+        let sizes: Vec<usize> = (1..=3).map(|th| nm.object_of(th).len()).collect();
+        assert_eq!(sizes, [4, 2, 2]);
+        let quad = (1..=3).find(|&th| nm.object_of(th).len() == 4).unwrap();
+        assert!(nm.release(quad, false, &none).is_empty());
+        let others: Vec<usize> = (1..=3).filter(|&th| th != quad).map(|th| nm.object_of(th).len()).collect();
+        assert_eq!(others, [2, 2]);
+        // With notification the two remaining get quads.
+        let mut nm2 = NodeManager::new(&t, 0, 4);
+        for th in 1..=3 {
+            nm2.request(th, 4, 2.0, &none);
+        }
+        nm2.release(quad, true, &none);
+        let others: Vec<usize> = (1..=3).filter(|&th| th != quad).map(|th| nm2.object_of(th).len()).collect();
+        assert_eq!(others, [4, 4]);
+    }
+
+    #[test]
+    fn native_threads_shrink_the_pool() {
+        // 12 CPUs, natives busy on 0-3: the pool is 4-11 (8 CPUs); a third
+        // quad request splits the largest object.
+        let t = Topology::uniform(1, 12);
+        let mut nm = NodeManager::new(&t, 0, 4);
+        let busy: CpuSet = "0-3".parse().unwrap();
+        nm.request(1, 4, 1.0, &busy);
+        nm.request(2, 4, 1.0, &busy);
+        assert_eq!(objs(&nm, &[1, 2]), ["4-7", "8-11"]);
+        nm.request(3, 4, 1.0, &busy);
+        let mut sizes: Vec<usize> = (1..=3).map(|th| nm.object_of(th).len()).collect();
+        sizes.sort();
+        assert_eq!(sizes, [2, 2, 4]);
+        assert!(nm.object_of(3).is_subset(&"4-11".parse().unwrap()));
+    }
+
+    #[test]
+    fn overlay_when_every_cpu_runs_native_threads() {
+        // Figure 7: natives on all 12 CPUs; quad requests overlay them.
+        let t = Topology::uniform(1, 12);
+        let mut nm = NodeManager::new(&t, 0, 4);
+        let busy: CpuSet = "0-11".parse().unwrap();
+        for th in 1..=3 {
+            nm.request(th, 4, 2.0, &busy);
+        }
+        assert_eq!(objs(&nm, &[1, 2, 3]), ["0-3", "4-7", "8-11"]);
+        // A fourth finds no free block of any size: no object.
+        nm.request(4, 4, 2.0, &busy);
+        assert!(nm.object_of(4).is_empty());
+    }
+
+    #[test]
+    fn smt_pairs_go_to_the_highest_weights() {
+        // Figure 9: 8 hyperthreads, six requests for a core (2): rounds give
+        // everyone 1 (6), then the two highest weights get a pair (8).
+        let t = Topology::uniform_smt(1, 4);
+        let mut nm = NodeManager::new(&t, 0, 2);
+        let none = CpuSet::new();
+        let weights = [1.2, 1.8, 1.4, 1.4, 1.8, 1.6];
+        for (th, w) in weights.iter().enumerate() {
+            nm.request(th, 2, *w, &none);
+        }
+        let sizes: Vec<usize> = (0..6).map(|th| nm.object_of(th).len()).collect();
+        assert_eq!(sizes, [1, 2, 1, 1, 2, 1]);
+    }
+
+    #[test]
+    fn fragmentation_is_detected_and_repacked() {
+        // 8 CPUs; four pair requests at 0-1, 2-3, 4-5, 6-7. Threads 1 and 3
+        // exit (0-1 and 4-5 free): 4 free CPUs but no free quad. A new quad
+        // request with higher weight forces a re-pack.
+        let t = Topology::uniform(1, 8);
+        let mut nm = NodeManager::new(&t, 0, 4);
+        let none = CpuSet::new();
+        for th in 1..=4 {
+            nm.request(th, 2, 1.0, &none);
+        }
+        nm.release(1, false, &none);
+        nm.release(3, false, &none);
+        let before = nm.defragmentations();
+        let ch = nm.request(5, 4, 3.0, &none);
+        assert_eq!(nm.object_of(5).len(), 4);
+        assert_eq!(nm.defragmentations(), before + 1);
+        assert!(ch.iter().any(|a| a.defrag), "some thread moved: {ch:?}");
+        nm.check().unwrap();
+    }
+}

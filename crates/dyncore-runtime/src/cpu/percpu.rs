@@ -1,0 +1,183 @@
+//! The per-CPU area of a runtime CPU: what its worker thread owns, what
+//! other CPUs may touch, and what a proxy uses on its behalf.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+
+use crossbeam_utils::CachePadded;
+use dyncore_core::{CpuId, CpuSet};
+use dyncore_ring::Waiter;
+
+use super::cache::CpuCache;
+use super::mailbox::Mailbox;
+use super::task::{CallCx, Task};
+
+/// A runtime CPU's state, as its registry entry shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum CpuState {
+    /// Running tasks and handling its own messages.
+    Online = 0,
+    /// Told to stop; its worker may still be finishing a step.
+    Stopping = 1,
+    /// Runs nothing; its proxy handles its messages.
+    Offline = 2,
+}
+
+impl CpuState {
+    fn from_u8(v: u8) -> CpuState {
+        match v {
+            0 => CpuState::Online,
+            1 => CpuState::Stopping,
+            _ => CpuState::Offline,
+        }
+    }
+}
+
+impl std::fmt::Display for CpuState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CpuState::Online => "online",
+            CpuState::Stopping => "stopping",
+            CpuState::Offline => "offline",
+        })
+    }
+}
+
+/// Per-CPU counters. Naive offline folds them into the runtime's totals at
+/// once; Bolt lets the helper thread fold them later.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuStats {
+    pub steps: u64,
+    pub tasks_done: u64,
+    /// Remote calls handled for this CPU (by it or by its proxy).
+    pub calls: u64,
+    pub calls_by_proxy: u64,
+    pub reschedules: u64,
+    pub invalidations: u64,
+    pub invalidations_by_proxy: u64,
+    pub allocs: u64,
+    pub frees: u64,
+}
+
+impl CpuStats {
+    pub fn add(&mut self, o: &CpuStats) {
+        self.steps += o.steps;
+        self.tasks_done += o.tasks_done;
+        self.calls += o.calls;
+        self.calls_by_proxy += o.calls_by_proxy;
+        self.reschedules += o.reschedules;
+        self.invalidations += o.invalidations;
+        self.invalidations_by_proxy += o.invalidations_by_proxy;
+        self.allocs += o.allocs;
+        self.frees += o.frees;
+    }
+}
+
+/// Per-CPU state used by tasks and by message handlers (the worker while
+/// online, the proxy while offline), under one lock so the two never race.
+#[derive(Debug, Default)]
+pub(crate) struct Local {
+    pub(crate) cache: Option<CpuCache>,
+    pub(crate) stats: CpuStats,
+}
+
+/// A remote-call handler. `Fn`, not `FnOnce`: handlers must be idempotent.
+pub(crate) type CallFn = Box<dyn Fn(&mut CallCx<'_>) + Send + Sync>;
+
+/// What travels through a mailbox (the IPIs of the runtime).
+pub(crate) enum Msg {
+    Call(CallFn),
+    /// Look at the run queue again (a no-op for a proxy: it runs no tasks).
+    Reschedule,
+    /// Apply invalidation generation `g`.
+    Invalidate(u64),
+}
+
+pub(crate) struct RunQueue {
+    pub(crate) tasks: VecDeque<Box<dyn Task>>,
+    /// False while the CPU is offline: nothing may be queued here.
+    pub(crate) open: bool,
+}
+
+/// Control words of a CPU's helper thread (the watchdog).
+#[derive(Default)]
+pub(crate) struct Helper {
+    pub(crate) stop: AtomicBool,
+    /// Bolt's asynchronous park request.
+    pub(crate) park: AtomicBool,
+    /// The helper is parked (it saw the request).
+    pub(crate) parked: AtomicBool,
+    /// Fold statistics at the next tick (a deferred step).
+    pub(crate) fold: AtomicBool,
+    pub(crate) stalls: AtomicU64,
+    pub(crate) ticks: AtomicU64,
+    pub(crate) parks: AtomicU64,
+    pub(crate) waiter: Waiter,
+    pub(crate) handle: Mutex<Option<JoinHandle<()>>>,
+}
+
+pub(crate) struct PerCpu {
+    pub(crate) id: CpuId,
+    pub(crate) real: CpuId,
+    state: CachePadded<AtomicU8>,
+    /// The worker is inside its dispatch section (a task step or handlers).
+    pub(crate) running: CachePadded<AtomicBool>,
+    /// Quiescent points passed (one per dispatch section).
+    pub(crate) qs: AtomicU64,
+    /// Loop iterations of the worker, for the watchdog.
+    pub(crate) heartbeat: AtomicU64,
+    /// Newest invalidation generation applied for this CPU.
+    pub(crate) inval_seen: AtomicU64,
+    /// A proxy applied an invalidation for this CPU: apply at return.
+    pub(crate) flush_on_return: AtomicBool,
+    pub(crate) runq: Mutex<RunQueue>,
+    pub(crate) runq_len: AtomicUsize,
+    pub(crate) mailbox: Mailbox<Msg>,
+    /// CPUs this one proxies for (its mirror of `ProxyTable::proxying_for`).
+    pub(crate) charges: Mutex<CpuSet>,
+    pub(crate) has_charges: AtomicBool,
+    pub(crate) local: Mutex<Local>,
+    pub(crate) waiter: Waiter,
+    pub(crate) helper: Helper,
+}
+
+impl PerCpu {
+    pub(crate) fn new(id: CpuId, real: CpuId, cache: CpuCache) -> PerCpu {
+        PerCpu {
+            id,
+            real,
+            state: CachePadded::new(AtomicU8::new(CpuState::Online as u8)),
+            running: CachePadded::new(AtomicBool::new(false)),
+            qs: AtomicU64::new(0),
+            heartbeat: AtomicU64::new(0),
+            inval_seen: AtomicU64::new(0),
+            flush_on_return: AtomicBool::new(false),
+            runq: Mutex::new(RunQueue { tasks: VecDeque::new(), open: true }),
+            runq_len: AtomicUsize::new(0),
+            mailbox: Mailbox::new(id),
+            charges: Mutex::new(CpuSet::new()),
+            has_charges: AtomicBool::new(false),
+            local: Mutex::new(Local { cache: Some(cache), stats: CpuStats::default() }),
+            waiter: Waiter::new(),
+            helper: Helper::default(),
+        }
+    }
+
+    pub(crate) fn state(&self) -> CpuState {
+        CpuState::from_u8(self.state.load(Ordering::SeqCst))
+    }
+
+    /// SeqCst: pairs with the worker's `running` store then `state` load
+    /// (a Dekker handshake: either the worker sees the new state before it
+    /// starts a step, or the controller sees `running` and waits).
+    pub(crate) fn set_state(&self, s: CpuState) {
+        self.state.store(s as u8, Ordering::SeqCst);
+    }
+
+    pub(crate) fn online(&self) -> bool {
+        self.state() == CpuState::Online
+    }
+}

@@ -1,0 +1,761 @@
+//! The discrete-event engine: executes the scheduler's actions in virtual
+//! time and measures what happens.
+//!
+//! ## Events
+//! * `Tick(cpu)` — every `tick_ns` on every CPU; the scheduler's tick.
+//! * `Arrive(program)` — a program starts: its threads are created and woken.
+//! * `Complete(thread, generation)` — the thread's current task is done at
+//!   its current progress rate; stale generations are ignored (the rate
+//!   changed since the event was scheduled).
+//! * `StallEnd(cpu)` — a CPU finished reconfiguring.
+//! * `Ipi` — an inter-processor interrupt to a random CPU; if that CPU is
+//!   borrowed into a fused object, its proxy handles it.
+//!
+//! The queue is ordered by (time, sequence number), so equal-time events run
+//! in the order they were scheduled. Randomness (task lengths, IPI targets
+//! and gaps) comes from one ChaCha generator seeded from the scenario seed
+//! and the run index. Nothing reads a wall clock.
+//!
+//! ## Progress
+//! A thread's task has `remaining` baseline-nanoseconds of work and advances
+//! at `rate` = machine speed for (CPU, object size, program class), times
+//! the program's SMT factor when the sibling hyperthread is busy, and 0 while
+//! its CPU is reconfiguring. Whenever anything that could change a rate
+//! happens on a CPU, the threads on it and on its sibling are brought up to
+//! date and their completion re-scheduled.
+//!
+//! Invariants (asserted): virtual time never goes backwards; work done never
+//! exceeds work given; busy + borrowed + reconfiguring time of a CPU never
+//! exceeds elapsed time.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use dyncore_core::exec::{Mechanism, ReconfigCost};
+use dyncore_core::proxy::ProxyTable;
+use dyncore_core::sched::{Action, ClusterScheduler, Config, CpuState, ThreadSpec, auto_tax};
+use dyncore_core::topology::CoreKind;
+use dyncore_core::{CpuSet, Nanos};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::machine::MachineSpec;
+use crate::result::{AllocSample, CpuStats, ProgramResult, ReconfigStats, RunResult, TraceEvent};
+use crate::scenario::{PolicyKind, ReconfigMechanism, Scenario, TaxSpec};
+use crate::workload::{Binding, Program, Shape, program};
+
+/// Trace events kept per run; beyond this the trace is truncated (the
+/// results are not affected).
+pub const TRACE_CAP: usize = 400_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Tick(usize),
+    Arrive(usize),
+    Complete(usize, u64),
+    StallEnd(usize),
+    Ipi,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    t: Nanos,
+    seq: u64,
+}
+
+struct ProgState {
+    label: String,
+    instance: u32,
+    prog: &'static Program,
+    start_ns: Nanos,
+    threads: Vec<usize>,
+    /// Pool of remaining tasks (dynamic programs), baseline ns.
+    pool: Vec<u64>,
+    work_ns: u64,
+    live: usize,
+    finish_ns: Option<Nanos>,
+    fused_ns: u64,
+    smt_factor: f64,
+    wants_object: bool,
+    spec_threads: u32,
+}
+
+struct ThreadState {
+    prog: usize,
+    remaining: f64,
+    rate: f64,
+    last: Nanos,
+    generation: u64,
+    cpu: Option<usize>,
+    object_cpus: usize,
+    done: bool,
+}
+
+struct CpuSim {
+    state: CpuState,
+    since: Nanos,
+    stall_until: Nanos,
+    stats: CpuStats,
+}
+
+struct Sim<'a> {
+    now: Nanos,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(Key, Ev)>>,
+    rng: ChaCha8Rng,
+    machine: MachineSpec,
+    sched: ClusterScheduler,
+    cost: ReconfigCost,
+    proxies: ProxyTable,
+    progs: Vec<ProgState>,
+    threads: Vec<ThreadState>,
+    cpus: Vec<CpuSim>,
+    tick_ns: Nanos,
+    ipi_mean_gap_ns: f64,
+    live_programs: usize,
+    pending_arrivals: usize,
+    events: u64,
+    reconfig: ReconfigStats,
+    proxy_ipis: u64,
+    migrations: u64,
+    defrag_migrations: u64,
+    fuse_start: Vec<Option<(Nanos, CpuSet)>>,
+    allocation: Vec<AllocSample>,
+    trace: Vec<TraceEvent>,
+    actions: Vec<Action>,
+    templates: Vec<Option<ThreadSpec>>,
+    _scenario: &'a Scenario,
+}
+
+fn mechanism(m: ReconfigMechanism) -> Mechanism {
+    match m {
+        ReconfigMechanism::Hotplug => Mechanism::Hotplug,
+        ReconfigMechanism::ProxyApic => Mechanism::ProxyApic,
+        ReconfigMechanism::ProxyLogical => Mechanism::ProxyLogical,
+        ReconfigMechanism::Free => Mechanism::Free,
+    }
+}
+
+fn mechanism_name(m: ReconfigMechanism) -> &'static str {
+    match m {
+        ReconfigMechanism::Hotplug => "hotplug",
+        ReconfigMechanism::ProxyApic => "proxy-apic",
+        ReconfigMechanism::ProxyLogical => "proxy-logical",
+        ReconfigMechanism::Free => "free",
+    }
+}
+
+/// Runs run `index` of a validated scenario.
+pub fn run(scenario: &Scenario, index: usize) -> RunResult {
+    let spec = &scenario.runs[index];
+    let params = scenario.sim.with(&spec.sim);
+    let machine = MachineSpec::build(spec).unwrap_or_else(|(f, m)| panic!("unvalidated scenario: {f}: {m}"));
+    let ncpus = machine.topology.ncpus();
+    let chameleon = spec.policy == PolicyKind::Chameleon;
+    let sched = ClusterScheduler::new(
+        machine.topology.clone(),
+        Config {
+            min_granularity_ns: params.min_granularity_ns,
+            chameleon,
+            notify_on_exit: params.notify_on_exit,
+            max_fuse: machine.max_fuse,
+        },
+    );
+    // One generator per run: seed mixed with the run index (splitmix64 step).
+    let mut z = scenario.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    let rng = ChaCha8Rng::seed_from_u64(z ^ (z >> 31));
+
+    let mut sim = Sim {
+        now: 0,
+        seq: 0,
+        queue: BinaryHeap::new(),
+        rng,
+        cost: ReconfigCost::table4(mechanism(params.reconfig)),
+        proxies: ProxyTable::new(ncpus),
+        progs: Vec::new(),
+        threads: Vec::new(),
+        cpus: (0..ncpus)
+            .map(|c| CpuSim {
+                state: CpuState::Idle,
+                since: 0,
+                stall_until: 0,
+                stats: CpuStats { cpu: c, ..Default::default() },
+            })
+            .collect(),
+        tick_ns: params.tick_ns,
+        ipi_mean_gap_ns: if params.ipi_rate_per_cpu_s > 0.0 {
+            1e9 / (params.ipi_rate_per_cpu_s * ncpus as f64)
+        } else {
+            0.0
+        },
+        live_programs: 0,
+        pending_arrivals: 0,
+        events: 0,
+        reconfig: ReconfigStats::default(),
+        proxy_ipis: 0,
+        migrations: 0,
+        defrag_migrations: 0,
+        fuse_start: Vec::new(),
+        allocation: Vec::new(),
+        trace: Vec::new(),
+        actions: Vec::new(),
+        templates: Vec::new(),
+        machine,
+        sched,
+        _scenario: scenario,
+    };
+
+    // Programs.
+    for w in &spec.workloads {
+        let prog = program(&w.program).expect("validated");
+        for inst in 0..w.count {
+            let label = w.label.clone().unwrap_or_else(|| prog.name.to_string());
+            let threads = if prog.is_sequential() { 1 } else { w.threads.unwrap_or(ncpus as u32) };
+            let work_ns = (w.work_ms.unwrap_or(prog.work_ms) * 1e6) as u64;
+            let start_ns = (w.start_ms * 1e6) as u64;
+            let wants_object = chameleon && sim.machine.max_fuse > 1;
+            let idx = sim.progs.len();
+            sim.progs.push(ProgState {
+                label,
+                instance: inst,
+                prog,
+                start_ns,
+                threads: Vec::new(),
+                pool: Vec::new(),
+                work_ns,
+                live: 0,
+                finish_ns: None,
+                fused_ns: 0,
+                smt_factor: w.smt_factor.unwrap_or(prog.smt_factor),
+                wants_object,
+                spec_threads: threads,
+            });
+            // Thread specs are created at arrival; remember the knobs now.
+            let want_cpus = if !wants_object {
+                1
+            } else if let Some(l) = w.seq_level {
+                1usize << l
+            } else if prog.is_sequential() {
+                sim.machine.max_fuse
+            } else {
+                1
+            };
+            // The benefit of the object: its speed over a native CPU; on SMT,
+            // the gain of a core alone over a shared one.
+            let speedup = if sim.machine.smt {
+                1.0 / w.smt_factor.unwrap_or(prog.smt_factor)
+            } else {
+                sim.machine.speed(0, want_cpus, prog.class)
+            };
+            let weight = w.weight.unwrap_or(speedup);
+            let tax = match w.tax {
+                TaxSpec::Rate(r) => r,
+                TaxSpec::Auto(_) => auto_tax(speedup),
+            };
+            let affinity = w.pin.as_ref().map(|p| {
+                if p == "fast" {
+                    let f = sim.machine.topology.cpus_of_kind(CoreKind::Big);
+                    if f.is_empty() { sim.machine.topology.node_cpus(0) } else { f }
+                } else {
+                    let s: CpuSet = p.parse().expect("validated cpulist");
+                    let all = CpuSet::range(0, ncpus);
+                    let s = s.intersection(&all);
+                    if s.is_empty() { all } else { s }
+                }
+            });
+            let tspec = ThreadSpec { nice: w.nice, tax, want_cpus, weight, affinity };
+            sim.pending_arrivals += 1;
+            sim.live_programs += 1;
+            sim.push(start_ns, Ev::Arrive(idx));
+            sim.thread_specs_push(idx, tspec);
+        }
+    }
+    for cpu in 0..ncpus {
+        sim.push(0, Ev::Tick(cpu));
+    }
+    if sim.ipi_mean_gap_ns > 0.0 {
+        let gap = sim.exp_gap();
+        sim.push(gap, Ev::Ipi);
+    }
+
+    let max_time = params.max_time_ns;
+    while let Some(Reverse((key, ev))) = sim.queue.pop() {
+        assert!(key.t >= sim.now, "virtual time went backwards");
+        if key.t > max_time {
+            break;
+        }
+        sim.now = key.t;
+        sim.events += 1;
+        sim.handle(ev);
+        if sim.live_programs == 0 && sim.pending_arrivals == 0 {
+            break;
+        }
+    }
+    let series = spec.series.clone().unwrap_or_else(|| spec.label.clone());
+    sim.finish(spec.label.clone(), series, spec.machine.clone(), spec.policy, params.reconfig)
+}
+
+impl Sim<'_> {
+    fn push(&mut self, t: Nanos, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse((Key { t, seq: self.seq }, ev)));
+    }
+
+    fn exp_gap(&mut self) -> Nanos {
+        let u: f64 = self.rng.random::<f64>();
+        ((-(1.0 - u).ln()) * self.ipi_mean_gap_ns).max(1.0) as Nanos
+    }
+
+    /// Stores the thread spec template of a program until it arrives.
+    fn thread_specs_push(&mut self, prog: usize, spec: ThreadSpec) {
+        if self.templates.len() <= prog {
+            self.templates.resize(prog + 1, None);
+        }
+        self.templates[prog] = Some(spec);
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Tick(cpu) => {
+                let mut out = std::mem::take(&mut self.actions);
+                self.sched.tick(self.now, cpu, &mut out);
+                self.execute(&mut out);
+                self.actions = out;
+                if self.live_programs > 0 || self.pending_arrivals > 0 {
+                    // Ticks stay on a grid of tick_ns.
+                    self.push(self.now + self.tick_ns, Ev::Tick(cpu));
+                }
+            }
+            Ev::Arrive(p) => self.arrive(p),
+            Ev::Complete(t, generation) => {
+                if self.threads[t].generation == generation && !self.threads[t].done {
+                    self.task_done(t);
+                }
+            }
+            Ev::StallEnd(cpu) => self.refresh_cpu(cpu),
+            Ev::Ipi => {
+                let cpu = self.rng.random_range(0..self.cpus.len());
+                if self.proxies.is_proxied(cpu) {
+                    // Delivered to the proxy, which runs the handler with the
+                    // borrowed CPU's per-CPU state.
+                    self.proxy_ipis += 1;
+                }
+                let gap = self.exp_gap();
+                self.push(self.now + gap, Ev::Ipi);
+            }
+        }
+    }
+
+    fn arrive(&mut self, p: usize) {
+        self.pending_arrivals -= 1;
+        let template = self.templates[p].clone().expect("template");
+        let (shape, nthreads, work) =
+            (self.progs[p].prog.shape, self.progs[p].spec_threads, self.progs[p].work_ns);
+        // Work per thread.
+        let mut initial: Vec<u64> = Vec::with_capacity(nthreads as usize);
+        match shape {
+            Shape::Sequential => initial.push(work),
+            Shape::Parallel { binding: Binding::Static, imbalance, .. } => {
+                let share = work as f64 / nthreads as f64;
+                let mut shares: Vec<f64> = (0..nthreads)
+                    .map(|_| {
+                        if imbalance > 0.0 {
+                            share * (1.0 + self.rng.random_range(-imbalance..imbalance))
+                        } else {
+                            share
+                        }
+                    })
+                    .collect();
+                // Keep the total exact: scale so the shares sum to `work`.
+                let sum: f64 = shares.iter().sum();
+                for s in &mut shares {
+                    *s *= work as f64 / sum;
+                }
+                initial.extend(shares.into_iter().map(|s| s.max(1.0) as u64));
+            }
+            Shape::Parallel { binding: Binding::Dynamic | Binding::Processes, task_ns, imbalance } => {
+                let mut pool = Vec::new();
+                let mut left = work;
+                while left > 0 {
+                    let f = if imbalance > 0.0 {
+                        1.0 + self.rng.random_range(-imbalance..imbalance)
+                    } else {
+                        1.0
+                    };
+                    let len = ((task_ns as f64 * f) as u64).clamp(1, left);
+                    pool.push(len);
+                    left -= len;
+                }
+                pool.reverse(); // pop() takes tasks in creation order
+                for _ in 0..nthreads {
+                    match pool.pop() {
+                        Some(t) => initial.push(t),
+                        None => break,
+                    }
+                }
+                self.progs[p].pool = pool;
+            }
+        }
+        self.trace_push(TraceEvent::Instant { name: format!("start {}", self.prog_name(p)), t_ns: self.now });
+        let mut out = std::mem::take(&mut self.actions);
+        for work in initial {
+            let tid = self.sched.add_thread(template.clone());
+            debug_assert_eq!(tid, self.threads.len());
+            self.threads.push(ThreadState {
+                prog: p,
+                remaining: work as f64,
+                rate: 0.0,
+                last: self.now,
+                generation: 0,
+                cpu: None,
+                object_cpus: 1,
+                done: false,
+            });
+            self.progs[p].threads.push(tid);
+            self.progs[p].live += 1;
+            self.sched.wake(self.now, tid, &mut out);
+            self.execute(&mut out);
+        }
+        self.actions = out;
+        self.sample_allocation();
+    }
+
+    fn prog_name(&self, p: usize) -> String {
+        let pr = &self.progs[p];
+        if self.progs.iter().filter(|o| o.label == pr.label).count() > 1 {
+            format!("{}#{}", pr.label, pr.instance + 1)
+        } else {
+            pr.label.clone()
+        }
+    }
+
+    fn task_done(&mut self, t: usize) {
+        self.flush_thread(t);
+        let p = self.threads[t].prog;
+        if let Some(next) = self.progs[p].pool.pop() {
+            // The same thread takes the next task; nothing else changes.
+            self.threads[t].remaining = next as f64;
+            self.reschedule_completion(t);
+            return;
+        }
+        self.threads[t].done = true;
+        self.threads[t].remaining = 0.0;
+        self.threads[t].generation += 1;
+        self.progs[p].live -= 1;
+        let mut out = std::mem::take(&mut self.actions);
+        self.sched.exit(self.now, t, &mut out);
+        self.execute(&mut out);
+        self.actions = out;
+        if self.progs[p].live == 0 {
+            self.progs[p].finish_ns = Some(self.now);
+            self.live_programs -= 1;
+            self.trace_push(TraceEvent::Instant {
+                name: format!("exit {}", self.prog_name(p)),
+                t_ns: self.now,
+            });
+            self.sample_allocation();
+        }
+    }
+
+    /// Executes scheduler actions.
+    fn execute(&mut self, out: &mut Vec<Action>) {
+        let mut touched: Vec<usize> = Vec::new();
+        let mut alloc_changed = false;
+        for a in out.drain(..) {
+            match a {
+                Action::Cpu { cpu, state } => {
+                    self.set_cpu_state(cpu, state);
+                    touched.push(cpu);
+                    if let Some(s) = self.machine.topology.sibling(cpu) {
+                        touched.push(s);
+                    }
+                }
+                Action::Fuse { thread, cpus } => {
+                    let rep = cpus.first().expect("non-empty");
+                    for c in cpus.iter().filter(|&c| c != rep) {
+                        // Install the proxy before the CPU stops taking IPIs.
+                        self.proxies.install(c, rep).expect("fresh proxy");
+                    }
+                    let cost = self.cost.fuse_ns(cpus.len());
+                    self.stall(&cpus, cost, "fuse");
+                    self.reconfig.fuses += 1;
+                    if self.fuse_start.len() <= thread {
+                        self.fuse_start.resize(thread + 1, None);
+                    }
+                    self.fuse_start[thread] = Some((self.now, cpus.clone()));
+                    touched.extend(cpus.iter());
+                }
+                Action::Split { thread, cpus } => {
+                    for c in cpus.iter() {
+                        self.proxies.remove(c);
+                    }
+                    let cost = self.cost.split_ns(cpus.len());
+                    self.stall(&cpus, cost, "split");
+                    self.reconfig.splits += 1;
+                    if let Some(Some((start, set))) = self.fuse_start.get_mut(thread).map(Option::take) {
+                        let name = self.prog_name(self.threads[thread].prog);
+                        self.trace_push(TraceEvent::ObjectSpan {
+                            object: thread,
+                            cpus: set.to_string(),
+                            name: format!("{name} on {} CPUs", set.len()),
+                            start_ns: start,
+                            end_ns: self.now,
+                        });
+                    }
+                    touched.extend(cpus.iter());
+                }
+                Action::Migrate { defrag, .. } => {
+                    self.migrations += 1;
+                    if defrag {
+                        self.defrag_migrations += 1;
+                    }
+                }
+                Action::Object { .. } => alloc_changed = true,
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for cpu in touched {
+            self.refresh_cpu(cpu);
+        }
+        if alloc_changed {
+            self.sample_allocation();
+        }
+        debug_assert!(self.proxies.check().is_ok());
+    }
+
+    /// Marks `cpus` as reconfiguring for `cost` ns.
+    fn stall(&mut self, cpus: &CpuSet, cost: Nanos, what: &str) {
+        if cost == 0 {
+            return;
+        }
+        self.reconfig.time_ns += cost;
+        let until = self.now + cost;
+        for c in cpus.iter() {
+            let already = self.cpus[c].stall_until.max(self.now);
+            if until > already {
+                self.cpus[c].stats.reconfig_ns += until - already;
+                self.cpus[c].stall_until = until;
+            }
+        }
+        let rep = cpus.first().expect("non-empty");
+        self.trace_push(TraceEvent::Reconfig {
+            cpu: rep,
+            name: what.to_string(),
+            start_ns: self.now,
+            end_ns: until,
+        });
+        self.push(until, Ev::StallEnd(rep));
+        for c in cpus.iter().skip(1) {
+            self.push(until, Ev::StallEnd(c));
+        }
+    }
+
+    /// Accounts the time a CPU spent in its previous state and records the new one.
+    fn set_cpu_state(&mut self, cpu: usize, state: CpuState) {
+        let old = self.cpus[cpu].state;
+        if old == state {
+            return;
+        }
+        let since = self.cpus[cpu].since;
+        let dt = self.now - since;
+        match old {
+            CpuState::Running { thread, object_cpus } => {
+                self.cpus[cpu].stats.busy_ns += dt;
+                let p = self.threads[thread].prog;
+                if object_cpus > 1 {
+                    self.progs[p].fused_ns += dt;
+                    self.reconfig.fused_ns += dt;
+                }
+                if dt > 0 {
+                    let name = self.prog_name(p);
+                    self.trace_push(TraceEvent::Slice {
+                        cpu,
+                        thread,
+                        name,
+                        start_ns: since,
+                        end_ns: self.now,
+                        fused: object_cpus > 1,
+                    });
+                }
+            }
+            CpuState::Borrowed { .. } => self.cpus[cpu].stats.borrowed_ns += dt,
+            CpuState::Idle => {}
+        }
+        // A thread that left this CPU stops progressing here.
+        if let CpuState::Running { thread, .. } = old {
+            let still_here = matches!(state, CpuState::Running { thread: t2, .. } if t2 == thread);
+            if !still_here && self.threads[thread].cpu == Some(cpu) {
+                self.flush_thread(thread);
+                self.threads[thread].cpu = None;
+                self.threads[thread].rate = 0.0;
+                self.threads[thread].generation += 1;
+            }
+        }
+        if let CpuState::Running { thread, object_cpus } = state {
+            if let Some(prev) = self.threads[thread].cpu
+                && prev != cpu
+            {
+                self.flush_thread(thread);
+            }
+            self.threads[thread].cpu = Some(cpu);
+            self.threads[thread].object_cpus = object_cpus;
+        }
+        self.cpus[cpu].state = state;
+        self.cpus[cpu].since = self.now;
+    }
+
+    /// Brings the thread on `cpu` up to date and re-plans its completion.
+    fn refresh_cpu(&mut self, cpu: usize) {
+        if let CpuState::Running { thread, .. } = self.cpus[cpu].state {
+            self.flush_thread(thread);
+            self.reschedule_completion(thread);
+        }
+    }
+
+    fn rate_of(&self, t: usize) -> f64 {
+        let Some(cpu) = self.threads[t].cpu else { return 0.0 };
+        if self.cpus[cpu].stall_until > self.now {
+            return 0.0;
+        }
+        let p = &self.progs[self.threads[t].prog];
+        let mut r = self.machine.speed(cpu, self.threads[t].object_cpus, p.prog.class);
+        if self.machine.smt
+            && let Some(s) = self.machine.topology.sibling(cpu)
+            && matches!(self.cpus[s].state, CpuState::Running { .. })
+        {
+            r *= p.smt_factor;
+        }
+        r
+    }
+
+    fn flush_thread(&mut self, t: usize) {
+        let th = &mut self.threads[t];
+        let dt = self.now - th.last;
+        if dt > 0 && th.rate > 0.0 {
+            th.remaining -= th.rate * dt as f64;
+            // Float rounding may leave a sliver; never below zero.
+            if th.remaining < 0.0 {
+                assert!(th.remaining > -1.0e3, "thread {t} did more work than it had");
+                th.remaining = 0.0;
+            }
+        }
+        th.last = self.now;
+    }
+
+    fn reschedule_completion(&mut self, t: usize) {
+        let rate = self.rate_of(t);
+        let th = &mut self.threads[t];
+        th.rate = rate;
+        th.generation += 1;
+        if rate > 0.0 && !th.done {
+            let dt = (th.remaining / rate).ceil().max(0.0) as Nanos;
+            let generation = th.generation;
+            self.push(self.now + dt, Ev::Complete(t, generation));
+        }
+    }
+
+    fn sample_allocation(&mut self) {
+        let mut v = Vec::new();
+        for (p, pr) in self.progs.iter().enumerate() {
+            if !pr.wants_object || pr.finish_ns.is_some() || pr.threads.is_empty() || !pr.prog.is_sequential()
+            {
+                continue;
+            }
+            let cpus = self.sched.object_of(pr.threads[0]).len() as u32;
+            v.push((self.prog_name(p), cpus));
+        }
+        if self.allocation.last().is_some_and(|s| s.cpus_by_program == v) {
+            return;
+        }
+        if self.allocation.last().is_some_and(|s| s.t_ns == self.now) {
+            self.allocation.pop();
+        }
+        self.allocation.push(AllocSample { t_ns: self.now, cpus_by_program: v });
+    }
+
+    fn trace_push(&mut self, e: TraceEvent) {
+        if self.trace.len() < TRACE_CAP {
+            self.trace.push(e);
+        }
+    }
+
+    fn finish(
+        mut self,
+        label: String,
+        series: String,
+        machine: String,
+        policy: PolicyKind,
+        mech: ReconfigMechanism,
+    ) -> RunResult {
+        let finished = self.live_programs == 0 && self.pending_arrivals == 0;
+        let end = self.now;
+        for cpu in 0..self.cpus.len() {
+            self.set_cpu_state(cpu, CpuState::Idle);
+        }
+        if let Err(e) = self.sched.check() {
+            panic!("scheduler invariant broken at the end of `{label}`: {e}");
+        }
+        let per_cpu: Vec<CpuStats> = self
+            .cpus
+            .iter()
+            .map(|c| {
+                let mut s = c.stats.clone();
+                let used = s.busy_ns + s.borrowed_ns;
+                assert!(used <= end.max(1), "CPU {} used {used} ns of {end}", s.cpu);
+                s.utilisation = if end > 0 { (used as f64 / end as f64 * 1e4).round() / 1e4 } else { 0.0 };
+                s
+            })
+            .collect();
+        let programs = self
+            .progs
+            .iter()
+            .map(|p| {
+                let completion = p.finish_ns.map(|f| f - p.start_ns);
+                ProgramResult {
+                    label: p.label.clone(),
+                    program: p.prog.name.to_string(),
+                    instance: p.instance,
+                    threads: p.threads.len() as u32,
+                    start_ns: p.start_ns,
+                    finish_ns: p.finish_ns,
+                    completion_ns: completion,
+                    work_ns: p.work_ns,
+                    speedup: completion.map(|c| round4(p.work_ns as f64 / c.max(1) as f64)),
+                    relative_time: completion.map(|c| round4(c as f64 / p.work_ns.max(1) as f64)),
+                    fused_ns: p.fused_ns,
+                }
+            })
+            .collect();
+        let decisions = self.sched.decisions();
+        RunResult {
+            label,
+            series,
+            machine,
+            policy: match policy {
+                PolicyKind::Linux => "linux".into(),
+                PolicyKind::Chameleon => "chameleon".into(),
+            },
+            reconfig_mechanism: mechanism_name(mech).into(),
+            cpus: self.cpus.len(),
+            end_ns: end,
+            finished,
+            programs,
+            per_cpu,
+            reconfig: self.reconfig,
+            proxy_ipis: self.proxy_ipis,
+            migrations: self.migrations,
+            defrag_migrations: self.defrag_migrations,
+            events: self.events,
+            decisions,
+            allocation: self.allocation,
+            trace: self.trace,
+        }
+    }
+}
+
+fn round4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}

@@ -1,0 +1,495 @@
+//! Scenario files: one TOML file per experiment (see `docs/scenarios.md`).
+//!
+//! A scenario is a list of *runs*; each run is one simulated machine with one
+//! policy and a set of workloads started at given times. The report groups
+//! per-program results of all runs into the paper's figure.
+//!
+//! Parsing (serde) rejects unknown fields; [`Scenario::validate`] then checks
+//! meaning (known programs and machines, machines that can exist) and returns
+//! errors that name the field by path (`run[2].workload[0].program`), so the
+//! command line can point at the file and line.
+
+use serde::{Deserialize, Serialize};
+
+use crate::machine::{ARCHS, MachineSpec};
+use crate::workload::PROGRAMS;
+
+/// Which scheduler runs the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyKind {
+    /// CFS without execution objects (threads may be pinned).
+    Linux,
+    /// Chameleon: execution objects, node managers, cluster scheduler.
+    Chameleon,
+}
+
+/// How fused objects are formed and split (Table 4 latencies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReconfigMechanism {
+    /// Linux CPU hotplug: offline/online of each borrowed CPU.
+    Hotplug,
+    /// Processor proxies, re-programming the IOAPIC.
+    ProxyApic,
+    /// Processor proxies with APIC logical-address renaming.
+    ProxyLogical,
+    /// No cost (an ideal dynamic processor).
+    Free,
+}
+
+impl ReconfigMechanism {
+    pub const ALL: [&'static str; 4] = ["hotplug", "proxy-apic", "proxy-logical", "free"];
+}
+
+/// A tax rate: a number, or `"auto"` (derived from the program's speedup).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TaxSpec {
+    Rate(f64),
+    Auto(AutoTax),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AutoTax {
+    Auto,
+}
+
+impl Default for TaxSpec {
+    fn default() -> Self {
+        TaxSpec::Rate(1.0)
+    }
+}
+
+/// Simulation parameters; every field has a default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimParams {
+    /// Scheduler tick (per CPU), virtual nanoseconds.
+    pub tick_ns: u64,
+    /// CFS minimum granularity: how long a thread (or fused object) runs
+    /// before it can be preempted. Paper: 16 ms.
+    pub min_granularity_ns: u64,
+    /// How fused objects are formed and split.
+    pub reconfig: ReconfigMechanism,
+    /// Notify the node manager when a task exits, so freed CPUs are
+    /// redistributed (Figure 6's `3*` column turns this off).
+    pub notify_on_exit: bool,
+    /// Safety stop: a run that has not finished by then is reported as such.
+    pub max_time_ns: u64,
+    /// Rate of IPIs (reschedule + TLB shootdown) addressed to each CPU while
+    /// a parallel program runs, per second (§2: 40/s/CPU under pmake).
+    pub ipi_rate_per_cpu_s: f64,
+}
+
+impl Default for SimParams {
+    fn default() -> Self {
+        SimParams {
+            tick_ns: 4_000_000,
+            min_granularity_ns: 16_000_000,
+            reconfig: ReconfigMechanism::ProxyApic,
+            notify_on_exit: true,
+            max_time_ns: 600_000_000_000,
+            ipi_rate_per_cpu_s: 40.0,
+        }
+    }
+}
+
+/// Optional per-run overrides of [`SimParams`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimOverrides {
+    pub tick_ns: Option<u64>,
+    pub min_granularity_ns: Option<u64>,
+    pub reconfig: Option<ReconfigMechanism>,
+    pub notify_on_exit: Option<bool>,
+    pub max_time_ns: Option<u64>,
+    pub ipi_rate_per_cpu_s: Option<f64>,
+}
+
+impl SimParams {
+    pub fn with(&self, o: &SimOverrides) -> SimParams {
+        SimParams {
+            tick_ns: o.tick_ns.unwrap_or(self.tick_ns),
+            min_granularity_ns: o.min_granularity_ns.unwrap_or(self.min_granularity_ns),
+            reconfig: o.reconfig.unwrap_or(self.reconfig),
+            notify_on_exit: o.notify_on_exit.unwrap_or(self.notify_on_exit),
+            max_time_ns: o.max_time_ns.unwrap_or(self.max_time_ns),
+            ipi_rate_per_cpu_s: o.ipi_rate_per_cpu_s.unwrap_or(self.ipi_rate_per_cpu_s),
+        }
+    }
+}
+
+/// One program (or `count` identical instances) in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// A Table 3 program: see [`PROGRAMS`].
+    pub program: String,
+    /// Name in reports (default: the program's name). Results of programs
+    /// with the same label in one run are averaged.
+    pub label: Option<String>,
+    /// Identical instances to start.
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Start time, virtual milliseconds.
+    #[serde(default)]
+    pub start_ms: f64,
+    /// Threads (parallel programs; default: one per CPU of the machine).
+    pub threads: Option<u32>,
+    /// Total work in milliseconds of one baseline CPU (default per program).
+    pub work_ms: Option<f64>,
+    /// Nice level, -20..=19 (CFS weights).
+    #[serde(default)]
+    pub nice: i32,
+    /// Ask for a `sequential` execution object of this level (log2 of CPUs).
+    /// Default under Chameleon: the machine's largest fuse level for
+    /// sequential programs, none for parallel ones.
+    pub seq_level: Option<u32>,
+    /// Weight of the `sequential` property (default: the program's speedup
+    /// on the largest object).
+    pub weight: Option<f64>,
+    /// Tax rate on borrowed CPUs (number, or "auto").
+    #[serde(default)]
+    pub tax: TaxSpec,
+    /// Linux-like policy: pin to `"fast"` CPUs or to a cpulist ("0-3").
+    pub pin: Option<String>,
+    /// Slowdown factor when the SMT sibling is busy (default per program).
+    pub smt_factor: Option<f64>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One simulated machine, policy and workload mix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    /// Name of the run in reports (a bar group or a series); unique.
+    pub label: String,
+    /// Series (bar colour) this run belongs to when `group_by = "program"`
+    /// (default: the label). Runs of the same series on different programs
+    /// form one series, e.g. every "ACMP-3" run.
+    pub series: Option<String>,
+    /// Architecture: see [`ARCHS`].
+    pub machine: String,
+    pub policy: PolicyKind,
+    /// Override the architecture's node count.
+    pub nodes: Option<usize>,
+    /// Override the architecture's CPUs per node.
+    pub cpus_per_node: Option<usize>,
+    /// Largest fused object, in CPUs (1, 2 or 4).
+    pub max_fuse: Option<usize>,
+    #[serde(default)]
+    pub sim: SimOverrides,
+    #[serde(rename = "workload")]
+    pub workloads: Vec<WorkloadSpec>,
+}
+
+/// What the report plots.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReportSpec {
+    /// `bars` (grouped bar chart) or `allocation` (CPUs per program over time).
+    pub kind: PlotKind,
+    /// `speedup` (vs one baseline CPU), `relative_time` (completion time vs
+    /// the program alone on one baseline CPU) or `completion_s`.
+    pub metric: Metric,
+    /// x axis: `program` (series = runs) or `run` (series = program labels).
+    pub group_by: GroupBy,
+    /// Which run the allocation timeline shows (label; default the first).
+    pub timeline_run: Option<String>,
+}
+
+impl Default for ReportSpec {
+    fn default() -> Self {
+        ReportSpec {
+            kind: PlotKind::Bars,
+            metric: Metric::Speedup,
+            group_by: GroupBy::Program,
+            timeline_run: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlotKind {
+    Bars,
+    Allocation,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    Speedup,
+    RelativeTime,
+    CompletionS,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    Program,
+    Run,
+}
+
+/// A figure the paper states in its text, shown beside dyncore's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaperFigure {
+    /// x category (program or run label, as `group_by` says).
+    pub x: String,
+    /// series (run label or program label).
+    pub series: String,
+    pub value: f64,
+    /// Where the paper says it.
+    #[serde(default)]
+    pub source: String,
+}
+
+/// A scenario file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name; the report folder is `out/<name>/`.
+    pub name: String,
+    pub title: String,
+    #[serde(default)]
+    pub description: String,
+    /// Seed of the one generator (task lengths of dynamic programs, IPIs).
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    #[serde(default)]
+    pub sim: SimParams,
+    #[serde(default)]
+    pub report: ReportSpec,
+    /// What the paper says the figure shows (printed in the report).
+    #[serde(default)]
+    pub expect: Vec<String>,
+    #[serde(default, rename = "paper")]
+    pub paper: Vec<PaperFigure>,
+    #[serde(rename = "run")]
+    pub runs: Vec<RunSpec>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+/// A semantic error in a scenario, naming the field by path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    /// Path of the offending field, e.g. `["run", "2", "workload", "0", "program"]`.
+    pub path: Vec<String>,
+    pub message: String,
+}
+
+impl ScenarioError {
+    fn at<S: AsRef<str>>(path: &[S], message: impl Into<String>) -> Self {
+        ScenarioError { path: path.iter().map(|s| s.as_ref().to_string()).collect(), message: message.into() }
+    }
+
+    /// `run[2].workload[0].program`
+    pub fn dotted_path(&self) -> String {
+        let mut s = String::new();
+        for p in &self.path {
+            if p.parse::<usize>().is_ok() {
+                s.push_str(&format!("[{p}]"));
+            } else {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(p);
+            }
+        }
+        s
+    }
+}
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.dotted_path(), self.message)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+impl Scenario {
+    /// Parses TOML text (syntax and field names only; call [`Scenario::validate`]).
+    pub fn from_toml(text: &str) -> Result<Scenario, toml::de::Error> {
+        toml::from_str(text)
+    }
+
+    /// Checks meaning: known programs and machines, machines that can exist,
+    /// values in range. Returns the first error.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        if self.runs.is_empty() {
+            return Err(ScenarioError::at(&["run"], "a scenario needs at least one [[run]]"));
+        }
+        if self.sim.tick_ns == 0 {
+            return Err(ScenarioError::at(&["sim", "tick_ns"], "must be positive"));
+        }
+        let mut labels = std::collections::BTreeSet::new();
+        for (i, run) in self.runs.iter().enumerate() {
+            let idx = i.to_string();
+            let at = |field: &'static str| vec!["run".to_string(), idx.clone(), field.to_string()];
+            if !labels.insert(run.label.as_str()) {
+                return Err(ScenarioError::at(&at("label"), format!("duplicate run label `{}`", run.label)));
+            }
+            let params = self.sim.with(&run.sim);
+            if params.tick_ns == 0 {
+                return Err(ScenarioError::at(&["run", &idx, "sim", "tick_ns"], "must be positive"));
+            }
+            MachineSpec::build(run).map_err(|(field, msg)| ScenarioError::at(&at(field), msg))?;
+            if run.workloads.is_empty() {
+                return Err(ScenarioError::at(&at("workload"), "a run needs at least one [[run.workload]]"));
+            }
+            for (j, w) in run.workloads.iter().enumerate() {
+                let jdx = j.to_string();
+                let wat = |field: &'static str| {
+                    vec![
+                        "run".to_string(),
+                        idx.clone(),
+                        "workload".to_string(),
+                        jdx.clone(),
+                        field.to_string(),
+                    ]
+                };
+                if !PROGRAMS.iter().any(|p| p.name.eq_ignore_ascii_case(&w.program)) {
+                    let known: Vec<&str> = PROGRAMS.iter().map(|p| p.name).collect();
+                    return Err(ScenarioError::at(
+                        &wat("program"),
+                        format!("unknown program `{}`; known programs: {}", w.program, known.join(", ")),
+                    ));
+                }
+                if w.count == 0 {
+                    return Err(ScenarioError::at(&wat("count"), "must be at least 1"));
+                }
+                if !(w.start_ms.is_finite() && w.start_ms >= 0.0) {
+                    return Err(ScenarioError::at(&wat("start_ms"), "must be a non-negative number"));
+                }
+                if let Some(t) = w.threads
+                    && t == 0
+                {
+                    return Err(ScenarioError::at(&wat("threads"), "must be at least 1"));
+                }
+                if let Some(m) = w.work_ms
+                    && !(m.is_finite() && m > 0.0)
+                {
+                    return Err(ScenarioError::at(&wat("work_ms"), "must be a positive number"));
+                }
+                if !(-20..=19).contains(&w.nice) {
+                    return Err(ScenarioError::at(&wat("nice"), "must be in -20..=19"));
+                }
+                if let Some(l) = w.seq_level
+                    && l > 2
+                {
+                    return Err(ScenarioError::at(&wat("seq_level"), "must be 0, 1 or 2 (1, 2 or 4 CPUs)"));
+                }
+                if let TaxSpec::Rate(r) = w.tax
+                    && !(r.is_finite() && r > 0.0)
+                {
+                    return Err(ScenarioError::at(&wat("tax"), "must be a positive number or \"auto\""));
+                }
+                if let Some(f) = w.smt_factor
+                    && !(f > 0.0 && f <= 1.0)
+                {
+                    return Err(ScenarioError::at(&wat("smt_factor"), "must be in (0, 1]"));
+                }
+                if let Some(wt) = w.weight
+                    && !(wt.is_finite() && wt >= 0.0)
+                {
+                    return Err(ScenarioError::at(&wat("weight"), "must be a non-negative number"));
+                }
+                if let Some(pin) = &w.pin
+                    && pin != "fast"
+                    && pin.parse::<dyncore_core::CpuSet>().is_err()
+                {
+                    return Err(ScenarioError::at(
+                        &wat("pin"),
+                        format!("`{pin}` is neither \"fast\" nor a cpulist like \"0-3,8\""),
+                    ));
+                }
+            }
+        }
+        if let Some(t) = &self.report.timeline_run
+            && !self.runs.iter().any(|r| &r.label == t)
+        {
+            return Err(ScenarioError::at(&["report", "timeline_run"], format!("no run is labelled `{t}`")));
+        }
+        let _ = ARCHS;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "t"
+title = "t"
+[[run]]
+label = "a"
+machine = "dynamic"
+policy = "chameleon"
+[[run.workload]]
+program = "nqueen"
+"#;
+
+    fn err(text: &str) -> ScenarioError {
+        Scenario::from_toml(text).expect("parses").validate().expect_err("must be refused")
+    }
+
+    #[test]
+    fn a_minimal_scenario_is_valid_with_defaults() {
+        let s = Scenario::from_toml(GOOD).unwrap();
+        s.validate().unwrap();
+        assert_eq!(s.sim.min_granularity_ns, 16_000_000);
+        assert_eq!(s.runs[0].workloads[0].count, 1);
+    }
+
+    #[test]
+    fn unknown_program_lists_the_known_ones() {
+        let e = err(&GOOD.replace("nqueen", "quake"));
+        assert_eq!(e.dotted_path(), "run[0].workload[0].program");
+        assert!(e.message.contains("unknown program `quake`") && e.message.contains("mandelbrot-db"), "{e}");
+    }
+
+    #[test]
+    fn unknown_architecture_lists_the_known_ones() {
+        let e = err(&GOOD.replace("\"dynamic\"", "\"fusion9000\""));
+        assert_eq!(e.dotted_path(), "run[0].machine");
+        assert!(e.message.contains("acmp-3"), "{e}");
+    }
+
+    #[test]
+    fn impossible_machines_are_refused_with_the_reason() {
+        let e = err(&GOOD.replace("policy", "cpus_per_node = 2\nmax_fuse = 4\npolicy"));
+        assert_eq!(e.dotted_path(), "run[0].max_fuse");
+        assert!(e.message.contains("does not fit a node of 2 CPUs"), "{e}");
+        let e = err(&GOOD.replace("policy", "cpus_per_node = 0\npolicy"));
+        assert!(e.message.contains("zero CPUs"), "{e}");
+        let e = err(&GOOD.replace("\"dynamic\"", "\"acmp-3\"").replace("policy", "max_fuse = 2\npolicy"));
+        assert!(e.message.contains("cannot fuse"), "{e}");
+    }
+
+    #[test]
+    fn unknown_fields_are_syntax_errors() {
+        let e = Scenario::from_toml(&GOOD.replace("program", "progrm")).expect_err("unknown field");
+        assert!(e.to_string().contains("progrm"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        assert_eq!(err(&format!("{GOOD}tax = -1.0\n")).dotted_path(), "run[0].workload[0].tax");
+        assert_eq!(err(&format!("{GOOD}count = 0\n")).dotted_path(), "run[0].workload[0].count");
+        assert_eq!(err(&format!("{GOOD}pin = \"x-y\"\n")).dotted_path(), "run[0].workload[0].pin");
+        let s = Scenario::from_toml(&format!("{GOOD}tax = \"auto\"\n")).unwrap();
+        s.validate().unwrap();
+        assert_eq!(s.runs[0].workloads[0].tax, TaxSpec::Auto(AutoTax::Auto));
+    }
+}
