@@ -19,6 +19,7 @@ mod plot;
 mod report;
 mod scenarios;
 mod table;
+mod trace;
 
 
 #[derive(Debug, Parser)]

@@ -94,6 +94,7 @@ pub fn write_scenario(out: &Path, scenario: &Scenario, result: &ScenarioResult) 
         }
     };
 
+    crate::trace::write_chrome_trace(&dir.join("trace.json"), result)?;
     write_file(&dir.join("report.md"), report_md(scenario, result, &fig, &plots).as_bytes())?;
 
     let cells = fig.cells();

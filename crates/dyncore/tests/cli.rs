@@ -68,8 +68,8 @@ fn unknown_program_exits_2_naming_file_line_and_field() {
     let o = dyncore(&["check", &f]);
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
-    // `program = "gccc"` is line 15 of the file; its value starts at column 11.
-    assert!(e.contains(&format!("{f}:15:11: run[0].workload[1].program: unknown program `gccc`")), "{e}");
+    // `program = "gccc"` is line 14 of the file; its value starts at column 11.
+    assert!(e.contains(&format!("{f}:14:11: run[0].workload[1].program: unknown program `gccc`")), "{e}");
     assert!(e.contains("known programs: ") && e.contains("mandelbrot-db"), "{e}");
 }
 
@@ -104,7 +104,7 @@ fn syntax_errors_and_wrong_types_name_the_line() {
     let f = write(&d, "bad.toml", &GOOD.replace("work_ms = 20\nstart_ms", "work_ms = \"20\"\nstart_ms"));
     let o = dyncore(&["check", &f]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains(&format!("{f}:16:")), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("{f}:15:")), "{}", stderr(&o));
     assert!(stderr(&o).contains("work_ms"), "{}", stderr(&o));
 }
 

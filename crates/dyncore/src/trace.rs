@@ -1,0 +1,273 @@
+//! `trace.json`: a scenario's simulated runs as a Chrome trace-event file,
+//! which opens in <https://ui.perfetto.dev> and `chrome://tracing`.
+//!
+//! Layout: one process per run (named by the run's label, in the scenario's
+//! order); in each, one lane per CPU (`CPU n`) holding the threads that ran on
+//! it as slices, a `CPU n reconfig` lane under it when that CPU fused or split,
+//! and one lane per fused execution object (`object k`) holding its active
+//! spans. Program starts, exits and rebalances are process-wide instants.
+//!
+//! Times are virtual microseconds with three decimals (nanosecond precision).
+//! The file is streamed (runs can hold millions of slices) and is
+//! byte-for-byte deterministic: same result in, same bytes out.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use dyncore_sim::{ScenarioResult, TraceEvent};
+
+/// Lanes of fused objects start here, after every CPU's lanes.
+const OBJECT_TID_BASE: usize = 1_000_000;
+
+/// Writes `result` to `path` through a temporary file (never half-written).
+pub fn write_chrome_trace(path: &Path, result: &ScenarioResult) -> Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    write_to(&mut w, result).with_context(|| format!("writing {}", tmp.display()))?;
+    w.into_inner().map_err(|e| e.into_error()).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(())
+}
+
+/// Microseconds with three decimals, from nanoseconds, without going
+/// through floating point (so the digits are exact).
+struct Us(u64);
+
+impl std::fmt::Display for Us {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
+    }
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).expect("a string always serialises")
+}
+
+/// Writes the trace to any writer; events are separated so each is one line.
+pub fn write_to(w: &mut impl Write, result: &ScenarioResult) -> std::io::Result<()> {
+    w.write_all(b"{\"displayTimeUnit\":\"ns\",\"otherData\":{")?;
+    write!(w, "\"scenario\":{},\"seed\":{}", json_str(&result.name), result.seed)?;
+    w.write_all(b"},\"traceEvents\":[\n")?;
+    let mut first = true;
+    let mut sep = |w: &mut dyn Write| -> std::io::Result<()> {
+        if !std::mem::take(&mut first) {
+            w.write_all(b",\n")?;
+        }
+        Ok(())
+    };
+    for (ri, run) in result.runs.iter().enumerate() {
+        let pid = ri + 1;
+        let meta = |w: &mut dyn Write, what: &str, tid: usize, args: &str| -> std::io::Result<()> {
+            write!(w, "{{\"name\":\"{what}\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{{args}}}}}")
+        };
+        sep(w)?;
+        meta(w, "process_name", 0, &format!("\"name\":{}", json_str(&run.label)))?;
+        sep(w)?;
+        meta(w, "process_sort_index", 0, &format!("\"sort_index\":{ri}"))?;
+
+        // Lanes: every CPU of the machine, a reconfiguration lane for CPUs
+        // that reconfigured, and one lane per fused object.
+        let mut reconfig_cpus = BTreeSet::new();
+        let mut objects = BTreeSet::new();
+        for ev in &run.trace {
+            match ev {
+                TraceEvent::Reconfig { cpu, .. } => {
+                    reconfig_cpus.insert(*cpu);
+                }
+                TraceEvent::ObjectSpan { object, .. } => {
+                    objects.insert(*object);
+                }
+                _ => {}
+            }
+        }
+        for cpu in 0..run.cpus {
+            sep(w)?;
+            meta(w, "thread_name", cpu_tid(cpu), &format!("\"name\":\"CPU {cpu}\""))?;
+            sep(w)?;
+            meta(w, "thread_sort_index", cpu_tid(cpu), &format!("\"sort_index\":{}", cpu_tid(cpu)))?;
+        }
+        for &cpu in &reconfig_cpus {
+            sep(w)?;
+            meta(w, "thread_name", reconfig_tid(cpu), &format!("\"name\":\"CPU {cpu} reconfig\""))?;
+            sep(w)?;
+            meta(w, "thread_sort_index", reconfig_tid(cpu), &format!("\"sort_index\":{}", reconfig_tid(cpu)))?;
+        }
+        for &o in &objects {
+            sep(w)?;
+            meta(w, "thread_name", OBJECT_TID_BASE + o, &format!("\"name\":\"object {o}\""))?;
+            sep(w)?;
+            meta(w, "thread_sort_index", OBJECT_TID_BASE + o, &format!("\"sort_index\":{}", OBJECT_TID_BASE + o))?;
+        }
+
+        for ev in &run.trace {
+            sep(w)?;
+            match ev {
+                TraceEvent::Slice { cpu, thread, name, start_ns, end_ns, fused } => write!(
+                    w,
+                    "{{\"name\":{},\"cat\":\"thread\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{},\"ts\":{},\"dur\":{},\
+                     \"args\":{{\"thread\":{thread},\"fused\":{fused}}}}}",
+                    json_str(name),
+                    cpu_tid(*cpu),
+                    Us(*start_ns),
+                    Us(end_ns.saturating_sub(*start_ns)),
+                )?,
+                TraceEvent::ObjectSpan { object, cpus, name, start_ns, end_ns } => write!(
+                    w,
+                    "{{\"name\":{},\"cat\":\"object\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{},\"ts\":{},\"dur\":{},\
+                     \"args\":{{\"object\":{object},\"cpus\":{}}}}}",
+                    json_str(name),
+                    OBJECT_TID_BASE + object,
+                    Us(*start_ns),
+                    Us(end_ns.saturating_sub(*start_ns)),
+                    json_str(cpus),
+                )?,
+                TraceEvent::Reconfig { cpu, name, start_ns, end_ns } => write!(
+                    w,
+                    "{{\"name\":{},\"cat\":\"reconfig\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{},\"ts\":{},\"dur\":{}}}",
+                    json_str(name),
+                    reconfig_tid(*cpu),
+                    Us(*start_ns),
+                    Us(end_ns.saturating_sub(*start_ns)),
+                )?,
+                TraceEvent::Instant { name, t_ns } => write!(
+                    w,
+                    "{{\"name\":{},\"cat\":\"event\",\"ph\":\"i\",\"s\":\"p\",\"pid\":{pid},\"tid\":0,\"ts\":{}}}",
+                    json_str(name),
+                    Us(*t_ns),
+                )?,
+            }
+        }
+    }
+    w.write_all(b"\n]}\n")
+}
+
+/// CPU `n`'s lane; its reconfiguration lane sorts right under it.
+fn cpu_tid(cpu: usize) -> usize {
+    2 * cpu + 1
+}
+
+fn reconfig_tid(cpu: usize) -> usize {
+    2 * cpu + 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dyncore_sim::{ReconfigStats, RunResult};
+
+    fn run(label: &str, trace: Vec<TraceEvent>) -> RunResult {
+        RunResult {
+            label: label.into(),
+            series: String::new(),
+            machine: "dynamic".into(),
+            policy: "chameleon".into(),
+            reconfig_mechanism: "proxy-apic".into(),
+            cpus: 2,
+            end_ns: 10_000,
+            finished: true,
+            programs: vec![],
+            per_cpu: vec![],
+            reconfig: ReconfigStats::default(),
+            proxy_ipis: 0,
+            migrations: 0,
+            defrag_migrations: 0,
+            events: 0,
+            decisions: 0,
+            allocation: vec![],
+            trace,
+        }
+    }
+
+    fn sample() -> ScenarioResult {
+        ScenarioResult {
+            name: "t".into(),
+            title: "T".into(),
+            seed: 7,
+            runs: vec![
+                run(
+                    "a \"quoted\"",
+                    vec![
+                        TraceEvent::Instant { name: "start gcc".into(), t_ns: 0 },
+                        TraceEvent::Slice {
+                            cpu: 1,
+                            thread: 3,
+                            name: "gcc#0".into(),
+                            start_ns: 1_500,
+                            end_ns: 4_001,
+                            fused: true,
+                        },
+                        TraceEvent::ObjectSpan {
+                            object: 4,
+                            cpus: "0-1".into(),
+                            name: "fuse-2".into(),
+                            start_ns: 1_000,
+                            end_ns: 5_000,
+                        },
+                        TraceEvent::Reconfig { cpu: 0, name: "fuse".into(), start_ns: 900, end_ns: 1_000 },
+                    ],
+                ),
+                run("b", vec![]),
+            ],
+        }
+    }
+
+    fn render(r: &ScenarioResult) -> String {
+        let mut v = Vec::new();
+        write_to(&mut v, r).unwrap();
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn trace_parses_as_chrome_json_with_lanes_per_cpu_and_object() {
+        let text = render(&sample());
+        let doc: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        let evs = doc["traceEvents"].as_array().unwrap();
+        let names: Vec<(&str, u64, u64)> = evs
+            .iter()
+            .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+            .map(|e| (e["args"]["name"].as_str().unwrap(), e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap()))
+            .collect();
+        // Run 1: CPU 0, CPU 1, CPU 0's reconfig lane, object 4; run 2: two CPUs.
+        assert_eq!(
+            names,
+            vec![
+                ("CPU 0", 1, 1),
+                ("CPU 1", 1, 3),
+                ("CPU 0 reconfig", 1, 2),
+                ("object 4", 1, 1_000_004),
+                ("CPU 0", 2, 1),
+                ("CPU 1", 2, 3)
+            ]
+        );
+        let slice = evs.iter().find(|e| e["cat"] == "thread").unwrap();
+        // 1_500 ns = 1.5 µs; 4_001 - 1_500 = 2_501 ns = 2.501 µs.
+        assert_eq!(slice["ts"].as_f64().unwrap(), 1.5);
+        assert_eq!(slice["dur"].as_f64().unwrap(), 2.501);
+        assert_eq!(slice["tid"], 3);
+        assert_eq!(slice["args"]["fused"], true);
+        let obj = evs.iter().find(|e| e["cat"] == "object").unwrap();
+        assert_eq!(obj["args"]["cpus"], "0-1");
+        assert_eq!(obj["dur"].as_f64().unwrap(), 4.0);
+        let inst = evs.iter().find(|e| e["ph"] == "i").unwrap();
+        assert_eq!(inst["s"], "p");
+        let proc = evs.iter().find(|e| e["name"] == "process_name").unwrap();
+        assert_eq!(proc["args"]["name"], "a \"quoted\"");
+    }
+
+    #[test]
+    fn same_result_gives_same_bytes_and_file_matches_writer() {
+        let r = sample();
+        assert_eq!(render(&r), render(&r));
+        let dir = std::env::temp_dir().join(format!("dyncore-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("trace.json");
+        write_chrome_trace(&p, &r).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), render(&r));
+        assert!(!dir.join("trace.json.tmp").exists());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
