@@ -151,8 +151,18 @@ impl CpuSet {
     }
 
     /// Adds every member of `other`.
+    /// Removes every CPU.
+    pub fn clear(&mut self) {
+        self.words.clear();
+    }
+
     pub fn extend_from(&mut self, other: &CpuSet) {
-        *self = self.union(other);
+        if self.words.len() < other.words.len() {
+            self.words.resize(other.words.len(), 0);
+        }
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a |= b;
+        }
     }
 }
 

@@ -187,6 +187,10 @@ pub struct ClusterScheduler {
     /// Balancing migrations to report at the next flush.
     migrations_pending: Vec<(ThreadId, CpuId, CpuId)>,
     decisions: u64,
+    /// Union of every node manager's objects, recomputed after each request
+    /// and release (the only calls that change objects), so balancing does
+    /// not rebuild it on every tick.
+    in_objects: CpuSet,
 }
 
 impl ClusterScheduler {
@@ -205,6 +209,7 @@ impl ClusterScheduler {
             dirty_list: Vec::new(),
             migrations_pending: Vec::new(),
             decisions: 0,
+            in_objects: CpuSet::new(),
         }
     }
 
@@ -309,6 +314,7 @@ impl ClusterScheduler {
             self.threads[t].object = CpuSet::new();
             let busy = self.native_busy();
             let changes = self.nms[node].release(t, self.cfg.notify_on_exit, &busy);
+            self.refresh_in_objects();
             self.apply(now, changes, out);
         }
         self.schedule(now, cpu, out);
@@ -520,18 +526,21 @@ impl ClusterScheduler {
         };
         self.decisions += 1;
         let here = self.nr_running(cpu);
-        let mut in_objects = CpuSet::new();
-        for nm in &self.nms {
-            nm.objects_into(&mut in_objects);
-        }
         let target = (0..self.rqs.len())
-            .filter(|&c| c != cpu && !in_objects.contains(c) && self.allowed(victim, c))
+            .filter(|&c| c != cpu && !self.in_objects.contains(c) && self.allowed(victim, c))
             .min_by_key(|&c| (self.nr_running(c), c));
         if let Some(to) = target
             && self.nr_running(to) < here
         {
             self.migrate_queued(victim, cpu, to);
             self.migrations_pending.push((victim, cpu, to));
+        }
+    }
+
+    fn refresh_in_objects(&mut self) {
+        self.in_objects.clear();
+        for nm in &self.nms {
+            nm.objects_into(&mut self.in_objects);
         }
     }
 
@@ -601,6 +610,7 @@ impl ClusterScheduler {
         self.threads[t].node = Some(node);
         let spec = &self.threads[t].spec;
         let changes = self.nms[node].request(t, spec.want_cpus, spec.weight, &busy);
+        self.refresh_in_objects();
         self.apply(now, changes, out);
     }
 
@@ -825,8 +835,16 @@ impl ClusterScheduler {
                 }
             }
         }
+        let mut in_objects = CpuSet::new();
         for nm in &self.nms {
             nm.check()?;
+            nm.objects_into(&mut in_objects);
+        }
+        if in_objects != self.in_objects {
+            return Err(format!(
+                "cached objects {} differ from the node managers' {in_objects}",
+                self.in_objects
+            ));
         }
         Ok(())
     }

@@ -65,6 +65,9 @@ struct Key {
 
 struct ProgState {
     label: String,
+    /// Name in traces and timelines: the label, with `#instance` when
+    /// several programs share it (set once all programs exist).
+    name: String,
     instance: u32,
     prog: &'static Program,
     start_ns: Nanos,
@@ -218,6 +221,7 @@ pub fn run(scenario: &Scenario, index: usize) -> RunResult {
             let wants_object = chameleon && sim.machine.max_fuse > 1;
             let idx = sim.progs.len();
             sim.progs.push(ProgState {
+                name: String::new(),
                 label,
                 instance: inst,
                 prog,
@@ -271,6 +275,17 @@ pub fn run(scenario: &Scenario, index: usize) -> RunResult {
             sim.push(start_ns, Ev::Arrive(idx));
             sim.thread_specs_push(idx, tspec);
         }
+    }
+    let mut per_label: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for pr in &sim.progs {
+        *per_label.entry(pr.label.clone()).or_default() += 1;
+    }
+    for pr in &mut sim.progs {
+        pr.name = if per_label[&pr.label] > 1 {
+            format!("{}#{}", pr.label, pr.instance + 1)
+        } else {
+            pr.label.clone()
+        };
     }
     for cpu in 0..ncpus {
         sim.push(0, Ev::Tick(cpu));
@@ -423,12 +438,7 @@ impl Sim<'_> {
     }
 
     fn prog_name(&self, p: usize) -> String {
-        let pr = &self.progs[p];
-        if self.progs.iter().filter(|o| o.label == pr.label).count() > 1 {
-            format!("{}#{}", pr.label, pr.instance + 1)
-        } else {
-            pr.label.clone()
-        }
+        self.progs[p].name.clone()
     }
 
     fn task_done(&mut self, t: usize) {

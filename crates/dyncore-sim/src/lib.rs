@@ -11,7 +11,9 @@ pub mod result;
 pub mod scenario;
 pub mod workload;
 
-pub use result::{AllocSample, CpuStats, ProgramResult, ReconfigStats, RunResult, ScenarioResult, TraceEvent};
+pub use result::{
+    AllocSample, CpuStats, ProgramResult, ReconfigStats, RunResult, ScenarioResult, TraceEvent,
+};
 pub use scenario::{Scenario, ScenarioError};
 
 /// Runs every run of `scenario` in order, calling `progress(done, total)`

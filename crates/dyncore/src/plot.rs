@@ -66,40 +66,80 @@ pub struct LineChart {
     pub log_y: bool,
 }
 
-/// Writes `chart` to `<stem>.png` and `<stem>.svg`.
-pub fn write_bar_chart(stem: &Path, chart: &BarChart) -> Result<()> {
+/// A stacked step chart: values hold from one time to the next, and the
+/// series are stacked (for CPU allocations over time).
+#[derive(Debug, Clone)]
+pub struct StackedChart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    /// Step boundaries: value `i` of a series holds over `xs[i]..xs[i + 1]`.
+    pub xs: Vec<f64>,
+    /// One value per step (`xs.len() - 1` of them) per series.
+    pub series: Vec<(String, Vec<f64>)>,
+    /// Drawn as a dashed line across the chart (e.g. the CPUs available).
+    pub capacity: Option<f64>,
+}
+
+/// A chart that can draw itself on any plotters backend.
+pub trait Chart {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static;
+}
+
+impl Chart for BarChart {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        draw_bars(root, self)
+    }
+}
+
+impl Chart for LineChart {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        draw_lines(root, self)
+    }
+}
+
+impl Chart for StackedChart {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        draw_stacked(root, self)
+    }
+}
+
+const SIZE: (u32, u32) = (1000, 560);
+
+/// Writes `chart` to `<stem>.png` and `<stem>.svg`, from the same drawing code.
+pub fn write_chart(stem: &Path, chart: &impl Chart) -> Result<()> {
     register_font();
     let png = stem.with_extension("png");
+    let root = BitMapBackend::new(&png, SIZE).into_drawing_area();
+    chart.draw(&root).with_context(|| format!("drawing {}", png.display()))?;
+    root.present().map_err(|e| anyhow!("writing {}: {e}", png.display()))?;
+    drop(root);
     let svg = stem.with_extension("svg");
-    {
-        let root = BitMapBackend::new(&png, (1000, 560)).into_drawing_area();
-        draw_bars(&root, chart).with_context(|| format!("drawing {}", png.display()))?;
-        root.present().map_err(|e| anyhow!("{e}"))?;
-    }
-    {
-        let root = SVGBackend::new(&svg, (1000, 560)).into_drawing_area();
-        draw_bars(&root, chart).with_context(|| format!("drawing {}", svg.display()))?;
-        root.present().map_err(|e| anyhow!("{e}"))?;
-    }
+    let root = SVGBackend::new(&svg, SIZE).into_drawing_area();
+    chart.draw(&root).with_context(|| format!("drawing {}", svg.display()))?;
+    root.present().map_err(|e| anyhow!("writing {}: {e}", svg.display()))?;
     Ok(())
 }
 
 /// Writes `chart` to `<stem>.png` and `<stem>.svg`.
+pub fn write_bar_chart(stem: &Path, chart: &BarChart) -> Result<()> {
+    write_chart(stem, chart)
+}
+
+/// Writes `chart` to `<stem>.png` and `<stem>.svg`.
 pub fn write_line_chart(stem: &Path, chart: &LineChart) -> Result<()> {
-    register_font();
-    let png = stem.with_extension("png");
-    let svg = stem.with_extension("svg");
-    {
-        let root = BitMapBackend::new(&png, (1000, 560)).into_drawing_area();
-        draw_lines(&root, chart).with_context(|| format!("drawing {}", png.display()))?;
-        root.present().map_err(|e| anyhow!("{e}"))?;
-    }
-    {
-        let root = SVGBackend::new(&svg, (1000, 560)).into_drawing_area();
-        draw_lines(&root, chart).with_context(|| format!("drawing {}", svg.display()))?;
-        root.present().map_err(|e| anyhow!("{e}"))?;
-    }
-    Ok(())
+    write_chart(stem, chart)
 }
 
 fn finite_range(vals: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
@@ -122,36 +162,42 @@ where
     let n_cat = c.categories.len().max(1);
     let n_ser = c.series.len().max(1);
     let (lo, hi) = finite_range(c.series.iter().flat_map(|s| s.values.iter().copied()), c.log_y);
+    // Headroom above the tallest bar for the legend.
+    let hi = if c.log_y { hi * 4.0 } else { hi / 1.15 * (1.2 + 0.07 * n_ser as f64) };
     let mut builder = ChartBuilder::on(root);
     builder.caption(&c.title, ("sans-serif", 22)).margin(12).x_label_area_size(70).y_label_area_size(80);
-    // x in "slots": each category spans n_ser + 1 slots (one gap).
-    let slots = (n_cat * (n_ser + 1)) as f64;
+    // x in category units: category i spans i-0.5..i+0.5, its bars share
+    // the middle 80%. Ticks are asked for at every half unit so every
+    // category centre gets one whatever step plotters picks; only centres
+    // are labelled.
+    let width = 0.8 / n_ser as f64;
     macro_rules! body {
         ($chart:expr, $base:expr) => {{
             let mut chart = $chart;
             let cats = c.categories.clone();
+            let label_size = if n_cat > 8 { 12 } else { 15 };
             chart
                 .configure_mesh()
                 .disable_x_mesh()
-                .x_labels(n_cat * (n_ser + 1))
+                .x_labels(2 * n_cat + 1)
                 .x_label_formatter(&|x: &f64| {
-                    let slot = x.round() as usize;
-                    let per = n_ser + 1;
-                    if slot % per == n_ser / 2 {
-                        cats.get(slot / per).cloned().unwrap_or_default()
+                    let r = x.round();
+                    if (x - r).abs() < 1e-6 && r >= 0.0 {
+                        cats.get(r as usize).cloned().unwrap_or_default()
                     } else {
                         String::new()
                     }
                 })
+                .x_label_style(("sans-serif", label_size))
                 .y_desc(&c.y_label)
-                .label_style(("sans-serif", 15))
+                .y_label_style(("sans-serif", 15))
                 .draw()
                 .map_err(|e| anyhow!("{e:?}"))?;
             for (si, s) in c.series.iter().enumerate() {
                 let color = PALETTE[si % PALETTE.len()];
                 let bars = s.values.iter().enumerate().filter(|(_, v)| v.is_finite()).map(move |(ci, v)| {
-                    let x0 = (ci * (n_ser + 1) + si) as f64;
-                    Rectangle::new([(x0, $base), (x0 + 0.9, *v)], color.filled())
+                    let x0 = ci as f64 - 0.4 + si as f64 * width;
+                    Rectangle::new([(x0, $base), (x0 + width * 0.92, *v)], color.filled())
                 });
                 chart
                     .draw_series(bars)
@@ -169,14 +215,78 @@ where
                 .map_err(|e| anyhow!("{e:?}"))?;
         }};
     }
+    let xr = -0.5..(n_cat as f64 - 0.5);
     if c.log_y {
-        body!(
-            builder.build_cartesian_2d(-0.5..slots, (lo..hi).log_scale()).map_err(|e| anyhow!("{e:?}"))?,
-            lo
-        )
+        body!(builder.build_cartesian_2d(xr, (lo..hi).log_scale()).map_err(|e| anyhow!("{e:?}"))?, lo)
     } else {
-        body!(builder.build_cartesian_2d(-0.5..slots, lo..hi).map_err(|e| anyhow!("{e:?}"))?, 0.0)
+        body!(builder.build_cartesian_2d(xr, lo..hi).map_err(|e| anyhow!("{e:?}"))?, 0.0)
     }
+    Ok(())
+}
+
+fn draw_stacked<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &StackedChart) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+    let steps = c.xs.len().saturating_sub(1);
+    let total = |i: usize| c.series.iter().map(|(_, v)| v.get(i).copied().unwrap_or(0.0)).sum::<f64>();
+    let top = (0..steps).map(total).fold(c.capacity.unwrap_or(0.0), f64::max).max(1.0);
+    let (xlo, xhi) = (c.xs.first().copied().unwrap_or(0.0), c.xs.last().copied().unwrap_or(1.0).max(1e-9));
+    let mut chart = ChartBuilder::on(root)
+        .caption(&c.title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d(xlo..xhi, 0.0..top * 1.25)
+        .map_err(|e| anyhow!("{e:?}"))?;
+    // Whole numbers on y when the values are counts.
+    let y_ticks = if top <= 32.0 { (top * 1.25).ceil() as usize + 1 } else { 10 };
+    chart
+        .configure_mesh()
+        .x_desc(&c.x_label)
+        .y_desc(&c.y_label)
+        .y_labels(y_ticks)
+        .y_label_formatter(&|y: &f64| {
+            if (y - y.round()).abs() < 1e-6 { format!("{y:.0}") } else { String::new() }
+        })
+        .label_style(("sans-serif", 15))
+        .draw()
+        .map_err(|e| anyhow!("{e:?}"))?;
+    let mut base = vec![0.0; steps];
+    for (si, (name, vals)) in c.series.iter().enumerate() {
+        let color = PALETTE[si % PALETTE.len()];
+        let rects: Vec<_> = (0..steps)
+            .filter(|&i| vals.get(i).copied().unwrap_or(0.0) > 0.0)
+            .map(|i| {
+                let v = vals[i];
+                Rectangle::new([(c.xs[i], base[i]), (c.xs[i + 1], base[i] + v)], color.mix(0.85).filled())
+            })
+            .collect();
+        for (i, b) in base.iter_mut().enumerate() {
+            *b += vals.get(i).copied().unwrap_or(0.0);
+        }
+        chart
+            .draw_series(rects)
+            .map_err(|e| anyhow!("{e:?}"))?
+            .label(name.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
+    }
+    if let Some(cap) = c.capacity {
+        chart
+            .draw_series(DashedLineSeries::new(vec![(xlo, cap), (xhi, cap)], 6, 4, BLACK.stroke_width(1)))
+            .map_err(|e| anyhow!("{e:?}"))?
+            .label(format!("{cap:.0} CPUs"))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| anyhow!("{e:?}"))?;
     Ok(())
 }
 

@@ -16,7 +16,7 @@ use dyncore_sim::scenario::{PlotKind, Scenario};
 use serde::Serialize;
 
 use crate::figure::{Figure, comparison_table, fmt_value, metric_name};
-use crate::plot::{BarChart, LineChart, Series, write_bar_chart, write_line_chart};
+use crate::plot::{BarChart, Series, StackedChart, write_bar_chart, write_chart};
 use crate::table::Table;
 
 /// What a scenario's report folder holds, for the index.
@@ -88,7 +88,7 @@ pub fn write_scenario(out: &Path, scenario: &Scenario, result: &ScenarioResult) 
             vec!["plot.png"]
         }
         PlotKind::Allocation => {
-            write_line_chart(&dir.join("plot"), &allocation_chart(scenario, result))?;
+            write_chart(&dir.join("plot"), &allocation_chart(scenario, result))?;
             write_bar_chart(&dir.join("plot-bars"), &bars)?;
             vec!["plot.png", "plot-bars.png"]
         }
@@ -109,7 +109,7 @@ pub fn write_scenario(out: &Path, scenario: &Scenario, result: &ScenarioResult) 
 
 /// Writes through a temporary file and renames, so an interrupted run never
 /// leaves a half-written report behind.
-fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     f.write_all(bytes).with_context(|| format!("writing {}", tmp.display()))?;
@@ -146,8 +146,8 @@ fn timeline_run<'a>(scenario: &Scenario, result: &'a ScenarioResult) -> &'a dync
         .unwrap_or(&result.runs[0])
 }
 
-/// CPUs per program over time (a step plot) for the report's timeline run.
-fn allocation_chart(scenario: &Scenario, result: &ScenarioResult) -> LineChart {
+/// CPUs per program over time, stacked, for the report's timeline run.
+fn allocation_chart(scenario: &Scenario, result: &ScenarioResult) -> StackedChart {
     let run = timeline_run(scenario, result);
     let mut names: Vec<String> = Vec::new();
     for s in &run.allocation {
@@ -158,44 +158,28 @@ fn allocation_chart(scenario: &Scenario, result: &ScenarioResult) -> LineChart {
         }
     }
     let ms = |t: u64| t as f64 / 1e6;
-    let mut series = Vec::new();
-    for name in names {
-        let mut pts: Vec<(f64, f64)> = Vec::new();
-        let mut last: Option<f64> = None;
-        for s in &run.allocation {
-            let now = s.cpus_by_program.iter().find(|(p, _)| *p == name).map(|(_, c)| f64::from(*c));
-            let v = match (now, last) {
-                (Some(c), _) => c,
-                // Started earlier and now absent: exited.
-                (None, Some(_)) => 0.0,
-                (None, None) => continue,
-            };
-            if let Some(prev) = last {
-                if prev == v {
-                    continue;
-                }
-                pts.push((ms(s.t_ns), prev));
-            }
-            pts.push((ms(s.t_ns), v));
-            last = Some(v);
-            if v == 0.0 {
-                break;
-            }
-        }
-        if let Some(prev) = last
-            && prev > 0.0
-        {
-            pts.push((ms(run.end_ns), prev));
-        }
-        series.push((name, pts));
-    }
-    LineChart {
+    let mut xs: Vec<f64> = run.allocation.iter().map(|s| ms(s.t_ns)).collect();
+    xs.push(ms(run.end_ns.max(run.allocation.last().map_or(0, |s| s.t_ns))));
+    let series = names
+        .iter()
+        .map(|name| {
+            let vals = run
+                .allocation
+                .iter()
+                .map(|s| {
+                    s.cpus_by_program.iter().find(|(p, _)| p == name).map_or(0.0, |(_, c)| f64::from(*c))
+                })
+                .collect();
+            (name.clone(), vals)
+        })
+        .collect();
+    StackedChart {
         title: format!("{} ({})", scenario.title, run.label),
         x_label: "time (virtual ms)".into(),
-        y_label: "CPUs in the program's execution object".into(),
+        y_label: "CPUs in each program's execution object".into(),
+        xs,
         series,
-        log_x: false,
-        log_y: false,
+        capacity: Some(run.cpus as f64),
     }
 }
 
@@ -246,15 +230,31 @@ fn report_md(scenario: &Scenario, result: &ScenarioResult, fig: &Figure, plots: 
             );
         }
     } else {
-        let _ = writeln!(s, "The paper gives this figure as a plot only; compare the shape with the list above.\n");
+        let _ = writeln!(
+            s,
+            "The paper gives this figure as a plot only; compare the shape with the list above.\n"
+        );
     }
 
     let _ = writeln!(s, "## Runs\n");
     let mut t = Table::new(
         "",
         &[
-            "run", "machine", "policy", "mechanism", "CPUs", "end (ms)", "finished", "mean util", "fuses", "splits",
-            "reconfig (ms)", "fused (ms)", "proxy IPIs", "migrations", "events",
+            "run",
+            "machine",
+            "policy",
+            "mechanism",
+            "CPUs",
+            "end (ms)",
+            "finished",
+            "mean util",
+            "fuses",
+            "splits",
+            "reconfig (ms)",
+            "fused (ms)",
+            "proxy IPIs",
+            "migrations",
+            "events",
         ],
     );
     for r in &result.runs {
@@ -283,7 +283,17 @@ fn report_md(scenario: &Scenario, result: &ScenarioResult, fig: &Figure, plots: 
     let _ = writeln!(s, "## Programs\n");
     let mut t = Table::new(
         "",
-        &["run", "program", "instance", "threads", "start (ms)", "completion (ms)", "speedup", "relative time", "fused (ms)"],
+        &[
+            "run",
+            "program",
+            "instance",
+            "threads",
+            "start (ms)",
+            "completion (ms)",
+            "speedup",
+            "relative time",
+            "fused (ms)",
+        ],
     );
     for r in &result.runs {
         for p in &r.programs {
@@ -324,8 +334,13 @@ fn report_md(scenario: &Scenario, result: &ScenarioResult, fig: &Figure, plots: 
 
 /// `out/index.md`: one line per scenario.
 pub fn write_index(out: &Path, written: &[Written]) -> Result<()> {
-    let mut s = String::from("# dyncore report\n\nEvery shipped scenario, run on the simulator (`cargo run --release`).\n\n");
-    let mut t = Table::new("", &["scenario", "title", "paper figures compared", "differ by >25%", "all runs finished"]);
+    let mut s = String::from(
+        "# dyncore report\n\nEvery shipped scenario, run on the simulator (`cargo run --release`).\n\n",
+    );
+    let mut t = Table::new(
+        "",
+        &["scenario", "title", "paper figures compared", "differ by >25%", "all runs finished"],
+    );
     for w in written {
         t.row(vec![
             format!("[{}]({}/report.md)", w.name, w.name),

@@ -94,13 +94,23 @@ pub fn write_to(w: &mut impl Write, result: &ScenarioResult) -> std::io::Result<
             sep(w)?;
             meta(w, "thread_name", reconfig_tid(cpu), &format!("\"name\":\"CPU {cpu} reconfig\""))?;
             sep(w)?;
-            meta(w, "thread_sort_index", reconfig_tid(cpu), &format!("\"sort_index\":{}", reconfig_tid(cpu)))?;
+            meta(
+                w,
+                "thread_sort_index",
+                reconfig_tid(cpu),
+                &format!("\"sort_index\":{}", reconfig_tid(cpu)),
+            )?;
         }
         for &o in &objects {
             sep(w)?;
             meta(w, "thread_name", OBJECT_TID_BASE + o, &format!("\"name\":\"object {o}\""))?;
             sep(w)?;
-            meta(w, "thread_sort_index", OBJECT_TID_BASE + o, &format!("\"sort_index\":{}", OBJECT_TID_BASE + o))?;
+            meta(
+                w,
+                "thread_sort_index",
+                OBJECT_TID_BASE + o,
+                &format!("\"sort_index\":{}", OBJECT_TID_BASE + o),
+            )?;
         }
 
         for ev in &run.trace {
@@ -229,7 +239,9 @@ mod tests {
         let names: Vec<(&str, u64, u64)> = evs
             .iter()
             .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
-            .map(|e| (e["args"]["name"].as_str().unwrap(), e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap()))
+            .map(|e| {
+                (e["args"]["name"].as_str().unwrap(), e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap())
+            })
             .collect();
         // Run 1: CPU 0, CPU 1, CPU 0's reconfig lane, object 4; run 2: two CPUs.
         assert_eq!(

@@ -55,7 +55,10 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 fn check_accepts_every_shipped_scenario() {
     let o = dyncore(&["check"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let shipped = std::fs::read_dir(scenarios_dir()).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "toml")).count();
+    let shipped = std::fs::read_dir(scenarios_dir())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "toml"))
+        .count();
     let ok_lines = String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with("ok")).count();
     assert!(shipped >= 8, "the issue asks for 8 scenarios, found {shipped}");
     assert_eq!(ok_lines, shipped);
@@ -138,7 +141,8 @@ fn run_writes_the_report_folder() {
         assert!(std::fs::metadata(&p).map(|m| m.len() > 0).unwrap_or(false), "{} missing", p.display());
     }
     assert!(out.join("index.md").exists());
-    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("tiny/results.json")).unwrap()).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("tiny/results.json")).unwrap()).unwrap();
     assert_eq!(json["runs"].as_array().unwrap().len(), 1);
     // The table printed on the terminal names both programs.
     let stdout = String::from_utf8_lossy(&o.stdout);
@@ -169,4 +173,24 @@ fn shipped_reports_are_byte_identical_across_runs() {
     }
     assert!(compared >= 8 * 4);
     let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn bench_sim_quick_writes_a_report_with_goals() {
+    let d = tmp("benchsim");
+    let o = dyncore(&["--out", d.to_str().unwrap(), "bench", "sim", "--quick"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = d.join("bench-sim");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let rows = j["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    for r in rows {
+        assert!(r["events"].as_u64().unwrap() > 0 && r["decisions"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["events_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert_eq!(j["goals"].as_array().unwrap().len(), 2);
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("PASS") || md.contains("MISS"), "{md}");
+    assert!(dir.join("plot.png").exists() && dir.join("plot.svg").exists());
 }
