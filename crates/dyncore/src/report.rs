@@ -327,7 +327,7 @@ fn report_md(scenario: &Scenario, result: &ScenarioResult, fig: &Figure, plots: 
     let _ = writeln!(
         s,
         "`trace.json` opens in <https://ui.perfetto.dev> or `chrome://tracing`: one process per run, \
-         CPUs as lanes, threads as slices, fused execution objects as spans on their own lane."
+         CPUs as lanes (with a reconfiguration lane under each CPU that fused or split), threads as slices, fused execution objects as spans on their own lanes."
     );
     s
 }
