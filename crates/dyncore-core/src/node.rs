@@ -332,7 +332,10 @@ impl NodeManager {
             }
             let n = r.cpus.len();
             let first = r.cpus.first().expect("non-empty");
-            if !n.is_power_of_two() || !(first - self.first).is_multiple_of(n) || r.cpus.last() != Some(first + n - 1) {
+            if !n.is_power_of_two()
+                || !(first - self.first).is_multiple_of(n)
+                || r.cpus.last() != Some(first + n - 1)
+            {
                 return Err(format!("thread {t}'s object {} is not an aligned block", r.cpus));
             }
             if n > r.wanted {

@@ -20,7 +20,6 @@ mod report;
 mod scenarios;
 mod table;
 
-
 #[derive(Debug, Parser)]
 #[command(
     name = "dyncore",
@@ -121,7 +120,11 @@ fn load_all(files: &[PathBuf]) -> Result<Vec<(PathBuf, Scenario)>> {
                 file: p.clone(),
                 at: None,
                 field: Some("name".into()),
-                message: format!("`{}` is also the name of {}; report folders would collide", s.name, first.display()),
+                message: format!(
+                    "`{}` is also the name of {}; report folders would collide",
+                    s.name,
+                    first.display()
+                ),
             }])
             .into());
         }
@@ -162,7 +165,10 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
         if !args.quiet {
             let fig = figure::Figure::build(sc, &result);
             bar.suspend(|| {
-                println!("\n{}", figure::comparison_table(&format!("{} — {}", sc.name, sc.title), &fig).to_terminal());
+                println!(
+                    "\n{}",
+                    figure::comparison_table(&format!("{} — {}", sc.name, sc.title), &fig).to_terminal()
+                );
                 for r in result.runs.iter().filter(|r| !r.finished) {
                     println!("warning: run `{}` hit max_time_ns before every program finished", r.label);
                 }

@@ -133,8 +133,14 @@ where
             chart
                 .configure_mesh()
                 .disable_x_mesh()
-                .x_labels(n_cat * (n_ser + 1))
+                // Ask for a label at every slot (plotters then steps by 1
+                // or finer) and name only the integer slot in the middle of
+                // each group, so every category is labelled.
+                .x_labels(2 * n_cat * (n_ser + 1) + 2)
                 .x_label_formatter(&|x: &f64| {
+                    if (x - x.round()).abs() > 1e-6 || *x < 0.0 {
+                        return String::new();
+                    }
                     let slot = x.round() as usize;
                     let per = n_ser + 1;
                     if slot % per == n_ser / 2 {

@@ -245,15 +245,31 @@ fn report_md(scenario: &Scenario, result: &ScenarioResult, fig: &Figure, plots: 
             );
         }
     } else {
-        let _ = writeln!(s, "The paper gives this figure as a plot only; compare the shape with the list above.\n");
+        let _ = writeln!(
+            s,
+            "The paper gives this figure as a plot only; compare the shape with the list above.\n"
+        );
     }
 
     let _ = writeln!(s, "## Runs\n");
     let mut t = Table::new(
         "",
         &[
-            "run", "machine", "policy", "mechanism", "CPUs", "end (ms)", "finished", "mean util", "fuses", "splits",
-            "reconfig (ms)", "fused (ms)", "proxy IPIs", "migrations", "events",
+            "run",
+            "machine",
+            "policy",
+            "mechanism",
+            "CPUs",
+            "end (ms)",
+            "finished",
+            "mean util",
+            "fuses",
+            "splits",
+            "reconfig (ms)",
+            "fused (ms)",
+            "proxy IPIs",
+            "migrations",
+            "events",
         ],
     );
     for r in &result.runs {
@@ -282,7 +298,17 @@ fn report_md(scenario: &Scenario, result: &ScenarioResult, fig: &Figure, plots: 
     let _ = writeln!(s, "## Programs\n");
     let mut t = Table::new(
         "",
-        &["run", "program", "instance", "threads", "start (ms)", "completion (ms)", "speedup", "relative time", "fused (ms)"],
+        &[
+            "run",
+            "program",
+            "instance",
+            "threads",
+            "start (ms)",
+            "completion (ms)",
+            "speedup",
+            "relative time",
+            "fused (ms)",
+        ],
     );
     for r in &result.runs {
         for p in &r.programs {
@@ -323,8 +349,13 @@ fn report_md(scenario: &Scenario, result: &ScenarioResult, fig: &Figure, plots: 
 
 /// `out/index.md`: one line per scenario.
 pub fn write_index(out: &Path, written: &[Written]) -> Result<()> {
-    let mut s = String::from("# dyncore report\n\nEvery shipped scenario, run on the simulator (`cargo run --release`).\n\n");
-    let mut t = Table::new("", &["scenario", "title", "paper figures compared", "differ by >25%", "all runs finished"]);
+    let mut s = String::from(
+        "# dyncore report\n\nEvery shipped scenario, run on the simulator (`cargo run --release`).\n\n",
+    );
+    let mut t = Table::new(
+        "",
+        &["scenario", "title", "paper figures compared", "differ by >25%", "all runs finished"],
+    );
     for w in written {
         t.row(vec![
             format!("[{}]({}/report.md)", w.name, w.name),

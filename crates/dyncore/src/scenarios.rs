@@ -31,13 +31,23 @@ pub fn discover(args: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
                 .collect();
             files.sort();
             if files.is_empty() {
-                return Err(LoadError { file: p.clone(), at: None, field: None, message: "no *.toml scenarios in this folder".into() });
+                return Err(LoadError {
+                    file: p.clone(),
+                    at: None,
+                    field: None,
+                    message: "no *.toml scenarios in this folder".into(),
+                });
             }
             out.extend(files);
         } else if p.is_file() {
             out.push(p);
         } else {
-            return Err(LoadError { file: p.clone(), at: None, field: None, message: "no such file or folder".into() });
+            return Err(LoadError {
+                file: p.clone(),
+                at: None,
+                field: None,
+                message: "no such file or folder".into(),
+            });
         }
     }
     Ok(out)
@@ -119,7 +129,9 @@ fn field_at(text: &str, span: Range<usize>) -> Option<String> {
     let line_start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
     let line = text[line_start..].lines().next()?;
     let key = line.split('=').next()?.trim();
-    let ok = !key.is_empty() && line.contains('=') && key.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+    let ok = !key.is_empty()
+        && line.contains('=')
+        && key.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
     ok.then(|| key.to_string())
 }
 
@@ -140,7 +152,9 @@ fn span_of_path(text: &str, path: &[String]) -> Option<Range<usize>> {
         let index = seg.parse::<usize>().ok();
         let next = match (node, index) {
             (Node::Item(Item::ArrayOfTables(a)), Some(i)) => a.get(i).map(Node::Table),
-            (Node::Item(Item::Value(v)) | Node::Value(v), Some(i)) => v.as_array().and_then(|a| a.get(i)).map(Node::Value),
+            (Node::Item(Item::Value(v)) | Node::Value(v), Some(i)) => {
+                v.as_array().and_then(|a| a.get(i)).map(Node::Value)
+            }
             (Node::Item(Item::Table(t)) | Node::Table(t), None) => t.get_key_value(seg).map(|(k, v)| {
                 best = k.span().or(best.clone());
                 Node::Item(v)
@@ -188,7 +202,10 @@ mod tests {
         assert_eq!(e.at, Some((18, 11)));
         assert_eq!(e.field.as_deref(), Some("run[1].workload[1].program"));
         assert!(e.message.contains("known programs"), "{e}");
-        assert!(e.to_string().starts_with("x.toml:18:11: run[1].workload[1].program: unknown program"), "{e}");
+        assert!(
+            e.to_string().starts_with("x.toml:18:11: run[1].workload[1].program: unknown program"),
+            "{e}"
+        );
     }
 
     #[test]

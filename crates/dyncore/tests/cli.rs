@@ -55,7 +55,10 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 fn check_accepts_every_shipped_scenario() {
     let o = dyncore(&["check"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let shipped = std::fs::read_dir(scenarios_dir()).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "toml")).count();
+    let shipped = std::fs::read_dir(scenarios_dir())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "toml"))
+        .count();
     let ok_lines = String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with("ok")).count();
     assert!(shipped >= 8, "the issue asks for 8 scenarios, found {shipped}");
     assert_eq!(ok_lines, shipped);
@@ -138,7 +141,8 @@ fn run_writes_the_report_folder() {
         assert!(std::fs::metadata(&p).map(|m| m.len() > 0).unwrap_or(false), "{} missing", p.display());
     }
     assert!(out.join("index.md").exists());
-    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("tiny/results.json")).unwrap()).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("tiny/results.json")).unwrap()).unwrap();
     assert_eq!(json["runs"].as_array().unwrap().len(), 1);
     // The table printed on the terminal names both programs.
     let stdout = String::from_utf8_lossy(&o.stdout);
