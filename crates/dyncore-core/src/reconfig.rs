@@ -200,11 +200,9 @@ impl Step {
             &Step::InstallProxy { cpu, proxy } => vec![Step::RemoveProxy { cpu, proxy }],
             &Step::RemoveProxy { cpu, proxy } => vec![Step::InstallProxy { cpu, proxy }],
             &Step::StopDispatch { cpu } => vec![Step::StartDispatch { cpu }],
-            &Step::StartDispatch { cpu } => vec![
-                Step::StopDispatch { cpu },
-                Step::AwaitStopped { cpu },
-                Step::MigrateRunQueue { cpu },
-            ],
+            &Step::StartDispatch { cpu } => {
+                vec![Step::StopDispatch { cpu }, Step::AwaitStopped { cpu }, Step::MigrateRunQueue { cpu }]
+            }
             Step::AwaitStopped { .. }
             | Step::MigrateRunQueue { .. }
             | Step::GracePeriod
@@ -352,11 +350,11 @@ impl Plan {
         let mut undo: Vec<Step> = self.steps[..failed].iter().rev().flat_map(|s| s.step.inverse()).collect();
         let mut i = 0;
         while i < undo.len() {
-            if let Step::InstallProxy { cpu, .. } = undo[i] {
-                if let Some(j) = undo[..i].iter().position(|s| *s == Step::StopDispatch { cpu }) {
-                    let s = undo.remove(i);
-                    undo.insert(j, s);
-                }
+            if let Step::InstallProxy { cpu, .. } = undo[i]
+                && let Some(j) = undo[..i].iter().position(|s| *s == Step::StopDispatch { cpu })
+            {
+                let s = undo.remove(i);
+                undo.insert(j, s);
             }
             i += 1;
         }
@@ -373,11 +371,15 @@ impl Plan {
         for cpu in self.cpus.iter() {
             let (first, then) = match self.direction {
                 Direction::Offline => (
-                    self.steps.iter().position(|s| matches!(s.step, Step::InstallProxy { cpu: c, .. } if c == cpu)),
+                    self.steps
+                        .iter()
+                        .position(|s| matches!(s.step, Step::InstallProxy { cpu: c, .. } if c == cpu)),
                     pos(&Step::StopDispatch { cpu }),
                 ),
                 Direction::Online => (
-                    self.steps.iter().position(|s| matches!(s.step, Step::RemoveProxy { cpu: c, .. } if c == cpu)),
+                    self.steps
+                        .iter()
+                        .position(|s| matches!(s.step, Step::RemoveProxy { cpu: c, .. } if c == cpu)),
                     pos(&Step::StartDispatch { cpu }),
                 ),
             };
@@ -407,7 +409,11 @@ impl fmt::Display for PlanError {
             PlanError::Empty => f.write_str("no CPU given"),
             PlanError::NotOwned { cpus, owned } => {
                 let s = if cpus.len() == 1 { "" } else { "s" };
-                write!(f, "CPU{s} {cpus} not owned by this runtime (it owns CPUs 0-{})", owned.saturating_sub(1))
+                write!(
+                    f,
+                    "CPU{s} {cpus} not owned by this runtime (it owns CPUs 0-{})",
+                    owned.saturating_sub(1)
+                )
             }
             PlanError::LastOnline { cpus } => write!(
                 f,
@@ -698,7 +704,10 @@ mod tests {
     fn naive_online_after_naive_offline_recreates_everything() {
         let mut st = ReconfigState::all_online(2);
         st.apply(&plan_offline(Mode::Naive, &set("1"), &st).unwrap());
-        assert_eq!(st.cpus[1], CpuView { online: false, cache: false, registry_entry: false, helper: HelperView::Stopped });
+        assert_eq!(
+            st.cpus[1],
+            CpuView { online: false, cache: false, registry_entry: false, helper: HelperView::Stopped }
+        );
         let on = plan_online(Mode::Naive, &set("1"), &st).unwrap();
         assert_eq!(
             names(&on),

@@ -7,5 +7,5 @@
 //! * [`affinity`]: pinning and the process's allowed CPUs.
 
 pub mod affinity;
-// pub mod cpu; (re-enabled when the reconfiguration branch merges)
+pub mod cpu;
 pub mod sidecore;

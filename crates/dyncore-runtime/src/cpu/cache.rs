@@ -240,7 +240,9 @@ impl Pool {
             if !live.remove(&c.id) {
                 r.caches_unaccounted += 1;
             }
-            debug_assert!(c.slots().iter().all(|&s| self.state[s as usize].load(Ordering::Acquire) == CACHED));
+            debug_assert!(
+                c.slots().iter().all(|&s| self.state[s as usize].load(Ordering::Acquire) == CACHED)
+            );
         }
         r.caches_unaccounted += live.len() as u64;
         debug_assert_eq!(lock(&self.free).len(), r.blocks_free);

@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 
 use dyncore_core::CpuId;
 
-use super::sync::{AtomicUsize, Mutex, lock};
+use super::sync::model::{AtomicUsize, Mutex, lock};
 use std::sync::atomic::Ordering;
 
 struct Inner<M> {
@@ -49,7 +49,10 @@ pub(crate) struct Mailbox<M> {
 impl<M> Mailbox<M> {
     /// A mailbox handled by its own CPU, `owner`.
     pub(crate) fn new(owner: CpuId) -> Self {
-        Mailbox { inner: Mutex::new(Inner { queue: VecDeque::new(), handler: owner }), pending: AtomicUsize::new(0) }
+        Mailbox {
+            inner: Mutex::new(Inner { queue: VecDeque::new(), handler: owner }),
+            pending: AtomicUsize::new(0),
+        }
     }
 
     /// Step 1: queues `m`; returns the CPU to wake.
@@ -88,7 +91,6 @@ impl<M> Mailbox<M> {
 
     /// (handler, pending) without blocking, for dumps of a possibly stuck
     /// runtime.
-    #[cfg(not(dyncore_loom))]
     pub(crate) fn try_peek(&self) -> Option<(CpuId, usize)> {
         self.inner.try_lock().ok().map(|g| (g.handler, g.queue.len()))
     }

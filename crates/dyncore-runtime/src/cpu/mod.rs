@@ -158,9 +158,11 @@ pub struct CpuInfo {
 #[derive(Debug, Clone)]
 pub struct ReconfigReport {
     pub plan: Plan,
-    /// Time on the critical path (the call's latency, less validation).
+    /// Time from the call's start (waiting for the control lock and
+    /// planning included) to the end of its critical steps.
     pub critical_ns: u64,
-    /// Time until no task ran on the CPUs (Bolt's entry latency); offline only.
+    /// Time from the call's start until no task ran on the CPUs any more
+    /// (Bolt's entry latency); offline only.
     pub entry_ns: Option<u64>,
     /// Each critical step and its time.
     pub step_ns: Vec<(Step, u64)>,
@@ -198,7 +200,11 @@ impl std::fmt::Display for ReconfigError {
         match self {
             ReconfigError::Refused(e) => e.fmt(f),
             ReconfigError::StepFailed { step, index, reason, rollback, rollback_errors } => {
-                write!(f, "step {index} ({step}) failed: {reason}; rolled back with {} step(s)", rollback.len())?;
+                write!(
+                    f,
+                    "step {index} ({step}) failed: {reason}; rolled back with {} step(s)",
+                    rollback.len()
+                )?;
                 if !rollback_errors.is_empty() {
                     write!(f, ", {} of which failed: {}", rollback_errors.len(), rollback_errors.join("; "))?;
                 }
@@ -213,9 +219,14 @@ impl std::error::Error for ReconfigError {}
 /// Why a task or message could not be placed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PlaceError {
-    NotOwned { cpu: CpuId, owned: usize },
+    NotOwned {
+        cpu: CpuId,
+        owned: usize,
+    },
     /// Tasks go to online CPUs only (messages go anywhere: proxies).
-    Offline { cpu: CpuId },
+    Offline {
+        cpu: CpuId,
+    },
 }
 
 impl std::fmt::Display for PlaceError {
@@ -402,7 +413,11 @@ impl Runtime {
     /// Runs `f` on `cpu` with its per-CPU state — or, if it is offline, on
     /// its proxy with the same state. `f` may run more than once (make it
     /// idempotent); it is never lost.
-    pub fn call_on(&self, cpu: CpuId, f: impl Fn(&mut CallCx<'_>) + Send + Sync + 'static) -> Result<(), PlaceError> {
+    pub fn call_on(
+        &self,
+        cpu: CpuId,
+        f: impl Fn(&mut CallCx<'_>) + Send + Sync + 'static,
+    ) -> Result<(), PlaceError> {
         self.owned(cpu)?;
         self.sh.post(cpu, Msg::Call(Box::new(f)));
         Ok(())
@@ -577,7 +592,8 @@ impl Shared {
 
     pub(crate) fn synchronize(&self) -> SyncReport {
         let (mut waited_for, mut reported_by_proxy) = (CpuSet::new(), CpuSet::new());
-        let snaps: Vec<(CpuId, u64)> = self.cpus.iter().map(|c| (c.id, c.qs.load(Ordering::SeqCst))).collect();
+        let snaps: Vec<(CpuId, u64)> =
+            self.cpus.iter().map(|c| (c.id, c.qs.load(Ordering::SeqCst))).collect();
         for (cpu, qs) in snaps {
             let c = &self.cpus[cpu];
             if c.state() == CpuState::Offline {
@@ -661,13 +677,14 @@ impl Shared {
             s,
             "runtime: {} CPUs, stop-the-world gen {} (arrived {}), invalidation gen {}, control lock {}",
             self.cpus.len(),
-            self.stw.gen.load(Ordering::SeqCst),
+            self.stw.generation.load(Ordering::SeqCst),
             self.stw.arrived.load(Ordering::SeqCst),
             self.inval_gen.load(Ordering::SeqCst),
             if self.ctl.try_lock().is_ok() { "free" } else { "held" },
         );
         for c in &self.cpus {
-            let mb = c.mailbox.try_peek().map_or("locked".into(), |(h, n)| format!("handler {h}, {n} pending"));
+            let mb =
+                c.mailbox.try_peek().map_or("locked".into(), |(h, n)| format!("handler {h}, {n} pending"));
             let h = &c.helper;
             let _ = writeln!(
                 s,

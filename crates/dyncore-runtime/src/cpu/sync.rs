@@ -1,24 +1,39 @@
 //! The `sync` shim for the mailbox protocol (as in `dyncore-ring`, whose shim
-//! is private to that crate): `std`'s mutex and atomics normally, loom's
-//! under `cfg(dyncore_loom)`, so the code that routes messages to a CPU or
-//! its proxy is both run and model-checked.
+//! is private to that crate): [`model`] is `std`'s mutex and atomics
+//! normally and loom's under `cfg(dyncore_loom)`, so the code that routes
+//! messages to a CPU or its proxy (`mailbox.rs`) is both run and
+//! model-checked. The rest of the runtime uses `std` directly, with
+//! [`lock`].
 
-#[cfg(not(dyncore_loom))]
-pub(crate) use std::sync::atomic::AtomicUsize;
-#[cfg(not(dyncore_loom))]
-pub(crate) use std::sync::{Mutex, MutexGuard};
-
-#[cfg(dyncore_loom)]
-pub(crate) use loom::sync::atomic::AtomicUsize;
-#[cfg(dyncore_loom)]
-pub(crate) use loom::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 /// Locks `m`, ignoring poisoning: a panicking task must not wedge the
-/// runtime (the state a mailbox guards is a queue and a CPU number, valid
-/// after any partial update).
+/// runtime (every state a runtime mutex guards — queues, sets, counters —
+/// is valid after any partial update).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     match m.lock() {
         Ok(g) => g,
         Err(p) => p.into_inner(),
+    }
+}
+
+/// What the mailbox protocol is built from.
+pub(crate) mod model {
+    #[cfg(not(dyncore_loom))]
+    pub(crate) use std::sync::atomic::AtomicUsize;
+    #[cfg(not(dyncore_loom))]
+    pub(crate) use std::sync::{Mutex, MutexGuard};
+
+    #[cfg(dyncore_loom)]
+    pub(crate) use loom::sync::atomic::AtomicUsize;
+    #[cfg(dyncore_loom)]
+    pub(crate) use loom::sync::{Mutex, MutexGuard};
+
+    /// [`super::lock`] for the model's mutex.
+    pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        match m.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
     }
 }

@@ -26,13 +26,13 @@ use dyncore_core::CpuId;
 use dyncore_ring::SpinPolicy;
 
 use super::Shared;
-use super::percpu::{CpuState, Msg};
+use super::percpu::Msg;
 use super::sync::lock;
 use super::task::{CallCx, Ctx, TaskPoll};
 
 thread_local! {
     /// The runtime CPU this thread is the worker of, if any.
-    static WORKER_OF: std::cell::Cell<Option<CpuId>> = const { std::cell::Cell::new(None) };
+    pub(crate) static WORKER_OF: std::cell::Cell<Option<CpuId>> = const { std::cell::Cell::new(None) };
 }
 
 /// Panics if called from a worker thread: the calling operation waits for
@@ -47,14 +47,14 @@ pub(crate) fn assert_not_on_worker(what: &str) {
 /// the world is stopped.
 #[derive(Default)]
 pub(crate) struct Stw {
-    pub(crate) gen: std::sync::atomic::AtomicU64,
+    pub(crate) generation: std::sync::atomic::AtomicU64,
     pub(crate) arrived: std::sync::atomic::AtomicUsize,
     pub(crate) waiter: dyncore_ring::Waiter,
 }
 
 impl Stw {
     fn stopping(&self, seen: u64) -> bool {
-        let g = self.gen.load(Ordering::SeqCst);
+        let g = self.generation.load(Ordering::SeqCst);
         g % 2 == 1 && g != seen
     }
 }
@@ -69,12 +69,13 @@ pub(crate) fn worker_main(sh: Arc<Shared>, me: CpuId) {
         }
         c.heartbeat.fetch_add(1, Ordering::Relaxed);
         // 1. Barrier.
-        let g = sh.stw.gen.load(Ordering::SeqCst);
+        let g = sh.stw.generation.load(Ordering::SeqCst);
         if g % 2 == 1 && g != stw_seen && c.online() {
             stw_seen = g;
             sh.stw.arrived.fetch_add(1, Ordering::SeqCst);
-            sh.stw.waiter.wait_until(&SpinPolicy::CLIENT, None, || {
-                (sh.stw.gen.load(Ordering::SeqCst) != g || sh.shutdown.load(Ordering::Acquire)).then_some(())
+            sh.stw.waiter.wait_until(&sh.cfg.idle_spin, None, || {
+                (sh.stw.generation.load(Ordering::SeqCst) != g || sh.shutdown.load(Ordering::Acquire))
+                    .then_some(())
             });
             continue;
         }
@@ -228,8 +229,10 @@ pub(crate) fn helper_main(sh: Arc<Shared>, me: CpuId) {
             continue;
         }
         h.waiter.wait_for(&SpinPolicy::PARK, period, || {
-            (h.stop.load(Ordering::Acquire) || h.park.load(Ordering::Acquire) || sh.shutdown.load(Ordering::Acquire))
-                .then_some(())
+            (h.stop.load(Ordering::Acquire)
+                || h.park.load(Ordering::Acquire)
+                || sh.shutdown.load(Ordering::Acquire))
+            .then_some(())
         });
         // Watchdog: work pending, and no loop iteration for a whole period.
         let beat = c.heartbeat.load(Ordering::Relaxed);
@@ -250,11 +253,15 @@ fn park(sh: &Shared, me: CpuId, period: Duration) {
     h.parks.fetch_add(1, Ordering::Relaxed);
     let since = Instant::now();
     let mut reclaimed = false;
-    while h.park.load(Ordering::Acquire) && !h.stop.load(Ordering::Acquire) && !sh.shutdown.load(Ordering::Acquire)
+    while h.park.load(Ordering::Acquire)
+        && !h.stop.load(Ordering::Acquire)
+        && !sh.shutdown.load(Ordering::Acquire)
     {
         h.waiter.wait_for(&SpinPolicy::PARK, period, || {
-            (!h.park.load(Ordering::Acquire) || h.stop.load(Ordering::Acquire) || sh.shutdown.load(Ordering::Acquire))
-                .then_some(())
+            (!h.park.load(Ordering::Acquire)
+                || h.stop.load(Ordering::Acquire)
+                || sh.shutdown.load(Ordering::Acquire))
+            .then_some(())
         });
         if let Some(keep) = sh.cfg.cache_keep
             && !reclaimed

@@ -56,3 +56,48 @@ pub fn cpu_has_flag(flag: &str) -> bool {
 fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
 }
+
+/// Order statistics of a sample of latencies.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Summary {
+    pub n: usize,
+    pub median_ns: f64,
+    pub p99_ns: f64,
+    pub min_ns: f64,
+    pub max_ns: f64,
+}
+
+/// Median, p99 (nearest rank), min and max of `samples_ns`; `None` if empty.
+pub fn summarize(samples_ns: &[u64]) -> Option<Summary> {
+    if samples_ns.is_empty() {
+        return None;
+    }
+    let mut s = samples_ns.to_vec();
+    s.sort_unstable();
+    // Nearest rank: the smallest value with at least q of the sample at or below it.
+    let rank = |q: f64| s[((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1] as f64;
+    Some(Summary {
+        n: s.len(),
+        median_ns: rank(0.5),
+        p99_ns: rank(0.99),
+        min_ns: s[0] as f64,
+        max_ns: s[s.len() - 1] as f64,
+    })
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        // 1..=100: median is the 50th value, p99 the 99th.
+        let v: Vec<u64> = (1..=100).rev().collect();
+        let s = summarize(&v).unwrap();
+        assert_eq!((s.n, s.median_ns, s.p99_ns, s.min_ns, s.max_ns), (100, 50.0, 99.0, 1.0, 100.0));
+        // Three samples: median the 2nd, p99 the 3rd.
+        let s = summarize(&[30, 10, 20]).unwrap();
+        assert_eq!((s.median_ns, s.p99_ns), (20.0, 30.0));
+        assert_eq!(summarize(&[]), None);
+    }
+}

@@ -1,0 +1,646 @@
+//! Behaviour tests of runtime CPUs: placement, remote calls through
+//! proxies, grace periods and invalidations across offline/online, both
+//! modes' critical and deferred work, bad input, rollback, and a bounded
+//! stress test under a deadlock watchdog. No test asserts a time: waits
+//! are "eventually, or fail with a dump of every CPU".
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use dyncore_core::reconfig::Direction;
+
+use super::*;
+
+/// How long "eventually" may take before a test fails with a dump. Generous:
+/// these tests run many runtime CPUs on two loaded real ones.
+const EVENTUALLY: Duration = Duration::from_secs(30);
+
+fn config(n: usize) -> RuntimeConfig {
+    let real = crate::affinity::allowed_cpus().expect("the affinity mask is readable");
+    let mut cfg = RuntimeConfig::over(&real, n);
+    cfg.watchdog_period = Duration::from_millis(5);
+    cfg
+}
+
+fn runtime(n: usize) -> Runtime {
+    Runtime::new(config(n)).expect("a runtime over the allowed CPUs")
+}
+
+fn set(s: &str) -> CpuSet {
+    s.parse().expect("a CPU list")
+}
+
+/// Polls `cond` until true; fails with every CPU's state if it never is.
+fn eventually(rt: &Runtime, what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < EVENTUALLY, "never happened: {what}\n{}", rt.dump());
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// A task of `steps` steps that counts into `done` when it finishes.
+fn counting_task(steps: u32, done: Arc<AtomicU32>) -> impl Task {
+    let mut left = steps;
+    move |_: &mut Ctx<'_>| {
+        left -= 1;
+        if left == 0 {
+            done.fetch_add(1, Ordering::SeqCst);
+            TaskPoll::Ready
+        } else {
+            TaskPoll::Pending
+        }
+    }
+}
+
+fn assert_memory_accounted(rt: &Runtime) {
+    let m = rt.memory();
+    assert_eq!(m.blocks_allocated, 0, "leaked blocks: {m:?}");
+    assert_eq!(m.double_frees, 0, "{m:?}");
+    assert_eq!(m.caches_unaccounted, 0, "{m:?}");
+    assert_eq!(m.blocks_free + m.blocks_cached, m.blocks_total, "{m:?}");
+}
+
+#[test]
+fn smoke_tasks_run_to_completion_and_memory_is_accounted() {
+    let rt = runtime(4);
+    let done = Arc::new(AtomicU32::new(0));
+    for i in 0..40u32 {
+        let done = done.clone();
+        let mut held: Option<Block> = None;
+        let mut left = 1 + i % 5;
+        rt.spawn(move |cx: &mut Ctx<'_>| {
+            match held.take() {
+                None => {
+                    let mut b = cx.alloc().expect("a block");
+                    cx.bytes(&mut b)[0] = i as u8;
+                    held = Some(b);
+                }
+                Some(mut b) => {
+                    assert_eq!(cx.bytes(&mut b)[0], i as u8, "block contents survived");
+                    cx.free(b).expect("free once");
+                }
+            }
+            left -= 1;
+            if left == 0 {
+                if let Some(b) = held.take() {
+                    cx.free(b).expect("free once");
+                }
+                done.fetch_add(1, Ordering::SeqCst);
+                TaskPoll::Ready
+            } else {
+                TaskPoll::Pending
+            }
+        });
+    }
+    eventually(&rt, "40 tasks done", || done.load(Ordering::SeqCst) == 40);
+    eventually(&rt, "stats count 40 tasks", || rt.stats().tasks_done == 40);
+    assert_memory_accounted(&rt);
+    assert_eq!(rt.check(), Ok(()));
+}
+
+#[test]
+fn call_on_an_offline_cpu_runs_on_its_proxy_with_its_state() {
+    let rt = runtime(4);
+    for mode in [Mode::Bolt, Mode::Naive] {
+        rt.offline(&set("3"), mode).unwrap();
+        let proxy = lock(&rt.sh.ctl).proxies.proxied_by(3);
+        assert!(proxy.is_some_and(|p| p != 3), "{mode}: CPU 3 has a proxy");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        rt.call_on(3, move |cx| {
+            s.lock().unwrap().push((cx.cpu(), cx.handled_on(), cx.by_proxy(), cx.stats().calls))
+        })
+        .unwrap();
+        eventually(&rt, "the call was handled", || !seen.lock().unwrap().is_empty());
+        let (cpu, on, by_proxy, calls) = seen.lock().unwrap()[0];
+        assert_eq!((cpu, Some(on), by_proxy), (3, proxy, true), "{mode}");
+        assert!(calls >= 1, "the handler sees CPU 3's counters, this call included");
+        rt.online(&set("3"), mode).unwrap();
+        let s = seen.clone();
+        rt.call_on(3, move |cx| s.lock().unwrap().push((cx.cpu(), cx.handled_on(), cx.by_proxy(), 0)))
+            .unwrap();
+        eventually(&rt, "the second call was handled", || seen.lock().unwrap().len() == 2);
+        assert_eq!(seen.lock().unwrap()[1], (3, 3, false, 0), "{mode}: back online, CPU 3 handles its own");
+    }
+    assert!(rt.stats().calls_by_proxy >= 2);
+}
+
+#[test]
+fn reschedule_of_an_offline_cpu_is_counted_by_its_proxy() {
+    let rt = runtime(3);
+    rt.offline(&set("2"), Mode::Bolt).unwrap();
+    rt.reschedule(2).unwrap();
+    eventually(&rt, "the reschedule was handled", || rt.stats().reschedules == 1);
+}
+
+#[test]
+fn synchronize_does_not_wait_for_offline_cpus() {
+    let rt = runtime(4);
+    rt.offline(&set("1-2"), Mode::Bolt).unwrap();
+    let r = rt.synchronize();
+    assert_eq!(r.waited_for, set("0,3"));
+    assert_eq!(r.reported_by_proxy, set("1-2"));
+    rt.online(&set("1"), Mode::Naive).unwrap();
+    let r = rt.synchronize();
+    assert_eq!((r.waited_for, r.reported_by_proxy), (set("0-1,3"), set("2")));
+}
+
+#[test]
+fn broadcast_invalidate_skips_offline_cpus_which_apply_it_on_return() {
+    let rt = runtime(4);
+    rt.offline(&set("2"), Mode::Bolt).unwrap();
+    let r = rt.broadcast_invalidate();
+    assert_eq!((r.applied.clone(), r.skipped.clone()), (set("0-1,3"), set("2")));
+    for cpu in r.applied.iter() {
+        assert!(rt.invalidation_seen(cpu).unwrap() >= r.generation, "CPU {cpu} applied it before the return");
+    }
+    assert!(rt.invalidation_seen(2).unwrap() < r.generation, "an offline CPU is skipped");
+    rt.online(&set("2"), Mode::Bolt).unwrap();
+    let first_task_saw = Arc::new(AtomicU64::new(0));
+    let f = first_task_saw.clone();
+    rt.spawn_on(2, move |cx: &mut Ctx<'_>| {
+        f.store(cx.invalidation_generation(), Ordering::SeqCst);
+        TaskPoll::Ready
+    })
+    .unwrap();
+    eventually(&rt, "the task on CPU 2 ran", || first_task_saw.load(Ordering::SeqCst) != 0);
+    assert!(first_task_saw.load(Ordering::SeqCst) >= r.generation, "applied before its first task");
+}
+
+#[test]
+fn bolt_offline_keeps_cache_and_registry_and_parks_the_helper_lazily() {
+    let rt = runtime(4);
+    let done = Arc::new(AtomicU32::new(0));
+    for _ in 0..5 {
+        rt.spawn_on(1, counting_task(3, done.clone())).unwrap();
+    }
+    eventually(&rt, "tasks on CPU 1 done", || done.load(Ordering::SeqCst) == 5);
+    let before = rt.stats();
+    let report = rt.offline(&set("1"), Mode::Bolt).unwrap();
+    assert_eq!(report.changed(), &set("1"));
+    assert!(report.entry_ns.is_some());
+    assert!(
+        report.step_ns.iter().all(|(s, _)| !matches!(s, Step::FreeCache { .. } | Step::StopHelper { .. }))
+    );
+    let info = rt.cpu_info(1).expect("the registry entry stays");
+    assert_eq!(info.state, CpuState::Offline);
+    assert!(info.cache_blocks.is_some(), "the cache is kept for reuse");
+    assert!(info.proxied_by.is_some());
+    eventually(&rt, "the helper parked", || rt.cpu_info(1).unwrap().helper == HelperState::Parked);
+    eventually(&rt, "statistics folded", || rt.cpu_info(1).unwrap().stats == CpuStats::default());
+    assert_eq!(rt.stats().tasks_done, before.tasks_done, "folding loses nothing");
+    // Memory pressure frees the kept cache; online re-creates one.
+    assert_eq!(rt.reclaim_memory(), 1);
+    assert_eq!(rt.reclaim_memory(), 0, "freed once");
+    assert_eq!(rt.cpu_info(1).unwrap().cache_blocks, None);
+    assert_memory_accounted(&rt);
+    let on = rt.online(&set("1"), Mode::Bolt).unwrap();
+    assert!(on.plan.steps.iter().any(|s| s.step == Step::CreateCache { cpu: 1 }));
+    let info = rt.cpu_info(1).unwrap();
+    assert!(info.cache_blocks.is_some() && info.state == CpuState::Online && info.proxied_by.is_none());
+    eventually(&rt, "the helper runs again", || rt.cpu_info(1).unwrap().helper == HelperState::Running);
+    rt.spawn_on(1, counting_task(2, done.clone())).unwrap();
+    eventually(&rt, "CPU 1 runs tasks again", || done.load(Ordering::SeqCst) == 6);
+    assert_memory_accounted(&rt);
+}
+
+#[test]
+fn naive_offline_removes_everything_and_online_recreates_it() {
+    let rt = runtime(3);
+    let done = Arc::new(AtomicU32::new(0));
+    rt.spawn_on(2, counting_task(4, done.clone())).unwrap();
+    eventually(&rt, "task on CPU 2 done", || done.load(Ordering::SeqCst) == 1);
+    let freed = rt.memory().caches_freed;
+    let r = rt.offline(&set("2"), Mode::Naive).unwrap();
+    assert!(r.plan.steps.iter().all(|s| s.kind == dyncore_core::reconfig::Kind::Critical));
+    assert_eq!(rt.cpu_info(2), None, "the registry entry is removed");
+    assert_eq!(rt.registry().len(), 2);
+    assert_eq!(rt.memory().caches_freed, freed + 1);
+    assert_eq!(rt.stats().steps, 4, "statistics folded, not lost");
+    assert_eq!(rt.online_cpus(), set("0-1"));
+    rt.online(&set("2"), Mode::Naive).unwrap();
+    let info = rt.cpu_info(2).expect("re-created");
+    assert_eq!((info.state, info.helper), (CpuState::Online, HelperState::Running));
+    assert!(info.cache_blocks.is_some());
+    assert_memory_accounted(&rt);
+    assert_eq!(rt.check(), Ok(()));
+}
+
+#[test]
+fn kept_cache_is_reclaimed_after_cache_keep() {
+    let mut cfg = config(3);
+    cfg.cache_keep = Some(Duration::from_millis(10));
+    let rt = Runtime::new(cfg).unwrap();
+    rt.offline(&set("2"), Mode::Bolt).unwrap();
+    eventually(&rt, "the kept cache was freed", || rt.cpu_info(2).unwrap().cache_blocks.is_none());
+    assert_memory_accounted(&rt);
+    rt.online(&set("2"), Mode::Bolt).unwrap();
+    assert!(rt.cpu_info(2).unwrap().cache_blocks.is_some());
+}
+
+#[test]
+fn bulk_bolt_offline_updates_the_mask_once_and_moves_queued_tasks() {
+    let rt = runtime(6);
+    let done = Arc::new(AtomicU32::new(0));
+    for i in 0..60 {
+        rt.spawn_on(i % 6, counting_task(20, done.clone())).unwrap();
+    }
+    let r = rt.offline(&set("2-5"), Mode::Bolt).unwrap();
+    let deactivations = r.step_ns.iter().filter(|(s, _)| s.name() == "deactivate").count();
+    assert_eq!(deactivations, 1);
+    assert_eq!(rt.online_cpus(), set("0-1"));
+    eventually(&rt, "every task finished on CPUs 0-1", || done.load(Ordering::SeqCst) == 60);
+    assert_eq!(rt.stats().tasks_done, 60);
+    let r = rt.online(&set("2-5"), Mode::Bolt).unwrap();
+    assert_eq!(r.step_ns.iter().filter(|(s, _)| s.name() == "activate").count(), 1);
+    assert_eq!(rt.check(), Ok(()));
+}
+
+#[test]
+fn a_cpu_that_proxies_hands_its_charges_over_when_it_leaves() {
+    let rt = runtime(3);
+    rt.offline(&set("2"), Mode::Bolt).unwrap();
+    rt.offline(&set("0"), Mode::Bolt).unwrap();
+    assert_eq!(rt.cpu_info(2).unwrap().proxied_by, Some(1));
+    assert_eq!(rt.cpu_info(0).unwrap().proxied_by, Some(1));
+    let hits = Arc::new(AtomicUsize::new(0));
+    for cpu in [0, 2] {
+        let h = hits.clone();
+        rt.call_on(cpu, move |cx| {
+            assert_eq!(cx.handled_on(), 1);
+            h.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    }
+    eventually(&rt, "both calls handled by CPU 1", || hits.load(Ordering::SeqCst) == 2);
+    rt.online(&set("0,2"), Mode::Naive).unwrap();
+    assert_eq!(rt.check(), Ok(()));
+}
+
+#[test]
+fn offline_of_the_last_online_cpu_is_refused_with_a_clear_error() {
+    let rt = runtime(2);
+    let err = rt.offline(&set("0-1"), Mode::Bolt).unwrap_err();
+    assert!(matches!(err, ReconfigError::Refused(PlanError::LastOnline { .. })), "{err:?}");
+    assert!(err.to_string().contains("would leave no online CPU"), "{err}");
+    rt.offline(&set("1"), Mode::Naive).unwrap();
+    let err = rt.offline(&set("0"), Mode::Naive).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "refusing to take CPU(s) 0 offline: that would leave no online CPU (at least one must stay)"
+    );
+    assert_eq!(rt.online_cpus(), set("0"), "nothing changed");
+    assert_eq!(rt.check(), Ok(()));
+}
+
+#[test]
+fn cpus_not_owned_are_refused_by_number() {
+    let rt = runtime(4);
+    let err = rt.offline(&set("2,5"), Mode::Bolt).unwrap_err();
+    assert_eq!(err.to_string(), "CPU 5 not owned by this runtime (it owns CPUs 0-3)");
+    assert_eq!(rt.online_cpus(), set("0-3"), "nothing changed, not even CPU 2");
+    let err = rt.online(&set("9"), Mode::Naive).unwrap_err();
+    assert_eq!(err, ReconfigError::Refused(PlanError::NotOwned { cpus: set("9"), owned: 4 }));
+    assert_eq!(
+        rt.call_on(7, |_| {}).unwrap_err().to_string(),
+        "CPU 7 not owned by this runtime (it owns CPUs 0-3)"
+    );
+    assert_eq!(
+        rt.spawn_on(4, |_: &mut Ctx<'_>| TaskPoll::Ready).unwrap_err(),
+        PlaceError::NotOwned { cpu: 4, owned: 4 }
+    );
+    assert!(matches!(rt.reschedule(8), Err(PlaceError::NotOwned { cpu: 8, .. })));
+    assert!(matches!(rt.offline(&CpuSet::new(), Mode::Bolt), Err(ReconfigError::Refused(PlanError::Empty))));
+}
+
+#[test]
+fn offline_of_an_offline_cpu_is_a_reported_noop() {
+    let rt = runtime(4);
+    rt.offline(&set("2"), Mode::Bolt).unwrap();
+    for mode in [Mode::Bolt, Mode::Naive] {
+        let r = rt.offline(&set("2"), mode).unwrap();
+        assert!(r.is_noop() && r.plan.steps.is_empty() && r.step_ns.is_empty());
+        assert_eq!(r.already(), &set("2"));
+        let r = rt.online(&set("0-1"), mode).unwrap();
+        assert!(r.is_noop());
+        assert_eq!(r.already(), &set("0-1"));
+    }
+    let r = rt.offline(&set("1-2"), Mode::Bolt).unwrap();
+    assert_eq!((r.changed().clone(), r.already().clone()), (set("1"), set("2")));
+    assert_eq!(rt.online_cpus(), set("0,3"));
+}
+
+/// One registry row as a rollback must restore it: CPU, state, proxy,
+/// whether it holds a cache, helper.
+type Row = (CpuId, CpuState, Option<CpuId>, bool, HelperState);
+
+/// Snapshot of everything a rollback must restore.
+fn snapshot(rt: &Runtime) -> (CpuSet, Vec<Row>) {
+    let reg = rt
+        .registry()
+        .into_iter()
+        .map(|i| {
+            let helper = match i.helper {
+                // A park request may or may not have been seen yet.
+                HelperState::ParkRequested => HelperState::Parked,
+                h => h,
+            };
+            (i.cpu, i.state, i.proxied_by, i.cache_blocks.is_some(), helper)
+        })
+        .collect();
+    (rt.online_cpus(), reg)
+}
+
+#[test]
+fn a_failing_step_rolls_back_and_names_the_step() {
+    let rt = runtime(4);
+    // Each case: set up, then fail the reconfiguration at every critical step.
+    let cases: [(Mode, Direction, &str); 4] = [
+        (Mode::Naive, Direction::Offline, "2-3"),
+        (Mode::Bolt, Direction::Offline, "1-3"),
+        (Mode::Naive, Direction::Online, "2-3"),
+        (Mode::Bolt, Direction::Online, "1-3"),
+    ];
+    let run = |mode, dir, cpus: &CpuSet| match dir {
+        Direction::Offline => rt.offline(cpus, mode),
+        Direction::Online => rt.online(cpus, mode),
+    };
+    let undo = |mode, dir, cpus: &CpuSet| match dir {
+        Direction::Offline => rt.online(cpus, mode),
+        Direction::Online => rt.offline(cpus, mode),
+    };
+    let done = Arc::new(AtomicU32::new(0));
+    let mut expect_done = 0;
+    for (mode, dir, cpus) in cases {
+        let cpus = set(cpus);
+        if dir == Direction::Online {
+            rt.offline(&cpus, mode).unwrap();
+        }
+        // A clean run gives the plan; undo it to get back.
+        let plan = run(mode, dir, &cpus).unwrap().plan;
+        undo(mode, dir, &cpus).unwrap();
+        for index in 0..plan.critical_len() {
+            let before = snapshot(&rt);
+            let calls = Arc::new(AtomicUsize::new(0));
+            let c = calls.clone();
+            rt.set_fault_hook(Some(Box::new(move |_| c.fetch_add(1, Ordering::SeqCst) == index)));
+            let err = run(mode, dir, &cpus).unwrap_err();
+            rt.set_fault_hook(None);
+            let ReconfigError::StepFailed { step, index: at, rollback_errors, .. } = &err else {
+                panic!("{mode} {dir:?} {cpus}: expected a failed step, got {err:?}");
+            };
+            assert_eq!(
+                (at, step),
+                (&index, &plan.steps[index].step),
+                "{mode} {dir:?}: the failing step is named"
+            );
+            assert!(err.to_string().contains(&step.to_string()), "{err}");
+            assert!(rollback_errors.is_empty(), "{err}");
+            assert_eq!(rt.check(), Ok(()), "{mode} {dir:?} failing at {step}");
+            assert_eq!(snapshot(&rt), before, "{mode} {dir:?} failing at {step}: rolled back");
+            // Still works: every online CPU runs a task.
+            for cpu in rt.online_cpus().iter() {
+                rt.spawn_on(cpu, counting_task(2, done.clone())).unwrap();
+                expect_done += 1;
+            }
+            eventually(&rt, "tasks after a rollback", || done.load(Ordering::SeqCst) == expect_done);
+        }
+        if dir == Direction::Online {
+            rt.online(&cpus, mode).unwrap();
+        }
+    }
+    assert_eq!(rt.online_cpus(), set("0-3"));
+    assert_memory_accounted(&rt);
+}
+
+#[test]
+fn watchdog_counts_a_worker_stuck_in_a_long_step() {
+    let rt = runtime(2);
+    let done = Arc::new(AtomicBool::new(false));
+    let d = done.clone();
+    rt.spawn_on(1, move |_: &mut Ctx<'_>| {
+        // Long compared to the 5 ms watchdog period.
+        std::thread::sleep(Duration::from_millis(100));
+        d.store(true, Ordering::SeqCst);
+        TaskPoll::Ready
+    })
+    .unwrap();
+    eventually(&rt, "the long step finished", || done.load(Ordering::SeqCst));
+    assert!(rt.cpu_info(1).unwrap().watchdog_stalls >= 1, "{}", rt.dump());
+    assert_eq!(rt.cpu_info(0).unwrap().watchdog_stalls, 0, "an idle CPU is not stalled");
+}
+
+#[test]
+#[should_panic(expected = "called from the worker")]
+fn global_operations_refuse_to_run_on_a_worker_thread() {
+    // What a task calling `offline` would hit (it would wait for itself).
+    worker::WORKER_OF.with(|w| w.set(Some(0)));
+    worker::assert_not_on_worker("offline");
+}
+
+/// Counters of the stress test, indexed by task or call id.
+struct Tally {
+    steps: Vec<AtomicU32>,
+    done: Vec<AtomicU32>,
+    planned: Vec<u32>,
+    mem_errors: AtomicU32,
+    handled: Vec<AtomicU32>,
+}
+
+struct StressTask {
+    id: usize,
+    left: u32,
+    block: Option<Block>,
+    tally: Arc<Tally>,
+}
+
+impl Task for StressTask {
+    fn step(&mut self, cx: &mut Ctx<'_>) -> TaskPoll {
+        let t = &self.tally;
+        t.steps[self.id].fetch_add(1, Ordering::SeqCst);
+        // Hold a block across steps (and migrations): allocated on one CPU,
+        // often freed on another.
+        match self.block.as_mut() {
+            None => match cx.alloc() {
+                Ok(mut b) => {
+                    cx.bytes(&mut b)[..8].copy_from_slice(&(self.id as u64).to_le_bytes());
+                    self.block = Some(b);
+                }
+                Err(_) => {
+                    t.mem_errors.fetch_add(1, Ordering::SeqCst);
+                }
+            },
+            Some(b) => {
+                if cx.bytes(b)[..8] != (self.id as u64).to_le_bytes() {
+                    t.mem_errors.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+        self.left -= 1;
+        if self.left > 0 {
+            return TaskPoll::Pending;
+        }
+        if let Some(b) = self.block.take()
+            && cx.free(b).is_err()
+        {
+            t.mem_errors.fetch_add(1, Ordering::SeqCst);
+        }
+        t.done[self.id].fetch_add(1, Ordering::SeqCst);
+        TaskPoll::Ready
+    }
+}
+
+/// Fails the whole test binary with a dump of every CPU if `done` is not
+/// set within `limit` (a deadlock must not hang the test run).
+fn deadlock_watchdog(
+    rt: Arc<Runtime>,
+    done: Arc<AtomicBool>,
+    limit: Duration,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let t0 = Instant::now();
+        while !done.load(Ordering::SeqCst) {
+            if t0.elapsed() > limit {
+                eprintln!("stress test made no progress for {limit:?}: deadlock?\n{}", rt.dump());
+                std::process::exit(101);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
+}
+
+#[test]
+fn stress_random_offline_online_while_tasks_calls_and_invalidations_flow() {
+    const CPUS: usize = 8;
+    const TASKS: usize = 1500;
+    const CALLS: usize = 2000;
+    const RECONFIGS: usize = 400;
+    let seed: u64 =
+        std::env::var("DYNCORE_STRESS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_b017);
+    eprintln!("stress seed {seed:#x} (set DYNCORE_STRESS_SEED to replay)");
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut cfg = config(CPUS);
+    cfg.cache_blocks = 8;
+    cfg.pool_blocks = Some(4096);
+    cfg.cache_keep = Some(Duration::from_millis(2));
+    let rt = Arc::new(Runtime::new(cfg).unwrap());
+    let finished = Arc::new(AtomicBool::new(false));
+    let dog = deadlock_watchdog(rt.clone(), finished.clone(), Duration::from_secs(120));
+
+    let planned: Vec<u32> = (0..TASKS).map(|_| rng.random_range(1..=12)).collect();
+    let tally = Arc::new(Tally {
+        steps: (0..TASKS).map(|_| AtomicU32::new(0)).collect(),
+        done: (0..TASKS).map(|_| AtomicU32::new(0)).collect(),
+        planned,
+        mem_errors: AtomicU32::new(0),
+        handled: (0..CALLS).map(|_| AtomicU32::new(0)).collect(),
+    });
+    let (mut spawner_rng, mut caller_rng) =
+        (ChaCha8Rng::seed_from_u64(rng.random()), ChaCha8Rng::seed_from_u64(rng.random()));
+
+    let spawner = {
+        let (rt, tally) = (rt.clone(), tally.clone());
+        std::thread::spawn(move || {
+            for id in 0..TASKS {
+                let task = StressTask { id, left: tally.planned[id], block: None, tally: tally.clone() };
+                let cpu = spawner_rng.random_range(0..CPUS);
+                // Pinned placement when the CPU is online, else anywhere.
+                if rt.spawn_on(cpu, StressTask { ..task }).is_err() {
+                    let task = StressTask { id, left: tally.planned[id], block: None, tally: tally.clone() };
+                    rt.spawn(task);
+                }
+                if id % 16 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+        })
+    };
+    let syncs = Arc::new(AtomicUsize::new(0));
+    let caller = {
+        let (rt, tally, syncs) = (rt.clone(), tally.clone(), syncs.clone());
+        std::thread::spawn(move || {
+            for id in 0..CALLS {
+                let tally2 = tally.clone();
+                rt.call_on(caller_rng.random_range(0..CPUS), move |cx| {
+                    assert!(cx.stats().calls >= 1);
+                    tally2.handled[id].fetch_add(1, Ordering::SeqCst);
+                })
+                .unwrap();
+                if caller_rng.random_range(0..8) == 0 {
+                    rt.reschedule(caller_rng.random_range(0..CPUS)).unwrap();
+                }
+                if id % 20 == 0 {
+                    let r = rt.broadcast_invalidate();
+                    for cpu in r.applied.iter() {
+                        assert!(rt.invalidation_seen(cpu).unwrap() >= r.generation, "CPU {cpu} applied it");
+                    }
+                    assert_eq!(r.applied.len() + r.skipped.len(), CPUS);
+                }
+                if id % 25 == 0 {
+                    let r = rt.synchronize();
+                    assert_eq!(r.waited_for.len() + r.reported_by_proxy.len(), CPUS);
+                    syncs.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        })
+    };
+    let mut reconfigs = [[0usize; 2]; 2];
+    // At least RECONFIGS, and on until the spawner and the caller are done,
+    // so that reconfigurations overlap with all of their work.
+    let mut i = 0;
+    while i < RECONFIGS || !(spawner.is_finished() && caller.is_finished()) {
+        i += 1;
+        let mode = if rng.random_bool(0.5) { Mode::Bolt } else { Mode::Naive };
+        let size = if rng.random_bool(0.5) { 1 } else { rng.random_range(2..=4) };
+        let cpus: CpuSet = (0..size).map(|_| rng.random_range(0..CPUS)).collect();
+        let offline = rng.random_bool(0.55);
+        let r = if offline { rt.offline(&cpus, mode) } else { rt.online(&cpus, mode) };
+        match r {
+            Ok(r) => {
+                if !r.is_noop() {
+                    reconfigs[offline as usize][(mode == Mode::Bolt) as usize] += 1;
+                }
+            }
+            Err(ReconfigError::Refused(PlanError::LastOnline { .. })) if offline => {}
+            Err(e) => panic!("reconfiguration {i} ({mode}, {cpus}) failed: {e}\n{}", rt.dump()),
+        }
+        assert_eq!(rt.check(), Ok(()), "after reconfiguration {i}");
+        if i % 30 == 29 {
+            rt.reclaim_memory();
+        }
+    }
+    spawner.join().expect("spawner");
+    caller.join().expect("caller");
+    rt.online(&CpuSet::range(0, CPUS), Mode::Bolt).unwrap();
+
+    let t = &tally;
+    eventually(&rt, "every task finished", || t.done.iter().all(|d| d.load(Ordering::SeqCst) >= 1));
+    eventually(&rt, "every call handled", || t.handled.iter().all(|h| h.load(Ordering::SeqCst) >= 1));
+    let s = rt.synchronize();
+    assert_eq!(s.waited_for, CpuSet::range(0, CPUS));
+    finished.store(true, Ordering::SeqCst);
+    dog.join().unwrap();
+
+    for id in 0..TASKS {
+        assert_eq!(t.done[id].load(Ordering::SeqCst), 1, "task {id} finished exactly once");
+        assert_eq!(t.steps[id].load(Ordering::SeqCst), t.planned[id], "task {id} stepped exactly as planned");
+    }
+    assert_eq!(t.mem_errors.load(Ordering::SeqCst), 0, "allocation failures or corrupted blocks");
+    assert_eq!(syncs.load(Ordering::SeqCst), CALLS.div_ceil(25), "every synchronize returned");
+    let stats = rt.stats();
+    assert_eq!(stats.tasks_done, TASKS as u64);
+    assert_eq!(stats.steps, t.planned.iter().map(|&p| u64::from(p)).sum::<u64>());
+    assert!(stats.calls >= CALLS as u64);
+    assert_memory_accounted(&rt);
+    let m = rt.memory();
+    assert_eq!(m.caches_created, m.caches_freed + CPUS as u64, "every cache freed once or held: {m:?}");
+    // The run really exercised all four kinds of reconfiguration.
+    eprintln!("reconfigurations [online, offline] × [naive, bolt]: {reconfigs:?}; {stats:?}; {m:?}");
+    assert!(reconfigs.iter().flatten().all(|&n| n > 0), "{reconfigs:?}");
+    assert!(stats.calls_by_proxy > 0 || stats.invalidations_by_proxy > 0 || stats.reschedules > 0);
+}

@@ -1,0 +1,425 @@
+//! The kernel's own ways of taking a CPU away from work, measured on the
+//! same machine in the same run: sysfs CPU hotplug, cgroup cpuset narrowing
+//! and widening, and `sched_setaffinity` migration of a running thread.
+//! Each either measures or says why it was skipped; none fakes a figure.
+//!
+//! Hotplug takes a real CPU offline, so it runs only when asked
+//! (`--allow-hotplug`), and every CPU it offlines is restored: by a guard
+//! on every return path (panics included), and by a Ctrl-C handler that
+//! restores them before the process exits.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use dyncore_core::{CpuId, CpuSet};
+use dyncore_runtime::affinity::{current_cpu, set_current_thread_affinity};
+
+use crate::bench::{Summary, summarize};
+
+/// One baseline: what it measured (`away`: the CPU is taken away — offline,
+/// narrowed, migrated off; `back`: given back), or why it was skipped.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Baseline {
+    pub key: &'static str,
+    pub what: String,
+    pub away_label: &'static str,
+    pub back_label: &'static str,
+    pub away: Option<Summary>,
+    pub back: Option<Summary>,
+    pub skipped: Option<String>,
+}
+
+impl Baseline {
+    fn skipped(key: &'static str, what: &str, labels: (&'static str, &'static str), why: String) -> Baseline {
+        Baseline {
+            key,
+            what: what.into(),
+            away_label: labels.0,
+            back_label: labels.1,
+            away: None,
+            back: None,
+            skipped: Some(why),
+        }
+    }
+}
+
+fn ns(t0: Instant) -> u64 {
+    u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+// ---------------------------------------------------------------- hotplug
+
+const HOTPLUG: &str = "sysfs CPU hotplug (write 0/1 to /sys/devices/system/cpu/cpuN/online)";
+
+/// Real CPUs this process has taken offline and not yet restored.
+static OFFLINED: Mutex<Vec<CpuId>> = Mutex::new(Vec::new());
+
+fn online_file(cpu: CpuId) -> PathBuf {
+    PathBuf::from(format!("/sys/devices/system/cpu/cpu{cpu}/online"))
+}
+
+fn write_online(cpu: CpuId, on: bool) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new().write(true).open(online_file(cpu))?;
+    f.write_all(if on { b"1" } else { b"0" })
+}
+
+fn read_online(cpu: CpuId) -> Option<bool> {
+    std::fs::read_to_string(online_file(cpu)).ok().map(|s| s.trim() == "1")
+}
+
+/// Brings every CPU in [`OFFLINED`] back online (the guard's and the
+/// Ctrl-C handler's job).
+fn restore_all() {
+    let mut list = OFFLINED.lock().unwrap_or_else(|p| p.into_inner());
+    for cpu in list.drain(..) {
+        if let Err(e) = write_online(cpu, true) {
+            eprintln!(
+                "could not bring real CPU {cpu} back online: {e}; do it by hand: echo 1 > {}",
+                online_file(cpu).display()
+            );
+        }
+    }
+}
+
+/// Installs the Ctrl-C handler once per process (a second `set_handler`
+/// fails, and the first one already restores).
+fn install_ctrlc_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let r = ctrlc::set_handler(|| {
+            eprintln!("\ninterrupted: bringing offlined CPUs back online");
+            restore_all();
+            std::process::exit(130);
+        });
+        if let Err(e) = r {
+            eprintln!("warning: no Ctrl-C handler ({e}); an interrupted run may leave a CPU offline");
+        }
+    });
+}
+
+/// While alive, `cpu` is restored to online on drop.
+struct HotplugGuard {
+    cpu: CpuId,
+}
+
+impl HotplugGuard {
+    fn offline(&self) -> std::io::Result<()> {
+        OFFLINED.lock().unwrap_or_else(|p| p.into_inner()).push(self.cpu);
+        write_online(self.cpu, false)
+    }
+
+    fn online(&self) -> std::io::Result<()> {
+        write_online(self.cpu, true)?;
+        OFFLINED.lock().unwrap_or_else(|p| p.into_inner()).retain(|&c| c != self.cpu);
+        Ok(())
+    }
+}
+
+impl Drop for HotplugGuard {
+    fn drop(&mut self) {
+        restore_all();
+    }
+}
+
+/// Offline then online of one real CPU other than 0, `repeats` times.
+pub fn hotplug(allow: bool, allowed: &CpuSet, repeats: usize) -> Baseline {
+    let labels = ("offline", "online");
+    let skip = |why: String| Baseline::skipped("hotplug", HOTPLUG, labels, why);
+    if !allow {
+        return skip("not requested: pass --allow-hotplug (it takes a real CPU offline for a moment)".into());
+    }
+    let mut others: Vec<CpuId> = allowed.iter().filter(|&c| c != 0).collect();
+    others.reverse();
+    let candidate = others.into_iter().find(|&c| {
+        read_online(c) == Some(true) && std::fs::OpenOptions::new().write(true).open(online_file(c)).is_ok()
+    });
+    let Some(cpu) = candidate else {
+        return skip(format!(
+            "no online CPU other than 0 among the allowed ({allowed}) has a writable {} (needs root and a kernel with CPU hotplug)",
+            "/sys/devices/system/cpu/cpuN/online"
+        ));
+    };
+    install_ctrlc_handler();
+    let guard = HotplugGuard { cpu };
+    let (mut away, mut back) = (Vec::new(), Vec::new());
+    for i in 0..repeats {
+        let t0 = Instant::now();
+        if let Err(e) = guard.offline() {
+            drop(guard);
+            return skip(format!("writing 0 to {} failed: {e}", online_file(cpu).display()));
+        }
+        away.push(ns(t0));
+        let t0 = Instant::now();
+        if let Err(e) = guard.online() {
+            drop(guard);
+            return skip(format!("writing 1 to {} failed (repeat {i}): {e}", online_file(cpu).display()));
+        }
+        back.push(ns(t0));
+    }
+    drop(guard);
+    let what = format!("{HOTPLUG}, real CPU {cpu}");
+    if read_online(cpu) != Some(true) {
+        eprintln!("warning: real CPU {cpu} does not read online after the hotplug baseline");
+    }
+    Baseline {
+        key: "hotplug",
+        what,
+        away_label: labels.0,
+        back_label: labels.1,
+        away: summarize(&away),
+        back: summarize(&back),
+        skipped: None,
+    }
+}
+
+// ---------------------------------------------------------------- cpusets
+
+const CPUSET: &str = "cgroup cpuset: narrow a spinning task's cpuset to one CPU, widen it back";
+
+/// Which cgroup hierarchy holds the cpuset controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Cgroup {
+    /// cgroup v1: the cpuset hierarchy's mount point.
+    V1(PathBuf),
+    /// cgroup v2: the unified hierarchy's mount point.
+    V2(PathBuf),
+}
+
+fn detect_cgroup() -> Result<Cgroup, String> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts")
+        .map_err(|e| format!("reading /proc/self/mounts: {e}"))?;
+    let mut v2 = None;
+    for l in mounts.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() < 4 {
+            continue;
+        }
+        match f[2] {
+            "cgroup" if f[3].split(',').any(|o| o == "cpuset") => return Ok(Cgroup::V1(PathBuf::from(f[1]))),
+            "cgroup2" => v2 = v2.or(Some(PathBuf::from(f[1]))),
+            _ => {}
+        }
+    }
+    match v2 {
+        Some(p) => {
+            let ctl = std::fs::read_to_string(p.join("cgroup.controllers")).unwrap_or_default();
+            if ctl.split_whitespace().any(|c| c == "cpuset") {
+                Ok(Cgroup::V2(p))
+            } else {
+                Err(format!("cgroup v2 at {} does not offer the cpuset controller", p.display()))
+            }
+        }
+        None => Err("no cgroup hierarchy with the cpuset controller is mounted".into()),
+    }
+}
+
+/// A temporary cgroup with a spinning child process in it; removed on drop.
+struct TempCpuset {
+    dir: PathBuf,
+    child: std::process::Child,
+}
+
+impl TempCpuset {
+    fn create(cg: &Cgroup, cpus: &CpuSet) -> Result<TempCpuset, String> {
+        let (root, v1) = match cg {
+            Cgroup::V1(p) => (p.clone(), true),
+            Cgroup::V2(p) => (p.clone(), false),
+        };
+        let w = |p: &Path, s: &str| {
+            std::fs::write(p, s).map_err(|e| format!("writing {s:?} to {}: {e}", p.display()))
+        };
+        if !v1 {
+            // The controller must be enabled for the root's children.
+            let sub = root.join("cgroup.subtree_control");
+            let on = std::fs::read_to_string(&sub).unwrap_or_default();
+            if !on.split_whitespace().any(|c| c == "cpuset") {
+                w(&sub, "+cpuset")?;
+            }
+        }
+        let dir = root.join(format!("dyncore-bench-{}", std::process::id()));
+        std::fs::create_dir(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .stdin(std::process::Stdio::null())
+            .spawn();
+        let child = match child {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                return Err(format!("starting a spinning `sh` child: {e}"));
+            }
+        };
+        let t = TempCpuset { dir, child };
+        if v1 {
+            let mems = std::fs::read_to_string(root.join("cpuset.mems"))
+                .map_err(|e| format!("reading cpuset.mems: {e}"))?;
+            w(&t.dir.join("cpuset.mems"), mems.trim())?;
+        }
+        w(&t.dir.join("cpuset.cpus"), &cpus.to_string())?;
+        w(&t.dir.join("cgroup.procs"), &t.child.id().to_string())?;
+        Ok(t)
+    }
+
+    fn set_cpus(&self, cpus: &str) -> std::io::Result<()> {
+        std::fs::write(self.dir.join("cpuset.cpus"), cpus)
+    }
+}
+
+impl Drop for TempCpuset {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // The cgroup is empty once the child is reaped; give the kernel a
+        // moment to notice before removing it.
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        eprintln!("warning: could not remove the temporary cgroup {}", self.dir.display());
+    }
+}
+
+/// Narrows a spinning process's cpuset to one CPU (the kernel migrates it
+/// before the write returns) and widens it back, `repeats` times.
+pub fn cpuset(allowed: &CpuSet, repeats: usize) -> Baseline {
+    let labels = ("narrow", "widen");
+    let skip = |why: String| Baseline::skipped("cpuset", CPUSET, labels, why);
+    if allowed.len() < 2 {
+        return skip(format!("needs two CPUs, only {allowed} allowed"));
+    }
+    let cg = match detect_cgroup() {
+        Ok(c) => c,
+        Err(e) => return skip(e),
+    };
+    let t = match TempCpuset::create(&cg, allowed) {
+        Ok(t) => t,
+        Err(e) => return skip(format!("{cg:?}: {e}")),
+    };
+    let cpus: Vec<CpuId> = allowed.iter().collect();
+    let all = allowed.to_string();
+    let (mut away, mut back) = (Vec::new(), Vec::new());
+    for i in 0..repeats {
+        let one = cpus[i % cpus.len()].to_string();
+        let t0 = Instant::now();
+        if let Err(e) = t.set_cpus(&one) {
+            return skip(format!("{cg:?}: narrowing to {one}: {e}"));
+        }
+        away.push(ns(t0));
+        let t0 = Instant::now();
+        if let Err(e) = t.set_cpus(&all) {
+            return skip(format!("{cg:?}: widening to {all}: {e}"));
+        }
+        back.push(ns(t0));
+    }
+    let version = match cg {
+        Cgroup::V1(_) => "v1",
+        Cgroup::V2(_) => "v2",
+    };
+    Baseline {
+        key: "cpuset",
+        what: format!("{CPUSET} (cgroup {version})"),
+        away_label: labels.0,
+        back_label: labels.1,
+        away: summarize(&away),
+        back: summarize(&back),
+        skipped: None,
+    }
+}
+
+// ---------------------------------------------------------------- affinity
+
+const AFFINITY: &str = "sched_setaffinity: move a spinning thread to another CPU, until it runs there";
+
+/// Moves a spinning thread between two CPUs with `sched_setaffinity`,
+/// timing each move until the thread reports running on the new CPU.
+pub fn affinity(allowed: &CpuSet, repeats: usize) -> Baseline {
+    let labels = ("migrate", "–");
+    let skip = |why: String| Baseline::skipped("affinity", AFFINITY, labels, why);
+    let cpus: Vec<CpuId> = allowed.iter().collect();
+    if cpus.len() < 2 {
+        return skip(format!("needs two CPUs, only {allowed} allowed"));
+    }
+    let (a, b) = (cpus[0], cpus[cpus.len() - 1]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let on = Arc::new(AtomicUsize::new(usize::MAX));
+    let tid = Arc::new(AtomicUsize::new(0));
+    let spinner = {
+        let (stop, on, tid) = (stop.clone(), on.clone(), tid.clone());
+        std::thread::spawn(move || {
+            tid.store(rustix::thread::gettid().as_raw_nonzero().get() as usize, Ordering::Release);
+            while !stop.load(Ordering::Relaxed) {
+                on.store(current_cpu(), Ordering::Release);
+                std::hint::spin_loop();
+            }
+        })
+    };
+    let result = (|| -> Result<Vec<u64>, String> {
+        while tid.load(Ordering::Acquire) == 0 {
+            std::thread::yield_now();
+        }
+        let pid = rustix::process::Pid::from_raw(tid.load(Ordering::Acquire) as i32).ok_or("no thread id")?;
+        let mut samples = Vec::with_capacity(repeats);
+        for i in 0..=repeats {
+            let target = if i % 2 == 0 { a } else { b };
+            let mut raw = rustix::thread::CpuSet::new();
+            raw.set(target);
+            let t0 = Instant::now();
+            rustix::thread::sched_setaffinity(Some(pid), &raw)
+                .map_err(|e| format!("sched_setaffinity: {e}"))?;
+            while on.load(Ordering::Acquire) != target {
+                std::thread::yield_now();
+                if t0.elapsed().as_secs() > 5 {
+                    return Err(format!("the thread never ran on CPU {target}"));
+                }
+            }
+            // The first move only places the thread.
+            if i > 0 {
+                samples.push(ns(t0));
+            }
+        }
+        Ok(samples)
+    })();
+    stop.store(true, Ordering::Relaxed);
+    let _ = spinner.join();
+    match result {
+        Ok(s) => Baseline {
+            key: "affinity",
+            what: format!("{AFFINITY} (CPUs {a} and {b})"),
+            away_label: labels.0,
+            back_label: labels.1,
+            away: summarize(&s),
+            back: None,
+            skipped: None,
+        },
+        Err(e) => skip(e),
+    }
+}
+
+/// Lets the measuring thread run anywhere it is allowed (baselines move
+/// other threads; the measuring thread must not be pinned to one of them).
+pub fn unpin(allowed: &CpuSet) {
+    let _ = set_current_thread_affinity(allowed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hotplug_is_skipped_unless_asked() {
+        let b = hotplug(false, &CpuSet::range(0, 2), 3);
+        assert!(b.skipped.as_deref().is_some_and(|s| s.contains("--allow-hotplug")), "{b:?}");
+        assert!(b.away.is_none() && b.back.is_none());
+    }
+
+    #[test]
+    fn affinity_needs_two_cpus() {
+        let b = affinity(&CpuSet::single(0), 3);
+        assert!(b.skipped.as_deref().is_some_and(|s| s.contains("needs two CPUs")), "{b:?}");
+    }
+}
