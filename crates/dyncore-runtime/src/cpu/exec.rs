@@ -124,8 +124,9 @@ impl Shared {
         .map_err(ReconfigError::Refused)?;
         let mut step_ns = Vec::with_capacity(plan.critical_len());
         let mut entry_ns = None;
+        let timing = self.step_timing.load(Ordering::Relaxed);
         for (index, ps) in plan.steps.iter().enumerate().take_while(|(_, s)| s.kind == Kind::Critical) {
-            let t0 = Instant::now();
+            let t0 = timing.then(Instant::now);
             let injected = ctl.fault.as_ref().is_some_and(|hook| hook(&ps.step));
             let res =
                 if injected { Err("injected fault".to_string()) } else { self.run_step(&mut ctl, &ps.step) };
@@ -144,10 +145,17 @@ impl Shared {
                     rollback_errors,
                 });
             }
-            let now = Instant::now();
-            step_ns.push((ps.step.clone(), ns(now - t0)));
-            if matches!(ps.step, Step::AwaitStopped { .. }) {
-                entry_ns = Some(ns(now - start));
+            let awaited = matches!(ps.step, Step::AwaitStopped { .. });
+            let now = (timing || awaited).then(Instant::now);
+            step_ns.push((
+                ps.step.clone(),
+                match (t0, now) {
+                    (Some(t0), Some(now)) => ns(now - t0),
+                    _ => 0,
+                },
+            ));
+            if awaited {
+                entry_ns = now.map(|now| ns(now - start));
             }
         }
         for ps in &plan.steps[plan.critical_len()..] {
@@ -375,6 +383,11 @@ impl Shared {
             c.runq_len.store(0, Ordering::Release);
             std::mem::take(&mut q.tasks)
         };
+        if tasks.is_empty() {
+            // Stopped, proxied, nothing queued: the CPU is offline.
+            c.set_state(CpuState::Offline);
+            return Ok(());
+        }
         let targets: Vec<CpuId> = lock(&self.active).iter().filter(|&t| t != cpu).collect();
         let mut k = 0usize;
         let mut stranded = Vec::new();

@@ -164,7 +164,8 @@ pub struct ReconfigReport {
     /// Time from the call's start until no task ran on the CPUs any more
     /// (Bolt's entry latency); offline only.
     pub entry_ns: Option<u64>,
-    /// Each critical step and its time.
+    /// Each critical step and its time (0 with step timing off, see
+    /// [`Runtime::set_step_timing`]).
     pub step_ns: Vec<(Step, u64)>,
 }
 
@@ -288,6 +289,8 @@ pub(crate) struct Shared {
     registry: Mutex<BTreeMap<CpuId, RegistryEntry>>,
     pub(crate) ctl: Mutex<Control>,
     spawn_rr: AtomicUsize,
+    /// Time each critical step (see [`Runtime::set_step_timing`]).
+    pub(crate) step_timing: AtomicBool,
 }
 
 /// Spins, then yields, until `done()` (the controller's waits: for a worker
@@ -340,6 +343,7 @@ impl Runtime {
             registry: Mutex::new(registry),
             ctl: Mutex::new(Control { proxies: ProxyTable::new(n), fault: None }),
             spawn_rr: AtomicUsize::new(0),
+            step_timing: AtomicBool::new(true),
         });
         let mut rt = Runtime { sh: sh.clone(), workers: Vec::with_capacity(n) };
         let (tx, rx) = std::sync::mpsc::channel();
@@ -493,6 +497,15 @@ impl Runtime {
     /// deferred `FreeCache`). Returns how many were freed.
     pub fn reclaim_memory(&self) -> usize {
         (0..self.sh.cpus.len()).filter(|&c| self.sh.reclaim_cache_if_offline(c, true)).count()
+    }
+
+    /// Whether reconfigurations time each critical step into
+    /// [`ReconfigReport::step_ns`] (on by default). Reading the clock around
+    /// every step costs tens of nanoseconds on some machines (more under a
+    /// hypervisor), which is a large share of a Bolt offline; a benchmark of
+    /// whole-call latency turns it off (the steps are still listed, with 0).
+    pub fn set_step_timing(&self, on: bool) {
+        self.sh.step_timing.store(on, Ordering::Relaxed);
     }
 
     /// Installs (or with `None` removes) the fault-injection hook.

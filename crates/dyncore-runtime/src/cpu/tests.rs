@@ -283,6 +283,22 @@ fn a_cpu_that_proxies_hands_its_charges_over_when_it_leaves() {
 }
 
 #[test]
+fn step_timing_off_still_lists_the_steps_and_the_entry_latency() {
+    let rt = runtime(3);
+    rt.set_step_timing(false);
+    let r = rt.offline(&set("1-2"), Mode::Bolt).unwrap();
+    // Both CPUs: install-proxy, stop-dispatch, await-stopped, migrate each,
+    // plus one deactivate; none timed.
+    assert_eq!(r.step_ns.len(), 1 + 2 * 4, "{:?}", r.step_ns);
+    assert!(r.step_ns.iter().all(|&(_, ns)| ns == 0), "{:?}", r.step_ns);
+    assert!(r.entry_ns.is_some(), "entry latency is measured whatever the step timing");
+    rt.set_step_timing(true);
+    let r = rt.online(&set("1-2"), Mode::Bolt).unwrap();
+    assert!(!r.step_ns.is_empty());
+    assert_eq!(rt.check(), Ok(()));
+}
+
+#[test]
 fn offline_of_the_last_online_cpu_is_refused_with_a_clear_error() {
     let rt = runtime(2);
     let err = rt.offline(&set("0-1"), Mode::Bolt).unwrap_err();

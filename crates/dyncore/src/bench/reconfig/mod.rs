@@ -179,13 +179,19 @@ fn sweep(rt: &Runtime, mode: Mode, k: usize, repeats: usize, bar: &indicatif::Pr
     let set = top(rt.cpus(), k);
     let (mut off, mut on) = (Vec::with_capacity(repeats), Vec::with_capacity(repeats));
     let mut steps: Vec<(&'static str, Vec<u64>)> = Vec::new();
-    // Two untimed cycles warm caches, threads and allocations.
-    for i in 0..repeats + 2 {
+    // Two untimed cycles warm caches, threads and allocations. The whole
+    // calls are timed with step timing off (reading the clock around every
+    // step would add its own cost, per CPU, to the bulk calls); a second
+    // pass with step timing on gives the per-step breakdown.
+    let breakdown = repeats.min(50);
+    for i in 0..repeats + 2 + breakdown {
+        let timed_steps = i >= repeats + 2;
+        rt.set_step_timing(timed_steps);
         let t0 = Instant::now();
         let r = rt.offline(&set, mode)?;
         let t_off = ns(t0.elapsed());
         ensure!(r.changed() == &set, "offline of {set} changed only {}", r.changed());
-        if i >= 2 {
+        if timed_steps {
             let mut per_call: Vec<(&'static str, u64)> = Vec::new();
             for (step, ns) in &r.step_ns {
                 match per_call.iter_mut().find(|(n, _)| *n == step.name()) {
@@ -204,7 +210,7 @@ fn sweep(rt: &Runtime, mode: Mode, k: usize, repeats: usize, bar: &indicatif::Pr
         let r = rt.online(&set, mode)?;
         let t_on = ns(t0.elapsed());
         ensure!(r.changed() == &set, "online of {set} changed only {}", r.changed());
-        if i >= 2 {
+        if (2..repeats + 2).contains(&i) {
             off.push(t_off);
             on.push(t_on);
             bar.inc(1);
@@ -213,6 +219,7 @@ fn sweep(rt: &Runtime, mode: Mode, k: usize, repeats: usize, bar: &indicatif::Pr
     let s = |v: &[u64]| summarize(v).context("no samples");
     let offline_steps_median_ns =
         steps.iter().filter_map(|(n, v)| summarize(v).map(|x| (n.to_string(), x.median_ns))).collect();
+    rt.set_step_timing(true);
     Ok(Sweep { mode, cpus: k, offline: s(&off)?, online: s(&on)?, offline_steps_median_ns })
 }
 
