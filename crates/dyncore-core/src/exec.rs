@@ -104,6 +104,9 @@ pub struct ReconfigCost {
 }
 
 impl ReconfigCost {
+    /// Reconfiguration that takes no time.
+    pub const FREE: ReconfigCost = ReconfigCost { fuse2_ns: 0, fuse4_ns: 0, split2_ns: 0, split4_ns: 0 };
+
     /// Table 4 of the paper:
     ///
     /// | operation | hotplug | proxy-APIC | proxy-logical |
@@ -131,7 +134,7 @@ impl ReconfigCost {
             Mechanism::ProxyLogical => {
                 ReconfigCost { fuse2_ns: 2 * US, fuse4_ns: 8 * US, split2_ns: 1_500, split4_ns: 4_200 }
             }
-            Mechanism::Free => ReconfigCost { fuse2_ns: 0, fuse4_ns: 0, split2_ns: 0, split4_ns: 0 },
+            Mechanism::Free => ReconfigCost::FREE,
         }
     }
 

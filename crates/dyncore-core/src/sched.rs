@@ -42,6 +42,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::exec::ReconfigCost;
 use crate::node::{Assignment, NodeManager};
 use crate::topology::Topology;
 use crate::{CpuId, CpuSet, Nanos};
@@ -84,6 +85,11 @@ pub struct Config {
     pub notify_on_exit: bool,
     /// Largest fused object.
     pub max_fuse: usize,
+    /// How long fusing takes (the reconfiguration mechanism's latencies).
+    /// A fused object's minimum granularity counts from when the fuse is
+    /// done, so a slow mechanism (hotplug) is not preempted and re-fused
+    /// before it has ever run fused.
+    pub cost: ReconfigCost,
 }
 
 /// What a thread is and wants.
@@ -726,7 +732,7 @@ impl ClusterScheduler {
         let th = &mut self.threads[t];
         th.fused = block.clone();
         th.fused.remove(rep);
-        th.fused_since = now;
+        th.fused_since = now + self.cfg.cost.fuse_ns(block.len());
         self.mark(rep);
         out.push(Action::Fuse { thread: t, cpus: block });
     }
@@ -859,7 +865,13 @@ mod tests {
     fn sched(nodes: usize, per_node: usize, max_fuse: usize) -> ClusterScheduler {
         ClusterScheduler::new(
             Topology::uniform(nodes, per_node),
-            Config { min_granularity_ns: 16 * MS, chameleon: true, notify_on_exit: true, max_fuse },
+            Config {
+                min_granularity_ns: 16 * MS,
+                chameleon: true,
+                notify_on_exit: true,
+                max_fuse,
+                cost: ReconfigCost::FREE,
+            },
         )
     }
 
@@ -1008,10 +1020,45 @@ mod tests {
     }
 
     #[test]
+    fn min_granularity_of_a_fused_object_counts_from_the_end_of_the_fuse() {
+        // Same as above, but fusing takes 150 ms (hotplug, fuse 2): A is
+        // not split before 150 + 16 = 166 ms, although B is behind at once.
+        let mut s = ClusterScheduler::new(
+            Topology::uniform(1, 2),
+            Config {
+                min_granularity_ns: 16 * MS,
+                chameleon: true,
+                notify_on_exit: true,
+                max_fuse: 2,
+                cost: ReconfigCost::table4(crate::exec::Mechanism::Hotplug),
+            },
+        );
+        let mut out = Vec::new();
+        let a = s.add_thread(wants(2, 100.0));
+        s.wake(0, a, &mut out);
+        let b = s.add_thread(pinned(1));
+        s.wake(MS, b, &mut out);
+        for t in [16, 100, 164] {
+            s.tick(t * MS, 0, &mut out);
+            assert_eq!(s.fused_of(a).len(), 1, "at {t} ms");
+        }
+        out.clear();
+        s.tick(168 * MS, 0, &mut out);
+        assert!(out.iter().any(|x| matches!(x, Action::Split { thread, .. } if *thread == a)), "{out:?}");
+        s.check().unwrap();
+    }
+
+    #[test]
     fn linux_mode_never_fuses() {
         let mut s = ClusterScheduler::new(
             Topology::uniform(1, 4),
-            Config { min_granularity_ns: 16 * MS, chameleon: false, notify_on_exit: true, max_fuse: 4 },
+            Config {
+                min_granularity_ns: 16 * MS,
+                chameleon: false,
+                notify_on_exit: true,
+                max_fuse: 4,
+                cost: ReconfigCost::FREE,
+            },
         );
         let mut out = Vec::new();
         let a = s.add_thread(wants(4, 0.01));

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use dyncore_core::exec::ReconfigCost;
 use dyncore_core::node::NodeManager;
 use dyncore_core::sched::{Action, ClusterScheduler, Config, CpuState, ThreadSpec};
 use dyncore_core::topology::Topology;
@@ -128,6 +129,7 @@ proptest! {
         let n = topo.ncpus();
         let mut s = ClusterScheduler::new(topo, Config {
             min_granularity_ns: 16 * MS, chameleon: true, notify_on_exit: true, max_fuse: 4,
+            cost: ReconfigCost::FREE,
         });
         let mut out = Vec::new();
         let mut mirror = Mirror { state: vec![CpuState::Idle; n], since: vec![0; n], busy_ns: vec![0; n] };
@@ -180,6 +182,7 @@ proptest! {
         let n = topo.ncpus();
         let mut s = ClusterScheduler::new(topo, Config {
             min_granularity_ns: 16 * MS, chameleon: true, notify_on_exit: true, max_fuse: 4,
+            cost: ReconfigCost::FREE,
         });
         let mut out = Vec::new();
         let mut woken: Vec<(usize, Nanos)> = Vec::new();

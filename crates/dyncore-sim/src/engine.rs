@@ -162,6 +162,7 @@ pub fn run(scenario: &Scenario, index: usize) -> RunResult {
             chameleon,
             notify_on_exit: params.notify_on_exit,
             max_fuse: machine.max_fuse,
+            cost: ReconfigCost::table4(mechanism(params.reconfig)),
         },
     );
     // One generator per run: seed mixed with the run index (splitmix64 step).
@@ -536,25 +537,28 @@ impl Sim<'_> {
         debug_assert!(self.proxies.check().is_ok());
     }
 
-    /// Marks `cpus` as reconfiguring for `cost` ns.
+    /// Marks `cpus` as reconfiguring for `cost` ns. Reconfigurations of a
+    /// CPU are serialised, as the kernel serialises hotplug under one lock:
+    /// one asked for while any of `cpus` is still reconfiguring starts when
+    /// the last of them is done.
     fn stall(&mut self, cpus: &CpuSet, cost: Nanos, what: &str) {
         if cost == 0 {
             return;
         }
         self.reconfig.time_ns += cost;
-        let until = self.now + cost;
+        let start = cpus.iter().map(|c| self.cpus[c].stall_until).fold(self.now, Nanos::max);
+        let until = start + cost;
         for c in cpus.iter() {
             let already = self.cpus[c].stall_until.max(self.now);
-            if until > already {
-                self.cpus[c].stats.reconfig_ns += until - already;
-                self.cpus[c].stall_until = until;
-            }
+            debug_assert!(until > already);
+            self.cpus[c].stats.reconfig_ns += until - already;
+            self.cpus[c].stall_until = until;
         }
         let rep = cpus.first().expect("non-empty");
         self.trace_push(TraceEvent::Reconfig {
             cpu: rep,
             name: what.to_string(),
-            start_ns: self.now,
+            start_ns: start,
             end_ns: until,
         });
         self.push(until, Ev::StallEnd(rep));

@@ -251,6 +251,34 @@ fn hotplug_destroys_the_benefit_of_fusion() {
 }
 
 #[test]
+fn reconfigurations_of_a_cpu_never_overlap() {
+    // The simulator serialises reconfigurations per CPU (one hotplug lock):
+    // on every CPU, each fuse or split starts after the previous one ended.
+    for name in ["hotplug-vs-proxy", "fig8-mixed-sequential", "fig7-underprovisioned"] {
+        let r = run(name);
+        for run in &r.runs {
+            let mut last_end: std::collections::BTreeMap<usize, u64> = Default::default();
+            let mut n = 0;
+            for ev in &run.trace {
+                if let dyncore_sim::TraceEvent::Reconfig { cpu, start_ns, end_ns, .. } = ev {
+                    let prev = last_end.insert(*cpu, *end_ns).unwrap_or(0);
+                    assert!(
+                        *start_ns >= prev,
+                        "{name}/{}: CPU {cpu} reconfigures from {start_ns} before {prev}",
+                        run.label
+                    );
+                    n += 1;
+                }
+            }
+            // Free reconfigurations take no time and leave no span.
+            let expected =
+                if run.reconfig_mechanism == "free" { 0 } else { run.reconfig.fuses + run.reconfig.splits };
+            assert_eq!(n as u64, expected, "{name}/{}: one trace span per timed operation", run.label);
+        }
+    }
+}
+
+#[test]
 fn every_scenario_is_deterministic() {
     let dir = scenarios_dir();
     let mut names: Vec<String> = std::fs::read_dir(&dir)

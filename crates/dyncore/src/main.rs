@@ -181,13 +181,21 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
     report::write_index(out, &written)?;
     let compared: usize = written.iter().map(|w| w.compared).sum();
     let differing: usize = written.iter().map(|w| w.differing).sum();
+    let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
+    let diff_note = if compared == 0 {
+        String::new()
+    } else {
+        format!(
+            " {} compared with the paper, {} by more than 25% (see docs/results.md).",
+            n(compared, "figure"),
+            if differing == 1 { "1 differs".to_string() } else { format!("{differing} differ") }
+        )
+    };
     println!(
-        "\n{} scenarios, {} runs in {:.1} s. {} figures compared with the paper, {} differ by more than 25% (see docs/results.md).",
-        written.len(),
-        total,
+        "\n{}, {} in {:.1} s.{diff_note}",
+        n(written.len(), "scenario"),
+        n(total, "run"),
         started.elapsed().as_secs_f64(),
-        compared,
-        differing
     );
     println!("Report: {}", out.join("index.md").display());
     Ok(())

@@ -3,7 +3,8 @@
 //!
 //! Layout: one process per run (named by the run's label, in the scenario's
 //! order); in each, one lane per CPU (`CPU n`) holding the threads that ran on
-//! it as slices, a `CPU n reconfig` lane under it when that CPU fused or split,
+//! it as slices, `CPU n reconfig` lanes under it when that CPU fused or split (more
+//! than one where its reconfigurations overlap),
 //! and one lane per fused execution object (`object k`) holding its active
 //! spans. Program starts, exits and rebalances are process-wide instants.
 //!
@@ -11,7 +12,7 @@
 //! The file is streamed (runs can hold millions of slices) and is
 //! byte-for-byte deterministic: same result in, same bytes out.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -71,12 +72,27 @@ pub fn write_to(w: &mut impl Write, result: &ScenarioResult) -> std::io::Result<
 
         // Lanes: every CPU of the machine, a reconfiguration lane for CPUs
         // that reconfigured, and one lane per fused object.
-        let mut reconfig_cpus = BTreeSet::new();
+        // Reconfigurations of one CPU may overlap (with hotplug costs a
+        // split can be issued while a fuse is still in progress); each
+        // goes on the first of the CPU's reconfiguration lanes that is free
+        // at its start, so every lane nests properly.
+        let mut lane_ends: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+        let mut reconfig_lane = Vec::new();
         let mut objects = BTreeSet::new();
         for ev in &run.trace {
             match ev {
-                TraceEvent::Reconfig { cpu, .. } => {
-                    reconfig_cpus.insert(*cpu);
+                TraceEvent::Reconfig { cpu, start_ns, end_ns, .. } => {
+                    let ends = lane_ends.entry(*cpu).or_default();
+                    let lane = match ends.iter().position(|&e| e <= *start_ns) {
+                        Some(l) => l,
+                        None if ends.len() < RECONFIG_LANES => {
+                            ends.push(0);
+                            ends.len() - 1
+                        }
+                        None => RECONFIG_LANES - 1,
+                    };
+                    ends[lane] = ends[lane].max(*end_ns);
+                    reconfig_lane.push(lane);
                 }
                 TraceEvent::ObjectSpan { object, .. } => {
                     objects.insert(*object);
@@ -90,16 +106,19 @@ pub fn write_to(w: &mut impl Write, result: &ScenarioResult) -> std::io::Result<
             sep(w)?;
             meta(w, "thread_sort_index", cpu_tid(cpu), &format!("\"sort_index\":{}", cpu_tid(cpu)))?;
         }
-        for &cpu in &reconfig_cpus {
-            sep(w)?;
-            meta(w, "thread_name", reconfig_tid(cpu), &format!("\"name\":\"CPU {cpu} reconfig\""))?;
-            sep(w)?;
-            meta(
-                w,
-                "thread_sort_index",
-                reconfig_tid(cpu),
-                &format!("\"sort_index\":{}", reconfig_tid(cpu)),
-            )?;
+        for (&cpu, ends) in &lane_ends {
+            for lane in 0..ends.len() {
+                let tid = reconfig_tid(cpu, lane);
+                let name = if lane == 0 {
+                    format!("CPU {cpu} reconfig")
+                } else {
+                    format!("CPU {cpu} reconfig {}", lane + 1)
+                };
+                sep(w)?;
+                meta(w, "thread_name", tid, &format!("\"name\":{}", json_str(&name)))?;
+                sep(w)?;
+                meta(w, "thread_sort_index", tid, &format!("\"sort_index\":{tid}"))?;
+            }
         }
         for &o in &objects {
             sep(w)?;
@@ -113,6 +132,7 @@ pub fn write_to(w: &mut impl Write, result: &ScenarioResult) -> std::io::Result<
             )?;
         }
 
+        let mut lanes = reconfig_lane.into_iter();
         for ev in &run.trace {
             sep(w)?;
             match ev {
@@ -139,7 +159,7 @@ pub fn write_to(w: &mut impl Write, result: &ScenarioResult) -> std::io::Result<
                     w,
                     "{{\"name\":{},\"cat\":\"reconfig\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{},\"ts\":{},\"dur\":{}}}",
                     json_str(name),
-                    reconfig_tid(*cpu),
+                    reconfig_tid(*cpu, lanes.next().expect("a lane per reconfiguration")),
                     Us(*start_ns),
                     Us(end_ns.saturating_sub(*start_ns)),
                 )?,
@@ -155,13 +175,16 @@ pub fn write_to(w: &mut impl Write, result: &ScenarioResult) -> std::io::Result<
     w.write_all(b"\n]}\n")
 }
 
-/// CPU `n`'s lane; its reconfiguration lane sorts right under it.
+/// Reconfiguration lanes per CPU at most (overlaps beyond share the last).
+const RECONFIG_LANES: usize = 7;
+
+/// CPU `n`'s lane; its reconfiguration lanes sort right under it.
 fn cpu_tid(cpu: usize) -> usize {
-    2 * cpu + 1
+    (RECONFIG_LANES + 1) * cpu + 1
 }
 
-fn reconfig_tid(cpu: usize) -> usize {
-    2 * cpu + 2
+fn reconfig_tid(cpu: usize, lane: usize) -> usize {
+    cpu_tid(cpu) + 1 + lane
 }
 
 #[cfg(test)]
@@ -218,6 +241,10 @@ mod tests {
                             end_ns: 5_000,
                         },
                         TraceEvent::Reconfig { cpu: 0, name: "fuse".into(), start_ns: 900, end_ns: 1_000 },
+                        // Overlaps the next one: a second lane.
+                        TraceEvent::Reconfig { cpu: 1, name: "fuse".into(), start_ns: 100, end_ns: 500 },
+                        TraceEvent::Reconfig { cpu: 1, name: "split".into(), start_ns: 300, end_ns: 800 },
+                        TraceEvent::Reconfig { cpu: 1, name: "fuse".into(), start_ns: 800, end_ns: 900 },
                     ],
                 ),
                 run("b", vec![]),
@@ -243,23 +270,35 @@ mod tests {
                 (e["args"]["name"].as_str().unwrap(), e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap())
             })
             .collect();
-        // Run 1: CPU 0, CPU 1, CPU 0's reconfig lane, object 4; run 2: two CPUs.
+        // Run 1: CPU 0 (tid 1), CPU 1 (tid 8 + 1), CPU 0's reconfig lane
+        // (tid 2), CPU 1's two (its split overlaps a fuse: 10, 11), object 4;
+        // run 2: two CPUs.
         assert_eq!(
             names,
             vec![
                 ("CPU 0", 1, 1),
-                ("CPU 1", 1, 3),
+                ("CPU 1", 1, 9),
                 ("CPU 0 reconfig", 1, 2),
+                ("CPU 1 reconfig", 1, 10),
+                ("CPU 1 reconfig 2", 1, 11),
                 ("object 4", 1, 1_000_004),
                 ("CPU 0", 2, 1),
-                ("CPU 1", 2, 3)
+                ("CPU 1", 2, 9)
             ]
         );
+        let lanes: Vec<(u64, u64)> = evs
+            .iter()
+            .filter(|e| e["cat"] == "reconfig")
+            .map(|e| ((e["ts"].as_f64().unwrap() * 1000.0).round() as u64, e["tid"].as_u64().unwrap()))
+            .collect();
+        // The split at 300 ns overlaps the fuse until 500 ns; the fuse at
+        // 800 ns starts when both are over and goes back to the first lane.
+        assert_eq!(lanes, vec![(900, 2), (100, 10), (300, 11), (800, 10)]);
         let slice = evs.iter().find(|e| e["cat"] == "thread").unwrap();
         // 1_500 ns = 1.5 µs; 4_001 - 1_500 = 2_501 ns = 2.501 µs.
         assert_eq!(slice["ts"].as_f64().unwrap(), 1.5);
         assert_eq!(slice["dur"].as_f64().unwrap(), 2.501);
-        assert_eq!(slice["tid"], 3);
+        assert_eq!(slice["tid"], 9);
         assert_eq!(slice["args"]["fused"], true);
         let obj = evs.iter().find(|e| e["cat"] == "object").unwrap();
         assert_eq!(obj["args"]["cpus"], "0-1");
