@@ -47,8 +47,9 @@ pub struct Args {
 #[derive(Debug, Clone, Serialize)]
 struct Row {
     config: String,
-    cpus: usize,
-    threads: u64,
+    /// CPUs and threads of the run (`≤N`: the largest of several runs).
+    cpus: String,
+    threads: String,
     runs: usize,
     events: u64,
     decisions: u64,
@@ -107,12 +108,12 @@ start_ms = 400
 /// A dynamic machine of `nodes` × 16 CPUs with 4 threads per CPU: half in
 /// one dynamic-binding parallel program, a quarter in a task-parallel one,
 /// the rest sequential programs asking for fused objects.
-fn big(nodes: usize, work_scale: f64) -> (String, u64) {
+fn big(nodes: usize, work_scale: f64) -> String {
     let cpus = nodes * 16;
     let threads = 4 * cpus;
     let (mandel, fib) = (threads / 2, threads / 4);
     let seq = threads - mandel - fib;
-    let text = format!(
+    format!(
         r#"name = "bench-big"
 title = "{cpus}-CPU dynamic machine"
 [[run]]
@@ -145,8 +146,7 @@ start_ms = 100
         400.0 * work_scale,
         seq - seq / 2,
         400.0 * work_scale,
-    );
-    (text, threads as u64)
+    )
 }
 
 fn parse(text: &str) -> Result<Scenario> {
@@ -155,21 +155,36 @@ fn parse(text: &str) -> Result<Scenario> {
     Ok(s)
 }
 
-/// Runs every run of every scenario once; returns (events, decisions,
-/// virtual ns, wall).
-fn time_once(scenarios: &[Scenario]) -> (u64, u64, u64, Duration) {
+/// What one repetition of a configuration simulated, summed over its runs
+/// (CPUs and threads: the largest run's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Totals {
+    runs: usize,
+    events: u64,
+    decisions: u64,
+    virtual_ns: u64,
+    max_cpus: usize,
+    max_threads: u64,
+}
+
+/// Runs every run of every scenario once; returns what was simulated and
+/// the wall time it took.
+fn time_once(scenarios: &[Scenario]) -> (Totals, Duration) {
     let t0 = Instant::now();
-    let (mut ev, mut dec, mut virt) = (0, 0, 0);
+    let mut t = Totals::default();
     for s in scenarios {
         for i in 0..s.runs.len() {
             let r = dyncore_sim::run_one(s, i);
             assert!(r.finished, "benchmark run {} of {} did not finish", r.label, s.name);
-            ev += r.events;
-            dec += r.decisions;
-            virt += r.end_ns;
+            t.runs += 1;
+            t.events += r.events;
+            t.decisions += r.decisions;
+            t.virtual_ns += r.end_ns;
+            t.max_cpus = t.max_cpus.max(r.cpus);
+            t.max_threads = t.max_threads.max(r.programs.iter().map(|p| u64::from(p.threads)).sum());
         }
     }
-    (ev, dec, virt, t0.elapsed())
+    (t, t0.elapsed())
 }
 
 /// ns per event of a bare binary-heap event queue holding `live` events,
@@ -202,11 +217,6 @@ fn queue_floor_ns(live: usize, ops: usize) -> f64 {
     best
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
 pub fn run(args: &Args, out: &Path) -> Result<()> {
     anyhow::ensure!(args.repeats >= 1, "--repeats must be at least 1");
     let repeats = if args.quick { 1 } else { args.repeats };
@@ -217,24 +227,14 @@ pub fn run(args: &Args, out: &Path) -> Result<()> {
     // on the order of a second on a 2-core machine.
     let (mix_scale, big_scale) = if args.quick { (2.0, 0.25) } else { (20.0, 2.0) };
     let big_nodes = if args.quick { 16 } else { 64 };
-    let (big_text, big_threads) = big(big_nodes, big_scale);
-    let shipped_dir = args.scenarios.clone().unwrap_or_else(crate::scenarios::default_dir);
-    let files =
-        crate::scenarios::discover(std::slice::from_ref(&shipped_dir)).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let shipped: Vec<Scenario> = files
-        .iter()
-        .map(|f| crate::scenarios::load(f).map_err(|e| anyhow::anyhow!("{e}")))
-        .collect::<Result<_>>()?;
-    let configs: Vec<(String, usize, u64, Vec<Scenario>)> = vec![
-        ("dynamic-24 chameleon".into(), 24, 41, vec![parse(&mix_24("chameleon", mix_scale))?]),
-        ("dynamic-24 linux".into(), 24, 41, vec![parse(&mix_24("linux", mix_scale))?]),
-        (
-            format!("dynamic-{} chameleon", big_nodes * 16),
-            big_nodes * 16,
-            big_threads,
-            vec![parse(&big_text)?],
-        ),
-        (format!("all {} shipped scenarios", shipped.len()), 24, 0, shipped),
+    let big_text = big(big_nodes, big_scale);
+    let shipped: Vec<Scenario> =
+        crate::load_all(args.scenarios.as_slice())?.into_iter().map(|(_, s)| s).collect();
+    let configs: Vec<(String, Vec<Scenario>)> = vec![
+        ("dynamic-24 chameleon".into(), vec![parse(&mix_24("chameleon", mix_scale))?]),
+        ("dynamic-24 linux".into(), vec![parse(&mix_24("linux", mix_scale))?]),
+        (format!("dynamic-{} chameleon", big_nodes * 16), vec![parse(&big_text)?]),
+        (format!("all {} shipped scenarios", shipped.len()), shipped),
     ];
 
     let machine = crate::bench::machine_description();
@@ -246,39 +246,34 @@ pub fn run(args: &Args, out: &Path) -> Result<()> {
 
     let floor = queue_floor_ns(4096, if args.quick { 200_000 } else { 2_000_000 });
     let mut rows = Vec::new();
-    for (name, cpus, threads, scs) in &configs {
+    for (name, scs) in &configs {
         pb.set_message(name.clone());
         let mut walls = Vec::new();
-        let mut last = (0, 0, 0);
+        let mut first: Option<Totals> = None;
         for _ in 0..repeats {
-            let (ev, dec, virt, wall) = time_once(scs);
+            let (t, wall) = time_once(scs);
             // Determinism: every repetition simulates exactly the same thing.
-            if walls.is_empty() {
-                last = (ev, dec, virt);
-            } else {
-                assert_eq!(
-                    (ev, dec, virt),
-                    last,
-                    "{name}: repetitions differ, the simulator is not deterministic"
-                );
-            }
-            walls.push(wall);
+            let first = *first.get_or_insert(t);
+            anyhow::ensure!(t == first, "{name}: repetitions differ, the simulator is not deterministic");
+            walls.push(u64::try_from(wall.as_nanos()).unwrap_or(u64::MAX));
             pb.inc(1);
         }
-        let wall = median(walls).as_secs_f64().max(1e-9);
-        let (events, decisions, virt) = last;
+        let t = first.expect("at least one repetition");
+        let wall = crate::bench::summarize(&walls).expect("at least one repetition").median_ns.max(1.0) / 1e9;
+        // A configuration of several runs shows its largest machine and run.
+        let at_most = if t.runs > 1 { "≤" } else { "" };
         rows.push(Row {
             config: name.clone(),
-            cpus: *cpus,
-            threads: *threads,
-            runs: scs.iter().map(|s| s.runs.len()).sum(),
-            events,
-            decisions,
-            virtual_s: virt as f64 / 1e9,
+            cpus: format!("{at_most}{}", t.max_cpus),
+            threads: format!("{at_most}{}", t.max_threads),
+            runs: t.runs,
+            events: t.events,
+            decisions: t.decisions,
+            virtual_s: t.virtual_ns as f64 / 1e9,
             wall_s: wall,
-            events_per_s: events as f64 / wall,
-            decisions_per_s: decisions as f64 / wall,
-            x_floor: (wall * 1e9 / events.max(1) as f64) / floor,
+            events_per_s: t.events as f64 / wall,
+            decisions_per_s: t.decisions as f64 / wall,
+            x_floor: (wall * 1e9 / t.events.max(1) as f64) / floor,
         });
     }
     pb.finish_and_clear();
@@ -302,8 +297,8 @@ pub fn run(args: &Args, out: &Path) -> Result<()> {
     for r in &rows {
         t.row(vec![
             r.config.clone(),
-            if r.threads == 0 { "≤24".into() } else { r.cpus.to_string() },
-            if r.threads == 0 { "various".into() } else { r.threads.to_string() },
+            r.cpus.clone(),
+            r.threads.clone(),
             r.runs.to_string(),
             r.events.to_string(),
             r.decisions.to_string(),
@@ -391,11 +386,13 @@ mod tests {
 
     #[test]
     fn benchmark_scenarios_are_valid_and_sized_as_the_issue_asks() {
-        let (text, threads) = big(64, 1.0);
-        let s = parse(&text).unwrap();
-        // 64 nodes × 16 CPUs = 1024 CPUs, 4 threads per CPU = 4096 threads.
+        let s = parse(&big(64, 1.0)).unwrap();
+        // 64 nodes × 16 CPUs = 1024 CPUs, 4 threads per CPU = 4096 threads
+        // (a sequential program has one).
+        let threads: u32 = s.runs[0].workloads.iter().map(|w| w.count * w.threads.unwrap_or(1)).sum();
         assert_eq!(threads, 4096);
         assert_eq!(s.runs[0].nodes, Some(64));
+        assert_eq!(s.runs[0].cpus_per_node, Some(16));
         parse(&mix_24("chameleon", 1.0)).unwrap();
         parse(&mix_24("linux", 1.0)).unwrap();
     }

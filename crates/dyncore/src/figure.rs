@@ -3,6 +3,8 @@
 //! cell. The terminal table, `report.md` and the bar plot are all drawn from
 //! this one structure, so they cannot disagree.
 
+use std::collections::BTreeMap;
+
 use dyncore_sim::ScenarioResult;
 use dyncore_sim::scenario::{GroupBy, Metric, Scenario};
 
@@ -77,7 +79,7 @@ impl Figure {
         let mut categories = Vec::new();
         let mut series = Vec::new();
         // (series index, category index) -> (sum, count)
-        let mut acc: Vec<(usize, usize, f64, u32)> = Vec::new();
+        let mut acc: BTreeMap<(usize, usize), (f64, u32)> = BTreeMap::new();
         for run in &result.runs {
             for p in &run.programs {
                 let v = match metric {
@@ -91,18 +93,15 @@ impl Figure {
                 };
                 let xi = push_unique(&mut categories, x);
                 let si = push_unique(&mut series, s);
-                let Some(v) = v else { continue };
-                match acc.iter_mut().find(|(a, b, _, _)| *a == si && *b == xi) {
-                    Some(e) => {
-                        e.2 += v;
-                        e.3 += 1;
-                    }
-                    None => acc.push((si, xi, v, 1)),
+                if let Some(v) = v {
+                    let e = acc.entry((si, xi)).or_default();
+                    e.0 += v;
+                    e.1 += 1;
                 }
             }
         }
         let mut values = vec![vec![None; categories.len()]; series.len()];
-        for (si, xi, sum, n) in acc {
+        for ((si, xi), (sum, n)) in acc {
             values[si][xi] = Some(sum / f64::from(n));
         }
         let mut paper = vec![vec![None; categories.len()]; series.len()];
@@ -144,6 +143,13 @@ impl Figure {
 
     pub fn has_paper(&self) -> bool {
         self.paper.iter().flatten().any(Option::is_some)
+    }
+
+    /// (cells with a paper figure, cells that differ from it by more than
+    /// [`DIFF_FLAG`]).
+    pub fn paper_counts(&self) -> (usize, usize) {
+        let cells = self.cells();
+        (cells.iter().filter(|c| c.paper.is_some()).count(), cells.iter().filter(|c| c.differs()).count())
     }
 }
 

@@ -101,7 +101,7 @@ fn main() -> ExitCode {
 }
 
 /// Loads every scenario, reporting all bad files (not just the first).
-fn load_all(files: &[PathBuf]) -> Result<Vec<(PathBuf, Scenario)>> {
+pub(crate) fn load_all(files: &[PathBuf]) -> Result<Vec<(PathBuf, Scenario)>> {
     let paths = scenarios::discover(files).map_err(|e| BadInput(vec![e]))?;
     let mut ok = Vec::new();
     let mut bad = Vec::new();
@@ -157,14 +157,14 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
     );
     let mut written = Vec::new();
     let started = std::time::Instant::now();
-    for (_, sc) in &loaded {
+    for (path, sc) in &loaded {
         bar.set_message(sc.name.clone());
         let base = bar.position();
         let result = dyncore_sim::run_scenario(sc, &mut |done, _| bar.set_position(base + done as u64));
-        let w = report::write_scenario(out, sc, &result)
+        let fig = figure::Figure::build(sc, &result);
+        let w = report::write_scenario(out, path, sc, &result, &fig)
             .with_context(|| format!("writing the report of {}", sc.name))?;
         if !args.quiet {
-            let fig = figure::Figure::build(sc, &result);
             bar.suspend(|| {
                 println!(
                     "\n{}",

@@ -117,18 +117,23 @@ impl Chart for StackedChart {
 
 const SIZE: (u32, u32) = (1000, 560);
 
-/// Writes `chart` to `<stem>.png` and `<stem>.svg`, from the same drawing code.
+/// Writes `chart` to `<stem>.png` and `<stem>.svg`, from the same drawing
+/// code. Each is drawn into `<stem>.tmp.<ext>` (plotters picks the image
+/// format from the extension) and renamed, so no plot is ever half-written.
 pub fn write_chart(stem: &Path, chart: &impl Chart) -> Result<()> {
     register_font();
-    let png = stem.with_extension("png");
-    let root = BitMapBackend::new(&png, SIZE).into_drawing_area();
+    let (png, tmp) = (stem.with_extension("png"), stem.with_extension("tmp.png"));
+    let root = BitMapBackend::new(&tmp, SIZE).into_drawing_area();
     chart.draw(&root).with_context(|| format!("drawing {}", png.display()))?;
-    root.present().map_err(|e| anyhow!("writing {}: {e}", png.display()))?;
+    root.present().map_err(|e| anyhow!("writing {}: {e}", tmp.display()))?;
     drop(root);
-    let svg = stem.with_extension("svg");
-    let root = SVGBackend::new(&svg, SIZE).into_drawing_area();
+    std::fs::rename(&tmp, &png).with_context(|| format!("renaming to {}", png.display()))?;
+    let (svg, tmp) = (stem.with_extension("svg"), stem.with_extension("tmp.svg"));
+    let root = SVGBackend::new(&tmp, SIZE).into_drawing_area();
     chart.draw(&root).with_context(|| format!("drawing {}", svg.display()))?;
-    root.present().map_err(|e| anyhow!("writing {}: {e}", svg.display()))?;
+    root.present().map_err(|e| anyhow!("writing {}: {e}", tmp.display()))?;
+    drop(root);
+    std::fs::rename(&tmp, &svg).with_context(|| format!("renaming to {}", svg.display()))?;
     Ok(())
 }
 

@@ -7,8 +7,8 @@
 //! same bytes.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use dyncore_sim::ScenarioResult;
@@ -73,15 +73,21 @@ pub fn results_json(scenario: &Scenario, result: &ScenarioResult, fig: &Figure) 
     Ok(s)
 }
 
-/// Writes `out/<name>/…` for one scenario.
-pub fn write_scenario(out: &Path, scenario: &Scenario, result: &ScenarioResult) -> Result<Written> {
+/// Writes `out/<name>/…` for one scenario read from `source`, whose figure
+/// is `fig` (built once by the caller, who also prints it).
+pub fn write_scenario(
+    out: &Path,
+    source: &Path,
+    scenario: &Scenario,
+    result: &ScenarioResult,
+    fig: &Figure,
+) -> Result<Written> {
     let dir = out.join(&scenario.name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let fig = Figure::build(scenario, result);
 
-    write_file(&dir.join("results.json"), results_json(scenario, result, &fig)?.as_bytes())?;
+    write_file(&dir.join("results.json"), results_json(scenario, result, fig)?.as_bytes())?;
 
-    let bars = bar_chart(scenario, &fig);
+    let bars = bar_chart(scenario, fig);
     let plots = match scenario.report.kind {
         PlotKind::Bars => {
             write_bar_chart(&dir.join("plot"), &bars)?;
@@ -95,27 +101,42 @@ pub fn write_scenario(out: &Path, scenario: &Scenario, result: &ScenarioResult) 
     };
 
     crate::trace::write_chrome_trace(&dir.join("trace.json"), result)?;
-    write_file(&dir.join("report.md"), report_md(scenario, result, &fig, &plots).as_bytes())?;
+    write_file(&dir.join("report.md"), report_md(source, scenario, result, fig, &plots).as_bytes())?;
 
-    let cells = fig.cells();
+    let (compared, differing) = fig.paper_counts();
     Ok(Written {
         name: scenario.name.clone(),
         title: scenario.title.clone(),
-        compared: cells.iter().filter(|c| c.paper.is_some()).count(),
-        differing: cells.iter().filter(|c| c.differs()).count(),
+        compared,
+        differing,
         all_finished: result.runs.iter().all(|r| r.finished),
     })
 }
 
-/// Writes through a temporary file and renames, so an interrupted run never
-/// leaves a half-written report behind.
-pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(bytes).with_context(|| format!("writing {}", tmp.display()))?;
+/// `path` with `.tmp` added to its name: where [`write_atomic`] writes first.
+pub fn tmp_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+/// Streams `fill`'s output into a temporary file next to `path` and renames
+/// it over `path`, so an interrupted run never leaves a half-written file.
+pub fn write_atomic(path: &Path, fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
+    let tmp = tmp_path(path);
+    let f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
+    fill(&mut w).with_context(|| format!("writing {}", tmp.display()))?;
+    let f =
+        w.into_inner().map_err(|e| e.into_error()).with_context(|| format!("writing {}", tmp.display()))?;
     f.sync_all().ok();
     std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
     Ok(())
+}
+
+/// [`write_atomic`] of a byte string.
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic(path, |w| w.write_all(bytes))
 }
 
 fn bar_chart(scenario: &Scenario, fig: &Figure) -> BarChart {
@@ -183,7 +204,13 @@ fn allocation_chart(scenario: &Scenario, result: &ScenarioResult) -> StackedChar
     }
 }
 
-fn report_md(scenario: &Scenario, result: &ScenarioResult, fig: &Figure, plots: &[&str]) -> String {
+fn report_md(
+    source: &Path,
+    scenario: &Scenario,
+    result: &ScenarioResult,
+    fig: &Figure,
+    plots: &[&str],
+) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# {}\n", scenario.title);
     if !scenario.description.trim().is_empty() {
@@ -192,8 +219,11 @@ fn report_md(scenario: &Scenario, result: &ScenarioResult, fig: &Figure, plots: 
     let _ = writeln!(
         s,
         "Scenario `{}`, seed {}, simulated by dyncore-sim (virtual time; deterministic). \
-         Reproduce with `cargo run --release -- run scenarios/{}.toml`.\n",
-        scenario.name, result.seed, scenario.name
+         Reproduce with `cargo run --release -- run {} --seed {}`.\n",
+        scenario.name,
+        result.seed,
+        source.display(),
+        result.seed
     );
     for p in plots {
         let _ = writeln!(s, "![{}]({p})\n", p.trim_end_matches(".png"));
@@ -209,17 +239,14 @@ fn report_md(scenario: &Scenario, result: &ScenarioResult, fig: &Figure, plots: 
     s += &comparison_table("", fig).to_markdown();
     s.push('\n');
     if fig.has_paper() {
-        let cells = fig.cells();
-        let differing: Vec<_> = cells.iter().filter(|c| c.differs()).collect();
-        if differing.is_empty() {
+        let (compared, differing) = fig.paper_counts();
+        if differing == 0 {
             let _ = writeln!(s, "Every figure the paper states is within 25% of dyncore's.\n");
         } else {
             let _ = writeln!(
                 s,
-                "**{} of {} figures the paper states differ from dyncore's by more than 25%**; \
+                "**{differing} of {compared} figures the paper states differ from dyncore's by more than 25%**; \
                  docs/results.md explains why.\n",
-                differing.len(),
-                cells.iter().filter(|c| c.paper.is_some()).count()
             );
         }
         for f in fig.unmatched_paper(scenario) {

@@ -13,11 +13,10 @@
 //! byte-for-byte deterministic: same result in, same bytes out.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use dyncore_sim::{ScenarioResult, TraceEvent};
 
 /// Lanes of fused objects start here, after every CPU's lanes.
@@ -25,13 +24,7 @@ const OBJECT_TID_BASE: usize = 1_000_000;
 
 /// Writes `result` to `path` through a temporary file (never half-written).
 pub fn write_chrome_trace(path: &Path, result: &ScenarioResult) -> Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    let mut w = BufWriter::with_capacity(1 << 20, file);
-    write_to(&mut w, result).with_context(|| format!("writing {}", tmp.display()))?;
-    w.into_inner().map_err(|e| e.into_error()).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
-    Ok(())
+    crate::report::write_atomic(path, |w| write_to(w, result))
 }
 
 /// Microseconds with three decimals, from nanoseconds, without going
@@ -49,7 +42,7 @@ fn json_str(s: &str) -> String {
 }
 
 /// Writes the trace to any writer; events are separated so each is one line.
-pub fn write_to(w: &mut impl Write, result: &ScenarioResult) -> std::io::Result<()> {
+pub fn write_to(w: &mut dyn Write, result: &ScenarioResult) -> std::io::Result<()> {
     w.write_all(b"{\"displayTimeUnit\":\"ns\",\"otherData\":{")?;
     write!(w, "\"scenario\":{},\"seed\":{}", json_str(&result.name), result.seed)?;
     w.write_all(b"},\"traceEvents\":[\n")?;
@@ -318,7 +311,7 @@ mod tests {
         let p = dir.join("trace.json");
         write_chrome_trace(&p, &r).unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), render(&r));
-        assert!(!dir.join("trace.json.tmp").exists());
+        assert!(!crate::report::tmp_path(&p).exists());
         std::fs::remove_dir_all(&dir).ok();
     }
 }
