@@ -5,8 +5,8 @@
 //! This module only *plans*: [`plan_offline`] and [`plan_online`] look at a
 //! [`ReconfigState`] (which CPUs are online, which still hold their per-CPU
 //! cache, registry entry and helper thread, who proxies for whom) and return
-//! a [`Plan`]. A backend executes it: `dyncore-runtime` moves real threads,
-//! the simulator charges virtual time.
+//! a [`Plan`], which a backend executes (`dyncore-runtime` moves real
+//! threads; the simulator does not plan, it charges the paper's costs).
 //!
 //! Two modes:
 //!
@@ -59,15 +59,14 @@ impl fmt::Display for Mode {
 }
 
 /// Which way the CPUs go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Direction {
     Offline,
     Online,
 }
 
 /// When a deferred step runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Deferral {
     /// At the backend's next housekeeping tick after the call returned
     /// (cancelled if the CPU comes back first).
@@ -78,7 +77,7 @@ pub enum Deferral {
 }
 
 /// Whether a step is on the critical path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// Done before the call returns.
     Critical,
@@ -88,7 +87,7 @@ pub enum Kind {
 
 /// One step of a reconfiguration. Global steps name no CPU; per-CPU steps
 /// name the CPU they act on.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Step {
     /// Rendezvous with every online CPU: each stops between task steps and
     /// waits (Linux `stop_machine`). Naive only.
@@ -234,7 +233,7 @@ impl fmt::Display for Step {
 }
 
 /// A step and whether it is on the critical path.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedStep {
     pub step: Step,
     pub kind: Kind,
@@ -285,11 +284,11 @@ impl ReconfigState {
         self.cpus.iter().enumerate().filter(|(_, v)| v.online).map(|(c, _)| c).collect()
     }
 
-    /// Records what a finished plan did (for tests and for the simulator,
-    /// which has no threads to inspect). Deferred steps are applied as if
-    /// they had run, except [`Deferral::UnderPressure`] ones, which by
-    /// definition have not.
-    pub fn apply(&mut self, plan: &Plan) {
+    /// Records what a finished plan did (the tests' model of a backend).
+    /// Deferred steps are applied as if they had run, except
+    /// [`Deferral::UnderPressure`] ones, which by definition have not.
+    #[cfg(test)]
+    fn apply(&mut self, plan: &Plan) {
         for ps in &plan.steps {
             if ps.kind == Kind::Deferred(Deferral::UnderPressure) {
                 continue;
@@ -319,7 +318,7 @@ impl ReconfigState {
 }
 
 /// A reconfiguration to execute.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     pub mode: Mode,
     pub direction: Direction,
@@ -429,10 +428,9 @@ fn validate(cpus: &CpuSet, state: &ReconfigState) -> Result<(), PlanError> {
     if cpus.is_empty() {
         return Err(PlanError::Empty);
     }
-    let owned = CpuSet::range(0, state.cpus.len());
-    let foreign = cpus.difference(&owned);
-    if !foreign.is_empty() {
-        return Err(PlanError::NotOwned { cpus: foreign, owned: state.cpus.len() });
+    let owned = state.cpus.len();
+    if cpus.last().is_some_and(|c| c >= owned) {
+        return Err(PlanError::NotOwned { cpus: cpus.iter().filter(|&c| c >= owned).collect(), owned });
     }
     Ok(())
 }

@@ -83,10 +83,6 @@ impl CpuCache {
     pub(crate) fn len(&self) -> usize {
         self.slots.len()
     }
-
-    pub(crate) fn slots(&self) -> &[u32] {
-        &self.slots
-    }
 }
 
 /// Counts for the accounting checks (exact only when no task runs).
@@ -169,8 +165,13 @@ impl Pool {
         let was_live = lock(&self.live_caches).remove(&cache.id);
         assert!(was_live, "cache {} freed twice", cache.id);
         self.caches_freed.fetch_add(1, Ordering::Relaxed);
+        self.uncache(cache.slots);
+    }
+
+    /// Moves cached blocks back to the pool's free list.
+    fn uncache(&self, slots: impl IntoIterator<Item = u32>) {
         let mut free = lock(&self.free);
-        for s in cache.slots {
+        for s in slots {
             let ok = self.transition(s, CACHED, FREE);
             debug_assert!(ok, "block {s} in a cache was not cached");
             free.push(s);
@@ -199,12 +200,7 @@ impl Pool {
         if cache.slots.len() > self.cache_blocks * 2 {
             // Too many cached: give half back, as slab flushes its arrays.
             let keep = cache.slots.len() - self.cache_blocks;
-            let mut free = lock(&self.free);
-            for s in cache.slots.drain(keep..) {
-                let ok = self.transition(s, CACHED, FREE);
-                debug_assert!(ok);
-                free.push(s);
-            }
+            self.uncache(cache.slots.drain(keep..));
         }
         Ok(())
     }
@@ -240,9 +236,7 @@ impl Pool {
             if !live.remove(&c.id) {
                 r.caches_unaccounted += 1;
             }
-            debug_assert!(
-                c.slots().iter().all(|&s| self.state[s as usize].load(Ordering::Acquire) == CACHED)
-            );
+            debug_assert!(c.slots.iter().all(|&s| self.state[s as usize].load(Ordering::Acquire) == CACHED));
         }
         r.caches_unaccounted += live.len() as u64;
         debug_assert_eq!(lock(&self.free).len(), r.blocks_free);

@@ -9,8 +9,9 @@
 //!
 //! Execution:
 //!
-//! 1. Plan from a snapshot of the runtime ([`Shared::view`]); a refusal
-//!    (last online CPU, CPU not owned, empty set) returns before any step.
+//! 1. Plan from the control plane's view of the runtime, refreshed in place
+//!    ([`Shared::refresh_view`]); a refusal (last online CPU, CPU not
+//!    owned, empty set) returns before any step.
 //! 2. Critical steps in plan order. Before each, the fault hook is asked;
 //!    a step that fails (by the hook or by an error) stops the run, and the
 //!    undo steps of [`Plan::rollback`] run newest first, so every CPU is
@@ -46,7 +47,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use dyncore_core::reconfig::{self, CpuView, Deferral, Direction, HelperView, Kind, ReconfigState, Step};
+use dyncore_core::reconfig::{self, CpuView, Deferral, Direction, HelperView, Kind, Step};
 use dyncore_core::{CpuId, CpuSet};
 
 use super::percpu::CpuState;
@@ -85,15 +86,18 @@ impl Shared {
         Ok(())
     }
 
-    /// What the planner needs to know, read under the control lock.
-    fn view(&self, ctl: &Control) -> ReconfigState {
+    /// Refreshes what the planner needs to know about each CPU, in place
+    /// (no allocation). Everything it reads changes only under the control
+    /// lock, which the caller holds.
+    fn refresh_view(&self, ctl: &mut Control) {
         let reg = lock(&self.registry);
-        let cpus = self
-            .cpus
-            .iter()
-            .map(|c| CpuView {
-                online: c.state() == CpuState::Online,
-                cache: lock(&c.local).cache.is_some(),
+        for (v, c) in ctl.state.cpus.iter_mut().zip(&self.cpus) {
+            let online = c.online();
+            *v = CpuView {
+                online,
+                // An online CPU holds a cache (invariant 2): do not wait for
+                // its worker, which holds `local` during a task step.
+                cache: online || lock(&c.local).cache.is_some(),
                 registry_entry: reg.contains_key(&c.id),
                 helper: if lock(&c.helper.handle).is_none() {
                     HelperView::Stopped
@@ -102,9 +106,8 @@ impl Shared {
                 } else {
                     HelperView::Running
                 },
-            })
-            .collect();
-        ReconfigState { cpus, proxies: ctl.proxies.clone() }
+            };
+        }
     }
 
     /// Plans and executes one reconfiguration (see the module docs).
@@ -116,15 +119,15 @@ impl Shared {
     ) -> Result<ReconfigReport, ReconfigError> {
         let start = Instant::now();
         let mut ctl = lock(&self.ctl);
-        let state = self.view(&ctl);
+        self.refresh_view(&mut ctl);
         let plan = match dir {
-            Direction::Offline => reconfig::plan_offline(mode, cpus, &state),
-            Direction::Online => reconfig::plan_online(mode, cpus, &state),
+            Direction::Offline => reconfig::plan_offline(mode, cpus, &ctl.state),
+            Direction::Online => reconfig::plan_online(mode, cpus, &ctl.state),
         }
         .map_err(ReconfigError::Refused)?;
         let mut step_ns = Vec::with_capacity(plan.critical_len());
         let mut entry_ns = None;
-        let timing = self.step_timing.load(Ordering::Relaxed);
+        let timing = ctl.step_timing;
         for (index, ps) in plan.steps.iter().enumerate().take_while(|(_, s)| s.kind == Kind::Critical) {
             let t0 = timing.then(Instant::now);
             let injected = ctl.fault.as_ref().is_some_and(|hook| hook(&ps.step));
@@ -147,13 +150,7 @@ impl Shared {
             }
             let awaited = matches!(ps.step, Step::AwaitStopped { .. });
             let now = (timing || awaited).then(Instant::now);
-            step_ns.push((
-                ps.step.clone(),
-                match (t0, now) {
-                    (Some(t0), Some(now)) => ns(now - t0),
-                    _ => 0,
-                },
-            ));
+            step_ns.push((ps.step.clone(), t0.zip(now).map_or(0, |(t0, now)| ns(now - t0))));
             if awaited {
                 entry_ns = now.map(|now| ns(now - start));
             }
@@ -258,10 +255,7 @@ impl Shared {
                 Ok(())
             }
             Step::FreeCache { cpu } => {
-                let cache = lock(&self.cpus[cpu].local).cache.take();
-                let cache = cache.ok_or_else(|| format!("CPU {cpu} has no cache to free"))?;
-                self.pool.free_cache(cache);
-                Ok(())
+                self.free_cache(cpu).then_some(()).ok_or_else(|| format!("CPU {cpu} has no cache to free"))
             }
             Step::CreateCache { cpu } => {
                 let mut local = lock(&self.cpus[cpu].local);
@@ -321,50 +315,43 @@ impl Shared {
         Ok(())
     }
 
+    /// Publishes the proxy table's charges of `cpu` to its worker (which
+    /// cannot take the control lock): invariant 3 by construction.
+    fn publish_charges(&self, ctl: &Control, cpu: CpuId) {
+        let c = &self.cpus[cpu];
+        let mut ch = lock(&c.charges);
+        *ch = ctl.state.proxies.proxying_for(cpu);
+        c.has_charges.store(!ch.is_empty(), Ordering::Release);
+    }
+
     fn install_proxy(&self, ctl: &mut Control, cpu: CpuId, proxy: CpuId) -> Result<(), String> {
-        let moving = ctl.proxies.proxying_for(cpu);
-        ctl.proxies.install(cpu, proxy).map_err(|e| e.to_string())?;
-        let p = &self.cpus[proxy];
-        let mut all = moving.clone();
-        all.insert(cpu);
+        // The CPUs `cpu` proxies for move to `proxy` with it (no chains).
+        let moving = ctl.state.proxies.proxying_for(cpu);
+        ctl.state.proxies.install(cpu, proxy).map_err(|e| e.to_string())?;
         // Charge first, then redirect, then wake (module docs).
-        {
-            let mut ch = lock(&p.charges);
-            *ch = ch.union(&all);
-            p.has_charges.store(true, Ordering::Release);
-        }
-        let mut pending = false;
-        for x in all.iter() {
+        self.publish_charges(ctl, proxy);
+        let mut pending = self.cpus[cpu].mailbox.redirect(proxy);
+        for x in moving.iter() {
             pending |= self.cpus[x].mailbox.redirect(proxy);
         }
-        {
-            let c = &self.cpus[cpu];
-            let mut ch = lock(&c.charges);
-            *ch = ch.difference(&moving);
-            c.has_charges.store(!ch.is_empty(), Ordering::Release);
-        }
+        self.publish_charges(ctl, cpu);
         if pending {
-            p.waiter.notify();
+            self.cpus[proxy].waiter.notify();
         }
         Ok(())
     }
 
     fn remove_proxy(&self, ctl: &mut Control, cpu: CpuId, proxy: CpuId) -> Result<(), String> {
-        match ctl.proxies.proxied_by(cpu) {
+        match ctl.state.proxies.proxied_by(cpu) {
             Some(p) if p == proxy => {}
             other => return Err(format!("CPU {cpu} is proxied by {other:?}, not by CPU {proxy}")),
         }
-        ctl.proxies.remove(cpu);
+        ctl.state.proxies.remove(cpu);
         // Redirect first, then drop the charge: pending messages stay queued
         // for `cpu` (replayed when it starts), and the proxy may still be
         // draining — handlers are idempotent.
         let pending = self.cpus[cpu].mailbox.redirect(cpu);
-        let p = &self.cpus[proxy];
-        {
-            let mut ch = lock(&p.charges);
-            ch.remove(cpu);
-            p.has_charges.store(!ch.is_empty(), Ordering::Release);
-        }
+        self.publish_charges(ctl, proxy);
         if pending {
             self.cpus[cpu].waiter.notify();
         }
@@ -418,7 +405,7 @@ impl Shared {
 
     /// Checks invariants 1-3 of the `cpu` module docs.
     pub(crate) fn check(&self, ctl: &Control) -> Result<(), String> {
-        ctl.proxies.check()?;
+        ctl.state.proxies.check()?;
         let active = lock(&self.active).clone();
         let online: CpuSet =
             self.cpus.iter().filter(|c| c.state() == CpuState::Online).map(|c| c.id).collect();
@@ -436,10 +423,10 @@ impl Shared {
                 (q.open, q.tasks.len())
             };
             let charges = lock(&c.charges).clone();
-            if charges != ctl.proxies.proxying_for(cpu) {
+            if charges != ctl.state.proxies.proxying_for(cpu) {
                 return Err(format!(
                     "CPU {cpu} proxies for {{{charges}}}, the proxy table says {{{}}}",
-                    ctl.proxies.proxying_for(cpu)
+                    ctl.state.proxies.proxying_for(cpu)
                 ));
             }
             if c.has_charges.load(Ordering::Acquire) == charges.is_empty() {
@@ -447,7 +434,7 @@ impl Shared {
             }
             match c.state() {
                 CpuState::Online => {
-                    if let Some(p) = ctl.proxies.proxied_by(cpu) {
+                    if let Some(p) = ctl.state.proxies.proxied_by(cpu) {
                         return Err(format!("online CPU {cpu} still has proxy {p}"));
                     }
                     if handler != cpu {
@@ -461,7 +448,7 @@ impl Shared {
                     }
                 }
                 CpuState::Offline => {
-                    let Some(p) = ctl.proxies.proxied_by(cpu) else {
+                    let Some(p) = ctl.state.proxies.proxied_by(cpu) else {
                         return Err(format!("offline CPU {cpu} has no proxy"));
                     };
                     if !online.contains(p) {

@@ -68,8 +68,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use dyncore_core::proxy::ProxyTable;
-use dyncore_core::reconfig::{Plan, PlanError, Step};
+use dyncore_core::reconfig::{Plan, PlanError, ReconfigState, Step};
 use dyncore_core::{CpuId, CpuSet};
 use dyncore_ring::SpinPolicy;
 
@@ -268,8 +267,13 @@ pub type FaultHook = Box<dyn Fn(&Step) -> bool + Send>;
 
 /// The control plane: held for a whole reconfiguration (the hotplug lock).
 pub(crate) struct Control {
-    pub(crate) proxies: ProxyTable,
+    /// What the planner reads. Its proxy table is the runtime's (mailbox
+    /// handlers and per-CPU `charges` are published from it); its CPU views
+    /// are refreshed from the runtime before each plan (`exec.rs`).
+    pub(crate) state: ReconfigState,
     pub(crate) fault: Option<FaultHook>,
+    /// Time each critical step (see [`Runtime::set_step_timing`]).
+    pub(crate) step_timing: bool,
 }
 
 struct RegistryEntry {
@@ -289,8 +293,6 @@ pub(crate) struct Shared {
     registry: Mutex<BTreeMap<CpuId, RegistryEntry>>,
     pub(crate) ctl: Mutex<Control>,
     spawn_rr: AtomicUsize,
-    /// Time each critical step (see [`Runtime::set_step_timing`]).
-    pub(crate) step_timing: AtomicBool,
 }
 
 /// Spins, then yields, until `done()` (the controller's waits: for a worker
@@ -341,9 +343,8 @@ impl Runtime {
             active: Mutex::new(CpuSet::range(0, n)),
             folded: Mutex::new(CpuStats::default()),
             registry: Mutex::new(registry),
-            ctl: Mutex::new(Control { proxies: ProxyTable::new(n), fault: None }),
+            ctl: Mutex::new(Control { state: ReconfigState::all_online(n), fault: None, step_timing: true }),
             spawn_rr: AtomicUsize::new(0),
-            step_timing: AtomicBool::new(true),
         });
         let mut rt = Runtime { sh: sh.clone(), workers: Vec::with_capacity(n) };
         let (tx, rx) = std::sync::mpsc::channel();
@@ -505,7 +506,7 @@ impl Runtime {
     /// hypervisor), which is a large share of a Bolt offline; a benchmark of
     /// whole-call latency turns it off (the steps are still listed, with 0).
     pub fn set_step_timing(&self, on: bool) {
-        self.sh.step_timing.store(on, Ordering::Relaxed);
+        lock(&self.sh.ctl).step_timing = on;
     }
 
     /// Installs (or with `None` removes) the fault-injection hook.
@@ -639,18 +640,13 @@ impl Shared {
                 Err(std::sync::TryLockError::WouldBlock) => return false,
             }
         };
-        let c = &self.cpus[cpu];
-        if c.state() != CpuState::Offline {
-            return false;
-        }
-        let cache = lock(&c.local).cache.take();
-        match cache {
-            Some(cache) => {
-                self.pool.free_cache(cache);
-                true
-            }
-            None => false,
-        }
+        self.cpus[cpu].state() == CpuState::Offline && self.free_cache(cpu)
+    }
+
+    /// Returns `cpu`'s cache to the pool; false if it has none.
+    pub(crate) fn free_cache(&self, cpu: CpuId) -> bool {
+        let cache = lock(&self.cpus[cpu].local).cache.take();
+        cache.map(|cache| self.pool.free_cache(cache)).is_some()
     }
 
     fn helper_state(&self, cpu: CpuId) -> HelperState {

@@ -136,8 +136,11 @@ pub(crate) struct PerCpu {
     pub(crate) runq: Mutex<RunQueue>,
     pub(crate) runq_len: AtomicUsize,
     pub(crate) mailbox: Mailbox<Msg>,
-    /// CPUs this one proxies for (its mirror of `ProxyTable::proxying_for`).
+    /// CPUs this one proxies for: the control plane's
+    /// `ProxyTable::proxying_for`, published for the worker, which cannot
+    /// take the control lock (`exec.rs`, `publish_charges`).
     pub(crate) charges: Mutex<CpuSet>,
+    /// `charges` is not empty (read without the lock on every dispatch).
     pub(crate) has_charges: AtomicBool,
     pub(crate) local: Mutex<Local>,
     pub(crate) waiter: Waiter,

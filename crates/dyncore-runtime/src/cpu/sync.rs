@@ -20,16 +20,19 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// What the mailbox protocol is built from.
 pub(crate) mod model {
     #[cfg(not(dyncore_loom))]
-    pub(crate) use std::sync::atomic::AtomicUsize;
+    pub(crate) use super::lock;
     #[cfg(not(dyncore_loom))]
-    pub(crate) use std::sync::{Mutex, MutexGuard};
+    pub(crate) use std::sync::Mutex;
+    #[cfg(not(dyncore_loom))]
+    pub(crate) use std::sync::atomic::AtomicUsize;
 
     #[cfg(dyncore_loom)]
     pub(crate) use loom::sync::atomic::AtomicUsize;
     #[cfg(dyncore_loom)]
     pub(crate) use loom::sync::{Mutex, MutexGuard};
 
-    /// [`super::lock`] for the model's mutex.
+    /// [`super::lock`] for loom's mutex.
+    #[cfg(dyncore_loom)]
     pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         match m.lock() {
             Ok(g) => g,

@@ -108,7 +108,7 @@ fn call_on_an_offline_cpu_runs_on_its_proxy_with_its_state() {
     let rt = runtime(4);
     for mode in [Mode::Bolt, Mode::Naive] {
         rt.offline(&set("3"), mode).unwrap();
-        let proxy = lock(&rt.sh.ctl).proxies.proxied_by(3);
+        let proxy = lock(&rt.sh.ctl).state.proxies.proxied_by(3);
         assert!(proxy.is_some_and(|p| p != 3), "{mode}: CPU 3 has a proxy");
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();

@@ -53,9 +53,11 @@ pub(crate) struct Stw {
 }
 
 impl Stw {
-    fn stopping(&self, seen: u64) -> bool {
+    /// The generation of a stop-the-world in force that a worker which last
+    /// arrived at generation `seen` has not arrived at yet.
+    fn stopping(&self, seen: u64) -> Option<u64> {
         let g = self.generation.load(Ordering::SeqCst);
-        g % 2 == 1 && g != seen
+        (g % 2 == 1 && g != seen).then_some(g)
     }
 }
 
@@ -67,10 +69,12 @@ pub(crate) fn worker_main(sh: Arc<Shared>, me: CpuId) {
         if sh.shutdown.load(Ordering::Acquire) {
             break;
         }
-        c.heartbeat.fetch_add(1, Ordering::Relaxed);
+        // Only this thread writes it: no read-modify-write needed.
+        c.heartbeat.store(c.heartbeat.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
         // 1. Barrier.
-        let g = sh.stw.generation.load(Ordering::SeqCst);
-        if g % 2 == 1 && g != stw_seen && c.online() {
+        if let Some(g) = sh.stw.stopping(stw_seen)
+            && c.online()
+        {
             stw_seen = g;
             sh.stw.arrived.fetch_add(1, Ordering::SeqCst);
             sh.stw.waiter.wait_until(&sh.cfg.idle_spin, None, || {
@@ -88,11 +92,12 @@ pub(crate) fn worker_main(sh: Arc<Shared>, me: CpuId) {
         }
         // 3. Dispatch section.
         c.running.store(true, Ordering::SeqCst);
-        if !c.online() || sh.stw.stopping(stw_seen) {
+        if !c.online() || sh.stw.stopping(stw_seen).is_some() {
             c.running.store(false, Ordering::SeqCst);
             continue;
         }
-        if c.flush_on_return.swap(false, Ordering::SeqCst) {
+        // A load first: the swap (a read-modify-write) only when set.
+        if c.flush_on_return.load(Ordering::SeqCst) && c.flush_on_return.swap(false, Ordering::SeqCst) {
             // Back from offline (`StartDispatch` sets the flag before the
             // state), or a proxy took an invalidation for us: apply the
             // newest generation before anything else runs here.
@@ -114,7 +119,7 @@ fn ready(sh: &Shared, me: CpuId, stw_seen: u64) -> bool {
     let c = &sh.cpus[me];
     sh.shutdown.load(Ordering::Acquire)
         || !c.online()
-        || sh.stw.stopping(stw_seen)
+        || sh.stw.stopping(stw_seen).is_some()
         || c.runq_len.load(Ordering::Acquire) > 0
         || c.mailbox.has_pending()
         || c.flush_on_return.load(Ordering::Acquire)
@@ -132,8 +137,11 @@ fn serve_mailboxes(sh: &Shared, me: CpuId) -> bool {
         any = true;
     }
     if c.has_charges.load(Ordering::Acquire) {
-        let charges = lock(&c.charges).clone();
-        for x in charges.iter() {
+        // Handlers run without the charges lock; collect only the mailboxes
+        // with messages (usually none: no allocation).
+        let pending: Vec<CpuId> =
+            lock(&c.charges).iter().filter(|&x| sh.cpus[x].mailbox.has_pending()).collect();
+        for x in pending {
             for m in sh.cpus[x].mailbox.drain() {
                 handle(sh, x, me, m);
                 any = true;
@@ -145,7 +153,7 @@ fn serve_mailboxes(sh: &Shared, me: CpuId) -> bool {
 
 /// Runs message `m` addressed to CPU `to` on CPU `on` (a proxy if they
 /// differ), with `to`'s per-CPU state.
-pub(crate) fn handle(sh: &Shared, to: CpuId, on: CpuId, m: Msg) {
+fn handle(sh: &Shared, to: CpuId, on: CpuId, m: Msg) {
     let target = &sh.cpus[to];
     let by_proxy = to != on;
     match m {
