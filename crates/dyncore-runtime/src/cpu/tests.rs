@@ -658,5 +658,8 @@ fn stress_random_offline_online_while_tasks_calls_and_invalidations_flow() {
     // The run really exercised all four kinds of reconfiguration.
     eprintln!("reconfigurations [online, offline] × [naive, bolt]: {reconfigs:?}; {stats:?}; {m:?}");
     assert!(reconfigs.iter().flatten().all(|&n| n > 0), "{reconfigs:?}");
-    assert!(stats.calls_by_proxy > 0 || stats.invalidations_by_proxy > 0 || stats.reschedules > 0);
+    // ... and proxies really handled calls and invalidations for offline CPUs
+    // (with 400 reconfigurations, over half of the calls land on one).
+    assert!(stats.calls_by_proxy > 0 && stats.invalidations_by_proxy > 0, "{stats:?}");
+    assert!(stats.reschedules > 0, "{stats:?}");
 }
