@@ -246,12 +246,10 @@ impl<Req: Copy + Send, Resp: Copy + Send> CallClient<Req, Resp> {
         policy: &SpinPolicy,
         timeout: Option<Duration>,
     ) -> Result<(), CallError> {
-        debug_assert_eq!(reqs.len(), out.len());
+        // Both callers bound the batch (`call` sends one, `call_batch` checks).
+        debug_assert!(reqs.len() == out.len() && reqs.len() <= BATCH_MAX);
         if reqs.is_empty() {
             return Ok(());
-        }
-        if reqs.len() > BATCH_MAX {
-            return Err(CallError::BatchTooLarge(reqs.len()));
         }
         let chan = &*self.chan;
         let slot = &chan.slots[self.idx];
@@ -339,10 +337,6 @@ impl<Req: Copy + Send, Resp: Copy + Send> CallServer<Req, Resp> {
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .ok()
             .map(|_| CallServer { chan: chan.clone() })
-    }
-
-    pub fn channel(&self) -> &Arc<CallChannel<Req, Resp>> {
-        &self.chan
     }
 
     /// Whether any client has a request pending.

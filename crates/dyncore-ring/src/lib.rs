@@ -28,7 +28,7 @@
 //! This is the crate with the `unsafe`: each block says why it is sound, each
 //! protocol is described step by step in its module and model-checked with
 //! loom (`RUSTFLAGS="--cfg dyncore_loom" cargo test --release -p dyncore-ring
-//! --lib -- loom`), where [`sync`](crate) swaps `std` for loom.
+//! --lib -- loom`), where the private `sync` module swaps `std` for loom.
 
 pub mod call;
 mod park;

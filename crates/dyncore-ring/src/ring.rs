@@ -87,12 +87,8 @@ impl<T: Copy + Send> Producer<T> {
     #[cfg(not(dyncore_loom))]
     const FITS: () = assert!(size_of::<Cell<T>>() == 64, "ring items must fit one cache line");
 
-    pub fn capacity(&self) -> usize {
-        self.shared.cap()
-    }
-
     /// Free cells (reads the consumer's `tail`).
-    pub fn free(&mut self) -> usize {
+    fn free(&mut self) -> usize {
         self.tail_cache = self.shared.tail.load(Ordering::Acquire);
         self.shared.cap() - self.head.wrapping_sub(self.tail_cache)
     }
@@ -114,14 +110,6 @@ impl<T: Copy + Send> Producer<T> {
         Ok(())
     }
 
-    /// Publishes every staged item with one release store of `head` (2).
-    pub fn publish(&mut self) {
-        if self.published != self.head {
-            self.shared.head.store(self.head, Ordering::Release);
-            self.published = self.head;
-        }
-    }
-
     /// [`Producer::push`] then [`Producer::publish`].
     pub fn send(&mut self, v: T) -> Result<(), T> {
         self.push(v)?;
@@ -135,12 +123,20 @@ impl<T: Copy + Send> Producer<T> {
     }
 }
 
+impl<T> Producer<T> {
+    /// Publishes every staged item with one release store of `head` (2).
+    pub fn publish(&mut self) {
+        if self.published != self.head {
+            self.shared.head.store(self.head, Ordering::Release);
+            self.published = self.head;
+        }
+    }
+}
+
 impl<T> Drop for Producer<T> {
     fn drop(&mut self) {
         // Staged items are published so nothing pushed is lost.
-        if self.published != self.head {
-            self.shared.head.store(self.head, Ordering::Release);
-        }
+        self.publish();
         self.shared.producer_alive.store(false, Ordering::Release);
     }
 }

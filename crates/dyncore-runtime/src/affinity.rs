@@ -10,16 +10,23 @@ pub fn allowed_cpus() -> std::io::Result<CpuSet> {
     Ok((0..RawSet::MAX_CPU).filter(|&c| raw.is_set(c)).collect())
 }
 
+/// Refuses, with the reason, the first of `cpus` that does not exist or that
+/// the process's affinity mask does not allow.
+pub fn check_allowed(cpus: impl IntoIterator<Item = CpuId>) -> std::io::Result<()> {
+    let allowed = allowed_cpus()?;
+    match cpus.into_iter().find(|&c| !allowed.contains(c)) {
+        None => Ok(()),
+        Some(cpu) => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("CPU {cpu} does not exist or is not in this process's affinity mask ({allowed})"),
+        )),
+    }
+}
+
 /// Pins the calling thread to `cpu`, refusing with the reason when the CPU
 /// does not exist or the process's affinity does not allow it.
 pub fn pin_current_thread(cpu: CpuId) -> std::io::Result<()> {
-    let allowed = allowed_cpus()?;
-    if !allowed.contains(cpu) {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("CPU {cpu} is not in this process's affinity mask ({allowed})"),
-        ));
-    }
+    check_allowed([cpu])?;
     let mut raw = RawSet::new();
     raw.set(cpu);
     sched_setaffinity(None, &raw)?;

@@ -159,13 +159,9 @@ pub fn run(cfg: &IrqConfig) -> io::Result<IrqReport> {
         let w = w.clone();
         let (mode, cpu) = (cfg.mode, cfg.service_cpu);
         thread::spawn(move || -> io::Result<()> {
-            if let Some(c) = cpu {
-                let pinned = crate::affinity::pin_current_thread(c);
-                w.started.fetch_add(1, Ordering::Release);
-                pinned?;
-            } else {
-                w.started.fetch_add(1, Ordering::Release);
-            }
+            let pinned = cpu.map_or(Ok(()), crate::affinity::pin_current_thread);
+            w.started.fetch_add(1, Ordering::Release);
+            pinned?;
             match mode {
                 IrqMode::SharedRegister => handler(&w, &SpinPolicy::PARK),
                 IrqMode::SharedRegisterPolled => handler(&w, &POLL),

@@ -176,16 +176,6 @@ impl<S: Service> Sidecore<S> {
     /// reason, a CPU that does not exist or that the process's affinity
     /// mask does not allow.
     pub fn start(service: Arc<S>, cfg: SidecoreConfig) -> io::Result<Self> {
-        let allowed = crate::affinity::allowed_cpus()?;
-        if !allowed.contains(cfg.cpu) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "cannot start a sidecore on CPU {}: it does not exist or is not in this process's affinity mask ({allowed})",
-                    cfg.cpu
-                ),
-            ));
-        }
         if cfg.max_clients == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -206,6 +196,7 @@ impl<S: Service> Sidecore<S> {
         let thread =
             std::thread::Builder::new().name(format!("sidecore-{}", sh.cfg.cpu)).spawn(move || {
                 let _close = CloseOnExit(sh.chan.clone());
+                // Refuses, with the reason, a CPU that is missing or not allowed.
                 if let Err(e) = crate::affinity::pin_current_thread(sh.cfg.cpu) {
                     let _ = tx.send(Err(e));
                     return;
@@ -217,7 +208,7 @@ impl<S: Service> Sidecore<S> {
             Ok(Ok(())) => Ok(Sidecore { shared, thread: Some(thread) }),
             Ok(Err(e)) => {
                 let _ = thread.join();
-                Err(e)
+                Err(io::Error::new(e.kind(), format!("cannot start a sidecore: {e}")))
             }
             Err(_) => {
                 let _ = thread.join();
@@ -289,9 +280,6 @@ fn serve_loop<S: Service>(sh: &Shared<S>, server: &mut CallServer<S::Request, S:
         });
         if n > 0 {
             continue;
-        }
-        if sh.chan.is_closed() {
-            return;
         }
         // Off: park at once (free the core); on: poll for the budget first.
         let policy = if sh.enabled.load(Ordering::Acquire) { sh.cfg.server_policy } else { SpinPolicy::PARK };
