@@ -323,13 +323,8 @@ impl Runtime {
         if n == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "a runtime needs at least one CPU"));
         }
-        let allowed = crate::affinity::allowed_cpus()?;
-        if let Some(bad) = cfg.real_cpus.iter().find(|c| !allowed.contains(**c)) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("real CPU {bad} is not in this process's affinity mask ({allowed})"),
-            ));
-        }
+        crate::affinity::check_allowed(cfg.real_cpus.iter().copied())
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot start the runtime: {e}")))?;
         let pool = Pool::new(cfg.pool_blocks.unwrap_or(n * cfg.cache_blocks * 4), cfg.cache_blocks);
         let cpus: Vec<PerCpu> = (0..n).map(|i| PerCpu::new(i, cfg.real_cpus[i], pool.new_cache())).collect();
         let registry = (0..n).map(|i| (i, RegistryEntry::new(i, cfg.real_cpus[i]))).collect();
