@@ -143,19 +143,19 @@ impl CpuSet {
     }
 
     pub fn is_subset(&self, other: &CpuSet) -> bool {
-        self.difference(other).is_empty()
+        self.words.iter().enumerate().all(|(i, &a)| a & !other.words.get(i).copied().unwrap_or(0) == 0)
     }
 
     pub fn is_disjoint(&self, other: &CpuSet) -> bool {
-        self.intersection(other).is_empty()
+        self.words.iter().zip(&other.words).all(|(a, b)| a & b == 0)
     }
 
-    /// Adds every member of `other`.
     /// Removes every CPU.
     pub fn clear(&mut self) {
         self.words.clear();
     }
 
+    /// Adds every member of `other`.
     pub fn extend_from(&mut self, other: &CpuSet) {
         if self.words.len() < other.words.len() {
             self.words.resize(other.words.len(), 0);

@@ -94,6 +94,18 @@ pub enum Mechanism {
     Free,
 }
 
+impl Mechanism {
+    /// The name scenario files and reports use (the serde name).
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Hotplug => "hotplug",
+            Mechanism::ProxyApic => "proxy-apic",
+            Mechanism::ProxyLogical => "proxy-logical",
+            Mechanism::Free => "free",
+        }
+    }
+}
+
 /// Reconfiguration latencies (Chameleon Table 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReconfigCost {

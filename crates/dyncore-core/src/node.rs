@@ -35,7 +35,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::topology::Topology;
+use crate::topology::{Topology, aligned_block, aligned_blocks};
 use crate::{CpuId, CpuSet};
 
 /// Identifies the requesting thread.
@@ -90,10 +90,6 @@ impl NodeManager {
         }
     }
 
-    pub fn node(&self) -> usize {
-        self.node
-    }
-
     pub fn requests(&self) -> usize {
         self.requests.len()
     }
@@ -101,15 +97,6 @@ impl NodeManager {
     /// Times the node was found fragmented and re-packed.
     pub fn defragmentations(&self) -> u64 {
         self.defrags
-    }
-
-    /// Free pool CPUs (not busy with native threads, not in an object).
-    pub fn free_pool(&self, native_busy: &CpuSet) -> usize {
-        let mut used = native_busy.intersection(&self.node_cpus);
-        for r in self.requests.values() {
-            used.extend_from(&r.cpus);
-        }
-        self.len - used.intersection(&self.node_cpus).len()
     }
 
     /// Pool CPUs: not busy with native threads (free or in objects).
@@ -182,36 +169,26 @@ impl NodeManager {
             target *= 2;
         }
 
-        // Step 3: place pool objects, largest first, keeping current blocks.
-        let old: BTreeMap<Requester, CpuSet> =
-            self.requests.iter().map(|(&t, r)| (t, r.cpus.clone())).collect();
-        let mut by_size: Vec<Requester> = size.keys().copied().collect();
-        by_size.sort_by(|a, b| {
-            size[b]
-                .cmp(&size[a])
-                .then_with(|| order.iter().position(|x| x == a).cmp(&order.iter().position(|x| x == b)))
-        });
+        // Step 3: place pool objects, largest first (then by priority),
+        // keeping current blocks. Requests keep their old CPUs until the commit.
+        let mut by_size: Vec<Requester> = order.iter().copied().filter(|t| size.contains_key(t)).collect();
+        by_size.sort_by_key(|t| std::cmp::Reverse(size[t]));
         let mut placed: BTreeMap<Requester, CpuSet> = BTreeMap::new();
         let mut defrag = false;
-        if !self.place_all(&by_size, &size, &pool, &old, true, &mut placed) {
+        if !self.place_all(&by_size, &size, &pool, true, &mut placed) {
             // Enough CPUs but no aligned blocks: fragmented. Re-pack from scratch.
             placed.clear();
             defrag = true;
             self.defrags += 1;
-            let mut sizes = size.clone();
             // Re-packing largest-first into aligned blocks always fits when the
             // pool is itself made of aligned blocks; if not, shrink until it does.
-            while !self.place_all(&by_size, &sizes, &pool, &old, false, &mut placed) {
+            while !self.place_all(&by_size, &size, &pool, false, &mut placed) {
                 placed.clear();
-                let Some((&t, _)) = sizes.iter().filter(|(_, s)| **s > 1).min_by(|a, b| {
-                    let pa = order.iter().position(|x| x == a.0);
-                    let pb = order.iter().position(|x| x == b.0);
-                    pb.cmp(&pa)
-                }) else {
+                // Halve the lowest-priority object that can shrink.
+                let Some(t) = order.iter().rev().find(|t| size.get(t).is_some_and(|s| *s > 1)) else {
                     break;
                 };
-                let s = sizes.get_mut(&t).expect("present");
-                *s /= 2;
+                *size.get_mut(t).expect("present") /= 2;
             }
         }
 
@@ -230,9 +207,9 @@ impl NodeManager {
             }
             let mut sz = want;
             while sz >= 2 {
-                let kept = old
-                    .get(&t)
-                    .and_then(|c| c.first())
+                let kept = self.requests[&t]
+                    .cpus
+                    .first()
                     .and_then(|f| self.block_at(f, sz))
                     .filter(|b| b.is_disjoint(&taken));
                 if let Some(block) = kept.or_else(|| self.find_block(sz, &self.node_cpus, &taken)) {
@@ -268,14 +245,13 @@ impl NodeManager {
         order: &[Requester],
         sizes: &BTreeMap<Requester, usize>,
         pool: &CpuSet,
-        old: &BTreeMap<Requester, CpuSet>,
         keep: bool,
         placed: &mut BTreeMap<Requester, CpuSet>,
     ) -> bool {
         let mut taken = CpuSet::new();
         if keep {
             for &t in order {
-                let Some(first) = old.get(&t).and_then(|c| c.first()) else { continue };
+                let Some(first) = self.requests[&t].cpus.first() else { continue };
                 if let Some(b) = self.block_at(first, sizes[&t])
                     && b.is_subset(pool)
                     && b.is_disjoint(&taken)
@@ -305,16 +281,12 @@ impl NodeManager {
         if !self.node_cpus.contains(cpu) {
             return None;
         }
-        let local = cpu - self.first;
-        let start = local - local % size;
-        (start + size <= self.len).then(|| CpuSet::range(self.first + start, self.first + start + size))
+        aligned_block(self.first, self.len, cpu, size)
     }
 
     /// The first aligned block of `size` CPUs inside `within`, disjoint from `taken`.
     fn find_block(&self, size: usize, within: &CpuSet, taken: &CpuSet) -> Option<CpuSet> {
-        (0..self.len / size)
-            .map(|i| CpuSet::range(self.first + i * size, self.first + i * size + size))
-            .find(|b| b.is_subset(within) && b.is_disjoint(taken))
+        aligned_blocks(self.first, self.len, size).find(|b| b.is_subset(within) && b.is_disjoint(taken))
     }
 
     /// Objects are disjoint aligned blocks of the node.

@@ -253,10 +253,6 @@ impl ClusterScheduler {
         }
     }
 
-    pub fn node_manager(&self, node: usize) -> &NodeManager {
-        &self.nms[node]
-    }
-
     /// Registers a thread (not yet runnable).
     pub fn add_thread(&mut self, spec: ThreadSpec) -> ThreadId {
         let id = self.threads.len();
@@ -337,7 +333,7 @@ impl ClusterScheduler {
         self.update_curr(now, cpu);
         match self.rqs[cpu].curr {
             None => {
-                self.idle_balance(now, cpu);
+                self.idle_balance(cpu);
                 self.schedule(now, cpu, out);
             }
             Some(t) => {
@@ -375,9 +371,8 @@ impl ClusterScheduler {
             if !th.fused.is_empty() {
                 // Taxation: borrowed time is charged times the tax rate.
                 let taxed = ((dv as f64) * th.spec.tax).ceil() as u64;
-                let fused = th.fused.clone();
                 for (c, v) in th.vruntimes.iter_mut() {
-                    if fused.contains(*c) {
+                    if th.fused.contains(*c) {
                         *v = v.saturating_add(taxed);
                     }
                 }
@@ -485,7 +480,7 @@ impl ClusterScheduler {
     }
 
     /// An idle CPU pulls a queued thread from the busiest queue.
-    fn idle_balance(&mut self, _now: Nanos, cpu: CpuId) {
+    fn idle_balance(&mut self, cpu: CpuId) {
         if self.queued_total == 0 {
             return;
         }
@@ -708,8 +703,7 @@ impl ClusterScheduler {
             if need.len() < self.threads[t].fused.len() {
                 return; // never shrink here; preemption does that
             }
-            let ok = need.iter().collect::<Vec<_>>().into_iter().all(|c| self.can_borrow(now, t, c));
-            if ok {
+            if need.iter().all(|c| self.can_borrow(now, t, c)) {
                 if !self.threads[t].fused.is_empty() {
                     self.deactivate(now, t, out);
                 }
@@ -722,7 +716,7 @@ impl ClusterScheduler {
 
     fn activate(&mut self, now: Nanos, t: ThreadId, block: CpuSet, out: &mut Vec<Action>) {
         let rep = self.threads[t].cpu;
-        for c in block.iter().filter(|&c| c != rep).collect::<Vec<_>>() {
+        for c in block.iter().filter(|&c| c != rep) {
             if self.rqs[c].curr.is_some() {
                 self.put_prev(now, c, out);
             }
@@ -862,17 +856,12 @@ mod tests {
 
     const MS: Nanos = 1_000_000;
 
+    fn config(chameleon: bool, max_fuse: usize, cost: ReconfigCost) -> Config {
+        Config { min_granularity_ns: 16 * MS, chameleon, notify_on_exit: true, max_fuse, cost }
+    }
+
     fn sched(nodes: usize, per_node: usize, max_fuse: usize) -> ClusterScheduler {
-        ClusterScheduler::new(
-            Topology::uniform(nodes, per_node),
-            Config {
-                min_granularity_ns: 16 * MS,
-                chameleon: true,
-                notify_on_exit: true,
-                max_fuse,
-                cost: ReconfigCost::FREE,
-            },
-        )
+        ClusterScheduler::new(Topology::uniform(nodes, per_node), config(true, max_fuse, ReconfigCost::FREE))
     }
 
     fn native(nice: i32) -> ThreadSpec {
@@ -1023,16 +1012,8 @@ mod tests {
     fn min_granularity_of_a_fused_object_counts_from_the_end_of_the_fuse() {
         // Same as above, but fusing takes 150 ms (hotplug, fuse 2): A is
         // not split before 150 + 16 = 166 ms, although B is behind at once.
-        let mut s = ClusterScheduler::new(
-            Topology::uniform(1, 2),
-            Config {
-                min_granularity_ns: 16 * MS,
-                chameleon: true,
-                notify_on_exit: true,
-                max_fuse: 2,
-                cost: ReconfigCost::table4(crate::exec::Mechanism::Hotplug),
-            },
-        );
+        let hotplug = ReconfigCost::table4(crate::exec::Mechanism::Hotplug);
+        let mut s = ClusterScheduler::new(Topology::uniform(1, 2), config(true, 2, hotplug));
         let mut out = Vec::new();
         let a = s.add_thread(wants(2, 100.0));
         s.wake(0, a, &mut out);
@@ -1050,16 +1031,7 @@ mod tests {
 
     #[test]
     fn linux_mode_never_fuses() {
-        let mut s = ClusterScheduler::new(
-            Topology::uniform(1, 4),
-            Config {
-                min_granularity_ns: 16 * MS,
-                chameleon: false,
-                notify_on_exit: true,
-                max_fuse: 4,
-                cost: ReconfigCost::FREE,
-            },
-        );
+        let mut s = ClusterScheduler::new(Topology::uniform(1, 4), config(false, 4, ReconfigCost::FREE));
         let mut out = Vec::new();
         let a = s.add_thread(wants(4, 0.01));
         s.wake(0, a, &mut out);

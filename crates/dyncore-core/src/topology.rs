@@ -116,16 +116,13 @@ impl Topology {
     pub fn fusable_blocks(&self, node: usize, size: usize) -> Vec<CpuSet> {
         assert!(size.is_power_of_two(), "fuse sizes are powers of two");
         let (first, n) = self.nodes[node];
-        (0..n / size).map(|b| CpuSet::range(first + b * size, first + b * size + size)).collect()
+        aligned_blocks(first, n, size).collect()
     }
 
     /// The aligned block of `size` CPUs containing `cpu`, if it fits its node.
     pub fn block_of(&self, cpu: CpuId, size: usize) -> Option<CpuSet> {
-        let node = self.node_of(cpu);
-        let (first, n) = self.nodes[node];
-        let local = cpu - first;
-        let start = local - local % size;
-        (start + size <= n).then(|| CpuSet::range(first + start, first + start + size))
+        let (first, n) = self.nodes[self.node_of(cpu)];
+        aligned_block(first, n, cpu, size)
     }
 
     /// Checks the invariants in the module doc.
@@ -154,6 +151,20 @@ impl Topology {
         }
         Ok(())
     }
+}
+
+/// The aligned blocks of `size` CPUs of the node of `len` CPUs starting at
+/// `first`, in order.
+pub(crate) fn aligned_blocks(first: CpuId, len: usize, size: usize) -> impl Iterator<Item = CpuSet> {
+    (0..len / size).map(move |b| CpuSet::range(first + b * size, first + b * size + size))
+}
+
+/// The aligned block of `size` CPUs containing `cpu` (a CPU of the node of
+/// `len` CPUs starting at `first`), if it fits the node.
+pub(crate) fn aligned_block(first: CpuId, len: usize, cpu: CpuId, size: usize) -> Option<CpuSet> {
+    let local = cpu - first;
+    let start = local - local % size;
+    (start + size <= len).then(|| CpuSet::range(first + start, first + start + size))
 }
 
 #[cfg(test)]

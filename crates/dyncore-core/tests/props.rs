@@ -30,8 +30,8 @@ fn nm_op() -> impl Strategy<Value = NmOp> {
 
 proptest! {
     /// No CPU is ever in two objects; objects are aligned blocks no larger
-    /// than asked; with notification, no CPU stays idle while a request
-    /// has fewer CPUs than it asked and the pool has room (work conserving).
+    /// than asked. (Work conservation — no pool CPU left idle while a
+    /// request has fewer CPUs than it asked — is not checked here.)
     #[test]
     fn node_manager_keeps_objects_disjoint(ops in prop::collection::vec(nm_op(), 1..60), smt in any::<bool>()) {
         let topo = if smt { Topology::uniform_smt(1, 6) } else { Topology::uniform(1, 12) };

@@ -25,8 +25,8 @@
 //! date and their completion re-scheduled.
 //!
 //! Invariants (asserted): virtual time never goes backwards; work done never
-//! exceeds work given; busy + borrowed + reconfiguring time of a CPU never
-//! exceeds elapsed time.
+//! exceeds work given; busy + borrowed time of a CPU never exceeds elapsed
+//! time.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -41,7 +41,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::machine::MachineSpec;
 use crate::result::{AllocSample, CpuStats, ProgramResult, ReconfigStats, RunResult, TraceEvent};
-use crate::scenario::{PolicyKind, ReconfigMechanism, Scenario, TaxSpec};
+use crate::scenario::{PolicyKind, Scenario, TaxSpec};
 use crate::workload::{Binding, Program, Shape, program};
 
 /// Trace events kept per run; beyond this the trace is truncated (the
@@ -81,6 +81,8 @@ struct ProgState {
     smt_factor: f64,
     wants_object: bool,
     spec_threads: u32,
+    /// Spec of each thread, created at arrival.
+    template: ThreadSpec,
 }
 
 struct ThreadState {
@@ -101,7 +103,7 @@ struct CpuSim {
     stats: CpuStats,
 }
 
-struct Sim<'a> {
+struct Sim {
     now: Nanos,
     seq: u64,
     queue: BinaryHeap<Reverse<(Key, Ev)>>,
@@ -126,26 +128,8 @@ struct Sim<'a> {
     allocation: Vec<AllocSample>,
     trace: Vec<TraceEvent>,
     actions: Vec<Action>,
-    templates: Vec<Option<ThreadSpec>>,
-    _scenario: &'a Scenario,
-}
-
-fn mechanism(m: ReconfigMechanism) -> Mechanism {
-    match m {
-        ReconfigMechanism::Hotplug => Mechanism::Hotplug,
-        ReconfigMechanism::ProxyApic => Mechanism::ProxyApic,
-        ReconfigMechanism::ProxyLogical => Mechanism::ProxyLogical,
-        ReconfigMechanism::Free => Mechanism::Free,
-    }
-}
-
-fn mechanism_name(m: ReconfigMechanism) -> &'static str {
-    match m {
-        ReconfigMechanism::Hotplug => "hotplug",
-        ReconfigMechanism::ProxyApic => "proxy-apic",
-        ReconfigMechanism::ProxyLogical => "proxy-logical",
-        ReconfigMechanism::Free => "free",
-    }
+    /// Scratch list of CPUs whose threads `execute` must refresh.
+    touched: Vec<usize>,
 }
 
 /// Runs run `index` of a validated scenario.
@@ -155,6 +139,7 @@ pub fn run(scenario: &Scenario, index: usize) -> RunResult {
     let machine = MachineSpec::build(spec).unwrap_or_else(|(f, m)| panic!("unvalidated scenario: {f}: {m}"));
     let ncpus = machine.topology.ncpus();
     let chameleon = spec.policy == PolicyKind::Chameleon;
+    let cost = ReconfigCost::table4(params.reconfig);
     let sched = ClusterScheduler::new(
         machine.topology.clone(),
         Config {
@@ -162,7 +147,7 @@ pub fn run(scenario: &Scenario, index: usize) -> RunResult {
             chameleon,
             notify_on_exit: params.notify_on_exit,
             max_fuse: machine.max_fuse,
-            cost: ReconfigCost::table4(mechanism(params.reconfig)),
+            cost,
         },
     );
     // One generator per run: seed mixed with the run index (splitmix64 step).
@@ -176,7 +161,7 @@ pub fn run(scenario: &Scenario, index: usize) -> RunResult {
         seq: 0,
         queue: BinaryHeap::new(),
         rng,
-        cost: ReconfigCost::table4(mechanism(params.reconfig)),
+        cost,
         proxies: ProxyTable::new(ncpus),
         progs: Vec::new(),
         threads: Vec::new(),
@@ -205,25 +190,55 @@ pub fn run(scenario: &Scenario, index: usize) -> RunResult {
         allocation: Vec::new(),
         trace: Vec::new(),
         actions: Vec::new(),
-        templates: Vec::new(),
+        touched: Vec::new(),
         machine,
         sched,
-        _scenario: scenario,
     };
 
     // Programs.
     for w in &spec.workloads {
         let prog = program(&w.program).expect("validated");
+        let threads = if prog.is_sequential() { 1 } else { w.threads.unwrap_or(ncpus as u32) };
+        let work_ns = (w.work_ms.unwrap_or(prog.work_ms) * 1e6) as u64;
+        let start_ns = (w.start_ms * 1e6) as u64;
+        let smt_factor = w.smt_factor.unwrap_or(prog.smt_factor);
+        let wants_object = chameleon && sim.machine.max_fuse > 1;
+        // Thread specs are created at arrival; remember the knobs now.
+        let want_cpus = if !wants_object {
+            1
+        } else if let Some(l) = w.seq_level {
+            1usize << l
+        } else if prog.is_sequential() {
+            sim.machine.max_fuse
+        } else {
+            1
+        };
+        // The benefit of the object: its speed over a native CPU; on SMT,
+        // the gain of a core alone over a shared one.
+        let speedup =
+            if sim.machine.smt { 1.0 / smt_factor } else { sim.machine.speed(0, want_cpus, prog.class) };
+        let weight = w.weight.unwrap_or(speedup);
+        let tax = match w.tax {
+            TaxSpec::Rate(r) => r,
+            TaxSpec::Auto(_) => auto_tax(speedup),
+        };
+        let affinity = w.pin.as_ref().map(|p| {
+            if p == "fast" {
+                let f = sim.machine.topology.cpus_of_kind(CoreKind::Big);
+                if f.is_empty() { sim.machine.topology.node_cpus(0) } else { f }
+            } else {
+                let s: CpuSet = p.parse().expect("validated cpulist");
+                let all = CpuSet::range(0, ncpus);
+                let s = s.intersection(&all);
+                if s.is_empty() { all } else { s }
+            }
+        });
+        let template = ThreadSpec { nice: w.nice, tax, want_cpus, weight, affinity };
         for inst in 0..w.count {
-            let label = w.label.clone().unwrap_or_else(|| prog.name.to_string());
-            let threads = if prog.is_sequential() { 1 } else { w.threads.unwrap_or(ncpus as u32) };
-            let work_ns = (w.work_ms.unwrap_or(prog.work_ms) * 1e6) as u64;
-            let start_ns = (w.start_ms * 1e6) as u64;
-            let wants_object = chameleon && sim.machine.max_fuse > 1;
             let idx = sim.progs.len();
             sim.progs.push(ProgState {
                 name: String::new(),
-                label,
+                label: w.label.clone().unwrap_or_else(|| prog.name.to_string()),
                 instance: inst,
                 prog,
                 start_ns,
@@ -233,48 +248,14 @@ pub fn run(scenario: &Scenario, index: usize) -> RunResult {
                 live: 0,
                 finish_ns: None,
                 fused_ns: 0,
-                smt_factor: w.smt_factor.unwrap_or(prog.smt_factor),
+                smt_factor,
                 wants_object,
                 spec_threads: threads,
+                template: template.clone(),
             });
-            // Thread specs are created at arrival; remember the knobs now.
-            let want_cpus = if !wants_object {
-                1
-            } else if let Some(l) = w.seq_level {
-                1usize << l
-            } else if prog.is_sequential() {
-                sim.machine.max_fuse
-            } else {
-                1
-            };
-            // The benefit of the object: its speed over a native CPU; on SMT,
-            // the gain of a core alone over a shared one.
-            let speedup = if sim.machine.smt {
-                1.0 / w.smt_factor.unwrap_or(prog.smt_factor)
-            } else {
-                sim.machine.speed(0, want_cpus, prog.class)
-            };
-            let weight = w.weight.unwrap_or(speedup);
-            let tax = match w.tax {
-                TaxSpec::Rate(r) => r,
-                TaxSpec::Auto(_) => auto_tax(speedup),
-            };
-            let affinity = w.pin.as_ref().map(|p| {
-                if p == "fast" {
-                    let f = sim.machine.topology.cpus_of_kind(CoreKind::Big);
-                    if f.is_empty() { sim.machine.topology.node_cpus(0) } else { f }
-                } else {
-                    let s: CpuSet = p.parse().expect("validated cpulist");
-                    let all = CpuSet::range(0, ncpus);
-                    let s = s.intersection(&all);
-                    if s.is_empty() { all } else { s }
-                }
-            });
-            let tspec = ThreadSpec { nice: w.nice, tax, want_cpus, weight, affinity };
             sim.pending_arrivals += 1;
             sim.live_programs += 1;
             sim.push(start_ns, Ev::Arrive(idx));
-            sim.thread_specs_push(idx, tspec);
         }
     }
     let mut per_label: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
@@ -313,7 +294,7 @@ pub fn run(scenario: &Scenario, index: usize) -> RunResult {
     sim.finish(spec.label.clone(), series, spec.machine.clone(), spec.policy, params.reconfig)
 }
 
-impl Sim<'_> {
+impl Sim {
     fn push(&mut self, t: Nanos, ev: Ev) {
         self.seq += 1;
         self.queue.push(Reverse((Key { t, seq: self.seq }, ev)));
@@ -322,14 +303,6 @@ impl Sim<'_> {
     fn exp_gap(&mut self) -> Nanos {
         let u: f64 = self.rng.random::<f64>();
         ((-(1.0 - u).ln()) * self.ipi_mean_gap_ns).max(1.0) as Nanos
-    }
-
-    /// Stores the thread spec template of a program until it arrives.
-    fn thread_specs_push(&mut self, prog: usize, spec: ThreadSpec) {
-        if self.templates.len() <= prog {
-            self.templates.resize(prog + 1, None);
-        }
-        self.templates[prog] = Some(spec);
     }
 
     fn handle(&mut self, ev: Ev) {
@@ -366,7 +339,6 @@ impl Sim<'_> {
 
     fn arrive(&mut self, p: usize) {
         self.pending_arrivals -= 1;
-        let template = self.templates[p].clone().expect("template");
         let (shape, nthreads, work) =
             (self.progs[p].prog.shape, self.progs[p].spec_threads, self.progs[p].work_ns);
         // Work per thread.
@@ -414,10 +386,10 @@ impl Sim<'_> {
                 self.progs[p].pool = pool;
             }
         }
-        self.trace_push(TraceEvent::Instant { name: format!("start {}", self.prog_name(p)), t_ns: self.now });
+        self.trace_push(|s| TraceEvent::Instant { name: format!("start {}", s.progs[p].name), t_ns: s.now });
         let mut out = std::mem::take(&mut self.actions);
         for work in initial {
-            let tid = self.sched.add_thread(template.clone());
+            let tid = self.sched.add_thread(self.progs[p].template.clone());
             debug_assert_eq!(tid, self.threads.len());
             self.threads.push(ThreadState {
                 prog: p,
@@ -436,10 +408,6 @@ impl Sim<'_> {
         }
         self.actions = out;
         self.sample_allocation();
-    }
-
-    fn prog_name(&self, p: usize) -> String {
-        self.progs[p].name.clone()
     }
 
     fn task_done(&mut self, t: usize) {
@@ -462,9 +430,9 @@ impl Sim<'_> {
         if self.progs[p].live == 0 {
             self.progs[p].finish_ns = Some(self.now);
             self.live_programs -= 1;
-            self.trace_push(TraceEvent::Instant {
-                name: format!("exit {}", self.prog_name(p)),
-                t_ns: self.now,
+            self.trace_push(|s| TraceEvent::Instant {
+                name: format!("exit {}", s.progs[p].name),
+                t_ns: s.now,
             });
             self.sample_allocation();
         }
@@ -472,7 +440,7 @@ impl Sim<'_> {
 
     /// Executes scheduler actions.
     fn execute(&mut self, out: &mut Vec<Action>) {
-        let mut touched: Vec<usize> = Vec::new();
+        let mut touched = std::mem::take(&mut self.touched);
         let mut alloc_changed = false;
         for a in out.drain(..) {
             match a {
@@ -506,13 +474,12 @@ impl Sim<'_> {
                     self.stall(&cpus, cost, "split");
                     self.reconfig.splits += 1;
                     if let Some(Some((start, set))) = self.fuse_start.get_mut(thread).map(Option::take) {
-                        let name = self.prog_name(self.threads[thread].prog);
-                        self.trace_push(TraceEvent::ObjectSpan {
+                        self.trace_push(|s| TraceEvent::ObjectSpan {
                             object: thread,
                             cpus: set.to_string(),
-                            name: format!("{name} on {} CPUs", set.len()),
+                            name: format!("{} on {} CPUs", s.progs[s.threads[thread].prog].name, set.len()),
                             start_ns: start,
-                            end_ns: self.now,
+                            end_ns: s.now,
                         });
                     }
                     touched.extend(cpus.iter());
@@ -528,9 +495,11 @@ impl Sim<'_> {
         }
         touched.sort_unstable();
         touched.dedup();
-        for cpu in touched {
+        for &cpu in &touched {
             self.refresh_cpu(cpu);
         }
+        touched.clear();
+        self.touched = touched;
         if alloc_changed {
             self.sample_allocation();
         }
@@ -555,7 +524,7 @@ impl Sim<'_> {
             self.cpus[c].stall_until = until;
         }
         let rep = cpus.first().expect("non-empty");
-        self.trace_push(TraceEvent::Reconfig {
+        self.trace_push(|_| TraceEvent::Reconfig {
             cpu: rep,
             name: what.to_string(),
             start_ns: start,
@@ -584,13 +553,12 @@ impl Sim<'_> {
                     self.reconfig.fused_ns += dt;
                 }
                 if dt > 0 {
-                    let name = self.prog_name(p);
-                    self.trace_push(TraceEvent::Slice {
+                    self.trace_push(|s| TraceEvent::Slice {
                         cpu,
                         thread,
-                        name,
+                        name: s.progs[p].name.clone(),
                         start_ns: since,
-                        end_ns: self.now,
+                        end_ns: s.now,
                         fused: object_cpus > 1,
                     });
                 }
@@ -671,27 +639,35 @@ impl Sim<'_> {
         }
     }
 
+    /// Records the CPUs each running sequential program's object holds, if
+    /// that changed since the last sample (a sample at the same time is
+    /// replaced).
     fn sample_allocation(&mut self) {
-        let mut v = Vec::new();
-        for (p, pr) in self.progs.iter().enumerate() {
-            if !pr.wants_object || pr.finish_ns.is_some() || pr.threads.is_empty() || !pr.prog.is_sequential()
-            {
-                continue;
+        let current = self
+            .progs
+            .iter()
+            .filter(|pr| {
+                pr.wants_object && pr.finish_ns.is_none() && !pr.threads.is_empty() && pr.prog.is_sequential()
+            })
+            .map(|pr| (&pr.name, self.sched.object_of(pr.threads[0]).len() as u32));
+        if let Some(last) = self.allocation.last() {
+            let mut cur = current.clone();
+            if last.cpus_by_program.iter().all(|(n, c)| cur.next() == Some((n, *c))) && cur.next().is_none() {
+                return;
             }
-            let cpus = self.sched.object_of(pr.threads[0]).len() as u32;
-            v.push((self.prog_name(p), cpus));
+            if last.t_ns == self.now {
+                self.allocation.pop();
+            }
         }
-        if self.allocation.last().is_some_and(|s| s.cpus_by_program == v) {
-            return;
-        }
-        if self.allocation.last().is_some_and(|s| s.t_ns == self.now) {
-            self.allocation.pop();
-        }
-        self.allocation.push(AllocSample { t_ns: self.now, cpus_by_program: v });
+        let cpus_by_program = current.map(|(n, c)| (n.clone(), c)).collect();
+        self.allocation.push(AllocSample { t_ns: self.now, cpus_by_program });
     }
 
-    fn trace_push(&mut self, e: TraceEvent) {
+    /// Appends the event `make` builds, unless the trace is full (then
+    /// nothing is built).
+    fn trace_push(&mut self, make: impl FnOnce(&Self) -> TraceEvent) {
         if self.trace.len() < TRACE_CAP {
+            let e = make(self);
             self.trace.push(e);
         }
     }
@@ -702,7 +678,7 @@ impl Sim<'_> {
         series: String,
         machine: String,
         policy: PolicyKind,
-        mech: ReconfigMechanism,
+        mech: Mechanism,
     ) -> RunResult {
         let finished = self.live_programs == 0 && self.pending_arrivals == 0;
         let end = self.now;
@@ -752,7 +728,7 @@ impl Sim<'_> {
                 PolicyKind::Linux => "linux".into(),
                 PolicyKind::Chameleon => "chameleon".into(),
             },
-            reconfig_mechanism: mechanism_name(mech).into(),
+            reconfig_mechanism: mech.name().into(),
             cpus: self.cpus.len(),
             end_ns: end,
             finished,

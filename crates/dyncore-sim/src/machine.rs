@@ -49,10 +49,14 @@ impl DutyByClass {
 /// The baseline CPU's duty cycle, percent.
 pub const BASE_DUTY: f64 = 50.0;
 
+/// Table 2: a fused pair, and the fast CPUs of ACMP-6.
+const DUTY_PAIR: DutyByClass = DutyByClass { low: 62.5, med: 75.0, high: 75.0 };
+/// Table 2: a fused quad, and the fast CPUs of ACMP-3.
+const DUTY_QUAD: DutyByClass = DutyByClass { low: 75.0, med: 87.5, high: 100.0 };
+
 /// A machine to simulate: topology plus speed tables.
 #[derive(Debug, Clone)]
 pub struct MachineSpec {
-    pub arch: String,
     pub topology: Topology,
     /// Speed of `Big` CPUs (ACMP fast cores).
     pub fast: Option<DutyByClass>,
@@ -69,13 +73,11 @@ impl MachineSpec {
     /// Builds the machine a run asks for. Errors name the offending field.
     pub fn build(run: &RunSpec) -> Result<MachineSpec, (&'static str, String)> {
         let arch = run.machine.to_ascii_lowercase();
-        let fuse2 = DutyByClass { low: 62.5, med: 75.0, high: 75.0 };
-        let fuse4 = DutyByClass { low: 75.0, med: 87.5, high: 100.0 };
         // (nodes, cpus per node, fast CPUs, fast duty, max fuse, smt)
         let (nodes, per_node, nfast, fast, max_fuse, smt) = match arch.as_str() {
             "cmp" => (2, 12, 0, None, 1, false),
-            "acmp-3" => (1, 15, 3, Some(DutyByClass { low: 75.0, med: 87.5, high: 100.0 }), 1, false),
-            "acmp-6" => (1, 18, 6, Some(DutyByClass { low: 62.5, med: 75.0, high: 75.0 }), 1, false),
+            "acmp-3" => (1, 15, 3, Some(DUTY_QUAD), 1, false),
+            "acmp-6" => (1, 18, 6, Some(DUTY_PAIR), 1, false),
             "dynamic" => (2, 12, 0, None, 4, false),
             "smt" => (1, 8, 0, None, 2, true),
             "uniform" => (1, 4, 0, None, 4, false),
@@ -136,7 +138,7 @@ impl MachineSpec {
         for cpu in total - nfast..total {
             topology.set_kind(cpu, CoreKind::Big);
         }
-        Ok(MachineSpec { arch, topology, fast, fuse2, fuse4, max_fuse, smt })
+        Ok(MachineSpec { topology, fast, fuse2: DUTY_PAIR, fuse4: DUTY_QUAD, max_fuse, smt })
     }
 
     /// Progress rate of a thread of `class` on `cpu`, running alone on an

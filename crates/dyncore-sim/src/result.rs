@@ -81,7 +81,7 @@ pub struct CpuStats {
     pub borrowed_ns: u64,
     /// Reconfiguring (fusing or splitting).
     pub reconfig_ns: u64,
-    /// (busy + borrowed + reconfig) / end.
+    /// (busy + borrowed) / end.
     pub utilisation: f64,
 }
 

@@ -9,10 +9,11 @@
 //! errors that name the field by path (`run[2].workload[0].program`), so the
 //! command line can point at the file and line.
 
+use dyncore_core::exec::Mechanism;
 use serde::{Deserialize, Serialize};
 
-use crate::machine::{ARCHS, MachineSpec};
-use crate::workload::PROGRAMS;
+use crate::machine::MachineSpec;
+use crate::workload::{PROGRAMS, program};
 
 /// Which scheduler runs the machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,24 +23,6 @@ pub enum PolicyKind {
     Linux,
     /// Chameleon: execution objects, node managers, cluster scheduler.
     Chameleon,
-}
-
-/// How fused objects are formed and split (Table 4 latencies).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ReconfigMechanism {
-    /// Linux CPU hotplug: offline/online of each borrowed CPU.
-    Hotplug,
-    /// Processor proxies, re-programming the IOAPIC.
-    ProxyApic,
-    /// Processor proxies with APIC logical-address renaming.
-    ProxyLogical,
-    /// No cost (an ideal dynamic processor).
-    Free,
-}
-
-impl ReconfigMechanism {
-    pub const ALL: [&'static str; 4] = ["hotplug", "proxy-apic", "proxy-logical", "free"];
 }
 
 /// A tax rate: a number, or `"auto"` (derived from the program's speedup).
@@ -71,8 +54,8 @@ pub struct SimParams {
     /// CFS minimum granularity: how long a thread (or fused object) runs
     /// before it can be preempted. Paper: 16 ms.
     pub min_granularity_ns: u64,
-    /// How fused objects are formed and split.
-    pub reconfig: ReconfigMechanism,
+    /// How fused objects are formed and split (Table 4 latencies).
+    pub reconfig: Mechanism,
     /// Notify the node manager when a task exits, so freed CPUs are
     /// redistributed (Figure 6's `3*` column turns this off).
     pub notify_on_exit: bool,
@@ -88,7 +71,7 @@ impl Default for SimParams {
         SimParams {
             tick_ns: 4_000_000,
             min_granularity_ns: 16_000_000,
-            reconfig: ReconfigMechanism::ProxyApic,
+            reconfig: Mechanism::ProxyApic,
             notify_on_exit: true,
             max_time_ns: 600_000_000_000,
             ipi_rate_per_cpu_s: 40.0,
@@ -102,7 +85,7 @@ impl Default for SimParams {
 pub struct SimOverrides {
     pub tick_ns: Option<u64>,
     pub min_granularity_ns: Option<u64>,
-    pub reconfig: Option<ReconfigMechanism>,
+    pub reconfig: Option<Mechanism>,
     pub notify_on_exit: Option<bool>,
     pub max_time_ns: Option<u64>,
     pub ipi_rate_per_cpu_s: Option<f64>,
@@ -173,7 +156,7 @@ pub struct RunSpec {
     /// (default: the label). Runs of the same series on different programs
     /// form one series, e.g. every "ACMP-3" run.
     pub series: Option<String>,
-    /// Architecture: see [`ARCHS`].
+    /// Architecture: see [`ARCHS`](crate::machine::ARCHS).
     pub machine: String,
     pub policy: PolicyKind,
     /// Override the architecture's node count.
@@ -358,7 +341,7 @@ impl Scenario {
                         field.to_string(),
                     ]
                 };
-                if !PROGRAMS.iter().any(|p| p.name.eq_ignore_ascii_case(&w.program)) {
+                if program(&w.program).is_none() {
                     let known: Vec<&str> = PROGRAMS.iter().map(|p| p.name).collect();
                     return Err(ScenarioError::at(
                         &wat("program"),
@@ -420,7 +403,6 @@ impl Scenario {
         {
             return Err(ScenarioError::at(&["report", "timeline_run"], format!("no run is labelled `{t}`")));
         }
-        let _ = ARCHS;
         Ok(())
     }
 }
