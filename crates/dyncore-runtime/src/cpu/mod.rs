@@ -21,7 +21,10 @@
 //! critical steps before returning (the deferred ones are handed to the
 //! helper threads, or wait for memory pressure). Bolt offline of a set S:
 //!
-//! 1. `Deactivate(S)`: no new task is placed on S.
+//! 1. `Deactivate(S)`: S leaves the active mask, so no migration targets
+//!    it. (`spawn` places by open run queue, not by the mask: a task
+//!    spawned onto S before step 4 closes its queue is migrated with the
+//!    rest.)
 //! 2. `InstallProxy` for each CPU: its mailbox is redirected to an online
 //!    CPU, which from now on handles its messages with its per-CPU state.
 //! 3. `StopDispatch` for each, then `AwaitStopped` for each: the worker
