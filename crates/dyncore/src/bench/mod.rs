@@ -3,9 +3,12 @@
 //! (table + plot) into the report folder.
 
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::Result;
 use clap::Subcommand;
+
+use crate::table::Table;
 
 pub mod reconfig;
 pub mod sidecall;
@@ -74,15 +77,60 @@ pub fn summarize(samples_ns: &[u64]) -> Option<Summary> {
     }
     let mut s = samples_ns.to_vec();
     s.sort_unstable();
-    // Nearest rank: the smallest value with at least q of the sample at or below it.
-    let rank = |q: f64| s[((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1] as f64;
     Some(Summary {
         n: s.len(),
-        median_ns: rank(0.5),
-        p99_ns: rank(0.99),
+        median_ns: percentile(&s, 0.5),
+        p99_ns: percentile(&s, 0.99),
         min_ns: s[0] as f64,
         max_ns: s[s.len() - 1] as f64,
     })
+}
+
+/// The `q` quantile (0 < q ≤ 1) of a sorted, non-empty sample, by nearest
+/// rank: the smallest value with at least `q` of the sample at or below it.
+pub fn percentile(sorted: &[u64], q: f64) -> f64 {
+    sorted[((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1] as f64
+}
+
+/// A duration in whole nanoseconds (saturating).
+pub fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A benchmark goal, checked against a figure measured in the same run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Goal {
+    pub goal: String,
+    pub measured: String,
+    /// `None`: not measured in this run (`measured` says why).
+    pub pass: Option<bool>,
+}
+
+impl Goal {
+    pub fn checked(goal: impl Into<String>, measured: String, pass: bool) -> Goal {
+        Goal { goal: goal.into(), measured, pass: Some(pass) }
+    }
+
+    pub fn not_measured(goal: impl Into<String>, why: impl Into<String>) -> Goal {
+        Goal { goal: goal.into(), measured: why.into(), pass: None }
+    }
+
+    pub fn verdict(&self) -> &'static str {
+        match self.pass {
+            Some(true) => "PASS",
+            Some(false) => "MISS",
+            None => "not measured",
+        }
+    }
+}
+
+/// The goals as a table: goal, measured, verdict.
+pub fn goals_table(title: &str, goals: &[Goal]) -> Table {
+    let mut t = Table::new(title, &["goal", "measured", "verdict"]);
+    for g in goals {
+        t.row(vec![g.goal.clone(), g.measured.clone(), g.verdict().into()]);
+    }
+    t
 }
 
 #[cfg(test)]
@@ -99,5 +147,22 @@ mod summary_tests {
         let s = summarize(&[30, 10, 20]).unwrap();
         assert_eq!((s.median_ns, s.p99_ns), (20.0, 30.0));
         assert_eq!(summarize(&[]), None);
+        // Quartiles of 1..=8: the 2nd, 4th and 6th values.
+        let v: Vec<u64> = (1..=8).collect();
+        assert_eq!([0.25, 0.5, 0.75].map(|q| percentile(&v, q)), [2.0, 4.0, 6.0]);
+    }
+
+    #[test]
+    fn goals_table_gives_each_verdict() {
+        let goals = [
+            Goal::checked("a", "1×".into(), true),
+            Goal::checked("b", "2×".into(), false),
+            Goal::not_measured("c", "skipped"),
+        ];
+        let md = goals_table("Goals", &goals).to_markdown();
+        assert!(md.contains("PASS") && md.contains("MISS") && md.contains("not measured"), "{md}");
+        let j = serde_json::to_value(&goals).unwrap();
+        assert_eq!(j[0]["pass"], true);
+        assert_eq!(j[2]["pass"], serde_json::Value::Null);
     }
 }

@@ -19,7 +19,9 @@ use dyncore_runtime::sidecore::{
 };
 use serde_json::json;
 
+use super::{Goal, goals_table, percentile};
 use crate::plot::{BarChart, LineChart, Series, write_bar_chart, write_line_chart};
+use crate::report::write_file;
 use crate::table::Table;
 
 mod measure;
@@ -57,6 +59,34 @@ struct Row {
     stats: Stats,
 }
 
+/// Sidecore throughput of one configuration.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct Tput {
+    clients: usize,
+    batched: bool,
+    /// More client threads than free cores.
+    oversubscribed: bool,
+    requests_per_s: f64,
+}
+
+/// One configuration of the interrupt-virtualisation experiment.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct IrqRow {
+    guests: usize,
+    #[serde(serialize_with = "ser_mode")]
+    mode: IrqMode,
+    p25_ns: f64,
+    median_ns: f64,
+    p75_ns: f64,
+    signals_per_packet: f64,
+    redundant_signals_per_packet: f64,
+    empty_wakeups_per_packet: f64,
+}
+
+fn ser_mode<S: serde::Serializer>(m: &IrqMode, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(mode_name(*m))
+}
+
 /// The CPUID leaf queried (processor signature and feature bits).
 const CPUID_LEAF_1: CpuidLeaf = CpuidLeaf { leaf: 1, subleaf: 0 };
 
@@ -87,14 +117,7 @@ pub fn run(args: &Args, out: &Path) -> Result<()> {
     println!(
         "allowed CPUs {allowed}; server on CPU {server_cpu}, client on CPU {client_cpu}; {iters} round trips per measurement"
     );
-    println!(
-        "UMWAIT/TPAUSE (waitpkg): {}",
-        if dyncore_ring::waitpkg::available() {
-            "present, used while polling"
-        } else {
-            "absent: polling uses PAUSE then a futex"
-        }
-    );
+    println!("UMWAIT/TPAUSE (waitpkg): {}", waitpkg_text());
     let clock = Clock::calibrate();
     let mut rows: Vec<Row> = Vec::new();
     let mut push = |key, label, what: String, stats: Stats| {
@@ -214,7 +237,7 @@ pub fn run(args: &Args, out: &Path) -> Result<()> {
                     ops / 1e6,
                     if over { "  (oversubscribed)" } else { "" }
                 );
-                tput_rows.push((clients, batched, over, ops));
+                tput_rows.push(Tput { clients, batched, oversubscribed: over, requests_per_s: ops });
             }
         }
         if client_cpus.len() < 4 {
@@ -238,16 +261,26 @@ pub fn run(args: &Args, out: &Path) -> Result<()> {
                 service_cpu: Some(server_cpu),
                 seed: 42,
             })?;
-            let q = quartiles(&r.latencies_ns);
+            let (p25_ns, median_ns, p75_ns) = quartiles(&r.latencies_ns);
             let per = |x: u64| x as f64 / r.latencies_ns.len().max(1) as f64;
+            let row = IrqRow {
+                guests: n,
+                mode,
+                p25_ns,
+                median_ns,
+                p75_ns,
+                signals_per_packet: per(r.signals),
+                redundant_signals_per_packet: per(r.redundant_signals),
+                empty_wakeups_per_packet: per(r.empty_wakeups),
+            };
             println!(
                 "  N={n:<3} {:<16} median {:>8.1} µs  IQR {:>8.1} µs  redundant signals/packet {:.2}",
                 mode_name(mode),
-                q.1 / 1e3,
-                (q.2 - q.0) / 1e3,
-                per(r.redundant_signals)
+                median_ns / 1e3,
+                row.iqr_ns() / 1e3,
+                row.redundant_signals_per_packet
             );
-            irq_rows.push((n, mode, q, per(r.redundant_signals), per(r.empty_wakeups), per(r.signals)));
+            irq_rows.push(row);
         }
     }
 
@@ -267,15 +300,24 @@ fn mode_name(m: IrqMode) -> &'static str {
     }
 }
 
-/// (p25, median, p75) in nanoseconds.
+/// (p25, median, p75) in nanoseconds, by the benches' shared nearest-rank
+/// [`percentile`].
 fn quartiles(v: &[u64]) -> (f64, f64, f64) {
     if v.is_empty() {
         return (f64::NAN, f64::NAN, f64::NAN);
     }
     let mut s = v.to_vec();
     s.sort_unstable();
-    let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize] as f64;
-    (at(0.25), at(0.5), at(0.75))
+    (percentile(&s, 0.25), percentile(&s, 0.5), percentile(&s, 0.75))
+}
+
+/// Whether UMWAIT/TPAUSE is used while polling, in words.
+fn waitpkg_text() -> &'static str {
+    if dyncore_ring::waitpkg::available() {
+        "present and used while polling"
+    } else {
+        "absent, so polling uses PAUSE then parks on a futex"
+    }
 }
 
 fn bench_cfg(server_cpu: CpuId, enabled: bool) -> SidecoreConfig {
@@ -395,7 +437,11 @@ fn throughput(clients: usize, batched: bool, dur: Duration, client_cpus: &CpuSet
     Ok(total as f64 / secs)
 }
 
-type IrqRow = (usize, IrqMode, (f64, f64, f64), f64, f64, f64);
+impl IrqRow {
+    fn iqr_ns(&self) -> f64 {
+        self.p75_ns - self.p25_ns
+    }
+}
 
 #[allow(clippy::too_many_arguments)]
 fn write_outputs(
@@ -408,7 +454,7 @@ fn write_outputs(
     iters: u64,
     hypervisor: bool,
     rows: &[Row],
-    tput: &[(usize, bool, bool, f64)],
+    tput: &[Tput],
     irq_rows: &[IrqRow],
     skipped: &[String],
 ) -> Result<()> {
@@ -435,12 +481,12 @@ fn write_outputs(
 
     let mut tt =
         Table::new("Sidecore throughput (Null requests)", &["clients", "mode", "M requests/s", "note"]);
-    for &(c, b, over, ops) in tput {
-        let note = if over { "oversubscribed: more clients than free cores" } else { "" };
+    for x in tput {
+        let note = if x.oversubscribed { "oversubscribed: more clients than free cores" } else { "" };
         tt.row(vec![
-            c.to_string(),
-            if b { "batched" } else { "unbatched" }.into(),
-            format!("{:.2}", ops / 1e6),
+            x.clients.to_string(),
+            if x.batched { "batched" } else { "unbatched" }.into(),
+            format!("{:.2}", x.requests_per_s / 1e6),
             note.into(),
         ]);
     }
@@ -460,27 +506,27 @@ fn write_outputs(
             "empty wake-ups/packet",
         ],
     );
-    for &(n, m, q, red, empty, sig) in irq_rows {
+    for r in irq_rows {
         ti.row(vec![
-            n.to_string(),
-            mode_name(m).into(),
-            format!("{:.1}", q.1 / 1e3),
-            format!("{:.1} ({:.1}–{:.1})", (q.2 - q.0) / 1e3, q.0 / 1e3, q.2 / 1e3),
-            format!("{sig:.2}"),
-            format!("{red:.2}"),
-            format!("{empty:.2}"),
+            r.guests.to_string(),
+            mode_name(r.mode).into(),
+            format!("{:.1}", r.median_ns / 1e3),
+            format!("{:.1} ({:.1}–{:.1})", r.iqr_ns() / 1e3, r.p25_ns / 1e3, r.p75_ns / 1e3),
+            format!("{:.2}", r.signals_per_packet),
+            format!("{:.2}", r.redundant_signals_per_packet),
+            format!("{:.2}", r.empty_wakeups_per_packet),
         ]);
     }
     println!("\n{}", ti.to_terminal());
 
     // Goals, as ratios from this run.
-    let mut goals: Vec<(String, String, bool)> = Vec::new();
+    let mut goals: Vec<Goal> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     if let (Some(f), Some(n)) = (floor, get("sc_null")) {
         let r = n.median_ns / f.median_ns;
         let rm = n.mean_ns / f.mean_ns;
-        goals.push((
-            "sidecall Null round trip ≤ 1.3× the raw spin floor (median)".into(),
+        goals.push(Goal::checked(
+            "sidecall Null round trip ≤ 1.3× the raw spin floor (median)",
             format!("{r:.2}× (mean {rm:.2}×)"),
             r <= 1.3,
         ));
@@ -489,8 +535,8 @@ fn write_outputs(
         (Some(c), Some(q)) if hypervisor => {
             let r = c.median_ns / q.median_ns;
             let rm = c.mean_ns / q.mean_ns;
-            goals.push((
-                "sidecall Query ≥ 4× faster than CPUID (a VM exit here; median)".into(),
+            goals.push(Goal::checked(
+                "sidecall Query ≥ 4× faster than CPUID (a VM exit here; median)",
                 format!("{r:.1}× (mean {rm:.1}×)"),
                 r >= 4.0,
             ));
@@ -500,20 +546,18 @@ fn write_outputs(
         }
         _ => {}
     }
-    let unb = tput.iter().find(|x| x.0 == 1 && !x.1).map(|x| x.3);
-    let bat = tput.iter().find(|x| x.0 == 1 && x.1).map(|x| x.3);
+    let one_client =
+        |batched| tput.iter().find(|x| x.clients == 1 && x.batched == batched).map(|x| x.requests_per_s);
+    let (unb, bat) = (one_client(false), one_client(true));
     if let (Some(u), Some(b)) = (unb, bat) {
         let r = b / u;
-        goals.push((
-            "batching server ≥ 3× unbatched throughput (1 client)".into(),
+        goals.push(Goal::checked(
+            "batching server ≥ 3× unbatched throughput (1 client)",
             format!("{r:.1}×"),
             r >= 3.0,
         ));
     }
-    let mut tg = Table::new("Goals (ratios measured in this run)", &["goal", "measured", "verdict"]);
-    for (g, m, ok) in &goals {
-        tg.row(vec![g.clone(), m.clone(), if *ok { "PASS" } else { "MISS" }.into()]);
-    }
+    let tg = goals_table("Goals (ratios measured in this run)", &goals);
     println!("\n{}", tg.to_terminal());
     for s in skipped {
         println!("skipped or oversubscribed: {s}");
@@ -561,7 +605,7 @@ fn write_outputs(
         )?;
     }
     let line = |m: IrqMode, f: &dyn Fn(&IrqRow) -> f64| -> Vec<(f64, f64)> {
-        irq_rows.iter().filter(|r| r.1 == m).map(|r| (r.0 as f64, f(r))).collect()
+        irq_rows.iter().filter(|r| r.mode == m).map(|r| (r.guests as f64, f(r))).collect()
     };
     let per_mode = |f: &dyn Fn(&IrqRow) -> f64| -> Vec<(String, Vec<(f64, f64)>)> {
         IRQ_MODES.iter().map(|&m| (mode_name(m).to_string(), line(m, f))).collect()
@@ -572,7 +616,7 @@ fn write_outputs(
             title: "Packet latency vs guests: median".into(),
             x_label: "guests (N)".into(),
             y_label: "median latency, µs".into(),
-            series: per_mode(&|r| r.2.1 / 1e3),
+            series: per_mode(&|r| r.median_ns / 1e3),
             log_x: true,
             log_y: true,
         },
@@ -583,7 +627,7 @@ fn write_outputs(
             title: "Packet latency vs guests: inter-quartile range (p75 - p25)".into(),
             x_label: "guests (N)".into(),
             y_label: "IQR, µs".into(),
-            series: per_mode(&|r| (r.2.2 - r.2.0) / 1e3),
+            series: per_mode(&|r| r.iqr_ns() / 1e3),
             log_x: true,
             log_y: true,
         },
@@ -594,7 +638,7 @@ fn write_outputs(
             title: "Redundant signals per packet vs guests".into(),
             x_label: "guests (N)".into(),
             y_label: "redundant signals / packet".into(),
-            series: per_mode(&|r| r.3),
+            series: per_mode(&|r| r.redundant_signals_per_packet),
             log_x: true,
             log_y: false,
         },
@@ -609,15 +653,7 @@ fn write_outputs(
         "Ran on {} allowed CPU(s) ({allowed}); sidecore/server on CPU {server_cpu}, client on CPU {client_cpu}; {iters} round trips per latency row.  ",
         allowed.len()
     )?;
-    writeln!(
-        md,
-        "UMWAIT/TPAUSE (waitpkg): {}.  ",
-        if dyncore_ring::waitpkg::available() {
-            "present and used while polling"
-        } else {
-            "absent, so polling uses PAUSE then parks on a futex"
-        }
-    )?;
+    writeln!(md, "UMWAIT/TPAUSE (waitpkg): {}.  ", waitpkg_text())?;
     writeln!(
         md,
         "Timer: one {} read per round trip; its resolution ({:.0} ns here) quantises each median and \
@@ -648,7 +684,7 @@ fn write_outputs(
             writeln!(md, "* {s}")?;
         }
     }
-    std::fs::write(dir.join("report.md"), md)?;
+    write_file(&dir.join("report.md"), md.as_bytes())?;
 
     let j = json!({
         "machine": machine,
@@ -659,16 +695,13 @@ fn write_outputs(
         "waitpkg": dyncore_ring::waitpkg::available(),
         "iters": iters,
         "round_trips": rows,
-        "throughput": tput.iter().map(|&(c, b, o, ops)| json!({"clients": c, "batched": b, "oversubscribed": o, "requests_per_s": ops})).collect::<Vec<_>>(),
-        "irq": irq_rows.iter().map(|&(n, m, q, red, empty, sig)| json!({
-            "guests": n, "mode": mode_name(m), "p25_ns": q.0, "median_ns": q.1, "p75_ns": q.2,
-            "signals_per_packet": sig, "redundant_signals_per_packet": red, "empty_wakeups_per_packet": empty,
-        })).collect::<Vec<_>>(),
-        "goals": goals.iter().map(|(g, m, ok)| json!({"goal": g, "measured": m, "pass": ok})).collect::<Vec<_>>(),
+        "throughput": tput,
+        "irq": irq_rows,
+        "goals": goals,
         "notes": notes,
         "skipped": skipped,
     });
-    std::fs::write(dir.join("results.json"), serde_json::to_string_pretty(&j)?)?;
+    write_file(&dir.join("results.json"), serde_json::to_string_pretty(&j)?.as_bytes())?;
     Ok(())
 }
 

@@ -17,7 +17,7 @@ use std::time::Instant;
 use dyncore_core::{CpuId, CpuSet};
 use dyncore_runtime::affinity::{current_cpu, set_current_thread_affinity};
 
-use crate::bench::{Summary, summarize};
+use crate::bench::{Summary, ns, summarize};
 
 /// One baseline: what it measured (`away`: the CPU is taken away — offline,
 /// narrowed, migrated off; `back`: given back), or why it was skipped.
@@ -44,10 +44,26 @@ impl Baseline {
             skipped: Some(why),
         }
     }
-}
 
-fn ns(t0: Instant) -> u64 {
-    u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    /// A measured baseline: the summaries of its away and back samples (an
+    /// empty sample has none).
+    fn measured(
+        key: &'static str,
+        what: String,
+        labels: (&'static str, &'static str),
+        away: &[u64],
+        back: &[u64],
+    ) -> Baseline {
+        Baseline {
+            key,
+            what,
+            away_label: labels.0,
+            back_label: labels.1,
+            away: summarize(away),
+            back: summarize(back),
+            skipped: None,
+        }
+    }
 }
 
 // ---------------------------------------------------------------- hotplug
@@ -151,28 +167,20 @@ pub fn hotplug(allow: bool, allowed: &CpuSet, repeats: usize) -> Baseline {
             drop(guard);
             return skip(format!("writing 0 to {} failed: {e}", online_file(cpu).display()));
         }
-        away.push(ns(t0));
+        away.push(ns(t0.elapsed()));
         let t0 = Instant::now();
         if let Err(e) = guard.online() {
             drop(guard);
             return skip(format!("writing 1 to {} failed (repeat {i}): {e}", online_file(cpu).display()));
         }
-        back.push(ns(t0));
+        back.push(ns(t0.elapsed()));
     }
     drop(guard);
     let what = format!("{HOTPLUG}, real CPU {cpu}");
     if read_online(cpu) != Some(true) {
         eprintln!("warning: real CPU {cpu} does not read online after the hotplug baseline");
     }
-    Baseline {
-        key: "hotplug",
-        what,
-        away_label: labels.0,
-        back_label: labels.1,
-        away: summarize(&away),
-        back: summarize(&back),
-        skipped: None,
-    }
+    Baseline::measured("hotplug", what, labels, &away, &back)
 }
 
 // ---------------------------------------------------------------- cpusets
@@ -309,26 +317,18 @@ pub fn cpuset(allowed: &CpuSet, repeats: usize) -> Baseline {
         if let Err(e) = t.set_cpus(&one) {
             return skip(format!("{cg:?}: narrowing to {one}: {e}"));
         }
-        away.push(ns(t0));
+        away.push(ns(t0.elapsed()));
         let t0 = Instant::now();
         if let Err(e) = t.set_cpus(&all) {
             return skip(format!("{cg:?}: widening to {all}: {e}"));
         }
-        back.push(ns(t0));
+        back.push(ns(t0.elapsed()));
     }
     let version = match cg {
         Cgroup::V1(_) => "v1",
         Cgroup::V2(_) => "v2",
     };
-    Baseline {
-        key: "cpuset",
-        what: format!("{CPUSET} (cgroup {version})"),
-        away_label: labels.0,
-        back_label: labels.1,
-        away: summarize(&away),
-        back: summarize(&back),
-        skipped: None,
-    }
+    Baseline::measured("cpuset", format!("{CPUSET} (cgroup {version})"), labels, &away, &back)
 }
 
 // ---------------------------------------------------------------- affinity
@@ -379,7 +379,7 @@ pub fn affinity(allowed: &CpuSet, repeats: usize) -> Baseline {
             }
             // The first move only places the thread.
             if i > 0 {
-                samples.push(ns(t0));
+                samples.push(ns(t0.elapsed()));
             }
         }
         Ok(samples)
@@ -387,15 +387,7 @@ pub fn affinity(allowed: &CpuSet, repeats: usize) -> Baseline {
     stop.store(true, Ordering::Relaxed);
     let _ = spinner.join();
     match result {
-        Ok(s) => Baseline {
-            key: "affinity",
-            what: format!("{AFFINITY} (CPUs {a} and {b})"),
-            away_label: labels.0,
-            back_label: labels.1,
-            away: summarize(&s),
-            back: None,
-            skipped: None,
-        },
+        Ok(s) => Baseline::measured("affinity", format!("{AFFINITY} (CPUs {a} and {b})"), labels, &s, &[]),
         Err(e) => skip(e),
     }
 }

@@ -28,8 +28,9 @@ use dyncore_runtime::affinity::{allowed_cpus, pin_current_thread};
 use dyncore_runtime::cpu::{Ctx, Mode, Runtime, RuntimeConfig, TaskPoll};
 use serde_json::json;
 
-use crate::bench::{Summary, summarize};
+use crate::bench::{Goal, Summary, goals_table, ns, summarize};
 use crate::plot::{BarChart, Series, write_bar_chart};
+use crate::report::write_file;
 use crate::table::Table;
 
 mod baselines;
@@ -139,8 +140,11 @@ pub fn run(args: &Args, out: &Path) -> Result<()> {
         "baselines: sched_setaffinity, cgroup cpuset{}…",
         if args.allow_hotplug { ", sysfs hotplug" } else { "" }
     );
-    let mut base = vec![baselines::affinity(&allowed, repeats), baselines::cpuset(&allowed, repeats)];
-    base.push(baselines::hotplug(args.allow_hotplug, &allowed, hotplug_repeats));
+    let base = vec![
+        baselines::affinity(&allowed, repeats),
+        baselines::cpuset(&allowed, repeats),
+        baselines::hotplug(args.allow_hotplug, &allowed, hotplug_repeats),
+    ];
     for b in &base {
         match (&b.skipped, b.away) {
             (Some(why), _) => println!("  {:<9} skipped: {why}", b.key),
@@ -164,10 +168,6 @@ fn sizes(n: usize) -> Vec<usize> {
 
 fn mapping_text(m: &[CpuId]) -> String {
     m.iter().enumerate().map(|(i, r)| format!("{i}→{r}")).collect::<Vec<_>>().join(" ")
-}
-
-fn ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// The `k` highest runtime CPUs (CPU 0 stays online).
@@ -194,16 +194,10 @@ fn sweep(rt: &Runtime, mode: Mode, k: usize, repeats: usize, bar: &indicatif::Pr
         if timed_steps {
             let mut per_call: Vec<(&'static str, u64)> = Vec::new();
             for (step, ns) in &r.step_ns {
-                match per_call.iter_mut().find(|(n, _)| *n == step.name()) {
-                    Some(x) => x.1 += ns,
-                    None => per_call.push((step.name(), *ns)),
-                }
+                *slot(&mut per_call, step.name()) += ns;
             }
             for (name, ns) in per_call {
-                match steps.iter_mut().find(|(n, _)| *n == name) {
-                    Some(x) => x.1.push(ns),
-                    None => steps.push((name, vec![ns])),
-                }
+                slot(&mut steps, name).push(ns);
             }
         }
         let t0 = Instant::now();
@@ -221,6 +215,19 @@ fn sweep(rt: &Runtime, mode: Mode, k: usize, repeats: usize, bar: &indicatif::Pr
         steps.iter().filter_map(|(n, v)| summarize(v).map(|x| (n.to_string(), x.median_ns))).collect();
     rt.set_step_timing(true);
     Ok(Sweep { mode, cpus: k, offline: s(&off)?, online: s(&on)?, offline_steps_median_ns })
+}
+
+/// The value kept under `name` in a list in first-seen order, added
+/// (default) if missing.
+fn slot<'a, T: Default>(list: &'a mut Vec<(&'static str, T)>, name: &'static str) -> &'a mut T {
+    let i = match list.iter().position(|(n, _)| *n == name) {
+        Some(i) => i,
+        None => {
+            list.push((name, T::default()));
+            list.len() - 1
+        }
+    };
+    &mut list[i].1
 }
 
 /// When and where a task ran its first step (`None`: not yet).
@@ -306,9 +313,6 @@ struct Report {
     base: Vec<Baseline>,
 }
 
-/// A goal: text, measured ratio as text, verdict (`None`: not measurable).
-type Goal = (String, String, Option<bool>);
-
 impl Report {
     fn get(&self, mode: Mode, k: usize) -> Option<&Sweep> {
         self.sweeps.iter().find(|s| s.mode == mode && s.cpus == k)
@@ -323,35 +327,37 @@ impl Report {
         let (naive1, bolt1) = (self.get(Mode::Naive, 1), self.get(Mode::Bolt, 1));
         if let (Some(n), Some(b)) = (naive1, bolt1) {
             let r = n.offline.median_ns / b.offline.median_ns;
-            g.push((
-                "bolt offline ≥ 20× faster than naive (1 CPU, median)".into(),
+            g.push(Goal::checked(
+                "bolt offline ≥ 20× faster than naive (1 CPU, median)",
                 format!("{r:.1}×"),
-                Some(r >= 20.0),
+                r >= 20.0,
             ));
         }
         let hp = self.baseline("hotplug").and_then(|h| h.away);
         match (hp, bolt1) {
             (Some(h), Some(b)) => {
                 let r = h.median_ns / b.offline.median_ns;
-                g.push((
-                    "bolt offline ≥ 1000× faster than sysfs hotplug (1 CPU, median)".into(),
+                g.push(Goal::checked(
+                    "bolt offline ≥ 1000× faster than sysfs hotplug (1 CPU, median)",
                     format!("{r:.0}×"),
-                    Some(r >= 1000.0),
+                    r >= 1000.0,
                 ));
             }
-            _ => g.push((
-                "bolt offline ≥ 1000× faster than sysfs hotplug".into(),
-                "not measured (hotplug skipped, see below)".into(),
-                None,
+            _ => g.push(Goal::not_measured(
+                "bolt offline ≥ 1000× faster than sysfs hotplug",
+                "hotplug skipped (see Skipped below)",
             )),
         }
-        if let (Some(b4), Some(b1)) = (self.get(Mode::Bolt, 4), bolt1) {
-            let r = b4.offline.median_ns / b1.offline.median_ns;
-            g.push((
-                "bolt bulk offline of 4 CPUs ≤ 2× one CPU (median)".into(),
-                format!("{r:.2}×"),
-                Some(r <= 2.0),
-            ));
+        const BULK: &str = "bolt bulk offline of 4 CPUs ≤ 2× one CPU (median)";
+        match (self.get(Mode::Bolt, 4), bolt1) {
+            (Some(b4), Some(b1)) => {
+                let r = b4.offline.median_ns / b1.offline.median_ns;
+                g.push(Goal::checked(BULK, format!("{r:.2}×"), r <= 2.0));
+            }
+            _ => g.push(Goal::not_measured(
+                BULK,
+                format!("{} runtime CPUs leave no 4 to take offline (--cpus 5 or more)", self.mapping.len()),
+            )),
         }
         g
     }
@@ -445,15 +451,7 @@ impl Report {
             }
         }
         let goals = self.goals();
-        let mut tg = Table::new("Goals (ratios measured in this run)", &["goal", "measured", "verdict"]);
-        for (g, m, ok) in &goals {
-            let v = match ok {
-                Some(true) => "PASS",
-                Some(false) => "MISS",
-                None => "not measured",
-            };
-            tg.row(vec![g.clone(), m.clone(), v.into()]);
-        }
+        let tg = goals_table("Goals (ratios measured in this run)", &goals);
         for x in [&t, &ts, &te, &tb, &tg] {
             println!("\n{}", x.to_terminal());
         }
@@ -484,13 +482,11 @@ impl Report {
              a task in 5 µs steps). Exit latency: from the online call's start until the first step of a task \
              placed on the CPU right after the call returned.\n"
         )?;
-        writeln!(
-            md,
-            "## Runtime CPUs\n\n{}\n{}\n{}\n![latency](plot.png)\n",
-            t.to_markdown(),
-            ts.to_markdown(),
-            te.to_markdown()
-        )?;
+        writeln!(md, "## Runtime CPUs\n")?;
+        for x in [&t, &ts, &te] {
+            writeln!(md, "{}:\n\n{}", x.title, x.to_markdown())?;
+        }
+        writeln!(md, "![latency](plot.png)\n")?;
         writeln!(md, "## Baselines\n\n{}", tb.to_markdown())?;
         writeln!(md, "## Goals\n\n{}", tg.to_markdown())?;
         let skipped: Vec<String> =
@@ -501,7 +497,7 @@ impl Report {
                 writeln!(md, "* {s}")?;
             }
         }
-        std::fs::write(dir.join("report.md"), md)?;
+        write_file(&dir.join("report.md"), md.as_bytes())?;
 
         let j = json!({
             "machine": self.machine,
@@ -514,9 +510,9 @@ impl Report {
             "sweeps": self.sweeps,
             "entry_exit": self.entry_exit,
             "baselines": self.base,
-            "goals": goals.iter().map(|(g, m, ok)| json!({"goal": g, "measured": m, "pass": ok})).collect::<Vec<_>>(),
+            "goals": goals,
         });
-        std::fs::write(dir.join("results.json"), serde_json::to_string_pretty(&j)?)?;
+        write_file(&dir.join("results.json"), serde_json::to_string_pretty(&j)?.as_bytes())?;
         Ok(())
     }
 
@@ -585,6 +581,7 @@ mod tests {
         let md = std::fs::read_to_string(d.join("report.md")).unwrap();
         assert!(md.contains("## Goals") && md.contains("## Baselines"), "{md}");
         assert!(md.contains("hotplug: not requested"), "hotplug is skipped with a reason: {md}");
+        assert!(md.contains("leave no 4 to take offline"), "the bulk goal says why it is not measured: {md}");
         let j: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(d.join("results.json")).unwrap()).unwrap();
         // 2 modes × sizes 1, 2, 3 (all but one of 4).

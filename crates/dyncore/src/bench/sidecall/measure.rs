@@ -6,15 +6,17 @@
 //! every transport, and the sum of the deltas is the run's wall time.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use dyncore_core::CpuId;
 use dyncore_ring::CachePadded;
 use dyncore_runtime::affinity::pin_current_thread;
-use hdrhistogram::Histogram;
 
-/// Latency summary of one measurement.
+use crate::bench::summarize;
+
+/// Latency summary of one measurement (median and p99 by the benches'
+/// shared [`summarize`]).
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct Stats {
     pub median_ns: f64,
@@ -40,19 +42,24 @@ impl Clock {
         Clock { ns_per_tick: ns / (c1.wrapping_sub(c0)).max(1) as f64 }
     }
 
-    /// The smallest step the counter is seen to take, in nanoseconds (about
-    /// 10 ns on AMD Zen, whose TSC advances in coarse increments).
+    /// The step the counter takes most often, in nanoseconds (about 10 ns
+    /// on AMD Zen, whose TSC advances in coarse increments). Not the
+    /// smallest step: such a counter also steps by one tick between two
+    /// reads within one increment (a few percent of steps), which would
+    /// report a resolution of under a nanosecond.
     pub fn resolution_ns(&self) -> f64 {
-        let mut min = u64::MAX;
+        let mut steps = Vec::with_capacity(10_000);
         let mut last = ticks();
         for _ in 0..10_000 {
             let t = ticks();
             if t != last {
-                min = min.min(t.wrapping_sub(last));
+                steps.push(t.wrapping_sub(last));
                 last = t;
             }
         }
-        self.ticks_to_ns(if min == u64::MAX { 1 } else { min })
+        steps.sort_unstable();
+        let most_common = steps.chunk_by(|a, b| a == b).max_by_key(|run| run.len()).map_or(1, |run| run[0]);
+        self.ticks_to_ns(most_common)
     }
 
     pub fn ticks_to_ns(&self, t: u64) -> f64 {
@@ -81,19 +88,22 @@ pub fn measure(clock: &Clock, iters: u64, mut op: impl FnMut()) -> Stats {
     for _ in 0..iters / 10 {
         op();
     }
-    let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds");
+    let mut deltas = Vec::with_capacity(iters as usize);
     let start = ticks();
     let mut last = start;
     for _ in 0..iters {
         op();
         let now = ticks();
-        h.saturating_record(now.wrapping_sub(last).max(1));
+        deltas.push(now.wrapping_sub(last));
         last = now;
     }
     let total_ns = clock.ticks_to_ns(last.wrapping_sub(start)).max(1.0);
+    let samples_ns: Vec<u64> = deltas.iter().map(|&t| clock.ticks_to_ns(t).round() as u64).collect();
+    let (median_ns, p99_ns) =
+        summarize(&samples_ns).map_or((f64::NAN, f64::NAN), |s| (s.median_ns, s.p99_ns));
     Stats {
-        median_ns: clock.ticks_to_ns(h.value_at_quantile(0.5)),
-        p99_ns: clock.ticks_to_ns(h.value_at_quantile(0.99)),
+        median_ns,
+        p99_ns,
         mean_ns: total_ns / iters.max(1) as f64,
         ops_per_s: iters as f64 * 1e9 / total_ns,
         iters,
@@ -144,6 +154,24 @@ pub fn ping_pong<R: Send>(
     })
 }
 
+/// The server side of [`raw_spin`] and [`futex`]: echoes each new value of
+/// `ping` into `pong` (then calls `notify`) until `ping` stops changing
+/// after `stop` is set. `wait(last)` returns once `ping` differs from `last`
+/// or `stop` is set.
+fn echo(ping: &AtomicU32, pong: &AtomicU32, mut wait: impl FnMut(u32), mut notify: impl FnMut()) {
+    let mut last = 0;
+    loop {
+        wait(last);
+        let v = ping.load(Ordering::Acquire);
+        if v == last {
+            return;
+        }
+        last = v;
+        pong.store(v, Ordering::Release);
+        notify();
+    }
+}
+
 /// Runs `op` on a thread pinned to `cpu`.
 pub fn pinned<R: Send>(cpu: CpuId, op: impl FnOnce() -> R + Send) -> anyhow::Result<R> {
     std::thread::scope(|s| {
@@ -160,27 +188,23 @@ pub fn pinned<R: Send>(cpu: CpuId, op: impl FnOnce() -> R + Send) -> anyhow::Res
 /// The physical floor: two pinned threads bouncing a counter through two
 /// cache lines.
 pub fn raw_spin(clock: &Clock, iters: u64, cc: CpuId, sc: CpuId) -> anyhow::Result<Stats> {
-    let ping = CachePadded::new(AtomicU64::new(0));
-    let pong = CachePadded::new(AtomicU64::new(0));
+    let ping = CachePadded::new(AtomicU32::new(0));
+    let pong = CachePadded::new(AtomicU32::new(0));
     ping_pong(
         cc,
         sc,
         |stop| {
-            let mut last = 0;
-            loop {
-                spin_until(|| ping.load(Ordering::Acquire) != last || stop.load(Ordering::Relaxed));
-                let v = ping.load(Ordering::Acquire);
-                if v == last {
-                    return;
-                }
-                last = v;
-                pong.store(v, Ordering::Release);
-            }
+            echo(
+                &ping,
+                &pong,
+                |last| spin_until(|| ping.load(Ordering::Acquire) != last || stop.load(Ordering::Relaxed)),
+                || {},
+            )
         },
         || {
-            let mut i = 0;
+            let mut i = 0u32;
             measure(clock, iters, || {
-                i += 1;
+                i = i.wrapping_add(1);
                 ping.store(i, Ordering::Release);
                 spin_until(|| pong.load(Ordering::Acquire) == i);
             })
@@ -199,19 +223,18 @@ pub fn futex(clock: &Clock, iters: u64, cc: CpuId, sc: CpuId) -> anyhow::Result<
         cc,
         sc,
         |stop| {
-            let mut last = 0;
-            loop {
-                while a.load(Ordering::Acquire) == last && !stop.load(Ordering::Acquire) {
-                    let _ = wait(&a, Flags::PRIVATE, last, None);
-                }
-                let v = a.load(Ordering::Acquire);
-                if v == last {
-                    return;
-                }
-                last = v;
-                b.store(v, Ordering::Release);
-                let _ = wake(&b, Flags::PRIVATE, 1);
-            }
+            echo(
+                &a,
+                &b,
+                |last| {
+                    while a.load(Ordering::Acquire) == last && !stop.load(Ordering::Acquire) {
+                        let _ = wait(&a, Flags::PRIVATE, last, None);
+                    }
+                },
+                || {
+                    let _ = wake(&b, Flags::PRIVATE, 1);
+                },
+            )
         },
         || {
             let mut i = 0u32;
