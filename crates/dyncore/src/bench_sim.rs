@@ -22,6 +22,7 @@ use dyncore_sim::Scenario;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use crate::bench::{Goal, goals_table};
 use crate::plot::{BarChart, Series, write_bar_chart};
 use crate::table::Table;
 
@@ -314,21 +315,18 @@ pub fn run(args: &Args, out: &Path) -> Result<()> {
     let worst = rows.iter().map(|r| r.events_per_s).fold(f64::INFINITY, f64::min);
     let shipped_row = rows.last().expect("four configurations");
     let goals = [
-        (
+        Goal::checked(
             format!("every configuration ≥ {:.0} M events/s", GOAL_EVENTS_PER_S / 1e6),
             format!("slowest {:.2} M events/s", worst / 1e6),
             worst >= GOAL_EVENTS_PER_S,
         ),
-        (
+        Goal::checked(
             format!("default run (all shipped scenarios) under {GOAL_DEFAULT_RUN_S:.0} s"),
             format!("{:.3} s of simulation", shipped_row.wall_s),
             shipped_row.wall_s < GOAL_DEFAULT_RUN_S,
         ),
     ];
-    let mut g = Table::new("Goals", &["goal", "measured", "verdict"]);
-    for (goal, got, ok) in &goals {
-        g.row(vec![goal.clone(), got.clone(), if *ok { "PASS" } else { "MISS" }.into()]);
-    }
+    let g = goals_table("Goals", &goals);
     println!("{}", g.to_terminal());
 
     let chart = BarChart {
@@ -373,7 +371,7 @@ pub fn run(args: &Args, out: &Path) -> Result<()> {
         "repeats": repeats,
         "queue_floor_ns_per_event": floor,
         "rows": rows,
-        "goals": goals.iter().map(|(g, m, ok)| serde_json::json!({"goal": g, "measured": m, "pass": ok})).collect::<Vec<_>>(),
+        "goals": goals,
     });
     crate::report::write_file(&dir.join("results.json"), serde_json::to_string_pretty(&json)?.as_bytes())?;
     println!("report written to {}", dir.join("report.md").display());
