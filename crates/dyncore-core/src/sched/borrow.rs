@@ -1,0 +1,191 @@
+//! Execution objects in the scheduler: asking node managers for objects,
+//! borrowing CPUs by virtual runtime, fusing, splitting, preempting.
+
+use super::{Action, ClusterScheduler, TState, ThreadId};
+use crate::node::Assignment;
+use crate::{CpuId, CpuSet, Nanos};
+
+impl ClusterScheduler {
+    /// CPUs busy with native (object-less) threads.
+    pub(super) fn native_busy(&self) -> CpuSet {
+        let mut s = CpuSet::new();
+        for th in &self.threads {
+            if matches!(th.state, TState::Queued | TState::Running) && !th.has_object() {
+                s.insert(th.cpu);
+            }
+        }
+        s
+    }
+
+    pub(super) fn request_object(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
+        let busy = self.native_busy();
+        // The node whose pool (CPUs not busy with native threads) gives the
+        // most CPUs per request once this one joins, then the fewest
+        // requests, then the lowest number.
+        let node = (0..self.nms.len())
+            .max_by(|&a, &b| {
+                let key = |n: usize| {
+                    let pool = self.nms[n].pool(&busy) as u64;
+                    let reqs = self.nms[n].requests() as u64 + 1;
+                    // Compare pool/reqs exactly: scale by a common multiple.
+                    (pool * 1_000_000 / reqs, u64::MAX - reqs, usize::MAX - n)
+                };
+                key(a).cmp(&key(b))
+            })
+            .expect("at least one node");
+        self.threads[t].node = Some(node);
+        let spec = &self.threads[t].spec;
+        let changes = self.nms[node].request(t, spec.want_cpus, spec.weight, &busy);
+        self.refresh_in_objects();
+        self.apply(now, changes, out);
+    }
+
+    /// Applies node-manager changes: notify the object, re-queue the thread
+    /// on its new representative, refresh `vruntimes[]`.
+    pub(super) fn apply(&mut self, now: Nanos, changes: Vec<Assignment>, out: &mut Vec<Action>) {
+        for a in changes {
+            let t = a.thread;
+            out.push(Action::Object { thread: t, cpus: a.cpus.clone() });
+            if !self.threads[t].fused.is_empty() {
+                self.deactivate(now, t, out);
+            }
+            self.threads[t].object = a.cpus.clone();
+            let state = self.threads[t].state;
+            if matches!(state, TState::New | TState::Exited) {
+                continue;
+            }
+            let from = self.threads[t].cpu;
+            if let Some(rep) = a.cpus.first()
+                && rep != from
+            {
+                if state == TState::Running {
+                    self.put_prev(now, from, out);
+                }
+                self.migrate_queued(t, from, rep);
+                out.push(Action::Migrate { thread: t, from, to: rep, defrag: a.defrag });
+                self.schedule(now, from, out);
+                self.schedule(now, rep, out);
+            }
+            self.reset_vruntimes(t);
+        }
+    }
+
+    /// `vruntimes[c]` = `min_vruntime` of each CPU the thread would borrow.
+    pub(super) fn reset_vruntimes(&mut self, t: ThreadId) {
+        let obj = self.threads[t].object.clone();
+        let rep = obj.first();
+        let v: Vec<(CpuId, u64)> =
+            obj.iter().filter(|&c| Some(c) != rep).map(|c| (c, self.rqs[c].min_vruntime)).collect();
+        // Never lower a recorded value for a CPU kept across the change.
+        let old = std::mem::take(&mut self.threads[t].vruntimes);
+        self.threads[t].vruntimes = v
+            .into_iter()
+            .map(|(c, m)| (c, old.iter().find(|(oc, _)| *oc == c).map_or(m, |(_, ov)| (*ov).max(m))))
+            .collect();
+    }
+
+    /// Can `t` borrow `c` now?
+    pub(super) fn can_borrow(&mut self, now: Nanos, t: ThreadId, c: CpuId) -> bool {
+        self.decisions += 1;
+        // Bring the running thread's virtual runtime up to now.
+        self.update_curr(now, c);
+        let rq = &self.rqs[c];
+        if rq.borrowed_by.is_some_and(|b| b != t) {
+            return false;
+        }
+        let mine = self.threads[t].vr_on(c);
+        match rq.curr {
+            Some(u) => {
+                let uth = &self.threads[u];
+                if uth.has_object() && uth.object.len() > 1 {
+                    return false;
+                }
+                mine < uth.vruntime && now.saturating_sub(uth.slice_start) >= self.cfg.min_granularity_ns
+            }
+            None => rq.queue.first().is_none_or(|&(v, _)| mine < v),
+        }
+    }
+
+    /// Tries to activate `t`'s object (or a smaller one around its
+    /// representative) when `t` runs.
+    pub(super) fn try_activate(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
+        let rep = self.threads[t].cpu;
+        debug_assert_eq!(self.rqs[rep].curr, Some(t));
+        if self.threads[t].object.first() != Some(rep) {
+            return;
+        }
+        let mut size = self.threads[t].object.len();
+        while size >= 2 {
+            let Some(block) = self.topo.block_of(rep, size) else { break };
+            if block.first() != Some(rep) || !block.is_subset(&self.threads[t].object) {
+                break;
+            }
+            let mut need = block.clone();
+            need.remove(rep);
+            if need == self.threads[t].fused {
+                return; // already fused at the best size we can get
+            }
+            if need.len() < self.threads[t].fused.len() {
+                return; // never shrink here; preemption does that
+            }
+            if need.iter().all(|c| self.can_borrow(now, t, c)) {
+                if !self.threads[t].fused.is_empty() {
+                    self.deactivate(now, t, out);
+                }
+                self.activate(now, t, block, out);
+                return;
+            }
+            size /= 2;
+        }
+    }
+
+    pub(super) fn activate(&mut self, now: Nanos, t: ThreadId, block: CpuSet, out: &mut Vec<Action>) {
+        let rep = self.threads[t].cpu;
+        for c in block.iter().filter(|&c| c != rep) {
+            if self.rqs[c].curr.is_some() {
+                self.put_prev(now, c, out);
+            }
+            self.rqs[c].borrowed_by = Some(t);
+            self.mark(c);
+        }
+        let th = &mut self.threads[t];
+        th.fused = block.clone();
+        th.fused.remove(rep);
+        th.fused_since = now + self.cfg.cost.fuse_ns(block.len());
+        self.mark(rep);
+        out.push(Action::Fuse { thread: t, cpus: block });
+    }
+
+    pub(super) fn deactivate(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
+        let rep = self.threads[t].cpu;
+        if self.rqs[rep].curr == Some(t) {
+            self.update_curr(now, rep);
+        }
+        let fused = std::mem::take(&mut self.threads[t].fused);
+        let mut all = fused.clone();
+        all.insert(rep);
+        out.push(Action::Split { thread: t, cpus: all });
+        self.mark(rep);
+        for c in fused.iter() {
+            debug_assert_eq!(self.rqs[c].borrowed_by, Some(t));
+            self.rqs[c].borrowed_by = None;
+            self.mark(c);
+            self.schedule(now, c, out);
+        }
+    }
+
+    /// A fused object yields once it has had its minimum granularity and a
+    /// thread on a borrowed CPU is behind the fused thread's `vruntimes[c]`.
+    pub(super) fn check_fused_preemption(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
+        if now.saturating_sub(self.threads[t].fused_since) < self.cfg.min_granularity_ns {
+            return;
+        }
+        let th = &self.threads[t];
+        let yield_now =
+            th.fused.iter().any(|c| self.rqs[c].queue.first().is_some_and(|&(v, _)| v < th.vr_on(c)));
+        self.decisions += 1;
+        if yield_now {
+            self.deactivate(now, t, out);
+        }
+    }
+}

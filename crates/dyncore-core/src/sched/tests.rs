@@ -1,0 +1,213 @@
+use super::*;
+
+const MS: Nanos = 1_000_000;
+
+fn config(chameleon: bool, max_fuse: usize, cost: ReconfigCost) -> Config {
+    Config { min_granularity_ns: 16 * MS, chameleon, notify_on_exit: true, max_fuse, cost }
+}
+
+fn sched(nodes: usize, per_node: usize, max_fuse: usize) -> ClusterScheduler {
+    ClusterScheduler::new(Topology::uniform(nodes, per_node), config(true, max_fuse, ReconfigCost::FREE))
+}
+
+fn native(nice: i32) -> ThreadSpec {
+    ThreadSpec { nice, tax: 1.0, want_cpus: 1, weight: 0.0, affinity: None }
+}
+
+fn pinned(cpu: CpuId) -> ThreadSpec {
+    ThreadSpec { affinity: Some(CpuSet::single(cpu)), ..native(0) }
+}
+
+fn wants(cpus: usize, tax: f64) -> ThreadSpec {
+    ThreadSpec { nice: 0, tax, want_cpus: cpus, weight: 2.0, affinity: None }
+}
+
+/// Ticks every CPU at `t`.
+fn tick_all(s: &mut ClusterScheduler, t: Nanos, out: &mut Vec<Action>) {
+    for c in 0..s.topology().ncpus() {
+        s.tick(t, c, out);
+    }
+}
+
+fn running(s: &ClusterScheduler, cpu: CpuId) -> Option<ThreadId> {
+    match s.cpu_state(cpu) {
+        CpuState::Running { thread, .. } => Some(thread),
+        _ => None,
+    }
+}
+
+#[test]
+fn cfs_runs_the_leftmost_and_honours_min_granularity() {
+    // One CPU, two nice-0 threads woken at 0. A runs first; B is behind
+    // after 4 ms but A keeps the CPU until it has run 16 ms.
+    let mut s = sched(1, 1, 1);
+    let mut out = Vec::new();
+    let a = s.add_thread(native(0));
+    let b = s.add_thread(native(0));
+    s.wake(0, a, &mut out);
+    s.wake(0, b, &mut out);
+    assert_eq!(running(&s, 0), Some(a));
+    for t in [4, 8, 12] {
+        s.tick(t * MS, 0, &mut out);
+        assert_eq!(running(&s, 0), Some(a), "at {t} ms");
+    }
+    s.tick(16 * MS, 0, &mut out);
+    assert_eq!(running(&s, 0), Some(b));
+    // A ran 16 ms at weight 1024: vruntime 16 ms.
+    assert_eq!(s.vruntime(a), 16 * MS);
+    s.check().unwrap();
+}
+
+#[test]
+fn nice_levels_scale_virtual_runtime() {
+    // nice 5 has load weight 335: 10 ms of CPU = 10 * 1024 / 335 = 30.567 ms of vruntime.
+    let mut s = sched(1, 2, 1);
+    let mut out = Vec::new();
+    let a = s.add_thread(native(0));
+    let b = s.add_thread(native(5));
+    s.wake(0, a, &mut out);
+    s.wake(0, b, &mut out);
+    tick_all(&mut s, 10 * MS, &mut out);
+    assert_eq!(s.vruntime(a), 10 * MS);
+    assert_eq!(s.vruntime(b), 10 * MS * 1024 / 335);
+}
+
+#[test]
+fn an_object_borrows_an_idle_neighbour_at_once() {
+    let mut s = sched(1, 2, 2);
+    let mut out = Vec::new();
+    let a = s.add_thread(wants(2, 1.0));
+    s.wake(0, a, &mut out);
+    assert!(out.contains(&Action::Fuse { thread: a, cpus: "0-1".parse().unwrap() }), "{out:?}");
+    assert_eq!(s.cpu_state(0), CpuState::Running { thread: a, object_cpus: 2 });
+    assert_eq!(s.cpu_state(1), CpuState::Borrowed { by: a });
+    s.check().unwrap();
+}
+
+#[test]
+fn borrowing_needs_a_lower_vruntime_on_all_cpus_else_a_smaller_object() {
+    // 4 CPUs. Natives pinned on 1 and 2 from t=0; A wants 0-3 (its
+    // vruntimes[] = min_vruntime = 0 everywhere). CPU 3 gets a native at
+    // 20 ms (vruntime 0, just dispatched). Tax 0.01. At 20 ms, CPUs 1 and 2 run
+    // natives with vruntime 20 ms > 0 that have had 16 ms: borrowable; CPU 3's
+    // native has not had its minimum granularity: not. The quad fails;
+    // the pair 0-1 is formed.
+    let mut s = sched(1, 4, 4);
+    let mut out = Vec::new();
+    let n1 = s.add_thread(pinned(1));
+    let n2 = s.add_thread(pinned(2));
+    s.wake(0, n1, &mut out);
+    s.wake(0, n2, &mut out);
+    let a = s.add_thread(wants(4, 0.01));
+    s.wake(0, a, &mut out);
+    // CPU 3 was idle at 0: the quad needs 1 and 2, which just started.
+    assert_eq!(s.cpu_state(0), CpuState::Running { thread: a, object_cpus: 1 });
+    let n3 = s.add_thread(pinned(3));
+    s.wake(20 * MS, n3, &mut out);
+    out.clear();
+    tick_all(&mut s, 20 * MS, &mut out);
+    assert!(out.contains(&Action::Fuse { thread: a, cpus: "0-1".parse().unwrap() }), "{out:?}");
+    assert_eq!(s.fused_of(a).to_string(), "1");
+    // At 40 ms CPU 3's native has run 20 ms (vruntime 20 ms > 0), and A
+    // was charged only 20 ms x 0.01 = 0.2 ms on CPU 1: the object grows
+    // to the quad (split the pair, fuse the quad). With tax 1 it would
+    // have been charged 20 ms and lost CPU 1's race instead.
+    out.clear();
+    tick_all(&mut s, 40 * MS, &mut out);
+    assert!(out.contains(&Action::Fuse { thread: a, cpus: "0-3".parse().unwrap() }), "{out:?}");
+    s.check().unwrap();
+}
+
+#[test]
+fn taxation_charges_borrowed_time_times_the_rate() {
+    // Tax 0.5, fused on an idle neighbour for 12 ms: vruntime +12 ms on
+    // the representative, vruntimes[1] +6 ms.
+    let mut s = sched(1, 2, 2);
+    let mut out = Vec::new();
+    let a = s.add_thread(wants(2, 0.5));
+    s.wake(0, a, &mut out);
+    s.tick(12 * MS, 0, &mut out);
+    assert_eq!(s.vruntime(a), 12 * MS);
+    assert_eq!(s.threads[a].vr_on(1), 6 * MS);
+}
+
+#[test]
+fn a_fused_object_yields_after_min_granularity_when_a_native_is_behind() {
+    // Tax 100: after A borrows CPU 1 its vruntimes[1] races ahead, so
+    // B (queued on CPU 1) is behind at once — but A keeps the object
+    // for the 16 ms minimum granularity, then splits.
+    let mut s = sched(1, 2, 2);
+    let mut out = Vec::new();
+    let a = s.add_thread(wants(2, 100.0));
+    s.wake(0, a, &mut out);
+    assert_eq!(s.fused_of(a).len(), 1);
+    let b = s.add_thread(pinned(1));
+    s.wake(MS, b, &mut out);
+    for t in [4, 8, 12] {
+        s.tick(t * MS, 0, &mut out);
+        assert_eq!(s.fused_of(a).len(), 1, "at {t} ms");
+    }
+    out.clear();
+    s.tick(16 * MS, 0, &mut out);
+    assert!(out.iter().any(|x| matches!(x, Action::Split { thread, .. } if *thread == a)), "{out:?}");
+    assert_eq!(running(&s, 1), Some(b));
+    s.check().unwrap();
+}
+
+#[test]
+fn min_granularity_of_a_fused_object_counts_from_the_end_of_the_fuse() {
+    // Same as above, but fusing takes 150 ms (hotplug, fuse 2): A is
+    // not split before 150 + 16 = 166 ms, although B is behind at once.
+    let hotplug = ReconfigCost::table4(crate::exec::Mechanism::Hotplug);
+    let mut s = ClusterScheduler::new(Topology::uniform(1, 2), config(true, 2, hotplug));
+    let mut out = Vec::new();
+    let a = s.add_thread(wants(2, 100.0));
+    s.wake(0, a, &mut out);
+    let b = s.add_thread(pinned(1));
+    s.wake(MS, b, &mut out);
+    for t in [16, 100, 164] {
+        s.tick(t * MS, 0, &mut out);
+        assert_eq!(s.fused_of(a).len(), 1, "at {t} ms");
+    }
+    out.clear();
+    s.tick(168 * MS, 0, &mut out);
+    assert!(out.iter().any(|x| matches!(x, Action::Split { thread, .. } if *thread == a)), "{out:?}");
+    s.check().unwrap();
+}
+
+#[test]
+fn linux_mode_never_fuses() {
+    let mut s = ClusterScheduler::new(Topology::uniform(1, 4), config(false, 4, ReconfigCost::FREE));
+    let mut out = Vec::new();
+    let a = s.add_thread(wants(4, 0.01));
+    s.wake(0, a, &mut out);
+    tick_all(&mut s, 100 * MS, &mut out);
+    assert!(!out.iter().any(|x| matches!(x, Action::Fuse { .. })));
+    assert!(s.object_of(a).is_empty());
+}
+
+#[test]
+fn exit_returns_borrowed_cpus_and_wakes_their_threads() {
+    let mut s = sched(1, 2, 2);
+    let mut out = Vec::new();
+    let a = s.add_thread(wants(2, 0.01));
+    s.wake(0, a, &mut out);
+    let b = s.add_thread(pinned(1));
+    s.wake(MS, b, &mut out);
+    assert_eq!(s.cpu_state(1), CpuState::Borrowed { by: a });
+    out.clear();
+    s.exit(5 * MS, a, &mut out);
+    assert!(out.iter().any(|x| matches!(x, Action::Split { .. })));
+    assert_eq!(running(&s, 1), Some(b));
+    assert_eq!(s.cpu_state(0), CpuState::Idle);
+    s.check().unwrap();
+}
+
+#[test]
+fn auto_tax_rewards_good_speedups() {
+    // tax = 1 / (speedup - 1): 2.0 -> 1, 1.5 -> 2, 1.25 -> 4.
+    assert!((auto_tax(2.0) - 1.0).abs() < 1e-12);
+    assert!((auto_tax(1.5) - 2.0).abs() < 1e-12);
+    assert!((auto_tax(1.25) - 4.0).abs() < 1e-12);
+    assert_eq!(auto_tax(1.0), 100.0);
+}
