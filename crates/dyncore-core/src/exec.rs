@@ -1,4 +1,4 @@
-//! Execution objects (Chameleon §3.2, §4.2) and the cost of reconfiguring.
+//! Execution objects (Chameleon §3.2, §4.2).
 //!
 //! An execution object is a possible execution context: one native CPU, or a
 //! *fused* set of CPUs that runs one thread faster. Its representative CPU
@@ -8,31 +8,35 @@
 //! deactivating returns them.
 //!
 //! The only property implemented, as in the paper, is `sequential` with a
-//! level: log2 of the number of CPUs. A thread asks for a level and gives the
-//! property a weight (how much it benefits), which node managers use to
-//! decide who gets CPUs under contention.
+//! level: log2 of the number of CPUs. Node managers hand objects out
+//! ([`crate::node`]), the cluster scheduler activates them
+//! ([`crate::sched`]), and the `Fuse`, `Split` and `Object` actions of the
+//! policy boundary ([`crate::policy`]) carry them to the backend.
+//!
+//! Invariants (checked by [`ExecObject::check`], asserted by the
+//! constructor): the object is an aligned-size set — 1, 2 or 4 CPUs —, its
+//! representative is below every borrowed CPU, and its property's level is
+//! log2 of its size.
 
 use serde::{Deserialize, Serialize};
 
-use crate::{CpuId, CpuSet, Nanos};
+use crate::{CpuId, CpuSet};
 
 /// Property identifier of `sequential`.
 pub const SEQUENTIAL: u32 = 0;
 
-/// A requested or offered property: an id, a level and a weight.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// A property an object offers: an id and a level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Property {
     pub id: u32,
     /// For `sequential`: log2 of the CPUs in the object.
     pub level: u32,
-    /// Importance to the requesting thread (e.g. its speedup).
-    pub weight: f64,
 }
 
 impl Property {
     /// `sequential` at `level` (2^level CPUs).
-    pub fn sequential(level: u32, weight: f64) -> Property {
-        Property { id: SEQUENTIAL, level, weight }
+    pub fn sequential(level: u32) -> Property {
+        Property { id: SEQUENTIAL, level }
     }
 
     /// CPUs an object with this property has.
@@ -47,117 +51,81 @@ pub fn level_of(cpus: usize) -> u32 {
     cpus.trailing_zeros()
 }
 
-/// An execution object: a set of CPUs that runs one thread.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// An execution object: a representative CPU and the CPUs it borrows when
+/// active.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecObject {
-    pub cpus: CpuSet,
+    /// The lowest CPU: the thread's run queue, the interrupts' target.
+    pub representative: CpuId,
+    /// The other CPUs; activation takes them offline (proxied).
+    pub borrowed: CpuSet,
+    /// `sequential` at log2 of the object's size.
+    pub property: Property,
 }
 
 impl ExecObject {
-    pub fn new(cpus: CpuSet) -> ExecObject {
-        assert!(!cpus.is_empty(), "an execution object has at least one CPU");
-        ExecObject { cpus }
+    /// The object made of `cpus` (lowest = representative).
+    pub fn new(cpus: &CpuSet) -> ExecObject {
+        let representative = cpus.first().expect("an execution object has at least one CPU");
+        let mut borrowed = cpus.clone();
+        borrowed.remove(representative);
+        let o = ExecObject { representative, borrowed, property: Property::sequential(level_of(cpus.len())) };
+        if let Err(e) = o.check() {
+            panic!("bad execution object {cpus}: {e}");
+        }
+        o
     }
 
-    /// The lowest CPU of the set.
-    pub fn representative(&self) -> CpuId {
-        self.cpus.first().expect("non-empty")
+    /// Number of CPUs (1 = a native CPU).
+    pub fn len(&self) -> usize {
+        1 + self.borrowed.len()
     }
 
-    /// The CPUs activation borrows (all but the representative).
-    pub fn borrowed(&self) -> CpuSet {
-        let mut b = self.cpus.clone();
-        b.remove(self.representative());
-        b
+    /// Never: an object has its representative.
+    pub fn is_empty(&self) -> bool {
+        false
     }
 
     pub fn is_fused(&self) -> bool {
-        self.cpus.len() > 1
+        !self.borrowed.is_empty()
     }
 
-    pub fn property(&self, weight: f64) -> Property {
-        Property::sequential(level_of(self.cpus.len()), weight)
+    pub fn contains(&self, cpu: CpuId) -> bool {
+        cpu == self.representative || self.borrowed.contains(cpu)
     }
-}
 
-/// How fused objects are formed and split.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mechanism {
-    /// Linux hotplug: offline every borrowed CPU, online it again.
-    Hotplug,
-    /// Processor proxies, reprogramming the IOAPIC.
-    ProxyApic,
-    /// Processor proxies with APIC logical-address renaming.
-    ProxyLogical,
-    /// An ideal processor: no cost.
-    Free,
-}
+    /// All CPUs of the object (allocates; not for hot paths).
+    pub fn cpus(&self) -> CpuSet {
+        let mut s = self.borrowed.clone();
+        s.insert(self.representative);
+        s
+    }
 
-impl Mechanism {
-    /// The name scenario files and reports use (the serde name).
-    pub fn name(self) -> &'static str {
-        match self {
-            Mechanism::Hotplug => "hotplug",
-            Mechanism::ProxyApic => "proxy-apic",
-            Mechanism::ProxyLogical => "proxy-logical",
-            Mechanism::Free => "free",
+    /// Adds the object's CPUs to `set`.
+    pub fn add_to(&self, set: &mut CpuSet) {
+        set.insert(self.representative);
+        set.extend_from(&self.borrowed);
+    }
+
+    /// Checks the invariants in the module doc.
+    pub fn check(&self) -> Result<(), String> {
+        let n = self.len();
+        if ![1, 2, 4].contains(&n) {
+            return Err(format!("an object has 1, 2 or 4 CPUs, not {n}"));
         }
-    }
-}
-
-/// Reconfiguration latencies (Chameleon Table 4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReconfigCost {
-    pub fuse2_ns: Nanos,
-    pub fuse4_ns: Nanos,
-    pub split2_ns: Nanos,
-    pub split4_ns: Nanos,
-}
-
-impl ReconfigCost {
-    /// Reconfiguration that takes no time.
-    pub const FREE: ReconfigCost = ReconfigCost { fuse2_ns: 0, fuse4_ns: 0, split2_ns: 0, split4_ns: 0 };
-
-    /// Table 4 of the paper:
-    ///
-    /// | operation | hotplug | proxy-APIC | proxy-logical |
-    /// |---|---|---|---|
-    /// | fuse 2 | 150 ms | 250 µs | 2 µs |
-    /// | fuse 4 | 430 ms | 375 µs | 8 µs |
-    /// | split 2 | 220 ms | 20 µs | 1.5 µs |
-    /// | split 4 | 640 ms | 60 µs | 4.2 µs |
-    pub fn table4(m: Mechanism) -> ReconfigCost {
-        const US: Nanos = 1_000;
-        const MS: Nanos = 1_000_000;
-        match m {
-            Mechanism::Hotplug => ReconfigCost {
-                fuse2_ns: 150 * MS,
-                fuse4_ns: 430 * MS,
-                split2_ns: 220 * MS,
-                split4_ns: 640 * MS,
-            },
-            Mechanism::ProxyApic => ReconfigCost {
-                fuse2_ns: 250 * US,
-                fuse4_ns: 375 * US,
-                split2_ns: 20 * US,
-                split4_ns: 60 * US,
-            },
-            Mechanism::ProxyLogical => {
-                ReconfigCost { fuse2_ns: 2 * US, fuse4_ns: 8 * US, split2_ns: 1_500, split4_ns: 4_200 }
-            }
-            Mechanism::Free => ReconfigCost::FREE,
+        if self.borrowed.first().is_some_and(|b| b <= self.representative) {
+            return Err(format!("representative {} is not the lowest CPU", self.representative));
         }
+        if self.property != Property::sequential(level_of(n)) {
+            return Err(format!("property {:?} does not match {n} CPUs", self.property));
+        }
+        Ok(())
     }
+}
 
-    /// Latency of fusing an object of `cpus` CPUs.
-    pub fn fuse_ns(&self, cpus: usize) -> Nanos {
-        if cpus >= 4 { self.fuse4_ns } else { self.fuse2_ns }
-    }
-
-    /// Latency of splitting an object of `cpus` CPUs.
-    pub fn split_ns(&self, cpus: usize) -> Nanos {
-        if cpus >= 4 { self.split4_ns } else { self.split2_ns }
+impl std::fmt::Display for ExecObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.cpus())
     }
 }
 
@@ -167,22 +135,26 @@ mod tests {
 
     #[test]
     fn representative_is_lowest_cpu() {
-        let o = ExecObject::new("4-7".parse().unwrap());
-        assert_eq!(o.representative(), 4);
-        assert_eq!(o.borrowed().to_string(), "5-7");
-        assert!(o.is_fused());
+        let o = ExecObject::new(&"4-7".parse().unwrap());
+        assert_eq!(o.representative, 4);
+        assert_eq!(o.borrowed.to_string(), "5-7");
+        assert!(o.is_fused() && o.contains(6) && !o.contains(8));
         // 4 CPUs = sequential level log2(4) = 2.
-        assert_eq!(o.property(1.0).level, 2);
-        assert!(!ExecObject::new(CpuSet::single(3)).is_fused());
+        assert_eq!(o.property.level, 2);
+        assert_eq!(o.to_string(), "4-7");
+        assert!(!ExecObject::new(&CpuSet::single(3)).is_fused());
     }
 
     #[test]
-    fn table4_costs() {
-        let h = ReconfigCost::table4(Mechanism::Hotplug);
-        let l = ReconfigCost::table4(Mechanism::ProxyLogical);
-        // Fusing 2 CPUs: 150 ms by hotplug vs 2 µs with logical proxies = 75,000x.
-        assert_eq!(h.fuse_ns(2) / l.fuse_ns(2), 75_000);
-        assert_eq!(ReconfigCost::table4(Mechanism::ProxyApic).split_ns(4), 60_000);
-        assert_eq!(ReconfigCost::table4(Mechanism::Free).fuse_ns(4), 0);
+    fn check_refuses_what_no_node_manager_makes() {
+        let mut o = ExecObject::new(&"4-5".parse().unwrap());
+        o.borrowed.insert(6);
+        assert!(o.check().is_err(), "3 CPUs");
+        let o =
+            ExecObject { representative: 5, borrowed: CpuSet::single(4), property: Property::sequential(1) };
+        assert!(o.check().is_err(), "representative above a borrowed CPU");
+        let o =
+            ExecObject { representative: 4, borrowed: CpuSet::single(5), property: Property::sequential(2) };
+        assert!(o.check().is_err(), "level of a quad on a pair");
     }
 }

@@ -8,10 +8,12 @@
 pub mod cpuset;
 pub mod exec;
 pub mod node;
+pub mod policy;
 pub mod profile;
 pub mod proxy;
 pub mod reconfig;
 pub mod sched;
+pub mod speed;
 pub mod topology;
 
 pub use cpuset::{CpuId, CpuSet};

@@ -35,6 +35,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::exec::ExecObject;
 use crate::topology::{Topology, aligned_block, aligned_blocks};
 use crate::{CpuId, CpuSet};
 
@@ -46,15 +47,16 @@ struct Request {
     wanted: usize,
     weight: f64,
     arrival: u64,
+    /// The CPUs of its object (empty: none).
     cpus: CpuSet,
 }
 
-/// A change of one request's CPUs.
+/// A change of one request's object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Assignment {
     pub thread: Requester,
-    /// The new object (empty: no object, run natively anywhere).
-    pub cpus: CpuSet,
+    /// The new object (`None`: no object, run natively anywhere).
+    pub object: Option<ExecObject>,
     /// The node manager moved the thread to defragment.
     pub defrag: bool,
 }
@@ -111,7 +113,7 @@ impl NodeManager {
         }
     }
 
-    /// The current object of `thread` (empty if none).
+    /// The CPUs of `thread`'s current object (empty if none).
     pub fn object_of(&self, thread: Requester) -> CpuSet {
         self.requests.get(&thread).map(|r| r.cpus.clone()).unwrap_or_default()
     }
@@ -226,7 +228,8 @@ impl NodeManager {
             let new = placed.remove(&t).unwrap_or_default();
             if new != r.cpus {
                 let moved = !r.cpus.is_empty() && !new.is_empty() && new.first() != r.cpus.first();
-                changes.push(Assignment { thread: t, cpus: new.clone(), defrag: defrag && moved });
+                let object = (!new.is_empty()).then(|| ExecObject::new(&new));
+                changes.push(Assignment { thread: t, object, defrag: defrag && moved });
                 r.cpus = new;
             }
         }
@@ -351,7 +354,10 @@ mod tests {
         // (a) lbm: 3 requests, 10 CPUs. Round 1: 1+1+1 (7 left); round 2: 2+2+2
         // (4 left); round 4 by weight: lbm +2, astar1 +2 (0 left). astar2 shrinks.
         let ch = nm.request(lbm, 4, 1.75, &none);
-        assert!(ch.iter().any(|a| a.thread == astar2 && a.cpus.len() == 2), "{ch:?}");
+        assert!(
+            ch.iter().any(|a| a.thread == astar2 && a.object.as_ref().map(|o| o.len()) == Some(2)),
+            "{ch:?}"
+        );
         let sizes = |nm: &NodeManager| [astar1, astar2, lbm, sjeng].map(|t| nm.object_of(t).len());
         assert_eq!(sizes(&nm), [4, 2, 4, 0]);
         // (b) sjeng: 4 requests: everyone 2 (8), 2 left -> sjeng 4.

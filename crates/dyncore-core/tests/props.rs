@@ -3,9 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use dyncore_core::exec::ReconfigCost;
 use dyncore_core::node::NodeManager;
-use dyncore_core::sched::{Action, ClusterScheduler, Config, CpuState, ThreadSpec};
+use dyncore_core::policy::{Action, CpuState, Event, Policy, ThreadSpec};
+use dyncore_core::reconfig::Mode;
+use dyncore_core::sched::{ClusterScheduler, Config};
+use dyncore_core::speed::{SpeedClass, SpeedModel};
 use dyncore_core::topology::Topology;
 use dyncore_core::{CpuSet, Nanos};
 use proptest::prelude::*;
@@ -83,6 +85,31 @@ fn sched_op() -> impl Strategy<Value = SchedOp> {
     ]
 }
 
+fn config() -> Config {
+    Config {
+        min_granularity_ns: 16 * MS,
+        chameleon: true,
+        notify_on_exit: true,
+        max_fuse: 4,
+        speed: SpeedModel::DYNAMIC,
+        reconfig_mode: Mode::Bolt,
+    }
+}
+
+fn spec(nice: i32, tax: f64, want_cpus: usize, affinity: Option<CpuSet>) -> ThreadSpec {
+    ThreadSpec { nice, tax, want_cpus, weight: 1.0, affinity, class: SpeedClass::Medium }
+}
+
+/// A backend whose reconfigurations take no time: answers every `Offline`
+/// and `Online` at once.
+fn answer_reconfigs(s: &mut ClusterScheduler, now: Nanos, out: &[Action]) {
+    for a in out {
+        if let Action::Offline { id, .. } | Action::Online { id, .. } = a {
+            s.handle(now, &Event::ReconfigDone { id: *id, took_ns: 0 }, &mut Vec::new());
+        }
+    }
+}
+
 /// Mirrors CPU states from the actions and checks them.
 struct Mirror {
     state: Vec<CpuState>,
@@ -93,7 +120,7 @@ struct Mirror {
 impl Mirror {
     fn apply(&mut self, now: Nanos, out: &mut Vec<Action>) -> Result<(), TestCaseError> {
         for a in out.drain(..) {
-            if let Action::Cpu { cpu, state } = a {
+            if let Action::Dispatch { cpu, state } = a {
                 if !matches!(self.state[cpu], CpuState::Idle) {
                     self.busy_ns[cpu] += now - self.since[cpu];
                 }
@@ -127,11 +154,9 @@ proptest! {
     fn scheduler_invariants_hold(ops in prop::collection::vec(sched_op(), 1..80), smt in any::<bool>()) {
         let topo = if smt { Topology::uniform_smt(2, 2) } else { Topology::uniform(2, 4) };
         let n = topo.ncpus();
-        let mut s = ClusterScheduler::new(topo, Config {
-            min_granularity_ns: 16 * MS, chameleon: true, notify_on_exit: true, max_fuse: 4,
-            cost: ReconfigCost::FREE,
-        });
+        let mut s = ClusterScheduler::new(topo, config());
         let mut out = Vec::new();
+        let mut spawned = 0;
         let mut mirror = Mirror { state: vec![CpuState::Idle; n], since: vec![0; n], busy_ns: vec![0; n] };
         let mut now: Nanos = 0;
         let mut live: Vec<usize> = Vec::new();
@@ -140,26 +165,28 @@ proptest! {
             match op {
                 SchedOp::Spawn { nice, tax_pct, want, pin } => {
                     let affinity = pin.map(|p| CpuSet::single(p as usize % n));
-                    let t = s.add_thread(ThreadSpec {
-                        nice: nice as i32, tax: tax_pct as f64 / 100.0, want_cpus: want, weight: 1.0, affinity,
-                    });
-                    s.wake(now, t, &mut out);
+                    let t = spawned;
+                    spawned += 1;
+                    let spec = spec(nice as i32, tax_pct as f64 / 100.0, want, affinity);
+                    s.handle(now, &Event::Spawn { thread: t, spec }, &mut out);
                     live.push(t);
                 }
                 SchedOp::Exit(i) => {
                     if live.is_empty() { continue; }
                     let t = live.remove(i % live.len());
-                    s.exit(now, t, &mut out);
+                    s.handle(now, &Event::Exit { thread: t }, &mut out);
                     last_vr.remove(&t);
                 }
                 SchedOp::Advance(ticks) => {
                     for _ in 0..ticks {
                         now += 4 * MS;
-                        for c in 0..n { s.tick(now, c, &mut out); }
+                        for c in 0..n { s.handle(now, &Event::Tick { cpu: c }, &mut out); }
+                        answer_reconfigs(&mut s, now, &out);
                         mirror.apply(now, &mut out)?;
                     }
                 }
             }
+            answer_reconfigs(&mut s, now, &out);
             mirror.apply(now, &mut out)?;
             prop_assert!(s.check().is_ok(), "{:?}", s.check());
             for &t in &live {
@@ -180,10 +207,7 @@ proptest! {
     ) {
         let topo = Topology::uniform(1, 4);
         let n = topo.ncpus();
-        let mut s = ClusterScheduler::new(topo, Config {
-            min_granularity_ns: 16 * MS, chameleon: true, notify_on_exit: true, max_fuse: 4,
-            cost: ReconfigCost::FREE,
-        });
+        let mut s = ClusterScheduler::new(topo, config());
         let mut out = Vec::new();
         let mut woken: Vec<(usize, Nanos)> = Vec::new();
         let mut last_ran: BTreeMap<usize, Nanos> = BTreeMap::new();
@@ -198,11 +222,12 @@ proptest! {
             while let Some(&(at, want, tax)) = spawn_at.first() {
                 if at > now { break; }
                 spawn_at.remove(0);
-                let t = s.add_thread(ThreadSpec { nice: 0, tax, want_cpus: want, weight: 1.0, affinity: None });
-                s.wake(now, t, &mut out);
+                let t = woken.len();
+                s.handle(now, &Event::Spawn { thread: t, spec: spec(0, tax, want, None) }, &mut out);
                 woken.push((t, now));
             }
-            for c in 0..n { s.tick(now, c, &mut out); }
+            for c in 0..n { s.handle(now, &Event::Tick { cpu: c }, &mut out); }
+            answer_reconfigs(&mut s, now, &out);
             for c in 0..n {
                 if let CpuState::Running { thread, .. } = s.cpu_state(c) {
                     last_ran.insert(thread, now);

@@ -1,15 +1,29 @@
-//! The discrete-event engine: executes the scheduler's actions in virtual
-//! time and measures what happens.
+//! The discrete-event engine: feeds the policy events in virtual time,
+//! executes the actions it returns, and measures what happens. It keeps no
+//! policy of its own: every decision comes from `dyncore_core`'s policy
+//! through the boundary (`dyncore_core::policy`); what is here is machine
+//! physics, costs and bookkeeping.
 //!
-//! ## Events
-//! * `Tick(cpu)` — every `tick_ns` on every CPU; the scheduler's tick.
-//! * `Arrive(program)` — a program starts: its threads are created and woken.
+//! ## Events of the simulation
+//! * `Tick(cpu)` — every `tick_ns` on every CPU: the policy's `Tick`, and
+//!   every [`LOAD_SAMPLE_NS`] a `Load` sample of the CPU's busy time.
+//! * `Arrive(program)` — a program starts: its threads are spawned.
 //! * `Complete(thread, generation)` — the thread's current task is done at
 //!   its current progress rate; stale generations are ignored (the rate
-//!   changed since the event was scheduled).
+//!   changed since the event was scheduled). A thread with no task left
+//!   exits (the policy's `Exit`).
 //! * `StallEnd(cpu)` — a CPU finished reconfiguring.
+//! * `ReconfigDone(id, took)` — the reconfiguration `id` finished: the
+//!   policy's `ReconfigDone`.
 //! * `Ipi` — an inter-processor interrupt to a random CPU; if that CPU is
-//!   borrowed into a fused object, its proxy handles it.
+//!   borrowed into a fused object and has a proxy, its proxy handles it.
+//!
+//! ## Actions
+//! `Dispatch` and `SetSpeed` set what a CPU runs and at which duty; `Fuse`
+//! and `Split` are counted and traced; `Offline`/`Online` stall the CPUs of
+//! their object for the mechanism's latency ([`crate::reconfigure`]),
+//! serialised per CPU, and are answered by `ReconfigDone` when that ends;
+//! `Migrate` and `Object` are counted and sampled.
 //!
 //! The queue is ordered by (time, sequence number), so equal-time events run
 //! in the order they were scheduled. Randomness (task lengths, IPI targets
@@ -18,31 +32,37 @@
 //!
 //! ## Progress
 //! A thread's task has `remaining` baseline-nanoseconds of work and advances
-//! at `rate` = machine speed for (CPU, object size, program class), times
-//! the program's SMT factor when the sibling hyperthread is busy, and 0 while
+//! at `rate` = its CPU's duty over 50% ([`progress_rate`]), times the
+//! program's SMT factor when the sibling hyperthread is busy, and 0 while
 //! its CPU is reconfiguring. Whenever anything that could change a rate
 //! happens on a CPU, the threads on it and on its sibling are brought up to
 //! date and their completion re-scheduled.
 //!
 //! Invariants (asserted): virtual time never goes backwards; work done never
 //! exceeds work given; busy + borrowed time of a CPU never exceeds elapsed
-//! time.
+//! time; the policy sets a CPU's speed before it runs a thread there.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use dyncore_core::exec::{Mechanism, ReconfigCost};
-use dyncore_core::proxy::ProxyTable;
-use dyncore_core::sched::{Action, ClusterScheduler, Config, CpuState, ThreadSpec, auto_tax};
+use dyncore_core::exec::ExecObject;
+use dyncore_core::policy::{Action, CpuState, Event, Policy, ReconfigId, ThreadSpec};
+use dyncore_core::reconfig::Mode;
+use dyncore_core::sched::{ClusterScheduler, Config, auto_tax};
+use dyncore_core::speed::Duty;
 use dyncore_core::topology::CoreKind;
 use dyncore_core::{CpuSet, Nanos};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::machine::MachineSpec;
+use crate::machine::{MachineSpec, progress_rate};
+use crate::reconfigure::Reconfigurer;
 use crate::result::{AllocSample, CpuStats, ProgramResult, ReconfigStats, RunResult, TraceEvent};
-use crate::scenario::{PolicyKind, Scenario, TaxSpec};
+use crate::scenario::{PolicyKind, RunSpec, Scenario, TaxSpec};
 use crate::workload::{Binding, Program, Shape, program};
+
+/// Period of the `Load` samples fed to the policy, per CPU.
+pub const LOAD_SAMPLE_NS: Nanos = 100_000_000;
 
 /// Trace events kept per run; beyond this the trace is truncated (the
 /// results are not affected).
@@ -54,6 +74,8 @@ enum Ev {
     Arrive(usize),
     Complete(usize, u64),
     StallEnd(usize),
+    /// (reconfiguration id, what it took).
+    ReconfigDone(u64, Nanos),
     Ipi,
 }
 
@@ -81,7 +103,7 @@ struct ProgState {
     smt_factor: f64,
     wants_object: bool,
     spec_threads: u32,
-    /// Spec of each thread, created at arrival.
+    /// Spec of each thread, spawned at arrival.
     template: ThreadSpec,
 }
 
@@ -92,7 +114,6 @@ struct ThreadState {
     last: Nanos,
     generation: u64,
     cpu: Option<usize>,
-    object_cpus: usize,
     done: bool,
 }
 
@@ -100,7 +121,18 @@ struct CpuSim {
     state: CpuState,
     since: Nanos,
     stall_until: Nanos,
+    /// The duty the policy last set (`None`: never set).
+    duty: Option<Duty>,
     stats: CpuStats,
+    /// Busy time and time at the last `Load` sample.
+    sampled_busy_ns: Nanos,
+    sampled_at: Nanos,
+}
+
+/// A `Fuse` or `Split` whose `Offline`/`Online` comes next.
+struct PendingReconfig {
+    object: ExecObject,
+    fuse: bool,
 }
 
 struct Sim {
@@ -109,9 +141,9 @@ struct Sim {
     queue: BinaryHeap<Reverse<(Key, Ev)>>,
     rng: ChaCha8Rng,
     machine: MachineSpec,
-    sched: ClusterScheduler,
-    cost: ReconfigCost,
-    proxies: ProxyTable,
+    policy: ClusterScheduler,
+    reconfigurer: Reconfigurer,
+    pending: Option<PendingReconfig>,
     progs: Vec<ProgState>,
     threads: Vec<ThreadState>,
     cpus: Vec<CpuSim>,
@@ -136,87 +168,136 @@ struct Sim {
 pub fn run(scenario: &Scenario, index: usize) -> RunResult {
     let spec = &scenario.runs[index];
     let params = scenario.sim.with(&spec.sim);
-    let machine = MachineSpec::build(spec).unwrap_or_else(|(f, m)| panic!("unvalidated scenario: {f}: {m}"));
-    let ncpus = machine.topology.ncpus();
-    let chameleon = spec.policy == PolicyKind::Chameleon;
-    let cost = ReconfigCost::table4(params.reconfig);
-    let sched = ClusterScheduler::new(
-        machine.topology.clone(),
-        Config {
-            min_granularity_ns: params.min_granularity_ns,
-            chameleon,
-            notify_on_exit: params.notify_on_exit,
-            max_fuse: machine.max_fuse,
-            cost,
-        },
-    );
-    // One generator per run: seed mixed with the run index (splitmix64 step).
-    let mut z = scenario.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    let rng = ChaCha8Rng::seed_from_u64(z ^ (z >> 31));
+    let mut sim = Sim::new(scenario, index);
 
-    let mut sim = Sim {
-        now: 0,
-        seq: 0,
-        queue: BinaryHeap::new(),
-        rng,
-        cost,
-        proxies: ProxyTable::new(ncpus),
-        progs: Vec::new(),
-        threads: Vec::new(),
-        cpus: (0..ncpus)
-            .map(|c| CpuSim {
-                state: CpuState::Idle,
-                since: 0,
-                stall_until: 0,
-                stats: CpuStats { cpu: c, ..Default::default() },
-            })
-            .collect(),
-        tick_ns: params.tick_ns,
-        ipi_mean_gap_ns: if params.ipi_rate_per_cpu_s > 0.0 {
-            1e9 / (params.ipi_rate_per_cpu_s * ncpus as f64)
-        } else {
-            0.0
-        },
-        live_programs: 0,
-        pending_arrivals: 0,
-        events: 0,
-        reconfig: ReconfigStats::default(),
-        proxy_ipis: 0,
-        migrations: 0,
-        defrag_migrations: 0,
-        fuse_start: Vec::new(),
-        allocation: Vec::new(),
-        trace: Vec::new(),
-        actions: Vec::new(),
-        touched: Vec::new(),
-        machine,
-        sched,
-    };
+    let max_time = params.max_time_ns;
+    while let Some(Reverse((key, ev))) = sim.queue.pop() {
+        assert!(key.t >= sim.now, "virtual time went backwards");
+        if key.t > max_time {
+            break;
+        }
+        sim.now = key.t;
+        sim.events += 1;
+        sim.handle(ev);
+        if sim.live_programs == 0 && sim.pending_arrivals == 0 {
+            break;
+        }
+    }
+    sim.finish(spec, scenario)
+}
 
-    // Programs.
-    for w in &spec.workloads {
+/// Whether run `spec` can reconfigure at all: Chameleon on a machine that fuses.
+fn reconfigures(spec: &RunSpec, machine: &MachineSpec) -> bool {
+    spec.policy == PolicyKind::Chameleon && machine.max_fuse > 1
+}
+
+impl Sim {
+    /// The simulation of run `index`, with its programs' arrivals and the
+    /// first ticks queued.
+    fn new(scenario: &Scenario, index: usize) -> Sim {
+        let spec = &scenario.runs[index];
+        let params = scenario.sim.with(&spec.sim);
+        let machine =
+            MachineSpec::build(spec).unwrap_or_else(|(f, m)| panic!("unvalidated scenario: {f}: {m}"));
+        let ncpus = machine.topology.ncpus();
+        let policy = ClusterScheduler::new(
+            machine.topology.clone(),
+            Config {
+                min_granularity_ns: params.min_granularity_ns,
+                chameleon: spec.policy == PolicyKind::Chameleon,
+                notify_on_exit: params.notify_on_exit,
+                max_fuse: machine.max_fuse,
+                speed: machine.speed,
+                reconfig_mode: Mode::Bolt,
+            },
+        );
+        // One generator per run: seed mixed with the run index (splitmix64 step).
+        let mut z = scenario.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        let rng = ChaCha8Rng::seed_from_u64(z ^ (z >> 31));
+
+        let mut sim = Sim {
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            rng,
+            reconfigurer: Reconfigurer::new(params.reconfig, ncpus),
+            pending: None,
+            progs: Vec::new(),
+            threads: Vec::new(),
+            cpus: (0..ncpus)
+                .map(|c| CpuSim {
+                    state: CpuState::Idle,
+                    since: 0,
+                    stall_until: 0,
+                    duty: None,
+                    stats: CpuStats { cpu: c, ..Default::default() },
+                    sampled_busy_ns: 0,
+                    sampled_at: 0,
+                })
+                .collect(),
+            tick_ns: params.tick_ns,
+            ipi_mean_gap_ns: if params.ipi_rate_per_cpu_s > 0.0 {
+                1e9 / (params.ipi_rate_per_cpu_s * ncpus as f64)
+            } else {
+                0.0
+            },
+            live_programs: 0,
+            pending_arrivals: 0,
+            events: 0,
+            reconfig: ReconfigStats::default(),
+            proxy_ipis: 0,
+            migrations: 0,
+            defrag_migrations: 0,
+            fuse_start: Vec::new(),
+            allocation: Vec::new(),
+            trace: Vec::new(),
+            actions: Vec::new(),
+            touched: Vec::new(),
+            machine,
+            policy,
+        };
+        for w in &spec.workloads {
+            sim.add_workload(w, spec.policy == PolicyKind::Chameleon);
+        }
+        sim.name_programs();
+        for cpu in 0..ncpus {
+            sim.push(0, Ev::Tick(cpu));
+        }
+        if sim.ipi_mean_gap_ns > 0.0 {
+            let gap = sim.exp_gap();
+            sim.push(gap, Ev::Ipi);
+        }
+        sim
+    }
+
+    /// Queues the arrival of `w`'s instances.
+    fn add_workload(&mut self, w: &crate::scenario::WorkloadSpec, chameleon: bool) {
+        let ncpus = self.cpus.len();
         let prog = program(&w.program).expect("validated");
         let threads = if prog.is_sequential() { 1 } else { w.threads.unwrap_or(ncpus as u32) };
         let work_ns = (w.work_ms.unwrap_or(prog.work_ms) * 1e6) as u64;
         let start_ns = (w.start_ms * 1e6) as u64;
         let smt_factor = w.smt_factor.unwrap_or(prog.smt_factor);
-        let wants_object = chameleon && sim.machine.max_fuse > 1;
+        let wants_object = chameleon && self.machine.max_fuse > 1;
         // Thread specs are created at arrival; remember the knobs now.
         let want_cpus = if !wants_object {
             1
         } else if let Some(l) = w.seq_level {
             1usize << l
         } else if prog.is_sequential() {
-            sim.machine.max_fuse
+            self.machine.max_fuse
         } else {
             1
         };
         // The benefit of the object: its speed over a native CPU; on SMT,
         // the gain of a core alone over a shared one.
-        let speedup =
-            if sim.machine.smt { 1.0 / smt_factor } else { sim.machine.speed(0, want_cpus, prog.class) };
+        let speedup = if self.machine.smt {
+            1.0 / smt_factor
+        } else {
+            self.machine.speed.duty(CoreKind::Little, want_cpus, prog.class).speedup()
+        };
         let weight = w.weight.unwrap_or(speedup);
         let tax = match w.tax {
             TaxSpec::Rate(r) => r,
@@ -224,8 +305,8 @@ pub fn run(scenario: &Scenario, index: usize) -> RunResult {
         };
         let affinity = w.pin.as_ref().map(|p| {
             if p == "fast" {
-                let f = sim.machine.topology.cpus_of_kind(CoreKind::Big);
-                if f.is_empty() { sim.machine.topology.node_cpus(0) } else { f }
+                let f = self.machine.topology.cpus_of_kind(CoreKind::Big);
+                if f.is_empty() { self.machine.topology.node_cpus(0) } else { f }
             } else {
                 let s: CpuSet = p.parse().expect("validated cpulist");
                 let all = CpuSet::range(0, ncpus);
@@ -233,10 +314,10 @@ pub fn run(scenario: &Scenario, index: usize) -> RunResult {
                 if s.is_empty() { all } else { s }
             }
         });
-        let template = ThreadSpec { nice: w.nice, tax, want_cpus, weight, affinity };
+        let template = ThreadSpec { nice: w.nice, tax, want_cpus, weight, affinity, class: prog.class };
         for inst in 0..w.count {
-            let idx = sim.progs.len();
-            sim.progs.push(ProgState {
+            let idx = self.progs.len();
+            self.progs.push(ProgState {
                 name: String::new(),
                 label: w.label.clone().unwrap_or_else(|| prog.name.to_string()),
                 instance: inst,
@@ -253,48 +334,27 @@ pub fn run(scenario: &Scenario, index: usize) -> RunResult {
                 spec_threads: threads,
                 template: template.clone(),
             });
-            sim.pending_arrivals += 1;
-            sim.live_programs += 1;
-            sim.push(start_ns, Ev::Arrive(idx));
+            self.pending_arrivals += 1;
+            self.live_programs += 1;
+            self.push(start_ns, Ev::Arrive(idx));
         }
-    }
-    let mut per_label: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for pr in &sim.progs {
-        *per_label.entry(pr.label.clone()).or_default() += 1;
-    }
-    for pr in &mut sim.progs {
-        pr.name = if per_label[&pr.label] > 1 {
-            format!("{}#{}", pr.label, pr.instance + 1)
-        } else {
-            pr.label.clone()
-        };
-    }
-    for cpu in 0..ncpus {
-        sim.push(0, Ev::Tick(cpu));
-    }
-    if sim.ipi_mean_gap_ns > 0.0 {
-        let gap = sim.exp_gap();
-        sim.push(gap, Ev::Ipi);
     }
 
-    let max_time = params.max_time_ns;
-    while let Some(Reverse((key, ev))) = sim.queue.pop() {
-        assert!(key.t >= sim.now, "virtual time went backwards");
-        if key.t > max_time {
-            break;
+    /// Names in traces: the label, with `#instance` when several programs share it.
+    fn name_programs(&mut self) {
+        let mut per_label: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for pr in &self.progs {
+            *per_label.entry(pr.label.clone()).or_default() += 1;
         }
-        sim.now = key.t;
-        sim.events += 1;
-        sim.handle(ev);
-        if sim.live_programs == 0 && sim.pending_arrivals == 0 {
-            break;
+        for pr in &mut self.progs {
+            pr.name = if per_label[&pr.label] > 1 {
+                format!("{}#{}", pr.label, pr.instance + 1)
+            } else {
+                pr.label.clone()
+            };
         }
     }
-    let series = spec.series.clone().unwrap_or_else(|| spec.label.clone());
-    sim.finish(spec.label.clone(), series, spec.machine.clone(), spec.policy, params.reconfig)
-}
 
-impl Sim {
     fn push(&mut self, t: Nanos, ev: Ev) {
         self.seq += 1;
         self.queue.push(Reverse((Key { t, seq: self.seq }, ev)));
@@ -305,13 +365,19 @@ impl Sim {
         ((-(1.0 - u).ln()) * self.ipi_mean_gap_ns).max(1.0) as Nanos
     }
 
+    /// Hands one event to the policy and executes what it decides.
+    fn feed(&mut self, event: &Event) {
+        let mut out = std::mem::take(&mut self.actions);
+        self.policy.handle(self.now, event, &mut out);
+        self.execute(&mut out);
+        self.actions = out;
+    }
+
     fn handle(&mut self, ev: Ev) {
         match ev {
             Ev::Tick(cpu) => {
-                let mut out = std::mem::take(&mut self.actions);
-                self.sched.tick(self.now, cpu, &mut out);
-                self.execute(&mut out);
-                self.actions = out;
+                self.feed(&Event::Tick { cpu });
+                self.sample_load(cpu);
                 if self.live_programs > 0 || self.pending_arrivals > 0 {
                     // Ticks stay on a grid of tick_ns.
                     self.push(self.now + self.tick_ns, Ev::Tick(cpu));
@@ -324,9 +390,10 @@ impl Sim {
                 }
             }
             Ev::StallEnd(cpu) => self.refresh_cpu(cpu),
+            Ev::ReconfigDone(id, took_ns) => self.feed(&Event::ReconfigDone { id: ReconfigId(id), took_ns }),
             Ev::Ipi => {
                 let cpu = self.rng.random_range(0..self.cpus.len());
-                if self.proxies.is_proxied(cpu) {
+                if self.reconfigurer.is_proxied(cpu) {
                     // Delivered to the proxy, which runs the handler with the
                     // borrowed CPU's per-CPU state.
                     self.proxy_ipis += 1;
@@ -335,6 +402,22 @@ impl Sim {
                 self.push(self.now + gap, Ev::Ipi);
             }
         }
+    }
+
+    /// Every [`LOAD_SAMPLE_NS`], tells the policy how busy `cpu` was.
+    fn sample_load(&mut self, cpu: usize) {
+        let c = &self.cpus[cpu];
+        let window_ns = self.now - c.sampled_at;
+        if window_ns < LOAD_SAMPLE_NS {
+            return;
+        }
+        let running = matches!(c.state, CpuState::Running { .. });
+        let busy = c.stats.busy_ns + if running { self.now - c.since } else { 0 };
+        let busy_ns = busy - c.sampled_busy_ns;
+        let c = &mut self.cpus[cpu];
+        c.sampled_busy_ns = busy;
+        c.sampled_at = self.now;
+        self.feed(&Event::Load { cpu, busy_ns, window_ns });
     }
 
     fn arrive(&mut self, p: usize) {
@@ -387,10 +470,8 @@ impl Sim {
             }
         }
         self.trace_push(|s| TraceEvent::Instant { name: format!("start {}", s.progs[p].name), t_ns: s.now });
-        let mut out = std::mem::take(&mut self.actions);
         for work in initial {
-            let tid = self.sched.add_thread(self.progs[p].template.clone());
-            debug_assert_eq!(tid, self.threads.len());
+            let tid = self.threads.len();
             self.threads.push(ThreadState {
                 prog: p,
                 remaining: work as f64,
@@ -398,15 +479,13 @@ impl Sim {
                 last: self.now,
                 generation: 0,
                 cpu: None,
-                object_cpus: 1,
                 done: false,
             });
             self.progs[p].threads.push(tid);
             self.progs[p].live += 1;
-            self.sched.wake(self.now, tid, &mut out);
-            self.execute(&mut out);
+            let spec = self.progs[p].template.clone();
+            self.feed(&Event::Spawn { thread: tid, spec });
         }
-        self.actions = out;
         self.sample_allocation();
     }
 
@@ -423,10 +502,7 @@ impl Sim {
         self.threads[t].remaining = 0.0;
         self.threads[t].generation += 1;
         self.progs[p].live -= 1;
-        let mut out = std::mem::take(&mut self.actions);
-        self.sched.exit(self.now, t, &mut out);
-        self.execute(&mut out);
-        self.actions = out;
+        self.feed(&Event::Exit { thread: t });
         if self.progs[p].live == 0 {
             self.progs[p].finish_ns = Some(self.now);
             self.live_programs -= 1;
@@ -438,40 +514,33 @@ impl Sim {
         }
     }
 
-    /// Executes scheduler actions.
+    /// Executes the policy's actions, in order.
     fn execute(&mut self, out: &mut Vec<Action>) {
         let mut touched = std::mem::take(&mut self.touched);
         let mut alloc_changed = false;
         for a in out.drain(..) {
             match a {
-                Action::Cpu { cpu, state } => {
+                Action::Dispatch { cpu, state } => {
                     self.set_cpu_state(cpu, state);
                     touched.push(cpu);
                     if let Some(s) = self.machine.topology.sibling(cpu) {
                         touched.push(s);
                     }
                 }
-                Action::Fuse { thread, cpus } => {
-                    let rep = cpus.first().expect("non-empty");
-                    for c in cpus.iter().filter(|&c| c != rep) {
-                        // Install the proxy before the CPU stops taking IPIs.
-                        self.proxies.install(c, rep).expect("fresh proxy");
-                    }
-                    let cost = self.cost.fuse_ns(cpus.len());
-                    self.stall(&cpus, cost, "fuse");
+                Action::SetSpeed { cpu, duty } => {
+                    self.cpus[cpu].duty = Some(duty);
+                    touched.push(cpu);
+                }
+                Action::Fuse { thread, object } => {
                     self.reconfig.fuses += 1;
                     if self.fuse_start.len() <= thread {
                         self.fuse_start.resize(thread + 1, None);
                     }
-                    self.fuse_start[thread] = Some((self.now, cpus.clone()));
-                    touched.extend(cpus.iter());
+                    self.fuse_start[thread] = Some((self.now, object.cpus()));
+                    touched.push(object.representative);
+                    self.pending = Some(PendingReconfig { object, fuse: true });
                 }
-                Action::Split { thread, cpus } => {
-                    for c in cpus.iter() {
-                        self.proxies.remove(c);
-                    }
-                    let cost = self.cost.split_ns(cpus.len());
-                    self.stall(&cpus, cost, "split");
+                Action::Split { thread, object } => {
                     self.reconfig.splits += 1;
                     if let Some(Some((start, set))) = self.fuse_start.get_mut(thread).map(Option::take) {
                         self.trace_push(|s| TraceEvent::ObjectSpan {
@@ -482,7 +551,28 @@ impl Sim {
                             end_ns: s.now,
                         });
                     }
-                    touched.extend(cpus.iter());
+                    touched.push(object.representative);
+                    self.pending = Some(PendingReconfig { object, fuse: false });
+                }
+                Action::Offline { id, cpus, mode } => {
+                    let p = self
+                        .pending
+                        .take()
+                        .filter(|p| p.fuse)
+                        .expect("contract: an Offline follows its Fuse");
+                    let cost = self.reconfigurer.offline(&cpus, mode, &p.object);
+                    self.stall(&p.object, cost, "fuse", id);
+                    touched.extend(p.object.borrowed.iter());
+                }
+                Action::Online { id, cpus, mode } => {
+                    let p = self
+                        .pending
+                        .take()
+                        .filter(|p| !p.fuse)
+                        .expect("contract: an Online follows its Split");
+                    let cost = self.reconfigurer.online(&cpus, mode, &p.object);
+                    self.stall(&p.object, cost, "split", id);
+                    touched.extend(p.object.borrowed.iter());
                 }
                 Action::Migrate { defrag, .. } => {
                     self.migrations += 1;
@@ -503,27 +593,32 @@ impl Sim {
         if alloc_changed {
             self.sample_allocation();
         }
-        debug_assert!(self.proxies.check().is_ok());
+        debug_assert!(self.reconfigurer.check().is_ok());
     }
 
-    /// Marks `cpus` as reconfiguring for `cost` ns. Reconfigurations of a
-    /// CPU are serialised, as the kernel serialises hotplug under one lock:
-    /// one asked for while any of `cpus` is still reconfiguring starts when
-    /// the last of them is done.
-    fn stall(&mut self, cpus: &CpuSet, cost: Nanos, what: &str) {
+    /// Marks the CPUs of `object` as reconfiguring for `cost` ns and answers
+    /// reconfiguration `id` when that ends. Reconfigurations of a CPU are
+    /// serialised, as the kernel serialises hotplug under one lock: one asked
+    /// for while any of the CPUs is still reconfiguring starts when the last
+    /// of them is done.
+    fn stall(&mut self, object: &ExecObject, cost: Nanos, what: &str, id: ReconfigId) {
         if cost == 0 {
+            self.push(self.now, Ev::ReconfigDone(id.0, 0));
             return;
         }
         self.reconfig.time_ns += cost;
-        let start = cpus.iter().map(|c| self.cpus[c].stall_until).fold(self.now, Nanos::max);
+        let rep = object.representative;
+        let start = std::iter::once(rep)
+            .chain(object.borrowed.iter())
+            .map(|c| self.cpus[c].stall_until)
+            .fold(self.now, Nanos::max);
         let until = start + cost;
-        for c in cpus.iter() {
+        for c in std::iter::once(rep).chain(object.borrowed.iter()) {
             let already = self.cpus[c].stall_until.max(self.now);
             debug_assert!(until > already);
             self.cpus[c].stats.reconfig_ns += until - already;
             self.cpus[c].stall_until = until;
         }
-        let rep = cpus.first().expect("non-empty");
         self.trace_push(|_| TraceEvent::Reconfig {
             cpu: rep,
             name: what.to_string(),
@@ -531,9 +626,10 @@ impl Sim {
             end_ns: until,
         });
         self.push(until, Ev::StallEnd(rep));
-        for c in cpus.iter().skip(1) {
+        for c in object.borrowed.iter() {
             self.push(until, Ev::StallEnd(c));
         }
+        self.push(until, Ev::ReconfigDone(id.0, cost));
     }
 
     /// Accounts the time a CPU spent in its previous state and records the new one.
@@ -576,14 +672,17 @@ impl Sim {
                 self.threads[thread].generation += 1;
             }
         }
-        if let CpuState::Running { thread, object_cpus } = state {
+        if let CpuState::Running { thread, .. } = state {
             if let Some(prev) = self.threads[thread].cpu
                 && prev != cpu
             {
                 self.flush_thread(thread);
             }
+            assert!(
+                self.cpus[cpu].duty.is_some(),
+                "the policy runs thread {thread} on CPU {cpu} before setting its speed"
+            );
             self.threads[thread].cpu = Some(cpu);
-            self.threads[thread].object_cpus = object_cpus;
         }
         self.cpus[cpu].state = state;
         self.cpus[cpu].since = self.now;
@@ -602,15 +701,15 @@ impl Sim {
         if self.cpus[cpu].stall_until > self.now {
             return 0.0;
         }
-        let p = &self.progs[self.threads[t].prog];
-        let mut r = self.machine.speed(cpu, self.threads[t].object_cpus, p.prog.class);
-        if self.machine.smt
-            && let Some(s) = self.machine.topology.sibling(cpu)
-            && matches!(self.cpus[s].state, CpuState::Running { .. })
-        {
-            r *= p.smt_factor;
-        }
-        r
+        let duty = self.cpus[cpu].duty.expect("a running CPU has a speed");
+        let sibling_busy = self.machine.smt
+            && self
+                .machine
+                .topology
+                .sibling(cpu)
+                .is_some_and(|s| matches!(self.cpus[s].state, CpuState::Running { .. }));
+        let factor = if sibling_busy { self.progs[self.threads[t].prog].smt_factor } else { 1.0 };
+        progress_rate(duty, factor)
     }
 
     fn flush_thread(&mut self, t: usize) {
@@ -649,7 +748,7 @@ impl Sim {
             .filter(|pr| {
                 pr.wants_object && pr.finish_ns.is_none() && !pr.threads.is_empty() && pr.prog.is_sequential()
             })
-            .map(|pr| (&pr.name, self.sched.object_of(pr.threads[0]).len() as u32));
+            .map(|pr| (&pr.name, self.policy.object_of(pr.threads[0]).map_or(0, ExecObject::len) as u32));
         if let Some(last) = self.allocation.last() {
             let mut cur = current.clone();
             if last.cpus_by_program.iter().all(|(n, c)| cur.next() == Some((n, *c))) && cur.next().is_none() {
@@ -672,20 +771,20 @@ impl Sim {
         }
     }
 
-    fn finish(
-        mut self,
-        label: String,
-        series: String,
-        machine: String,
-        policy: PolicyKind,
-        mech: Mechanism,
-    ) -> RunResult {
+    fn finish(mut self, spec: &RunSpec, scenario: &Scenario) -> RunResult {
+        let label = spec.label.clone();
+        let series = spec.series.clone().unwrap_or_else(|| spec.label.clone());
+        let mechanism = if reconfigures(spec, &self.machine) {
+            scenario.sim.with(&spec.sim).reconfig.name()
+        } else {
+            "none"
+        };
         let finished = self.live_programs == 0 && self.pending_arrivals == 0;
         let end = self.now;
         for cpu in 0..self.cpus.len() {
             self.set_cpu_state(cpu, CpuState::Idle);
         }
-        if let Err(e) = self.sched.check() {
+        if let Err(e) = self.policy.check() {
             panic!("scheduler invariant broken at the end of `{label}`: {e}");
         }
         let per_cpu: Vec<CpuStats> = self
@@ -719,16 +818,16 @@ impl Sim {
                 }
             })
             .collect();
-        let decisions = self.sched.decisions();
+        let decisions = self.policy.decisions();
         RunResult {
             label,
             series,
-            machine,
-            policy: match policy {
+            machine: spec.machine.clone(),
+            policy: match spec.policy {
                 PolicyKind::Linux => "linux".into(),
                 PolicyKind::Chameleon => "chameleon".into(),
             },
-            reconfig_mechanism: mech.name().into(),
+            reconfig_mechanism: mechanism.into(),
             cpus: self.cpus.len(),
             end_ns: end,
             finished,

@@ -5,8 +5,10 @@
 //! ordered by (time, sequence number), one seeded ChaCha generator. The same
 //! scenario and seed give the same bytes out.
 
+pub mod cost;
 pub mod engine;
 pub mod machine;
+pub mod reconfigure;
 pub mod result;
 pub mod scenario;
 pub mod workload;

@@ -1,10 +1,12 @@
-//! Machine speed model (Chameleon Table 2).
+//! The simulated machines: Table 2's architectures as a topology and a
+//! speed model, and the physics of what a duty cycle does.
 //!
-//! Chameleon emulates asymmetric and dynamic processors with clock
-//! modulation: every CPU runs at a duty cycle, the baseline CPU at 50%. A
-//! program's progress rate is its CPU's duty cycle over 50%, so 1.0 is one
-//! baseline CPU. Fast CPUs (ACMP) and fused objects (Dynamic) run faster by
-//! an amount that depends on the program's speedup class:
+//! The *policy* half of the speed model — which duty each CPU runs at — is
+//! in `dyncore_core::speed` and reaches the simulator as `SetSpeed`
+//! actions. The *physics* is here: a thread progresses at its CPU's duty
+//! over the 50% baseline ([`progress_rate`]), times its program's
+//! `smt_factor` on the `smt` machine when the sibling hyperthread is busy,
+//! and not at all while its CPU reconfigures (the engine's business).
 //!
 //! | architecture | CPUs slow, fast | low | med | high |
 //! |---|---|---|---|---|
@@ -14,59 +16,35 @@
 //! | Dynamic, fuse 2 | | 62.5 | 75 | 75 |
 //! | Dynamic, fuse 4 | | 75 | 87.5 | 100 |
 //!
-//! The `smt` machine (§5.5) has 4 cores of 2 hyperthreads; a thread whose
-//! sibling hyperthread is busy progresses at its program's `smt_factor`; a
-//! "fused" hyperthread pair is a core running one thread alone.
+//! The `smt` machine (§5.5) has 4 cores of 2 hyperthreads, all at the
+//! baseline duty; a "fused" hyperthread pair is a core running one thread
+//! alone, whose gain is that its sibling is idle.
 
+use dyncore_core::speed::{DUTY_PAIR, DUTY_QUAD, Duty, SpeedModel};
 use dyncore_core::topology::{CoreKind, Topology};
 
 use crate::scenario::RunSpec;
-use crate::workload::SpeedClass;
 
 /// Known architectures, for error messages.
 pub const ARCHS: [&str; 6] = ["cmp", "acmp-3", "acmp-6", "dynamic", "smt", "uniform"];
-
-/// Duty cycle (percent) of a fast CPU or fused object for each class.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DutyByClass {
-    pub low: f64,
-    pub med: f64,
-    pub high: f64,
-}
-
-impl DutyByClass {
-    /// Progress rate relative to the 50% baseline.
-    pub fn speed(&self, class: SpeedClass) -> f64 {
-        let duty = match class {
-            SpeedClass::Low => self.low,
-            SpeedClass::Medium => self.med,
-            SpeedClass::High => self.high,
-        };
-        duty / BASE_DUTY
-    }
-}
-
-/// The baseline CPU's duty cycle, percent.
-pub const BASE_DUTY: f64 = 50.0;
-
-/// Table 2: a fused pair, and the fast CPUs of ACMP-6.
-const DUTY_PAIR: DutyByClass = DutyByClass { low: 62.5, med: 75.0, high: 75.0 };
-/// Table 2: a fused quad, and the fast CPUs of ACMP-3.
-const DUTY_QUAD: DutyByClass = DutyByClass { low: 75.0, med: 87.5, high: 100.0 };
 
 /// A machine to simulate: topology plus speed tables.
 #[derive(Debug, Clone)]
 pub struct MachineSpec {
     pub topology: Topology,
-    /// Speed of `Big` CPUs (ACMP fast cores).
-    pub fast: Option<DutyByClass>,
-    /// Speed of fused objects of 2 and 4 CPUs.
-    pub fuse2: DutyByClass,
-    pub fuse4: DutyByClass,
+    /// Duties by CPU kind, object size and class (the policy's input).
+    pub speed: SpeedModel,
     /// Largest fused object, CPUs (1 = no fusion).
     pub max_fuse: usize,
     /// Hyperthread siblings slow each other down.
     pub smt: bool,
+}
+
+/// Progress rate of a thread on a CPU at `duty`, relative to one baseline
+/// CPU; `sibling_factor` is its SMT factor when the sibling hyperthread is
+/// busy, else 1.
+pub fn progress_rate(duty: Duty, sibling_factor: f64) -> f64 {
+    duty.speedup() * sibling_factor
 }
 
 impl MachineSpec {
@@ -74,13 +52,13 @@ impl MachineSpec {
     pub fn build(run: &RunSpec) -> Result<MachineSpec, (&'static str, String)> {
         let arch = run.machine.to_ascii_lowercase();
         // (nodes, cpus per node, fast CPUs, fast duty, max fuse, smt)
-        let (nodes, per_node, nfast, fast, max_fuse, smt) = match arch.as_str() {
-            "cmp" => (2, 12, 0, None, 1, false),
-            "acmp-3" => (1, 15, 3, Some(DUTY_QUAD), 1, false),
-            "acmp-6" => (1, 18, 6, Some(DUTY_PAIR), 1, false),
-            "dynamic" => (2, 12, 0, None, 4, false),
-            "smt" => (1, 8, 0, None, 2, true),
-            "uniform" => (1, 4, 0, None, 4, false),
+        let (nodes, per_node, nfast, speed, max_fuse, smt) = match arch.as_str() {
+            "cmp" => (2, 12, 0, SpeedModel::DYNAMIC, 1, false),
+            "acmp-3" => (1, 15, 3, SpeedModel::acmp(DUTY_QUAD), 1, false),
+            "acmp-6" => (1, 18, 6, SpeedModel::acmp(DUTY_PAIR), 1, false),
+            "dynamic" => (2, 12, 0, SpeedModel::DYNAMIC, 4, false),
+            "smt" => (1, 8, 0, SpeedModel::BASELINE, 2, true),
+            "uniform" => (1, 4, 0, SpeedModel::DYNAMIC, 4, false),
             _ => {
                 return Err((
                     "machine",
@@ -116,7 +94,7 @@ impl MachineSpec {
                 format!("a fused object of {max_fuse} CPUs does not fit a node of {per_node} CPUs"),
             ));
         }
-        if max_fuse > 1 && fast.is_some() {
+        if max_fuse > 1 && speed.fast.is_some() {
             return Err((
                 "max_fuse",
                 format!("`{arch}` is a static asymmetric machine; it cannot fuse CPUs"),
@@ -138,24 +116,6 @@ impl MachineSpec {
         for cpu in total - nfast..total {
             topology.set_kind(cpu, CoreKind::Big);
         }
-        Ok(MachineSpec { topology, fast, fuse2: DUTY_PAIR, fuse4: DUTY_QUAD, max_fuse, smt })
-    }
-
-    /// Progress rate of a thread of `class` on `cpu`, running alone on an
-    /// object of `object_cpus` CPUs (1 = native).
-    pub fn speed(&self, cpu: usize, object_cpus: usize, class: SpeedClass) -> f64 {
-        if self.smt {
-            // A hyperthread pair running one thread is a core alone: full speed;
-            // the SMT slowdown is applied by the caller when the sibling is busy.
-            return 1.0;
-        }
-        match object_cpus {
-            0 | 1 => match (self.topology.kind(cpu), &self.fast) {
-                (CoreKind::Big, Some(fast)) => fast.speed(class),
-                _ => 1.0,
-            },
-            2 | 3 => self.fuse2.speed(class),
-            _ => self.fuse4.speed(class),
-        }
+        Ok(MachineSpec { topology, speed, max_fuse, smt })
     }
 }

@@ -9,9 +9,9 @@
 //! errors that name the field by path (`run[2].workload[0].program`), so the
 //! command line can point at the file and line.
 
-use dyncore_core::exec::Mechanism;
 use serde::{Deserialize, Serialize};
 
+use crate::cost::Mechanism;
 use crate::machine::MachineSpec;
 use crate::workload::{PROGRAMS, program};
 

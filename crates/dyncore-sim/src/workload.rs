@@ -16,13 +16,7 @@
 
 use serde::Serialize;
 
-/// Speedup class of a sequential program (Table 3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub enum SpeedClass {
-    Low,
-    Medium,
-    High,
-}
+pub use dyncore_core::speed::SpeedClass;
 
 /// How a parallel program binds work to threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

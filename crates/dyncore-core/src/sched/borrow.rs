@@ -2,6 +2,7 @@
 //! borrowing CPUs by virtual runtime, fusing, splitting, preempting.
 
 use super::{Action, ClusterScheduler, TState, ThreadId};
+use crate::exec::ExecObject;
 use crate::node::Assignment;
 use crate::{CpuId, CpuSet, Nanos};
 
@@ -45,17 +46,18 @@ impl ClusterScheduler {
     pub(super) fn apply(&mut self, now: Nanos, changes: Vec<Assignment>, out: &mut Vec<Action>) {
         for a in changes {
             let t = a.thread;
-            out.push(Action::Object { thread: t, cpus: a.cpus.clone() });
+            out.push(Action::Object { thread: t, object: a.object.clone() });
             if !self.threads[t].fused.is_empty() {
                 self.deactivate(now, t, out);
             }
-            self.threads[t].object = a.cpus.clone();
+            let new_rep = a.object.as_ref().map(|o| o.representative);
+            self.threads[t].object = a.object;
             let state = self.threads[t].state;
             if matches!(state, TState::New | TState::Exited) {
                 continue;
             }
             let from = self.threads[t].cpu;
-            if let Some(rep) = a.cpus.first()
+            if let Some(rep) = new_rep
                 && rep != from
             {
                 if state == TState::Running {
@@ -72,10 +74,10 @@ impl ClusterScheduler {
 
     /// `vruntimes[c]` = `min_vruntime` of each CPU the thread would borrow.
     pub(super) fn reset_vruntimes(&mut self, t: ThreadId) {
-        let obj = self.threads[t].object.clone();
-        let rep = obj.first();
-        let v: Vec<(CpuId, u64)> =
-            obj.iter().filter(|&c| Some(c) != rep).map(|c| (c, self.rqs[c].min_vruntime)).collect();
+        let v: Vec<(CpuId, u64)> = match &self.threads[t].object {
+            Some(o) => o.borrowed.iter().map(|c| (c, self.rqs[c].min_vruntime)).collect(),
+            None => Vec::new(),
+        };
         // Never lower a recorded value for a CPU kept across the change.
         let old = std::mem::take(&mut self.threads[t].vruntimes);
         self.threads[t].vruntimes = v
@@ -97,7 +99,7 @@ impl ClusterScheduler {
         match rq.curr {
             Some(u) => {
                 let uth = &self.threads[u];
-                if uth.has_object() && uth.object.len() > 1 {
+                if uth.object_len() > 1 {
                     return false;
                 }
                 mine < uth.vruntime && now.saturating_sub(uth.slice_start) >= self.cfg.min_granularity_ns
@@ -111,13 +113,14 @@ impl ClusterScheduler {
     pub(super) fn try_activate(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
         let rep = self.threads[t].cpu;
         debug_assert_eq!(self.rqs[rep].curr, Some(t));
-        if self.threads[t].object.first() != Some(rep) {
+        if self.threads[t].representative() != Some(rep) {
             return;
         }
-        let mut size = self.threads[t].object.len();
+        let mut size = self.threads[t].object_len();
         while size >= 2 {
             let Some(block) = self.topo.block_of(rep, size) else { break };
-            if block.first() != Some(rep) || !block.is_subset(&self.threads[t].object) {
+            let inside = self.threads[t].object.as_ref().is_some_and(|o| block.iter().all(|c| o.contains(c)));
+            if block.first() != Some(rep) || !inside {
                 break;
             }
             let mut need = block.clone();
@@ -139,32 +142,46 @@ impl ClusterScheduler {
         }
     }
 
+    /// Fuses `block` for `t`: preempts what runs on the borrowed CPUs, and
+    /// emits `Fuse` and the `Offline` of the borrowed CPUs. The object's
+    /// minimum granularity starts when the backend says the offline is done.
     pub(super) fn activate(&mut self, now: Nanos, t: ThreadId, block: CpuSet, out: &mut Vec<Action>) {
-        let rep = self.threads[t].cpu;
-        for c in block.iter().filter(|&c| c != rep) {
+        let object = ExecObject::new(&block);
+        debug_assert_eq!(object.representative, self.threads[t].cpu);
+        for c in object.borrowed.iter() {
             if self.rqs[c].curr.is_some() {
                 self.put_prev(now, c, out);
             }
             self.rqs[c].borrowed_by = Some(t);
             self.mark(c);
         }
+        let id = self.reconfig_id();
+        self.fusing.push((id, t));
         let th = &mut self.threads[t];
-        th.fused = block.clone();
-        th.fused.remove(rep);
-        th.fused_since = now + self.cfg.cost.fuse_ns(block.len());
-        self.mark(rep);
-        out.push(Action::Fuse { thread: t, cpus: block });
+        th.fused = object.borrowed.clone();
+        th.fused_since = None;
+        self.mark(object.representative);
+        let cpus = object.borrowed.clone();
+        out.push(Action::Fuse { thread: t, object });
+        out.push(Action::Offline { id, cpus, mode: self.cfg.reconfig_mode });
     }
 
+    /// Splits `t`'s active object: emits `Split` and the `Online` of the
+    /// borrowed CPUs, and lets them schedule their own threads again.
     pub(super) fn deactivate(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
         let rep = self.threads[t].cpu;
         if self.rqs[rep].curr == Some(t) {
             self.update_curr(now, rep);
         }
+        // A fuse still in progress is abandoned: its `ReconfigDone` no longer
+        // starts anything.
+        self.fusing.retain(|&(_, th)| th != t);
         let fused = std::mem::take(&mut self.threads[t].fused);
-        let mut all = fused.clone();
-        all.insert(rep);
-        out.push(Action::Split { thread: t, cpus: all });
+        let mut block = fused.clone();
+        block.insert(rep);
+        let id = self.reconfig_id();
+        out.push(Action::Split { thread: t, object: ExecObject::new(&block) });
+        out.push(Action::Online { id, cpus: fused.clone(), mode: self.cfg.reconfig_mode });
         self.mark(rep);
         for c in fused.iter() {
             debug_assert_eq!(self.rqs[c].borrowed_by, Some(t));
@@ -177,7 +194,10 @@ impl ClusterScheduler {
     /// A fused object yields once it has had its minimum granularity and a
     /// thread on a borrowed CPU is behind the fused thread's `vruntimes[c]`.
     pub(super) fn check_fused_preemption(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
-        if now.saturating_sub(self.threads[t].fused_since) < self.cfg.min_granularity_ns {
+        let Some(since) = self.threads[t].fused_since else {
+            return; // the fuse has not finished
+        };
+        if now.saturating_sub(since) < self.cfg.min_granularity_ns {
             return;
         }
         let th = &self.threads[t];

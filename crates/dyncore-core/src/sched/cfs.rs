@@ -100,7 +100,7 @@ impl ClusterScheduler {
         th.slice_start = now;
         self.update_min_vruntime(cpu);
         self.mark(cpu);
-        if self.cfg.chameleon && self.threads[t].object.len() > 1 {
+        if self.cfg.chameleon && self.threads[t].object_len() > 1 {
             self.try_activate(now, t, out);
         }
     }

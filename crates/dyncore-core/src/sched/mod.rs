@@ -1,10 +1,12 @@
-//! The cluster scheduler (Chameleon §3.3, §4.3) on CFS-like run queues, and
-//! — with execution objects switched off — the plain Linux-like baseline.
+//! The cluster scheduler (Chameleon §3.3, §4.3) on CFS-like run queues, with
+//! the speed model of Table 2 — the Chameleon policy — and, with execution
+//! objects switched off, the plain Linux-like baseline.
 //!
-//! Sans-IO: the backend calls [`ClusterScheduler::wake`], [`exit`],
-//! [`tick`] with the current time; the scheduler appends [`Action`]s (a
-//! CPU's new state, fuse, split, migrate, object changed) that the backend
-//! executes. No clock, no threads, no randomness.
+//! It implements [`Policy`]: the backend hands it spawns, exits, ticks and
+//! finished reconfigurations with the current time; it appends [`Action`]s
+//! (a CPU's new state and speed, fuse, split, offline, online, migrate,
+//! object changed) that the backend executes. No clock, no threads, no
+//! randomness, and no knowledge of what a reconfiguration costs.
 //!
 //! ## Run queues
 //! One CFS run queue per native CPU, ordered by virtual runtime. A running
@@ -23,10 +25,21 @@
 //! on `c` (which has had its minimum granularity), on *all* needed CPUs;
 //! otherwise it tries a smaller aligned object around the representative
 //! with the CPUs it can get; otherwise it runs natively, and retries at every
-//! tick. While fused, its borrowed time is charged to `vruntimes[c]` times
-//! its tax rate. Every tick, once the object has run `min_granularity_ns`,
-//! any borrowed CPU whose leftmost thread is behind `vruntimes[c]` splits the
-//! object.
+//! tick. Activating an object emits `Fuse` and the `Offline` of the borrowed
+//! CPUs (Bolt, proxies installed); deactivating emits `Split` and their
+//! `Online`. While fused, its borrowed time is charged to `vruntimes[c]`
+//! times its tax rate. Every tick, once the object has run
+//! `min_granularity_ns` *since its fuse finished* (the backend's
+//! `ReconfigDone`), any borrowed CPU whose leftmost thread is behind
+//! `vruntimes[c]` splits the object. Counting from the end of the fuse
+//! keeps a slow mechanism (hotplug) from being preempted and re-fused
+//! before it has ever run fused.
+//!
+//! ## Speeds
+//! Whenever a CPU starts running a thread, or the object it represents
+//! changes size, the scheduler emits `SetSpeed` with the duty cycle of
+//! [`SpeedModel::duty`] for the CPU's kind, the object's size and the
+//! thread's speed class — before the `Dispatch` that runs it.
 //!
 //! ## Invariants (checked by [`ClusterScheduler::check`])
 //! 1. A CPU is borrowed by at most one thread, and a borrowed CPU runs
@@ -36,9 +49,6 @@
 //! 3. Every live thread is in exactly one place: one queue, or one CPU's
 //!    `curr`.
 //! 4. Virtual runtimes never decrease (also checked by property tests).
-//!
-//! [`exit`]: ClusterScheduler::exit
-//! [`tick`]: ClusterScheduler::tick
 
 mod balance;
 mod borrow;
@@ -49,15 +59,16 @@ mod tests;
 
 use std::collections::BTreeSet;
 
-use crate::exec::ReconfigCost;
+use crate::exec::ExecObject;
 use crate::node::NodeManager;
+use crate::policy::{Action, CpuState, Event, Policy, ReconfigId, ThreadId, ThreadSpec};
+use crate::reconfig::Mode;
+use crate::speed::{Duty, SpeedModel};
 use crate::topology::Topology;
 use crate::{CpuId, CpuSet, Nanos};
 
 pub use cfs::{NICE_0_LOAD, load_weight};
 pub use tax::auto_tax;
-
-pub type ThreadId = usize;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -69,56 +80,10 @@ pub struct Config {
     pub notify_on_exit: bool,
     /// Largest fused object.
     pub max_fuse: usize,
-    /// How long fusing takes (the reconfiguration mechanism's latencies).
-    /// A fused object's minimum granularity counts from when the fuse is
-    /// done, so a slow mechanism (hotplug) is not preempted and re-fused
-    /// before it has ever run fused.
-    pub cost: ReconfigCost,
-}
-
-/// What a thread is and wants.
-#[derive(Debug, Clone)]
-pub struct ThreadSpec {
-    pub nice: i32,
-    /// Tax rate on borrowed CPUs.
-    pub tax: f64,
-    /// CPUs of the `sequential` object wanted (1 = none).
-    pub want_cpus: usize,
-    /// Weight of the property (its importance / speedup).
-    pub weight: f64,
-    /// CPUs the thread may run on (None = all).
-    pub affinity: Option<CpuSet>,
-}
-
-/// A CPU's state, as the backend should execute it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CpuState {
-    Idle,
-    /// Runs `thread`, on an object of `object_cpus` CPUs (1 = native).
-    Running {
-        thread: ThreadId,
-        object_cpus: usize,
-    },
-    /// Borrowed into `by`'s fused object.
-    Borrowed {
-        by: ThreadId,
-    },
-}
-
-/// What the backend must do.
-#[derive(Debug, Clone, PartialEq)]
-#[must_use]
-pub enum Action {
-    /// A CPU's state changed.
-    Cpu { cpu: CpuId, state: CpuState },
-    /// Activate a fused object: `cpus` (representative first) now run `thread`.
-    Fuse { thread: ThreadId, cpus: CpuSet },
-    /// Deactivate a fused object.
-    Split { thread: ThreadId, cpus: CpuSet },
-    /// A thread moved between run queues.
-    Migrate { thread: ThreadId, from: CpuId, to: CpuId, defrag: bool },
-    /// A node manager changed a thread's object (empty: none).
-    Object { thread: ThreadId, cpus: CpuSet },
+    /// Duty cycles by CPU kind, object size and speed class (Table 2).
+    pub speed: SpeedModel,
+    /// How the borrowed CPUs of a fused object go offline and come back.
+    pub reconfig_mode: Mode,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,11 +104,13 @@ struct Thread {
     exec_start: Nanos,
     slice_start: Nanos,
     node: Option<usize>,
-    object: CpuSet,
+    object: Option<ExecObject>,
     /// (CPU, virtual runtime it would have there), for borrowed CPUs.
     vruntimes: Vec<(CpuId, u64)>,
+    /// The CPUs borrowed right now (the active object minus the representative).
     fused: CpuSet,
-    fused_since: Nanos,
+    /// When the active object's fuse finished; `None` while it is in progress.
+    fused_since: Option<Nanos>,
 }
 
 impl Thread {
@@ -151,7 +118,14 @@ impl Thread {
         self.vruntimes.iter().find(|(c, _)| *c == cpu).map(|(_, v)| *v).unwrap_or(u64::MAX)
     }
     fn has_object(&self) -> bool {
-        !self.object.is_empty()
+        self.object.is_some()
+    }
+    /// CPUs of its object (0: none).
+    fn object_len(&self) -> usize {
+        self.object.as_ref().map_or(0, ExecObject::len)
+    }
+    fn representative(&self) -> Option<CpuId> {
+        self.object.as_ref().map(|o| o.representative)
     }
 }
 
@@ -163,7 +137,8 @@ struct Rq {
     borrowed_by: Option<ThreadId>,
 }
 
-/// The scheduler.
+/// The scheduler: the Chameleon policy (or, with `chameleon = false`, the
+/// Linux-like one).
 #[derive(Debug, Clone)]
 pub struct ClusterScheduler {
     topo: Topology,
@@ -181,6 +156,27 @@ pub struct ClusterScheduler {
     /// and release (the only calls that change objects), so balancing does
     /// not rebuild it on every tick.
     in_objects: CpuSet,
+    /// The duty each CPU was last set to (`None`: never).
+    duty: Vec<Option<Duty>>,
+    /// The next reconfiguration id.
+    next_reconfig: u64,
+    /// Fuses whose `Offline` has not finished: (its id, the fused thread).
+    fusing: Vec<(ReconfigId, ThreadId)>,
+}
+
+impl Policy for ClusterScheduler {
+    fn handle(&mut self, now: Nanos, event: &Event, out: &mut Vec<Action>) {
+        match event {
+            Event::Spawn { thread, spec } => {
+                let t = self.add_thread(*thread, spec.clone());
+                self.wake(now, t, out);
+            }
+            Event::Exit { thread } => self.exit(now, *thread, out),
+            Event::Tick { cpu } => self.tick(now, *cpu, out),
+            Event::ReconfigDone { id, .. } => self.reconfig_done(now, *id),
+            Event::Load { .. } => {}
+        }
+    }
 }
 
 impl ClusterScheduler {
@@ -200,6 +196,9 @@ impl ClusterScheduler {
             migrations_pending: Vec::new(),
             decisions: 0,
             in_objects: CpuSet::new(),
+            duty: vec![None; n],
+            next_reconfig: 0,
+            fusing: Vec::new(),
         }
     }
 
@@ -216,9 +215,9 @@ impl ClusterScheduler {
         self.threads[t].vruntime
     }
 
-    /// The thread's current object (empty: none).
-    pub fn object_of(&self, t: ThreadId) -> &CpuSet {
-        &self.threads[t].object
+    /// The thread's current object (`None`: none).
+    pub fn object_of(&self, t: ThreadId) -> Option<&ExecObject> {
+        self.threads[t].object.as_ref()
     }
 
     /// CPUs the thread has borrowed right now.
@@ -237,9 +236,10 @@ impl ClusterScheduler {
         }
     }
 
-    /// Registers a thread (not yet runnable).
-    pub fn add_thread(&mut self, spec: ThreadSpec) -> ThreadId {
-        let id = self.threads.len();
+    /// Registers a thread (not yet runnable). The backend names threads
+    /// densely, in spawn order (the boundary's contract).
+    fn add_thread(&mut self, id: ThreadId, spec: ThreadSpec) -> ThreadId {
+        assert_eq!(id, self.threads.len(), "thread ids are dense, in spawn order");
         let load = load_weight(spec.nice);
         self.threads.push(Thread {
             spec,
@@ -250,25 +250,24 @@ impl ClusterScheduler {
             exec_start: 0,
             slice_start: 0,
             node: None,
-            object: CpuSet::new(),
+            object: None,
             vruntimes: Vec::new(),
             fused: CpuSet::new(),
-            fused_since: 0,
+            fused_since: None,
         });
         id
     }
 
     /// A new thread becomes runnable.
-    pub fn wake(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
+    fn wake(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
         assert_eq!(self.threads[t].state, TState::New, "thread {t} woken twice");
         self.decisions += 1;
         if self.cfg.chameleon && self.threads[t].spec.want_cpus > 1 {
             self.request_object(now, t, out);
         }
-        let cpu = if self.threads[t].has_object() {
-            self.threads[t].object.first().expect("non-empty")
-        } else {
-            self.select_cpu(t)
+        let cpu = match self.threads[t].representative() {
+            Some(rep) => rep,
+            None => self.select_cpu(t),
         };
         let min = self.rqs[cpu].min_vruntime;
         let th = &mut self.threads[t];
@@ -280,7 +279,7 @@ impl ClusterScheduler {
     }
 
     /// A thread finished.
-    pub fn exit(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
+    fn exit(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
         let cpu = self.threads[t].cpu;
         match self.threads[t].state {
             TState::Running => {
@@ -297,7 +296,7 @@ impl ClusterScheduler {
         }
         self.threads[t].state = TState::Exited;
         if let Some(node) = self.threads[t].node.take() {
-            self.threads[t].object = CpuSet::new();
+            self.threads[t].object = None;
             let busy = self.native_busy();
             let changes = self.nms[node].release(t, self.cfg.notify_on_exit, &busy);
             self.refresh_in_objects();
@@ -308,7 +307,7 @@ impl ClusterScheduler {
     }
 
     /// The periodic tick of `cpu`.
-    pub fn tick(&mut self, now: Nanos, cpu: CpuId, out: &mut Vec<Action>) {
+    fn tick(&mut self, now: Nanos, cpu: CpuId, out: &mut Vec<Action>) {
         self.decisions += 1;
         if self.rqs[cpu].borrowed_by.is_some() {
             // The representative's tick checks the whole object.
@@ -329,7 +328,7 @@ impl ClusterScheduler {
                 if ran >= self.cfg.min_granularity_ns && behind {
                     self.put_prev(now, cpu, out);
                     self.schedule(now, cpu, out);
-                } else if self.cfg.chameleon && self.threads[t].object.len() > 1 + self.threads[t].fused.len()
+                } else if self.cfg.chameleon && self.threads[t].object_len() > 1 + self.threads[t].fused.len()
                 {
                     self.push_natives_off_rep(cpu);
                     self.try_activate(now, t, out);
@@ -343,6 +342,21 @@ impl ClusterScheduler {
         self.flush(out);
     }
 
+    /// A reconfiguration finished: if it was a fuse still in progress, the
+    /// object's minimum granularity starts now.
+    fn reconfig_done(&mut self, now: Nanos, id: ReconfigId) {
+        if let Some(i) = self.fusing.iter().position(|&(f, _)| f == id) {
+            let (_, t) = self.fusing.swap_remove(i);
+            self.threads[t].fused_since = Some(now);
+        }
+    }
+
+    /// A fresh reconfiguration id.
+    fn reconfig_id(&mut self) -> ReconfigId {
+        self.next_reconfig += 1;
+        ReconfigId(self.next_reconfig)
+    }
+
     // ----- bookkeeping ---------------------------------------------------
 
     fn mark(&mut self, cpu: CpuId) {
@@ -352,7 +366,8 @@ impl ClusterScheduler {
         }
     }
 
-    /// Emits the new state of every CPU that changed, in CPU order.
+    /// Emits the new state of every CPU that changed, in CPU order, each
+    /// running one preceded by its new speed if that changed.
     fn flush(&mut self, out: &mut Vec<Action>) {
         for (thread, from, to) in self.migrations_pending.drain(..) {
             out.push(Action::Migrate { thread, from, to, defrag: false });
@@ -361,7 +376,16 @@ impl ClusterScheduler {
         for i in 0..self.dirty_list.len() {
             let cpu = self.dirty_list[i];
             self.dirty[cpu] = false;
-            out.push(Action::Cpu { cpu, state: self.cpu_state(cpu) });
+            let state = self.cpu_state(cpu);
+            if let CpuState::Running { thread, object_cpus } = state {
+                let duty =
+                    self.cfg.speed.duty(self.topo.kind(cpu), object_cpus, self.threads[thread].spec.class);
+                if self.duty[cpu] != Some(duty) {
+                    self.duty[cpu] = Some(duty);
+                    out.push(Action::SetSpeed { cpu, duty });
+                }
+            }
+            out.push(Action::Dispatch { cpu, state });
         }
         self.dirty_list.clear();
     }
@@ -404,8 +428,11 @@ impl ClusterScheduler {
                 return Err(format!("thread {t} ({:?}) is still in a queue", th.state));
             }
             if !th.fused.is_empty() {
-                if !th.fused.is_subset(&th.object) {
-                    return Err(format!("thread {t} borrowed {} outside its object {}", th.fused, th.object));
+                if !th.object.as_ref().is_some_and(|o| th.fused.iter().all(|c| o.contains(c))) {
+                    return Err(format!(
+                        "thread {t} borrowed {} outside its object {:?}",
+                        th.fused, th.object
+                    ));
                 }
                 for c in th.fused.iter() {
                     if self.rqs[c].borrowed_by != Some(t) {

@@ -1,17 +1,41 @@
 use super::*;
+use crate::speed::SpeedClass;
 
 const MS: Nanos = 1_000_000;
 
-fn config(chameleon: bool, max_fuse: usize, cost: ReconfigCost) -> Config {
-    Config { min_granularity_ns: 16 * MS, chameleon, notify_on_exit: true, max_fuse, cost }
+fn config(chameleon: bool, max_fuse: usize) -> Config {
+    Config {
+        min_granularity_ns: 16 * MS,
+        chameleon,
+        notify_on_exit: true,
+        max_fuse,
+        speed: SpeedModel::DYNAMIC,
+        reconfig_mode: Mode::Bolt,
+    }
 }
 
 fn sched(nodes: usize, per_node: usize, max_fuse: usize) -> ClusterScheduler {
-    ClusterScheduler::new(Topology::uniform(nodes, per_node), config(true, max_fuse, ReconfigCost::FREE))
+    ClusterScheduler::new(Topology::uniform(nodes, per_node), config(true, max_fuse))
+}
+
+/// Spawns a thread through the policy boundary; returns its id.
+fn spawn(s: &mut ClusterScheduler, now: Nanos, spec: ThreadSpec, out: &mut Vec<Action>) -> ThreadId {
+    let thread = s.threads.len();
+    s.handle(now, &Event::Spawn { thread, spec }, out);
+    thread
+}
+
+/// Answers every `Offline`/`Online` in `out` with `ReconfigDone` at `now`.
+fn finish_reconfigs(s: &mut ClusterScheduler, now: Nanos, out: &[Action]) {
+    for a in out {
+        if let Action::Offline { id, .. } | Action::Online { id, .. } = a {
+            s.handle(now, &Event::ReconfigDone { id: *id, took_ns: 0 }, &mut Vec::new());
+        }
+    }
 }
 
 fn native(nice: i32) -> ThreadSpec {
-    ThreadSpec { nice, tax: 1.0, want_cpus: 1, weight: 0.0, affinity: None }
+    ThreadSpec { nice, tax: 1.0, want_cpus: 1, weight: 0.0, affinity: None, class: SpeedClass::High }
 }
 
 fn pinned(cpu: CpuId) -> ThreadSpec {
@@ -19,7 +43,7 @@ fn pinned(cpu: CpuId) -> ThreadSpec {
 }
 
 fn wants(cpus: usize, tax: f64) -> ThreadSpec {
-    ThreadSpec { nice: 0, tax, want_cpus: cpus, weight: 2.0, affinity: None }
+    ThreadSpec { nice: 0, tax, want_cpus: cpus, weight: 2.0, affinity: None, class: SpeedClass::High }
 }
 
 /// Ticks every CPU at `t`.
@@ -42,10 +66,8 @@ fn cfs_runs_the_leftmost_and_honours_min_granularity() {
     // after 4 ms but A keeps the CPU until it has run 16 ms.
     let mut s = sched(1, 1, 1);
     let mut out = Vec::new();
-    let a = s.add_thread(native(0));
-    let b = s.add_thread(native(0));
-    s.wake(0, a, &mut out);
-    s.wake(0, b, &mut out);
+    let a = spawn(&mut s, 0, native(0), &mut out);
+    let b = spawn(&mut s, 0, native(0), &mut out);
     assert_eq!(running(&s, 0), Some(a));
     for t in [4, 8, 12] {
         s.tick(t * MS, 0, &mut out);
@@ -63,10 +85,8 @@ fn nice_levels_scale_virtual_runtime() {
     // nice 5 has load weight 335: 10 ms of CPU = 10 * 1024 / 335 = 30.567 ms of vruntime.
     let mut s = sched(1, 2, 1);
     let mut out = Vec::new();
-    let a = s.add_thread(native(0));
-    let b = s.add_thread(native(5));
-    s.wake(0, a, &mut out);
-    s.wake(0, b, &mut out);
+    let a = spawn(&mut s, 0, native(0), &mut out);
+    let b = spawn(&mut s, 0, native(5), &mut out);
     tick_all(&mut s, 10 * MS, &mut out);
     assert_eq!(s.vruntime(a), 10 * MS);
     assert_eq!(s.vruntime(b), 10 * MS * 1024 / 335);
@@ -76,9 +96,11 @@ fn nice_levels_scale_virtual_runtime() {
 fn an_object_borrows_an_idle_neighbour_at_once() {
     let mut s = sched(1, 2, 2);
     let mut out = Vec::new();
-    let a = s.add_thread(wants(2, 1.0));
-    s.wake(0, a, &mut out);
-    assert!(out.contains(&Action::Fuse { thread: a, cpus: "0-1".parse().unwrap() }), "{out:?}");
+    let a = spawn(&mut s, 0, wants(2, 1.0), &mut out);
+    assert!(
+        out.contains(&Action::Fuse { thread: a, object: ExecObject::new(&"0-1".parse().unwrap()) }),
+        "{out:?}"
+    );
     assert_eq!(s.cpu_state(0), CpuState::Running { thread: a, object_cpus: 2 });
     assert_eq!(s.cpu_state(1), CpuState::Borrowed { by: a });
     s.check().unwrap();
@@ -94,19 +116,18 @@ fn borrowing_needs_a_lower_vruntime_on_all_cpus_else_a_smaller_object() {
     // the pair 0-1 is formed.
     let mut s = sched(1, 4, 4);
     let mut out = Vec::new();
-    let n1 = s.add_thread(pinned(1));
-    let n2 = s.add_thread(pinned(2));
-    s.wake(0, n1, &mut out);
-    s.wake(0, n2, &mut out);
-    let a = s.add_thread(wants(4, 0.01));
-    s.wake(0, a, &mut out);
+    spawn(&mut s, 0, pinned(1), &mut out);
+    spawn(&mut s, 0, pinned(2), &mut out);
+    let a = spawn(&mut s, 0, wants(4, 0.01), &mut out);
     // CPU 3 was idle at 0: the quad needs 1 and 2, which just started.
     assert_eq!(s.cpu_state(0), CpuState::Running { thread: a, object_cpus: 1 });
-    let n3 = s.add_thread(pinned(3));
-    s.wake(20 * MS, n3, &mut out);
+    spawn(&mut s, 20 * MS, pinned(3), &mut out);
     out.clear();
     tick_all(&mut s, 20 * MS, &mut out);
-    assert!(out.contains(&Action::Fuse { thread: a, cpus: "0-1".parse().unwrap() }), "{out:?}");
+    assert!(
+        out.contains(&Action::Fuse { thread: a, object: ExecObject::new(&"0-1".parse().unwrap()) }),
+        "{out:?}"
+    );
     assert_eq!(s.fused_of(a).to_string(), "1");
     // At 40 ms CPU 3's native has run 20 ms (vruntime 20 ms > 0), and A
     // was charged only 20 ms x 0.01 = 0.2 ms on CPU 1: the object grows
@@ -114,7 +135,10 @@ fn borrowing_needs_a_lower_vruntime_on_all_cpus_else_a_smaller_object() {
     // have been charged 20 ms and lost CPU 1's race instead.
     out.clear();
     tick_all(&mut s, 40 * MS, &mut out);
-    assert!(out.contains(&Action::Fuse { thread: a, cpus: "0-3".parse().unwrap() }), "{out:?}");
+    assert!(
+        out.contains(&Action::Fuse { thread: a, object: ExecObject::new(&"0-3".parse().unwrap()) }),
+        "{out:?}"
+    );
     s.check().unwrap();
 }
 
@@ -124,8 +148,7 @@ fn taxation_charges_borrowed_time_times_the_rate() {
     // the representative, vruntimes[1] +6 ms.
     let mut s = sched(1, 2, 2);
     let mut out = Vec::new();
-    let a = s.add_thread(wants(2, 0.5));
-    s.wake(0, a, &mut out);
+    let a = spawn(&mut s, 0, wants(2, 0.5), &mut out);
     s.tick(12 * MS, 0, &mut out);
     assert_eq!(s.vruntime(a), 12 * MS);
     assert_eq!(s.threads[a].vr_on(1), 6 * MS);
@@ -138,11 +161,10 @@ fn a_fused_object_yields_after_min_granularity_when_a_native_is_behind() {
     // for the 16 ms minimum granularity, then splits.
     let mut s = sched(1, 2, 2);
     let mut out = Vec::new();
-    let a = s.add_thread(wants(2, 100.0));
-    s.wake(0, a, &mut out);
+    let a = spawn(&mut s, 0, wants(2, 100.0), &mut out);
     assert_eq!(s.fused_of(a).len(), 1);
-    let b = s.add_thread(pinned(1));
-    s.wake(MS, b, &mut out);
+    finish_reconfigs(&mut s, 0, &out);
+    let b = spawn(&mut s, MS, pinned(1), &mut out);
     for t in [4, 8, 12] {
         s.tick(t * MS, 0, &mut out);
         assert_eq!(s.fused_of(a).len(), 1, "at {t} ms");
@@ -156,19 +178,21 @@ fn a_fused_object_yields_after_min_granularity_when_a_native_is_behind() {
 
 #[test]
 fn min_granularity_of_a_fused_object_counts_from_the_end_of_the_fuse() {
-    // Same as above, but fusing takes 150 ms (hotplug, fuse 2): A is
-    // not split before 150 + 16 = 166 ms, although B is behind at once.
-    let hotplug = ReconfigCost::table4(crate::exec::Mechanism::Hotplug);
-    let mut s = ClusterScheduler::new(Topology::uniform(1, 2), config(true, 2, hotplug));
+    // Same as above, but the backend takes 150 ms to take CPU 1 offline
+    // (hotplug, fuse 2): A is not split before the `ReconfigDone` at 150 ms
+    // plus 16 ms, although B is behind at once.
+    let mut s = sched(1, 2, 2);
     let mut out = Vec::new();
-    let a = s.add_thread(wants(2, 100.0));
-    s.wake(0, a, &mut out);
-    let b = s.add_thread(pinned(1));
-    s.wake(MS, b, &mut out);
-    for t in [16, 100, 164] {
+    let a = spawn(&mut s, 0, wants(2, 100.0), &mut out);
+    let fuse = out.clone();
+    spawn(&mut s, MS, pinned(1), &mut out);
+    for t in [16, 100, 148] {
         s.tick(t * MS, 0, &mut out);
         assert_eq!(s.fused_of(a).len(), 1, "at {t} ms");
     }
+    finish_reconfigs(&mut s, 150 * MS, &fuse);
+    s.tick(164 * MS, 0, &mut out);
+    assert_eq!(s.fused_of(a).len(), 1, "at 164 ms");
     out.clear();
     s.tick(168 * MS, 0, &mut out);
     assert!(out.iter().any(|x| matches!(x, Action::Split { thread, .. } if *thread == a)), "{out:?}");
@@ -176,24 +200,50 @@ fn min_granularity_of_a_fused_object_counts_from_the_end_of_the_fuse() {
 }
 
 #[test]
-fn linux_mode_never_fuses() {
-    let mut s = ClusterScheduler::new(Topology::uniform(1, 4), config(false, 4, ReconfigCost::FREE));
+fn fuse_sets_the_speed_and_takes_the_borrowed_cpus_offline_before_they_change_state() {
+    // A high-class thread fuses 0-1: Fuse, Offline {1}, then CPU 0 at the
+    // fused pair's duty (75%) before it runs on the pair, CPU 1 borrowed.
+    let mut s = sched(1, 2, 2);
     let mut out = Vec::new();
-    let a = s.add_thread(wants(4, 0.01));
-    s.wake(0, a, &mut out);
+    let a = spawn(&mut s, 0, wants(2, 1.0), &mut out);
+    let pair = ExecObject::new(&"0-1".parse().unwrap());
+    let duty = Duty::new(750).unwrap();
+    let id = match out.iter().find(|x| matches!(x, Action::Offline { .. })) {
+        Some(Action::Offline { id, .. }) => *id,
+        _ => panic!("no offline: {out:?}"),
+    };
+    let tail = [
+        Action::Fuse { thread: a, object: pair.clone() },
+        Action::Offline { id, cpus: CpuSet::single(1), mode: Mode::Bolt },
+        Action::SetSpeed { cpu: 0, duty },
+        Action::Dispatch { cpu: 0, state: CpuState::Running { thread: a, object_cpus: 2 } },
+        Action::Dispatch { cpu: 1, state: CpuState::Borrowed { by: a } },
+    ];
+    assert!(out.ends_with(&tail), "{out:?}");
+    // Exit: Split, Online {1}; CPU 0 idle needs no speed.
+    out.clear();
+    s.handle(5 * MS, &Event::Exit { thread: a }, &mut out);
+    assert!(matches!(&out[1], Action::Online { cpus, .. } if *cpus == CpuSet::single(1)), "{out:?}");
+    assert_eq!(out[0], Action::Split { thread: a, object: pair });
+    s.check().unwrap();
+}
+
+#[test]
+fn linux_mode_never_fuses() {
+    let mut s = ClusterScheduler::new(Topology::uniform(1, 4), config(false, 4));
+    let mut out = Vec::new();
+    let a = spawn(&mut s, 0, wants(4, 0.01), &mut out);
     tick_all(&mut s, 100 * MS, &mut out);
     assert!(!out.iter().any(|x| matches!(x, Action::Fuse { .. })));
-    assert!(s.object_of(a).is_empty());
+    assert!(s.object_of(a).is_none());
 }
 
 #[test]
 fn exit_returns_borrowed_cpus_and_wakes_their_threads() {
     let mut s = sched(1, 2, 2);
     let mut out = Vec::new();
-    let a = s.add_thread(wants(2, 0.01));
-    s.wake(0, a, &mut out);
-    let b = s.add_thread(pinned(1));
-    s.wake(MS, b, &mut out);
+    let a = spawn(&mut s, 0, wants(2, 0.01), &mut out);
+    let b = spawn(&mut s, MS, pinned(1), &mut out);
     assert_eq!(s.cpu_state(1), CpuState::Borrowed { by: a });
     out.clear();
     s.exit(5 * MS, a, &mut out);

@@ -1,0 +1,153 @@
+//! The policy boundary: events in, actions out, time as an argument. This is
+//! the contract every backend implements (docs/architecture.md, "The policy
+//! boundary", explains it with the simulator and the live runtime side by
+//! side).
+//!
+//! A policy is a deterministic state machine behind one call,
+//! [`Policy::handle`]: the backend passes the time and one [`Event`]; the
+//! policy appends the [`Action`]s the backend must execute, in order. The
+//! same events at the same times give the same actions, byte for byte —
+//! which is what lets a live run's event trace be replayed through the
+//! policy alone.
+//!
+//! There is one `Event` and one `Action` enum for every policy (Chameleon and
+//! its Linux-like mode today; component placement later adds variants), so a
+//! backend and the trace format have one contract.
+//!
+//! ## What the backend promises
+//! 1. `now` never decreases from one call to the next.
+//! 2. Threads are named by the backend, densely, in spawn order: the n-th
+//!    [`Event::Spawn`] carries thread id n. A thread is spawned once and
+//!    exits at most once, after its spawn ([`Event::Exit`] when its work is
+//!    done). Threads are CPU-bound: once spawned they are runnable until
+//!    they exit.
+//! 3. Every CPU ticks ([`Event::Tick`]) periodically while anything runs.
+//! 4. Actions are executed in the order given. Every [`Action::Offline`] and
+//!    [`Action::Online`] is answered by exactly one [`Event::ReconfigDone`]
+//!    with its id, when its critical path is done, saying what it took. A
+//!    backend serialises the reconfigurations of one CPU: one asked for
+//!    while an earlier one of the same CPU is in progress starts when that
+//!    ends (the kernel does the same under its hotplug lock). The policy
+//!    never learns costs in advance: it learns that a reconfiguration ended
+//!    from the event, which works for a backend whose costs are unknown (a
+//!    real machine).
+//! 5. A CPU runs what the last [`Action::Dispatch`] for it says, at the duty
+//!    cycle the last [`Action::SetSpeed`] for it says, and nothing while it
+//!    is reconfiguring.
+//!
+//! ## What the policy guarantees
+//! 1. A thread runs on at most one CPU at a time, and only between its spawn
+//!    and its exit.
+//! 2. A CPU's speed is set before a thread first runs on it, and again after
+//!    every fuse and split of an object it represents, before the thread
+//!    runs there at the new size.
+//! 3. A [`Action::Fuse`] is followed at once by the [`Action::Offline`] of
+//!    its borrowed CPUs, a [`Action::Split`] by their [`Action::Online`].
+//! 4. A CPU taken offline runs nothing (its only state is
+//!    [`CpuState::Borrowed`]) until it is brought back online; every
+//!    `Offline` of a fuse is followed by its `Online` before the CPUs run
+//!    anything else. Offline is asked only of online CPUs and online only of
+//!    offline ones, and reconfiguration ids are never reused.
+//! 5. Every execution object carried by an action passes
+//!    [`ExecObject::check`](crate::exec::ExecObject::check).
+
+use serde::{Deserialize, Serialize};
+
+use crate::exec::ExecObject;
+use crate::reconfig::Mode;
+use crate::speed::{Duty, SpeedClass};
+use crate::{CpuId, CpuSet, Nanos};
+
+/// A thread, named by the backend (dense, in spawn order).
+pub type ThreadId = usize;
+
+/// Names one `Offline` or `Online` action and the `ReconfigDone` that
+/// answers it. Assigned by the policy, never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ReconfigId(pub u64);
+
+/// A policy: a deterministic state machine between events and actions.
+pub trait Policy {
+    /// Handles one event at `now`; appends the actions the backend must
+    /// execute, in order. Deterministic: the same events at the same times
+    /// give the same actions.
+    fn handle(&mut self, now: Nanos, event: &Event, out: &mut Vec<Action>);
+}
+
+/// What a thread is and wants, given when it is spawned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadSpec {
+    /// Nice level, -20..=19 (CFS weights).
+    pub nice: i32,
+    /// Tax rate on borrowed CPUs (Chameleon §4.3.3).
+    pub tax: f64,
+    /// CPUs of the `sequential` object wanted (1 = none).
+    pub want_cpus: usize,
+    /// Weight of the property: its importance, e.g. its speedup.
+    pub weight: f64,
+    /// CPUs the thread may run on (`None` = all).
+    pub affinity: Option<CpuSet>,
+    /// How much the thread gains from fast CPUs and fused objects (Table 3).
+    pub class: SpeedClass,
+}
+
+/// Backend → policy. Each is stamped with the time it happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    /// A thread is created with `spec` and is runnable.
+    Spawn { thread: ThreadId, spec: ThreadSpec },
+    /// A thread finished its work.
+    Exit { thread: ThreadId },
+    /// The periodic tick of a CPU.
+    Tick { cpu: CpuId },
+    /// The reconfiguration `id` asked for by an `Offline` or `Online`
+    /// action finished its critical path; it took `took_ns` from its start
+    /// (not counting time queued behind an earlier reconfiguration).
+    ReconfigDone { id: ReconfigId, took_ns: Nanos },
+    /// `cpu` was busy running threads for `busy_ns` of the last `window_ns`.
+    /// The Chameleon policy ignores it; placement policies use it.
+    Load { cpu: CpuId, busy_ns: Nanos, window_ns: Nanos },
+}
+
+/// A CPU's state, as the backend must run it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum CpuState {
+    /// Runs nothing.
+    Idle,
+    /// Runs `thread`, on an object of `object_cpus` CPUs (1 = native).
+    Running { thread: ThreadId, object_cpus: usize },
+    /// Borrowed into `by`'s fused object: offline, runs nothing.
+    Borrowed { by: ThreadId },
+}
+
+/// Policy → backend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[must_use]
+pub enum Action {
+    /// `cpu` now runs as `state` says. Every call ends with one of these per
+    /// CPU whose state changed, in CPU order, so a backend can mirror the
+    /// machine exactly.
+    Dispatch { cpu: CpuId, state: CpuState },
+    /// `cpu` runs at `duty` from now on (Table 2 as duty cycles).
+    SetSpeed { cpu: CpuId, duty: Duty },
+    /// `thread` activates `object`: its representative runs the thread,
+    /// its borrowed CPUs go offline (the `Offline` that follows).
+    Fuse { thread: ThreadId, object: ExecObject },
+    /// `thread` deactivates `object`: its borrowed CPUs come back (the
+    /// `Online` that follows).
+    Split { thread: ThreadId, object: ExecObject },
+    /// Take `cpus` offline with `mode` (Bolt: critical steps only, proxies
+    /// installed); answered by `ReconfigDone { id }`.
+    Offline { id: ReconfigId, cpus: CpuSet, mode: Mode },
+    /// Bring `cpus` back online with `mode`; answered by `ReconfigDone { id }`.
+    Online { id: ReconfigId, cpus: CpuSet, mode: Mode },
+    /// `thread` moved from `from`'s run queue to `to`'s (`defrag`: the node
+    /// manager moved it to defragment its node).
+    Migrate { thread: ThreadId, from: CpuId, to: CpuId, defrag: bool },
+    /// A node manager gave `thread` a new execution object (`None`: none).
+    Object { thread: ThreadId, object: Option<ExecObject> },
+}
