@@ -39,6 +39,7 @@ use dyncore_core::{CpuSet, Nanos};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::control::{EventBudgetExceeded, RunProgress, Watch};
 use crate::machine::MachineSpec;
 use crate::result::{AllocSample, CpuStats, ProgramResult, ReconfigStats, RunResult, TraceEvent};
 use crate::scenario::{PolicyKind, Scenario, TaxSpec};
@@ -132,8 +133,14 @@ struct Sim {
     touched: Vec<usize>,
 }
 
-/// Runs run `index` of a validated scenario.
-pub fn run(scenario: &Scenario, index: usize) -> RunResult {
+/// Runs run `index` of a validated scenario, reporting progress to `watch`.
+/// A run that reaches its event budget (`max_events`) stops with an error
+/// instead of a result.
+pub fn run(
+    scenario: &Scenario,
+    index: usize,
+    watch: &mut Watch<'_>,
+) -> Result<RunResult, EventBudgetExceeded> {
     let spec = &scenario.runs[index];
     let params = scenario.sim.with(&spec.sim);
     let machine = MachineSpec::build(spec).unwrap_or_else(|(f, m)| panic!("unvalidated scenario: {f}: {m}"));
@@ -228,9 +235,11 @@ pub fn run(scenario: &Scenario, index: usize) -> RunResult {
                 if f.is_empty() { sim.machine.topology.node_cpus(0) } else { f }
             } else {
                 let s: CpuSet = p.parse().expect("validated cpulist");
-                let all = CpuSet::range(0, ncpus);
-                let s = s.intersection(&all);
-                if s.is_empty() { all } else { s }
+                assert!(
+                    s.last().is_some_and(|l| l < ncpus),
+                    "validated: pin `{p}` names CPUs of the machine"
+                );
+                s
             }
         });
         let template = ThreadSpec { nice: w.nice, tax, want_cpus, weight, affinity };
@@ -278,20 +287,43 @@ pub fn run(scenario: &Scenario, index: usize) -> RunResult {
     }
 
     let max_time = params.max_time_ns;
+    let progress = |sim: &Sim, done: bool| RunProgress {
+        run: index,
+        runs: scenario.runs.len(),
+        now_ns: sim.now,
+        max_time_ns: max_time,
+        events: sim.events,
+        max_events: params.max_events,
+        done,
+    };
     while let Some(Reverse((key, ev))) = sim.queue.pop() {
         assert!(key.t >= sim.now, "virtual time went backwards");
         if key.t > max_time {
             break;
         }
+        if sim.events == params.max_events {
+            return Err(EventBudgetExceeded {
+                run: index,
+                label: spec.label.clone(),
+                max_events: params.max_events,
+                now_ns: sim.now,
+                max_time_ns: max_time,
+                run_overrides: spec.sim.max_events.is_some(),
+            });
+        }
         sim.now = key.t;
         sim.events += 1;
         sim.handle(ev);
+        if watch.every_events > 0 && sim.events.is_multiple_of(watch.every_events) {
+            (watch.report)(&progress(&sim, false));
+        }
         if sim.live_programs == 0 && sim.pending_arrivals == 0 {
             break;
         }
     }
+    (watch.report)(&progress(&sim, true));
     let series = spec.series.clone().unwrap_or_else(|| spec.label.clone());
-    sim.finish(spec.label.clone(), series, spec.machine.clone(), spec.policy, params.reconfig)
+    Ok(sim.finish(spec.label.clone(), series, spec.machine.clone(), spec.policy, params.reconfig))
 }
 
 impl Sim {
