@@ -410,3 +410,33 @@ pub fn write_index(out: &Path, written: &[Written], what_ran: &str) -> Result<()
     s += "\nWhere dyncore differs from the paper, docs/results.md explains why.\n";
     write_file(&out.join("index.md"), s.as_bytes())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The writing side refuses what validation refuses, so a caller that
+    /// skipped validation still cannot write outside `out`.
+    #[test]
+    fn report_dir_is_always_a_folder_directly_inside_out() {
+        let out = Path::new("/some/out");
+        for bad in ["../escape", "/tmp/abs", "..", ".", "", "a/b", "index.md", "a\nb", "x.tmp"] {
+            assert!(report_dir(out, bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(report_dir(out, "fig3-taxation").unwrap(), out.join("fig3-taxation"));
+    }
+
+    #[test]
+    fn a_failed_atomic_write_leaves_no_tmp_file() {
+        let d = tempfile::tempdir().unwrap();
+        // The target is a folder: the rename fails after the file was written.
+        let target = d.path().join("index.md");
+        std::fs::create_dir(&target).unwrap();
+        assert!(write_file(&target, b"x").is_err());
+        assert!(!tmp_path(&target).exists());
+        let ok = d.path().join("ok.md");
+        write_file(&ok, b"y").unwrap();
+        assert_eq!(std::fs::read(&ok).unwrap(), b"y");
+        assert!(!tmp_path(&ok).exists());
+    }
+}
