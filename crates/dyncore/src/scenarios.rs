@@ -129,7 +129,19 @@ fn syntax_error(file: &Path, text: &str, e: &toml::de::Error) -> LoadError {
     let found =
         span.and_then(|s| if doc.is_some() { short(text.get(s)?) } else { value_on_line(text, s.start) });
     let mut message = e.message().trim().lines().map(str::trim).collect::<Vec<_>>().join("; ");
-    if let Some(path) = &path
+    let mut path = path;
+    // serde names the table a required field is missing from: name the field.
+    if let Some(missing) = message.strip_prefix("missing field `").and_then(|m| m.strip_suffix('`')) {
+        // The span is the table's; the top level has no table span.
+        let table = doc.as_ref().zip(e.span()).and_then(|(d, span)| table_with_span(d.as_table(), &span));
+        let mut full = table.unwrap_or_default();
+        full.push(missing.to_string());
+        message = match accepted(&full) {
+            Some(what) => format!("missing; expected {what}"),
+            None => "missing".into(),
+        };
+        path = Some(full);
+    } else if let Some(path) = &path
         && is_serde_type_error(&message)
         && let Some(what) = accepted(path)
     {
@@ -225,6 +237,36 @@ fn path_of_key_on_line(text: &str, offset: usize) -> Option<Vec<String>> {
     let mut path = path_in_document(doc.as_table(), line_start + indent + probe_key.len() - PROBE.len())?;
     *path.last_mut()? = last.to_string();
     Some(path)
+}
+
+/// The path of the table (standard, array entry or inline) spanning exactly `span`.
+fn table_with_span(t: &Table, span: &Range<usize>) -> Option<Vec<String>> {
+    for (k, item) in t.iter() {
+        let found = match item {
+            Item::Table(sub) if sub.span().as_ref() == Some(span) => Some(vec![]),
+            Item::Table(sub) => table_with_span(sub, span),
+            Item::ArrayOfTables(a) => a.iter().enumerate().find_map(|(i, sub)| {
+                let mut p = if sub.span().as_ref() == Some(span) {
+                    Some(vec![])
+                } else {
+                    table_with_span(sub, span)
+                }?;
+                p.insert(0, i.to_string());
+                Some(p)
+            }),
+            Item::Value(Value::InlineTable(it)) if it.span().as_ref() == Some(span) => Some(vec![]),
+            Item::Value(Value::Array(a)) => a
+                .iter()
+                .position(|v| v.is_inline_table() && v.span().as_ref() == Some(span))
+                .map(|i| vec![i.to_string()]),
+            _ => None,
+        };
+        if let Some(mut p) = found {
+            p.insert(0, k.to_string());
+            return Some(p);
+        }
+    }
+    None
 }
 
 fn contains(span: Option<Range<usize>>, offset: usize) -> bool {
@@ -426,8 +468,14 @@ mod tests {
     #[test]
     fn missing_and_duplicate_fields_name_their_table() {
         let e = err(&GOOD.replacen("label = \"b\"\n", "", 1));
-        assert_eq!((e.field.as_deref(), e.at), (Some("run[1]"), Some((11, 1))), "{e}");
-        assert_eq!(e.message, "missing field `label`");
+        assert_eq!((e.field.as_deref(), e.at), (Some("run[1].label"), Some((11, 1))), "{e}");
+        assert_eq!(e.message, "missing; expected a one-line, non-empty string");
+        let e = err(&GOOD.replacen("name = \"t\"\n", "", 1));
+        assert_eq!(e.field.as_deref(), Some("name"), "{e}");
+        let e = err(
+            "name = \"t\"\ntitle = \"t\"\n[[run]]\nlabel = \"a\"\nmachine = \"cmp\"\npolicy = \"linux\"\nworkload = [{ label = \"x\" }]\n",
+        );
+        assert_eq!(e.field.as_deref(), Some("run[0].workload[0].program"), "{e}");
         let e = err(&GOOD.replacen("program = \"gcc\"", "program = \"gcc\"\nprogram = \"lbm\"", 1));
         assert_eq!(e.field.as_deref(), Some("run[0].workload[0].program"), "{e}");
         assert!(e.message.contains("duplicate key"), "{e}");
