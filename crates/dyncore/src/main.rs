@@ -2,7 +2,8 @@
 //! the simulator and writes a report folder (`out/`).
 //!
 //! Exit status: 0 on success, 2 for bad input (a scenario that does not
-//! parse or validate, a missing file), 1 for any other failure.
+//! parse or validate, a file that cannot be read as one, a run past its
+//! event budget), 1 for any other failure.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
