@@ -317,10 +317,11 @@ impl Scenario {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const GOOD: &str = r#"
+    /// A minimal valid scenario (shared with `validate.rs`'s tests).
+    pub(crate) const GOOD: &str = r#"
 name = "t"
 title = "t"
 [[run]]
@@ -331,7 +332,7 @@ policy = "chameleon"
 program = "nqueen"
 "#;
 
-    fn err(text: &str) -> ScenarioError {
+    pub(crate) fn err(text: &str) -> ScenarioError {
         Scenario::from_toml(text).expect("parses").validate().expect_err("must be refused")
     }
 

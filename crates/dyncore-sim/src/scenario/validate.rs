@@ -282,23 +282,18 @@ fn check_pin(at: &At, arch: &str, machine: &MachineSpec, pin: &str) -> Check {
 mod tests {
     use super::*;
 
-    const GOOD: &str = r#"
-name = "t"
-title = "t"
-[[run]]
-label = "a"
-machine = "uniform"
-policy = "linux"
-[[run.workload]]
-program = "nqueen"
-"#;
+    use crate::scenario::tests::err;
 
-    fn err(text: &str) -> ScenarioError {
-        Scenario::from_toml(text).expect("parses").validate().expect_err("must be refused")
-    }
+    /// [`GOOD`](crate::scenario::tests::GOOD) on a 4-CPU machine under the
+    /// Linux-like policy.
+    static GOOD: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        crate::scenario::tests::GOOD
+            .replace("\"dynamic\"", "\"uniform\"")
+            .replace("\"chameleon\"", "\"linux\"")
+    });
 
     fn with(line: &str) -> ScenarioError {
-        err(&format!("{GOOD}{line}\n"))
+        err(&format!("{}{line}\n", *GOOD))
     }
 
     #[test]
@@ -311,7 +306,7 @@ program = "nqueen"
         assert!(with("pin = \"100000000000000\"").message.contains("too large"));
         assert!(with("pin = \"\"").message.contains("empty"));
         assert!(with("pin = \"fast\"").message.contains("no fast CPUs"));
-        let ok = Scenario::from_toml(&format!("{GOOD}pin = \"0-3\"\n")).unwrap();
+        let ok = Scenario::from_toml(&format!("{}pin = \"0-3\"\n", *GOOD)).unwrap();
         ok.validate().unwrap();
     }
 
@@ -340,7 +335,7 @@ program = "nqueen"
         ] {
             assert_eq!(with(line).dotted_path(), path, "{line}");
         }
-        let top = |line: &str| err(&format!("{line}\n{GOOD}"));
+        let top = |line: &str| err(&format!("{line}\n{}", *GOOD));
         for (line, path) in [
             ("sim.tick_ns = 1", "sim.tick_ns"),
             ("sim.ipi_rate_per_cpu_s = nan", "sim.ipi_rate_per_cpu_s"),
@@ -368,7 +363,7 @@ program = "nqueen"
     #[test]
     fn paper_values_must_be_finite_and_non_zero() {
         for v in ["0.0", "nan", "-inf"] {
-            let e = err(&format!("{GOOD}[[paper]]\nx = \"a\"\nseries = \"b\"\nvalue = {v}\n"));
+            let e = err(&format!("{}[[paper]]\nx = \"a\"\nseries = \"b\"\nvalue = {v}\n", *GOOD));
             assert_eq!(e.dotted_path(), "paper[0].value", "{v}");
         }
     }
