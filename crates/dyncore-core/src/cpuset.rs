@@ -6,8 +6,11 @@
 //! (`0-3,8,10-11`), the same one `/sys/devices/system/cpu/online` and cgroup
 //! `cpuset.cpus` use, so sets round-trip through sysfs unchanged.
 //!
-//! Invariant: `words` never ends in a zero word, so two sets with the same
-//! members are equal (`==`, `Hash`) whatever their history.
+//! Invariants: `words` never ends in a zero word, so two sets with the same
+//! members are equal (`==`, `Hash`) whatever their history; and every member
+//! is below [`CpuSet::MAX_CPUS`], so a set never holds more than 8 KiB of
+//! words, whatever a cpulist asks for (asserted on insert; parsing refuses
+//! larger numbers with an error instead).
 
 use std::fmt;
 use std::str::FromStr;
@@ -24,18 +27,42 @@ pub struct CpuSet {
 }
 
 impl CpuSet {
+    /// CPU numbers are below this (65 536, 1024 words). Linux's own limit
+    /// (`NR_CPUS`) is at most 8192, and the simulator's largest machine is
+    /// smaller still; the bound exists so that a typo such as
+    /// `"100000000000000"` is refused instead of allocating terabytes.
+    pub const MAX_CPUS: usize = 1 << 16;
+
     /// The empty set.
     pub const fn new() -> Self {
         CpuSet { words: Vec::new() }
     }
 
-    /// The set `{lo, lo+1, …, hi-1}`.
+    /// The set `{lo, lo+1, …, hi-1}` (empty if `hi <= lo`), filled a word at
+    /// a time rather than CPU by CPU.
     pub fn range(lo: CpuId, hi: CpuId) -> Self {
         let mut s = CpuSet::new();
-        for cpu in lo..hi {
-            s.insert(cpu);
-        }
+        s.insert_range(lo, hi);
         s
+    }
+
+    /// Adds `{lo, …, hi-1}`, a word at a time.
+    pub fn insert_range(&mut self, lo: CpuId, hi: CpuId) {
+        if hi <= lo {
+            return;
+        }
+        assert!(hi <= Self::MAX_CPUS, "CPU {} is not below CpuSet::MAX_CPUS", hi - 1);
+        let last_word = (hi - 1) / WORD_BITS;
+        if self.words.len() <= last_word {
+            self.words.resize(last_word + 1, 0);
+        }
+        for w in lo / WORD_BITS..=last_word {
+            // Bits [from, to) of word w.
+            let from = lo.saturating_sub(w * WORD_BITS).min(WORD_BITS);
+            let to = (hi - w * WORD_BITS).min(WORD_BITS);
+            let upto = |n: usize| if n == WORD_BITS { u64::MAX } else { (1u64 << n) - 1 };
+            self.words[w] |= upto(to) & !upto(from);
+        }
     }
 
     /// The set with exactly one CPU.
@@ -53,6 +80,7 @@ impl CpuSet {
 
     /// Adds `cpu`; returns whether it was absent.
     pub fn insert(&mut self, cpu: CpuId) -> bool {
+        assert!(cpu < Self::MAX_CPUS, "CPU {cpu} is not below CpuSet::MAX_CPUS");
         let (w, b) = (cpu / WORD_BITS, cpu % WORD_BITS);
         if self.words.len() <= w {
             self.words.resize(w + 1, 0);
@@ -218,16 +246,29 @@ impl fmt::Display for ParseCpuSetError {
 
 impl std::error::Error for ParseCpuSetError {}
 
-/// Parses Linux cpulist format (`0-3,8`, whitespace ignored, empty = empty set).
+/// Parses Linux cpulist format (`0-3,8`, whitespace ignored, empty = empty
+/// set). CPU numbers must be below [`CpuSet::MAX_CPUS`]; ranges are filled a
+/// word at a time, so even `0-65535` costs 1024 word writes.
 impl FromStr for CpuSet {
     type Err = ParseCpuSetError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut set = CpuSet::new();
         for part in s.trim().split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let num = |t: &str| {
-                t.trim()
-                    .parse::<CpuId>()
-                    .map_err(|_| ParseCpuSetError(format!("`{t}` in `{s}` is not a CPU number")))
+                let t = t.trim();
+                if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+                    // All digits: only the size can be wrong.
+                    match t.parse::<CpuId>() {
+                        Ok(n) if n < CpuSet::MAX_CPUS => return Ok(n),
+                        _ => {
+                            return Err(ParseCpuSetError(format!(
+                                "CPU {t} is too large: CPU numbers are below {}",
+                                CpuSet::MAX_CPUS
+                            )));
+                        }
+                    }
+                }
+                Err(ParseCpuSetError(format!("`{t}` in `{s}` is not a CPU number")))
             };
             match part.split_once('-') {
                 Some((a, b)) => {
@@ -235,9 +276,7 @@ impl FromStr for CpuSet {
                     if a > b {
                         return Err(ParseCpuSetError(format!("range `{part}` runs backwards")));
                     }
-                    for c in a..=b {
-                        set.insert(c);
-                    }
+                    set.insert_range(a, b + 1);
                 }
                 None => {
                     set.insert(num(part)?);
@@ -302,7 +341,31 @@ mod tests {
         assert!(a.is_disjoint(&CpuSet::range(4, 8)));
     }
 
+    #[test]
+    fn cpu_numbers_are_bounded_and_ranges_are_cheap() {
+        let e = "100000000000000".parse::<CpuSet>().unwrap_err();
+        assert!(e.to_string().contains("too large") && e.to_string().contains("65536"), "{e}");
+        assert!("0-100000000000000".parse::<CpuSet>().is_err());
+        assert!("65536".parse::<CpuSet>().is_err());
+        assert!("99999999999999999999999".parse::<CpuSet>().unwrap_err().to_string().contains("too large"));
+        assert!("-1".parse::<CpuSet>().is_err());
+        let all: CpuSet = "0-65535".parse().unwrap();
+        assert_eq!((all.len(), all.first(), all.last()), (65536, Some(0), Some(65535)));
+        assert_eq!(CpuSet::range(5, 5), CpuSet::new());
+        assert_eq!(CpuSet::range(7, 3), CpuSet::new());
+    }
+
     proptest::proptest! {
+        #[test]
+        fn insert_range_matches_inserting_one_by_one(lo in 0usize..300, len in 0usize..300) {
+            let hi = lo + len;
+            let mut one_by_one = CpuSet::new();
+            for c in lo..hi {
+                one_by_one.insert(c);
+            }
+            proptest::prop_assert_eq!(CpuSet::range(lo, hi), one_by_one);
+        }
+
         #[test]
         fn iter_matches_contains(cpus in proptest::collection::btree_set(0usize..2048, 0..64)) {
             let s: CpuSet = cpus.iter().copied().collect();

@@ -55,6 +55,7 @@ use dyncore_core::{CpuSet, Nanos};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::control::{EventBudgetExceeded, RunProgress, Watch};
 use crate::machine::{MachineSpec, progress_rate};
 use crate::reconfigure::Reconfigurer;
 use crate::result::{AllocSample, CpuStats, ProgramResult, ReconfigStats, RunResult, TraceEvent};
@@ -164,26 +165,55 @@ struct Sim {
     touched: Vec<usize>,
 }
 
-/// Runs run `index` of a validated scenario.
-pub fn run(scenario: &Scenario, index: usize) -> RunResult {
+/// Runs run `index` of a validated scenario, reporting progress to `watch`.
+/// A run that reaches its event budget (`max_events`) stops with an error
+/// instead of a result.
+pub fn run(
+    scenario: &Scenario,
+    index: usize,
+    watch: &mut Watch<'_>,
+) -> Result<RunResult, EventBudgetExceeded> {
     let spec = &scenario.runs[index];
     let params = scenario.sim.with(&spec.sim);
     let mut sim = Sim::new(scenario, index);
 
     let max_time = params.max_time_ns;
+    let progress = |sim: &Sim, done: bool| RunProgress {
+        run: index,
+        runs: scenario.runs.len(),
+        now_ns: sim.now,
+        max_time_ns: max_time,
+        events: sim.events,
+        max_events: params.max_events,
+        done,
+    };
     while let Some(Reverse((key, ev))) = sim.queue.pop() {
         assert!(key.t >= sim.now, "virtual time went backwards");
         if key.t > max_time {
             break;
         }
+        if sim.events == params.max_events {
+            return Err(EventBudgetExceeded {
+                run: index,
+                label: spec.label.clone(),
+                max_events: params.max_events,
+                now_ns: sim.now,
+                max_time_ns: max_time,
+                run_overrides: spec.sim.max_events.is_some(),
+            });
+        }
         sim.now = key.t;
         sim.events += 1;
         sim.handle(ev);
+        if watch.every_events > 0 && sim.events.is_multiple_of(watch.every_events) {
+            (watch.report)(&progress(&sim, false));
+        }
         if sim.live_programs == 0 && sim.pending_arrivals == 0 {
             break;
         }
     }
-    sim.finish(spec, scenario)
+    (watch.report)(&progress(&sim, true));
+    Ok(sim.finish(spec, scenario))
 }
 
 /// Whether run `spec` can reconfigure at all: Chameleon on a machine that fuses.
@@ -309,9 +339,11 @@ impl Sim {
                 if f.is_empty() { self.machine.topology.node_cpus(0) } else { f }
             } else {
                 let s: CpuSet = p.parse().expect("validated cpulist");
-                let all = CpuSet::range(0, ncpus);
-                let s = s.intersection(&all);
-                if s.is_empty() { all } else { s }
+                assert!(
+                    s.last().is_some_and(|l| l < ncpus),
+                    "validated: pin `{p}` names CPUs of the machine"
+                );
+                s
             }
         });
         let template = ThreadSpec { nice: w.nice, tax, want_cpus, weight, affinity, class: prog.class };

@@ -5,6 +5,7 @@
 //! ordered by (time, sequence number), one seeded ChaCha generator. The same
 //! scenario and seed give the same bytes out.
 
+pub mod control;
 pub mod cost;
 pub mod engine;
 pub mod machine;
@@ -13,24 +14,39 @@ pub mod result;
 pub mod scenario;
 pub mod workload;
 
+pub use control::{EventBudgetExceeded, RunProgress, Watch};
 pub use result::{
     AllocSample, CpuStats, ProgramResult, ReconfigStats, RunResult, ScenarioResult, TraceEvent,
 };
 pub use scenario::{Scenario, ScenarioError};
 
-/// Runs every run of `scenario` in order, calling `progress(done, total)`
-/// after each. The scenario must have passed [`Scenario::validate`].
-pub fn run_scenario(scenario: &Scenario, progress: &mut dyn FnMut(usize, usize)) -> ScenarioResult {
+/// Runs every run of `scenario` in order, reporting progress to `watch`
+/// (within each run, and once as each run ends). The scenario must have
+/// passed [`Scenario::validate`]. Stops at the first run that exceeds its
+/// event budget.
+pub fn run_scenario(
+    scenario: &Scenario,
+    watch: &mut Watch<'_>,
+) -> Result<ScenarioResult, EventBudgetExceeded> {
     let total = scenario.runs.len();
     let mut runs = Vec::with_capacity(total);
     for i in 0..total {
-        runs.push(run_one(scenario, i));
-        progress(i + 1, total);
+        runs.push(engine::run(scenario, i, watch)?);
     }
-    ScenarioResult { name: scenario.name.clone(), title: scenario.title.clone(), seed: scenario.seed, runs }
+    Ok(ScenarioResult {
+        name: scenario.name.clone(),
+        title: scenario.title.clone(),
+        seed: scenario.seed,
+        runs,
+    })
 }
 
-/// Runs run `index` of `scenario`.
-pub fn run_one(scenario: &Scenario, index: usize) -> RunResult {
-    engine::run(scenario, index)
+/// Runs run `index` of `scenario`, without progress reports.
+pub fn run_one(scenario: &Scenario, index: usize) -> Result<RunResult, EventBudgetExceeded> {
+    engine::run(scenario, index, &mut Watch { every_events: 0, report: &mut |_| {} })
+}
+
+/// [`run_scenario`] without progress reports.
+pub fn run_quietly(scenario: &Scenario) -> Result<ScenarioResult, EventBudgetExceeded> {
+    run_scenario(scenario, &mut Watch { every_events: 0, report: &mut |_| {} })
 }

@@ -78,10 +78,11 @@ impl MachineSpec {
         if per_node == 0 {
             return Err(("cpus_per_node", "a machine with zero CPUs cannot run anything".into()));
         }
-        if nodes * per_node > 65_536 {
+        let max = crate::scenario::limits::MAX_MACHINE_CPUS;
+        if nodes.checked_mul(per_node).is_none_or(|n| n > max) {
             return Err((
                 "cpus_per_node",
-                format!("{} CPUs is more than the 65536 supported", nodes * per_node),
+                format!("{nodes} nodes × {per_node} CPUs is more than the {max} CPUs a machine may have"),
             ));
         }
         let max_fuse = run.max_fuse.unwrap_or(max_fuse);

@@ -4,16 +4,19 @@
 //! policy and a set of workloads started at given times. The report groups
 //! per-program results of all runs into the paper's figure.
 //!
-//! Parsing (serde) rejects unknown fields; [`Scenario::validate`] then checks
-//! meaning (known programs and machines, machines that can exist) and returns
-//! errors that name the field by path (`run[2].workload[0].program`), so the
-//! command line can point at the file and line.
+//! Parsing (serde) rejects unknown fields; [`Scenario::validate`] (in
+//! `validate.rs`) then checks meaning and the limits of `limits.rs` (known
+//! programs and machines, machines that can exist, values `run` can hold and
+//! finish) and returns errors that name the field by path
+//! (`run[2].workload[0].program`), so the command line can point at the
+//! file and line.
 
 use serde::{Deserialize, Serialize};
 
+pub mod limits;
+mod validate;
+
 use crate::cost::Mechanism;
-use crate::machine::MachineSpec;
-use crate::workload::{PROGRAMS, program};
 
 /// Which scheduler runs the machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,6 +67,9 @@ pub struct SimParams {
     /// Rate of IPIs (reschedule + TLB shootdown) addressed to each CPU while
     /// a parallel program runs, per second (§2: 40/s/CPU under pmake).
     pub ipi_rate_per_cpu_s: f64,
+    /// Event budget of one run: past it the run stops with an error that
+    /// names this field, instead of running for hours.
+    pub max_events: u64,
 }
 
 impl Default for SimParams {
@@ -75,6 +81,7 @@ impl Default for SimParams {
             notify_on_exit: true,
             max_time_ns: 600_000_000_000,
             ipi_rate_per_cpu_s: 40.0,
+            max_events: limits::DEFAULT_MAX_EVENTS,
         }
     }
 }
@@ -89,6 +96,7 @@ pub struct SimOverrides {
     pub notify_on_exit: Option<bool>,
     pub max_time_ns: Option<u64>,
     pub ipi_rate_per_cpu_s: Option<f64>,
+    pub max_events: Option<u64>,
 }
 
 impl SimParams {
@@ -100,6 +108,7 @@ impl SimParams {
             notify_on_exit: o.notify_on_exit.unwrap_or(self.notify_on_exit),
             max_time_ns: o.max_time_ns.unwrap_or(self.max_time_ns),
             ipi_rate_per_cpu_s: o.ipi_rate_per_cpu_s.unwrap_or(self.ipi_rate_per_cpu_s),
+            max_events: o.max_events.unwrap_or(self.max_events),
         }
     }
 }
@@ -271,25 +280,26 @@ pub struct ScenarioError {
 }
 
 impl ScenarioError {
-    fn at<S: AsRef<str>>(path: &[S], message: impl Into<String>) -> Self {
-        ScenarioError { path: path.iter().map(|s| s.as_ref().to_string()).collect(), message: message.into() }
-    }
-
     /// `run[2].workload[0].program`
     pub fn dotted_path(&self) -> String {
-        let mut s = String::new();
-        for p in &self.path {
-            if p.parse::<usize>().is_ok() {
-                s.push_str(&format!("[{p}]"));
-            } else {
-                if !s.is_empty() {
-                    s.push('.');
-                }
-                s.push_str(p);
-            }
-        }
-        s
+        dotted_path(&self.path)
     }
+}
+
+/// A field path as people write it: `["run", "2", "program"]` → `run[2].program`.
+pub fn dotted_path(path: &[String]) -> String {
+    let mut s = String::new();
+    for p in path {
+        if p.parse::<usize>().is_ok() {
+            s.push_str(&format!("[{p}]"));
+        } else {
+            if !s.is_empty() {
+                s.push('.');
+            }
+            s.push_str(p);
+        }
+    }
+    s
 }
 
 impl std::fmt::Display for ScenarioError {
@@ -305,113 +315,14 @@ impl Scenario {
     pub fn from_toml(text: &str) -> Result<Scenario, toml::de::Error> {
         toml::from_str(text)
     }
-
-    /// Checks meaning: known programs and machines, machines that can exist,
-    /// values in range. Returns the first error.
-    pub fn validate(&self) -> Result<(), ScenarioError> {
-        if self.runs.is_empty() {
-            return Err(ScenarioError::at(&["run"], "a scenario needs at least one [[run]]"));
-        }
-        if self.sim.tick_ns == 0 {
-            return Err(ScenarioError::at(&["sim", "tick_ns"], "must be positive"));
-        }
-        let mut labels = std::collections::BTreeSet::new();
-        for (i, run) in self.runs.iter().enumerate() {
-            let idx = i.to_string();
-            let at = |field: &'static str| vec!["run".to_string(), idx.clone(), field.to_string()];
-            if !labels.insert(run.label.as_str()) {
-                return Err(ScenarioError::at(&at("label"), format!("duplicate run label `{}`", run.label)));
-            }
-            let params = self.sim.with(&run.sim);
-            if params.tick_ns == 0 {
-                return Err(ScenarioError::at(&["run", &idx, "sim", "tick_ns"], "must be positive"));
-            }
-            MachineSpec::build(run).map_err(|(field, msg)| ScenarioError::at(&at(field), msg))?;
-            if run.workloads.is_empty() {
-                return Err(ScenarioError::at(&at("workload"), "a run needs at least one [[run.workload]]"));
-            }
-            for (j, w) in run.workloads.iter().enumerate() {
-                let jdx = j.to_string();
-                let wat = |field: &'static str| {
-                    vec![
-                        "run".to_string(),
-                        idx.clone(),
-                        "workload".to_string(),
-                        jdx.clone(),
-                        field.to_string(),
-                    ]
-                };
-                if program(&w.program).is_none() {
-                    let known: Vec<&str> = PROGRAMS.iter().map(|p| p.name).collect();
-                    return Err(ScenarioError::at(
-                        &wat("program"),
-                        format!("unknown program `{}`; known programs: {}", w.program, known.join(", ")),
-                    ));
-                }
-                if w.count == 0 {
-                    return Err(ScenarioError::at(&wat("count"), "must be at least 1"));
-                }
-                if !(w.start_ms.is_finite() && w.start_ms >= 0.0) {
-                    return Err(ScenarioError::at(&wat("start_ms"), "must be a non-negative number"));
-                }
-                if let Some(t) = w.threads
-                    && t == 0
-                {
-                    return Err(ScenarioError::at(&wat("threads"), "must be at least 1"));
-                }
-                if let Some(m) = w.work_ms
-                    && !(m.is_finite() && m > 0.0)
-                {
-                    return Err(ScenarioError::at(&wat("work_ms"), "must be a positive number"));
-                }
-                if !(-20..=19).contains(&w.nice) {
-                    return Err(ScenarioError::at(&wat("nice"), "must be in -20..=19"));
-                }
-                if let Some(l) = w.seq_level
-                    && l > 2
-                {
-                    return Err(ScenarioError::at(&wat("seq_level"), "must be 0, 1 or 2 (1, 2 or 4 CPUs)"));
-                }
-                if let TaxSpec::Rate(r) = w.tax
-                    && !(r.is_finite() && r > 0.0)
-                {
-                    return Err(ScenarioError::at(&wat("tax"), "must be a positive number or \"auto\""));
-                }
-                if let Some(f) = w.smt_factor
-                    && !(f > 0.0 && f <= 1.0)
-                {
-                    return Err(ScenarioError::at(&wat("smt_factor"), "must be in (0, 1]"));
-                }
-                if let Some(wt) = w.weight
-                    && !(wt.is_finite() && wt >= 0.0)
-                {
-                    return Err(ScenarioError::at(&wat("weight"), "must be a non-negative number"));
-                }
-                if let Some(pin) = &w.pin
-                    && pin != "fast"
-                    && pin.parse::<dyncore_core::CpuSet>().is_err()
-                {
-                    return Err(ScenarioError::at(
-                        &wat("pin"),
-                        format!("`{pin}` is neither \"fast\" nor a cpulist like \"0-3,8\""),
-                    ));
-                }
-            }
-        }
-        if let Some(t) = &self.report.timeline_run
-            && !self.runs.iter().any(|r| &r.label == t)
-        {
-            return Err(ScenarioError::at(&["report", "timeline_run"], format!("no run is labelled `{t}`")));
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const GOOD: &str = r#"
+    /// A minimal valid scenario (shared with `validate.rs`'s tests).
+    pub(crate) const GOOD: &str = r#"
 name = "t"
 title = "t"
 [[run]]
@@ -422,7 +333,7 @@ policy = "chameleon"
 program = "nqueen"
 "#;
 
-    fn err(text: &str) -> ScenarioError {
+    pub(crate) fn err(text: &str) -> ScenarioError {
         Scenario::from_toml(text).expect("parses").validate().expect_err("must be refused")
     }
 

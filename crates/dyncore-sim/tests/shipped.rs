@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use dyncore_sim::{Scenario, ScenarioResult, run_scenario};
+use dyncore_sim::{Scenario, ScenarioResult, run_quietly};
 
 fn scenarios_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
@@ -19,7 +19,7 @@ fn load(name: &str) -> Scenario {
 
 fn run(name: &str) -> ScenarioResult {
     let s = load(name);
-    let r = run_scenario(&s, &mut |_, _| {});
+    let r = run_quietly(&s).expect("within the event budget");
     for run in &r.runs {
         assert!(run.finished, "{name}/{} did not finish", run.label);
     }
@@ -286,13 +286,13 @@ fn every_scenario_is_deterministic() {
     assert!(names.len() >= 8, "{names:?}");
     for name in names {
         let s = load(&name);
-        let a = serde_json::to_vec(&run_scenario(&s, &mut |_, _| {})).unwrap();
-        let b = serde_json::to_vec(&run_scenario(&s, &mut |_, _| {})).unwrap();
+        let a = serde_json::to_vec(&run_quietly(&s).expect("within the event budget")).unwrap();
+        let b = serde_json::to_vec(&run_quietly(&s).expect("within the event budget")).unwrap();
         assert!(a == b, "{name}: two runs differ");
         // A different seed changes what is random (task lengths, IPIs).
         let mut s2 = s.clone();
         s2.seed ^= 0xdead_beef;
-        let c = serde_json::to_vec(&run_scenario(&s2, &mut |_, _| {})).unwrap();
+        let c = serde_json::to_vec(&run_quietly(&s2).expect("within the event budget")).unwrap();
         assert!(a != c, "{name}: the seed has no effect");
     }
 }

@@ -175,7 +175,7 @@ fn time_once(scenarios: &[Scenario]) -> (Totals, Duration) {
     let mut t = Totals::default();
     for s in scenarios {
         for i in 0..s.runs.len() {
-            let r = dyncore_sim::run_one(s, i);
+            let r = dyncore_sim::run_one(s, i).expect("benchmark runs fit the default event budget");
             assert!(r.finished, "benchmark run {} of {} did not finish", r.label, s.name);
             t.runs += 1;
             t.events += r.events;

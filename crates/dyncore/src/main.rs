@@ -2,7 +2,8 @@
 //! the simulator and writes a report folder (`out/`).
 //!
 //! Exit status: 0 on success, 2 for bad input (a scenario that does not
-//! parse or validate, a missing file), 1 for any other failure.
+//! parse or validate, a file that cannot be read as one, a run past its
+//! event budget), 1 for any other failure.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -114,20 +115,18 @@ pub(crate) fn load_all(files: &[PathBuf]) -> Result<Vec<(PathBuf, Scenario)>> {
     if !bad.is_empty() {
         return Err(BadInput(bad).into());
     }
+    // Without case: some file systems ignore it, and two folders differing
+    // only in case would be one there.
     let mut names = std::collections::BTreeMap::new();
     for (p, s) in &ok {
-        if let Some(first) = names.insert(s.name.clone(), p.clone()) {
-            return Err(BadInput(vec![scenarios::LoadError {
-                file: p.clone(),
-                at: None,
-                field: Some("name".into()),
-                message: format!(
-                    "`{}` is also the name of {}; report folders would collide",
-                    s.name,
-                    first.display()
-                ),
-            }])
-            .into());
+        if let Some(first) = names.insert(s.name.to_ascii_lowercase(), p.clone()) {
+            let text = scenarios::read_text(p).unwrap_or_default();
+            let message = format!(
+                "`{}` is also the name of {} (names are compared without case); report folders would collide",
+                s.name,
+                first.display()
+            );
+            return Err(BadInput(vec![scenarios::error_in(p, &text, &["name".into()], message)]).into());
         }
     }
     Ok(ok)
@@ -160,7 +159,31 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
     for (path, sc) in &loaded {
         bar.set_message(sc.name.clone());
         let base = bar.position();
-        let result = dyncore_sim::run_scenario(sc, &mut |done, _| bar.set_position(base + done as u64));
+        // Within a run: where virtual time and the event count are, so a
+        // long run shows movement (stderr only; reports never see it).
+        let mut report = |p: &dyncore_sim::RunProgress| {
+            bar.set_position(base + (p.run + usize::from(p.done)) as u64);
+            if !p.done {
+                bar.set_message(format!(
+                    "{} run {}/{}: virtual {:.1} s of at most {:.0} s, {:.1} M of at most {:.0} M events",
+                    sc.name,
+                    p.run + 1,
+                    p.runs,
+                    p.now_ns as f64 / 1e9,
+                    p.max_time_ns as f64 / 1e9,
+                    p.events as f64 / 1e6,
+                    p.max_events as f64 / 1e6,
+                ));
+            }
+        };
+        let mut watch = dyncore_sim::Watch { every_events: dyncore_sim::Watch::EVERY, report: &mut report };
+        let result = match dyncore_sim::run_scenario(sc, &mut watch) {
+            Ok(r) => r,
+            Err(e) => {
+                bar.finish_and_clear();
+                return Err(budget_error(path, &e, &written).into());
+            }
+        };
         let fig = figure::Figure::build(sc, &result);
         let w = report::write_scenario(out, path, sc, &result, &fig)
             .with_context(|| format!("writing the report of {}", sc.name))?;
@@ -178,7 +201,7 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
         written.push(w);
     }
     bar.finish_and_clear();
-    report::write_index(out, &written)?;
+    report::write_index(out, &written, &what_ran(args))?;
     let compared: usize = written.iter().map(|w| w.compared).sum();
     let differing: usize = written.iter().map(|w| w.differing).sum();
     let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
@@ -199,4 +222,40 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
     );
     println!("Report: {}", out.join("index.md").display());
     Ok(())
+}
+
+/// A run stopped at its event budget: bad input (exit 2), located at the
+/// `max_events` field to change (or the run, if the file sets none). Reports
+/// already written are whole; this scenario's is not written, nor the index.
+fn budget_error(path: &Path, e: &dyncore_sim::EventBudgetExceeded, written: &[report::Written]) -> BadInput {
+    let text = scenarios::read_text(path).unwrap_or_default();
+    let mut message = e.to_string();
+    message += &match written.len() {
+        0 => "; nothing was written".to_string(),
+        k => format!("; the reports of the {k} scenarios before it are complete, index.md was not written"),
+    };
+    let field = e.field();
+    // Point at the field if the file sets it, else at the run.
+    let mut err = if scenarios::has_field(&text, &field) {
+        scenarios::error_in(path, &text, &field, message)
+    } else {
+        scenarios::error_in(path, &text, &["run".into(), e.run.to_string()], message)
+    };
+    err.field = Some(dyncore_sim::scenario::dotted_path(&field));
+    BadInput(vec![err])
+}
+
+/// The first line of index.md: what this invocation ran.
+fn what_ran(args: &RunArgs) -> String {
+    let seed = args.seed.map(|s| format!(" --seed {s}")).unwrap_or_default();
+    if args.files.is_empty() {
+        let command = if seed.is_empty() { String::new() } else { format!(" -- run{seed}") };
+        return format!("Every shipped scenario, run on the simulator (`cargo run --release{command}`).");
+    }
+    let files: Vec<String> = args.files.iter().map(|f| f.display().to_string()).collect();
+    format!(
+        "The scenarios of {}, run on the simulator (`cargo run --release -- run {}{seed}`).",
+        files.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", "),
+        files.join(" ")
+    )
 }

@@ -82,7 +82,7 @@ pub fn write_scenario(
     result: &ScenarioResult,
     fig: &Figure,
 ) -> Result<Written> {
-    let dir = out.join(&scenario.name);
+    let dir = report_dir(out, &scenario.name)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
 
     write_file(&dir.join("results.json"), results_json(scenario, result, fig)?.as_bytes())?;
@@ -113,6 +113,23 @@ pub fn write_scenario(
     })
 }
 
+/// `out/<name>`, checked here as well as in validation, so that no field or
+/// caller can make a report land outside `out`: the name must be exactly one
+/// plain path component, of the characters and not among the reserved names
+/// that [`check_name`](dyncore_sim::scenario::limits::check_name) allows.
+pub fn report_dir(out: &Path, name: &str) -> Result<PathBuf> {
+    use std::path::Component;
+    let mut parts = Path::new(name).components();
+    let single = matches!((parts.next(), parts.next()), (Some(Component::Normal(c)), None) if c == name);
+    dyncore_sim::scenario::limits::check_name(name)
+        .ok()
+        .filter(|()| single)
+        .map(|()| out.join(name))
+        .with_context(|| {
+            format!("refusing to write a report for the scenario name {name:?}: not one safe folder name")
+        })
+}
+
 /// `path` with `.tmp` added to its name: where [`write_atomic`] writes first.
 pub fn tmp_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
@@ -122,16 +139,24 @@ pub fn tmp_path(path: &Path) -> PathBuf {
 
 /// Streams `fill`'s output into a temporary file next to `path` and renames
 /// it over `path`, so an interrupted run never leaves a half-written file.
+/// On failure the temporary file is removed too.
 pub fn write_atomic(path: &Path, fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
     let tmp = tmp_path(path);
     let f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
-    fill(&mut w).with_context(|| format!("writing {}", tmp.display()))?;
-    let f =
-        w.into_inner().map_err(|e| e.into_error()).with_context(|| format!("writing {}", tmp.display()))?;
-    f.sync_all().ok();
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
-    Ok(())
+    let written = (|| {
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
+        fill(&mut w).with_context(|| format!("writing {}", tmp.display()))?;
+        let f = w
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        f.sync_all().ok();
+        std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// [`write_atomic`] of a byte string.
@@ -240,7 +265,12 @@ fn report_md(
     s.push('\n');
     if fig.has_paper() {
         let (compared, differing) = fig.paper_counts();
-        if differing == 0 {
+        if compared == 0 {
+            let _ = writeln!(
+                s,
+                "No figure the paper states could be compared: dyncore has no value where the paper has one.\n"
+            );
+        } else if differing == 0 {
             let _ = writeln!(s, "Every figure the paper states is within 25% of dyncore's.\n");
         } else {
             let _ = writeln!(
@@ -359,11 +389,10 @@ fn report_md(
     s
 }
 
-/// `out/index.md`: one line per scenario.
-pub fn write_index(out: &Path, written: &[Written]) -> Result<()> {
-    let mut s = String::from(
-        "# dyncore report\n\nEvery shipped scenario, run on the simulator (`cargo run --release`).\n\n",
-    );
+/// `out/index.md`: what was run (`what_ran`, one sentence), then one line
+/// per scenario.
+pub fn write_index(out: &Path, written: &[Written], what_ran: &str) -> Result<()> {
+    let mut s = format!("# dyncore report\n\n{what_ran}\n\n");
     let mut t = Table::new(
         "",
         &["scenario", "title", "paper figures compared", "differ by >25%", "all runs finished"],
@@ -380,4 +409,34 @@ pub fn write_index(out: &Path, written: &[Written]) -> Result<()> {
     s += &t.to_markdown();
     s += "\nWhere dyncore differs from the paper, docs/results.md explains why.\n";
     write_file(&out.join("index.md"), s.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The writing side refuses what validation refuses, so a caller that
+    /// skipped validation still cannot write outside `out`.
+    #[test]
+    fn report_dir_is_always_a_folder_directly_inside_out() {
+        let out = Path::new("/some/out");
+        for bad in ["../escape", "/tmp/abs", "..", ".", "", "a/b", "index.md", "a\nb", "x.tmp"] {
+            assert!(report_dir(out, bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(report_dir(out, "fig3-taxation").unwrap(), out.join("fig3-taxation"));
+    }
+
+    #[test]
+    fn a_failed_atomic_write_leaves_no_tmp_file() {
+        let d = tempfile::tempdir().unwrap();
+        // The target is a folder: the rename fails after the file was written.
+        let target = d.path().join("index.md");
+        std::fs::create_dir(&target).unwrap();
+        assert!(write_file(&target, b"x").is_err());
+        assert!(!tmp_path(&target).exists());
+        let ok = d.path().join("ok.md");
+        write_file(&ok, b"y").unwrap();
+        assert_eq!(std::fs::read(&ok).unwrap(), b"y");
+        assert!(!tmp_path(&ok).exists());
+    }
 }

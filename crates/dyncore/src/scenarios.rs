@@ -1,11 +1,22 @@
 //! Finding, reading and validating scenario files, with errors that name the
-//! file, the line and column, and the field.
+//! file, the line and column, and the field by its full path
+//! (`run[0].workload[1].tax`), in words that say what the field accepts
+//! rather than serde's (`expected u32`, `untagged enum TaxSpec`).
 
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use dyncore_sim::{Scenario, ScenarioError};
+use dyncore_sim::Scenario;
+use dyncore_sim::scenario::dotted_path;
+use dyncore_sim::scenario::limits::accepted;
+use toml_edit::{ImDocument, Item, Table, Value};
+
+mod read;
+pub use read::read_text;
+
+#[cfg(test)]
+mod props;
 
 /// The shipped scenarios: `./scenarios` when run from the repository, else
 /// the folder next to this crate's sources.
@@ -18,36 +29,29 @@ pub fn default_dir() -> PathBuf {
 }
 
 /// Scenario files named by `args` (files, or folders whose `*.toml` are taken
-/// in name order); the shipped scenarios if `args` is empty.
+/// in name order); the shipped scenarios if `args` is empty. Anything that
+/// exists and is not a folder is taken as a file: reading it says what is
+/// wrong with it (a device, a FIFO with no writer, ...).
 pub fn discover(args: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
     let dirs: Vec<PathBuf> = if args.is_empty() { vec![default_dir()] } else { args.to_vec() };
     let mut out = Vec::new();
     for p in dirs {
         if p.is_dir() {
-            let rd = std::fs::read_dir(&p).map_err(|e| LoadError::io(&p, &e))?;
+            let rd = std::fs::read_dir(&p)
+                .map_err(|e| LoadError::new(&p, format!("cannot list the folder: {e}")))?;
             let mut files: Vec<PathBuf> = rd
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|f| f.extension().is_some_and(|x| x == "toml"))
                 .collect();
             files.sort();
             if files.is_empty() {
-                return Err(LoadError {
-                    file: p.clone(),
-                    at: None,
-                    field: None,
-                    message: "no *.toml scenarios in this folder".into(),
-                });
+                return Err(LoadError::new(&p, "no *.toml scenarios in this folder"));
             }
             out.extend(files);
-        } else if p.is_file() {
+        } else if std::fs::symlink_metadata(&p).is_ok() {
             out.push(p);
         } else {
-            return Err(LoadError {
-                file: p.clone(),
-                at: None,
-                field: None,
-                message: "no such file or folder".into(),
-            });
+            return Err(LoadError::new(&p, "no such file or folder"));
         }
     }
     Ok(out)
@@ -66,8 +70,9 @@ pub struct LoadError {
 }
 
 impl LoadError {
-    fn io(file: &Path, e: &std::io::Error) -> Self {
-        LoadError { file: file.to_path_buf(), at: None, field: None, message: e.to_string() }
+    /// An error about the file as a whole.
+    pub fn new(file: &Path, message: impl Into<String>) -> Self {
+        LoadError { file: file.to_path_buf(), at: None, field: None, message: message.into() }
     }
 }
 
@@ -88,30 +93,111 @@ impl std::error::Error for LoadError {}
 
 /// Reads, parses and validates one scenario file.
 pub fn load(path: &Path) -> Result<Scenario, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|e| LoadError::io(path, &e))?;
+    let text = read_text(path)?;
     parse(path, &text)
 }
 
 /// Parses and validates scenario text (`path` is only used in errors).
 pub fn parse(path: &Path, text: &str) -> Result<Scenario, LoadError> {
-    let scenario = Scenario::from_toml(text).map_err(|e| {
-        let at = e.span().map(|s| line_col(text, s.start));
-        // toml's message repeats the location in its first lines; keep the
-        // message proper.
-        let message = e.message().trim().to_string();
-        let field = e.span().and_then(|s| field_at(text, s));
-        LoadError { file: path.to_path_buf(), at, field, message }
-    })?;
-    scenario.validate().map_err(|e: ScenarioError| {
-        let span = span_of_path(text, &e.path);
-        LoadError {
-            file: path.to_path_buf(),
-            at: span.map(|s| line_col(text, s.start)),
-            field: Some(e.dotted_path()),
-            message: e.message.clone(),
-        }
-    })?;
+    let scenario = Scenario::from_toml(text).map_err(|e| syntax_error(path, text, &e))?;
+    scenario.validate().map_err(|e| error_in(path, text, &e.path, e.message))?;
     Ok(scenario)
+}
+
+/// An error about the field at `path` of `text`, located at its value (or
+/// the innermost table of the path that the file has).
+pub fn error_in(file: &Path, text: &str, path: &[String], message: String) -> LoadError {
+    LoadError {
+        file: file.to_path_buf(),
+        at: span_of_path(text, path).map(|(s, _)| line_col(text, s.start)),
+        field: (!path.is_empty()).then(|| dotted_path(path)),
+        message,
+    }
+}
+
+/// A TOML or serde error: located by its span, with the full path of the
+/// field there, and serde's wording replaced by what the field accepts.
+fn syntax_error(file: &Path, text: &str, e: &toml::de::Error) -> LoadError {
+    let span = e.span();
+    let doc = ImDocument::parse(text).ok();
+    let path = span.clone().and_then(|s| match &doc {
+        Some(doc) => path_in_document(doc.as_table(), s.start),
+        None => path_of_key_on_line(text, s.start),
+    });
+    // When the text parses, serde's span is exactly the value; a syntax
+    // error's span is where parsing stopped, so take the whole right-hand side.
+    let found =
+        span.and_then(|s| if doc.is_some() { short(text.get(s)?) } else { value_on_line(text, s.start) });
+    let mut message = e.message().trim().lines().map(str::trim).collect::<Vec<_>>().join("; ");
+    let mut path = path;
+    // serde names the table a required field is missing from: name the field.
+    if let Some(missing) = message.strip_prefix("missing field `").and_then(|m| m.strip_suffix('`')) {
+        // The span is the table's; the top level has no table span.
+        let table = doc.as_ref().zip(e.span()).and_then(|(d, span)| table_with_span(d.as_table(), &span));
+        let mut full = table.unwrap_or_default();
+        full.push(missing.to_string());
+        message = match accepted(&full) {
+            Some(what) => format!("missing; expected {what}"),
+            None => "missing".into(),
+        };
+        path = Some(full);
+    } else if let Some(path) = &path
+        && is_serde_type_error(&message)
+        && let Some(what) = accepted(path)
+    {
+        message = match found {
+            Some(found) => format!("expected {what}; found {found}"),
+            None => format!("expected {what}"),
+        };
+    }
+    LoadError {
+        file: file.to_path_buf(),
+        at: e.span().map(|s| line_col(text, s.start)),
+        field: path.filter(|p| !p.is_empty()).map(|p| dotted_path(&p)),
+        message,
+    }
+}
+
+/// serde's and toml's messages about a value of the wrong type or size,
+/// which name Rust types (`u32`, `untagged enum TaxSpec`) rather than what
+/// the field accepts. Unknown and missing fields keep their own (good)
+/// messages.
+fn is_serde_type_error(message: &str) -> bool {
+    [
+        "invalid type",
+        "invalid value",
+        "unknown variant",
+        "data did not match",
+        "number too large",
+        "invalid length",
+    ]
+    .iter()
+    .any(|p| message.starts_with(p))
+}
+
+/// The right-hand side of the `key = value` line holding `offset`, without
+/// a trailing comment.
+fn value_on_line(text: &str, offset: usize) -> Option<String> {
+    let line_start = text[..offset.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+    let (_, value) = text[line_start..].lines().next()?.split_once('=')?;
+    let mut value = value.trim();
+    if !value.starts_with(['"', '\'']) {
+        value = value.split('#').next().unwrap_or(value).trim();
+    }
+    short(value)
+}
+
+/// `value` cut to 60 characters for a message (`None` if empty).
+fn short(value: &str) -> Option<String> {
+    let value = value.trim();
+    if value.is_empty() {
+        return None;
+    }
+    let mut s: String = value.chars().take(60).collect();
+    if s.len() < value.len() {
+        s.push('…');
+    }
+    Some(s)
 }
 
 /// 1-based (line, column) of byte `offset` (column in characters).
@@ -123,22 +209,130 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
-/// The key written at the start of a syntax-error span, if it is a `key = `
-/// line (serde's errors for a wrong type or an unknown field point there).
-fn field_at(text: &str, span: Range<usize>) -> Option<String> {
-    let line_start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+/// The path of the field written at byte `offset` (its key or its value),
+/// or of the innermost table whose header is there.
+fn path_in_document(root: &Table, offset: usize) -> Option<Vec<String>> {
+    let mut path = Vec::new();
+    find_in_table(root, offset, &mut path).then_some(path)
+}
+
+/// For a text that does not parse: the path of the key on the line holding
+/// `offset`, found by parsing the text before that line plus a probe key in
+/// its place (a probe, not the key itself, so that a duplicate key is found
+/// too).
+fn path_of_key_on_line(text: &str, offset: usize) -> Option<Vec<String>> {
+    const PROBE: &str = "dyncore-probe-key";
+    let line_start = text[..offset.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
     let line = text[line_start..].lines().next()?;
-    let key = line.split('=').next()?.trim();
-    let ok = !key.is_empty()
-        && line.contains('=')
-        && key.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
-    ok.then(|| key.to_string())
+    let (key, _) = line.split_once('=')?;
+    let indent = key.len() - key.trim_start().len();
+    let key = key.trim();
+    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
+        return None;
+    }
+    let (parents, last) = key.rsplit_once('.').map_or(("", key), |(p, l)| (p, l));
+    let probe_key = if parents.is_empty() { PROBE.to_string() } else { format!("{parents}.{PROBE}") };
+    let probe = format!("{}{probe_key} = 0\n", &text[..line_start]);
+    let doc = ImDocument::parse(probe.as_str()).ok()?;
+    let mut path = path_in_document(doc.as_table(), line_start + indent + probe_key.len() - PROBE.len())?;
+    *path.last_mut()? = last.to_string();
+    Some(path)
+}
+
+/// The path of the table (standard, array entry or inline) spanning exactly `span`.
+fn table_with_span(t: &Table, span: &Range<usize>) -> Option<Vec<String>> {
+    for (k, item) in t.iter() {
+        let found = match item {
+            Item::Table(sub) if sub.span().as_ref() == Some(span) => Some(vec![]),
+            Item::Table(sub) => table_with_span(sub, span),
+            Item::ArrayOfTables(a) => a.iter().enumerate().find_map(|(i, sub)| {
+                let mut p = if sub.span().as_ref() == Some(span) {
+                    Some(vec![])
+                } else {
+                    table_with_span(sub, span)
+                }?;
+                p.insert(0, i.to_string());
+                Some(p)
+            }),
+            Item::Value(Value::InlineTable(it)) if it.span().as_ref() == Some(span) => Some(vec![]),
+            Item::Value(Value::Array(a)) => a
+                .iter()
+                .position(|v| v.is_inline_table() && v.span().as_ref() == Some(span))
+                .map(|i| vec![i.to_string()]),
+            _ => None,
+        };
+        if let Some(mut p) = found {
+            p.insert(0, k.to_string());
+            return Some(p);
+        }
+    }
+    None
+}
+
+fn contains(span: Option<Range<usize>>, offset: usize) -> bool {
+    span.is_some_and(|s| s.contains(&offset))
+}
+
+/// Depth-first: a key or value inside `t` that covers `offset`; `path`
+/// holds the path to it on success.
+fn find_in_table(t: &Table, offset: usize, path: &mut Vec<String>) -> bool {
+    for (k, item) in t.iter() {
+        path.push(k.to_string());
+        let key_span = t.get_key_value(k).and_then(|(key, _)| key.span());
+        if contains(key_span, offset) || find_in_item(item, offset, path) {
+            return true;
+        }
+        path.pop();
+    }
+    false
+}
+
+fn find_in_item(item: &Item, offset: usize, path: &mut Vec<String>) -> bool {
+    match item {
+        Item::Value(v) => find_in_value(v, offset, path),
+        // A table's span is its header and its own keys: the table itself
+        // when no key inside it matches.
+        Item::Table(t) => find_in_table(t, offset, path) || contains(t.span(), offset),
+        Item::ArrayOfTables(a) => a.iter().enumerate().any(|(i, t)| {
+            path.push(i.to_string());
+            let found = find_in_table(t, offset, path) || contains(t.span(), offset);
+            if !found {
+                path.pop();
+            }
+            found
+        }),
+        Item::None => false,
+    }
+}
+
+fn find_in_value(v: &Value, offset: usize, path: &mut Vec<String>) -> bool {
+    let inner = match v {
+        Value::Array(a) => a.iter().enumerate().any(|(i, x)| {
+            path.push(i.to_string());
+            let found = find_in_value(x, offset, path);
+            if !found {
+                path.pop();
+            }
+            found
+        }),
+        Value::InlineTable(t) => t.iter().any(|(k, x)| {
+            path.push(k.to_string());
+            let key_span = t.get_key_value(k).and_then(|(key, _)| key.span());
+            let found = contains(key_span, offset) || find_in_value(x, offset, path);
+            if !found {
+                path.pop();
+            }
+            found
+        }),
+        _ => false,
+    };
+    inner || contains(v.span(), offset)
 }
 
 /// The span of the value (or, failing that, the innermost enclosing table)
-/// at `path` (`["run", "2", "workload", "0", "program"]`).
-fn span_of_path(text: &str, path: &[String]) -> Option<Range<usize>> {
-    use toml_edit::{ImDocument, Item, Table, Value};
+/// at `path` (`["run", "2", "workload", "0", "program"]`), and whether the
+/// file has the whole path.
+fn span_of_path(text: &str, path: &[String]) -> Option<(Range<usize>, bool)> {
     #[derive(Clone, Copy)]
     enum Node<'a> {
         Item(&'a Item),
@@ -148,6 +342,7 @@ fn span_of_path(text: &str, path: &[String]) -> Option<Range<usize>> {
     let doc = ImDocument::parse(text).ok()?;
     let mut best: Option<Range<usize>> = None;
     let mut node = Node::Table(doc.as_table());
+    let mut complete = true;
     for seg in path {
         let index = seg.parse::<usize>().ok();
         let next = match (node, index) {
@@ -167,7 +362,10 @@ fn span_of_path(text: &str, path: &[String]) -> Option<Range<usize>> {
             }
             _ => None,
         };
-        let Some(n) = next else { break };
+        let Some(n) = next else {
+            complete = false;
+            break;
+        };
         let span = match n {
             Node::Item(i) => i.span(),
             Node::Table(t) => t.span(),
@@ -176,7 +374,12 @@ fn span_of_path(text: &str, path: &[String]) -> Option<Range<usize>> {
         best = span.or(best);
         node = n;
     }
-    best
+    best.map(|b| (b, complete))
+}
+
+/// Whether the file sets the field at `path`.
+pub fn has_field(text: &str, path: &[String]) -> bool {
+    span_of_path(text, path).is_some_and(|(_, complete)| complete)
 }
 
 #[cfg(test)]
@@ -217,17 +420,65 @@ mod tests {
     }
 
     #[test]
-    fn wrong_type_names_line_and_field() {
+    fn wrong_type_names_line_full_path_and_what_is_accepted() {
         let e = err(&GOOD.replacen("program = \"gcc\"", "program = \"gcc\"\ncount = \"two\"", 1));
-        assert_eq!(e.at.map(|a| a.0), Some(10));
-        assert_eq!(e.field.as_deref(), Some("count"));
+        assert_eq!(e.at, Some((10, 9)));
+        assert_eq!(e.field.as_deref(), Some("run[0].workload[0].count"));
+        assert_eq!(e.message, "expected an integer from 1 to 4096; found \"two\"");
     }
 
     #[test]
-    fn unknown_field_is_refused_with_its_line() {
+    fn unknown_field_is_refused_with_its_line_and_path() {
         let e = err(&GOOD.replacen("policy = \"linux\"", "policy = \"linux\"\nspeed = 3", 1));
-        assert_eq!(e.at.map(|a| a.0), Some(8));
+        assert_eq!(e.at, Some((8, 1)));
+        assert_eq!(e.field.as_deref(), Some("run[0].speed"));
         assert!(e.message.contains("unknown field"), "{e}");
+    }
+
+    /// serde's internals never reach the user: each message says what the
+    /// field accepts and what was found, with the field's full path.
+    #[test]
+    fn serde_internals_are_replaced_by_what_is_accepted() {
+        let w =
+            |line: &str| err(&GOOD.replacen("program = \"gcc\"", &format!("program = \"gcc\"\n{line}"), 1));
+        for (line, field, words) in [
+            ("tax = \"x\"", "run[0].workload[0].tax", "or \"auto\"; found \"x\""),
+            ("threads = 100000000000000000000", "run[0].workload[0].threads", "found 100000000000000000000"),
+            ("nice = 1.5", "run[0].workload[0].nice", "from -20 to 19"),
+            ("start_ms = \"soon\"", "run[0].workload[0].start_ms", "a number of ms"),
+            ("pin = 3", "run[0].workload[0].pin", "a cpulist"),
+        ] {
+            let e = w(line);
+            assert_eq!(e.field.as_deref(), Some(field), "{line}: {e}");
+            assert!(e.message.contains(words), "{line}: {e}");
+            for internal in ["u32", "u64", "usize", "i32", "f64", "untagged", "variant", "target type"] {
+                assert!(!e.message.contains(internal), "{line}: {e}");
+            }
+        }
+        let e = err(&GOOD.replacen("policy = \"linux\"", "policy = \"cfs\"", 1));
+        assert_eq!(
+            e.to_string(),
+            "x.toml:7:10: run[0].policy: expected \"linux\" or \"chameleon\"; found \"cfs\""
+        );
+        let e = err(&format!("sim = {{ tick_ns = \"x\" }}\n{GOOD}"));
+        assert_eq!((e.field.as_deref(), e.at), (Some("sim.tick_ns"), Some((1, 19))), "{e}");
+        assert!(e.message.ends_with("found \"x\""), "{e}");
+    }
+
+    #[test]
+    fn missing_and_duplicate_fields_name_their_table() {
+        let e = err(&GOOD.replacen("label = \"b\"\n", "", 1));
+        assert_eq!((e.field.as_deref(), e.at), (Some("run[1].label"), Some((11, 1))), "{e}");
+        assert_eq!(e.message, "missing; expected a one-line, non-empty string");
+        let e = err(&GOOD.replacen("name = \"t\"\n", "", 1));
+        assert_eq!(e.field.as_deref(), Some("name"), "{e}");
+        let e = err(
+            "name = \"t\"\ntitle = \"t\"\n[[run]]\nlabel = \"a\"\nmachine = \"cmp\"\npolicy = \"linux\"\nworkload = [{ label = \"x\" }]\n",
+        );
+        assert_eq!(e.field.as_deref(), Some("run[0].workload[0].program"), "{e}");
+        let e = err(&GOOD.replacen("program = \"gcc\"", "program = \"gcc\"\nprogram = \"lbm\"", 1));
+        assert_eq!(e.field.as_deref(), Some("run[0].workload[0].program"), "{e}");
+        assert!(e.message.contains("duplicate key"), "{e}");
     }
 
     #[test]

@@ -16,11 +16,10 @@ fn scenarios_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("dyncore-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh folder, removed when the returned guard drops (also when the
+/// test fails), so `cargo test` leaves nothing in /tmp.
+fn tmp(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("dyncore-cli-{name}-")).tempdir().unwrap()
 }
 
 fn stderr(o: &Output) -> String {
@@ -66,8 +65,9 @@ fn check_accepts_every_shipped_scenario() {
 
 #[test]
 fn unknown_program_exits_2_naming_file_line_and_field() {
-    let d = tmp("badprog");
-    let f = write(&d, "bad.toml", &GOOD.replace("\"gcc\"", "\"gccc\""));
+    let guard = tmp("badprog");
+    let d = guard.path();
+    let f = write(d, "bad.toml", &GOOD.replace("\"gcc\"", "\"gccc\""));
     let o = dyncore(&["check", &f]);
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
@@ -78,8 +78,9 @@ fn unknown_program_exits_2_naming_file_line_and_field() {
 
 #[test]
 fn unknown_machine_lists_the_known_ones() {
-    let d = tmp("badarch");
-    let f = write(&d, "bad.toml", &GOOD.replace("\"dynamic\"", "\"quantum\""));
+    let guard = tmp("badarch");
+    let d = guard.path();
+    let f = write(d, "bad.toml", &GOOD.replace("\"dynamic\"", "\"quantum\""));
     let o = dyncore(&["run", &f, "--out", d.join("out").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
@@ -90,12 +91,13 @@ fn unknown_machine_lists_the_known_ones() {
 
 #[test]
 fn impossible_machine_is_refused_with_the_reason() {
-    let d = tmp("badfuse");
-    let f = write(&d, "bad.toml", &GOOD.replace("cpus_per_node = 4", "cpus_per_node = 4\nmax_fuse = 8"));
+    let guard = tmp("badfuse");
+    let d = guard.path();
+    let f = write(d, "bad.toml", &GOOD.replace("cpus_per_node = 4", "cpus_per_node = 4\nmax_fuse = 8"));
     let o = dyncore(&["check", &f]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("run[0].max_fuse"), "{}", stderr(&o));
-    let f = write(&d, "zero.toml", &GOOD.replace("cpus_per_node = 4", "cpus_per_node = 0"));
+    let f = write(d, "zero.toml", &GOOD.replace("cpus_per_node = 4", "cpus_per_node = 0"));
     let o = dyncore(&["check", &f]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains(":9:17: run[0].cpus_per_node"), "{}", stderr(&o));
@@ -103,19 +105,24 @@ fn impossible_machine_is_refused_with_the_reason() {
 
 #[test]
 fn syntax_errors_and_wrong_types_name_the_line() {
-    let d = tmp("syntax");
-    let f = write(&d, "bad.toml", &GOOD.replace("work_ms = 20\nstart_ms", "work_ms = \"20\"\nstart_ms"));
+    let guard = tmp("syntax");
+    let d = guard.path();
+    let f = write(d, "bad.toml", &GOOD.replace("work_ms = 20\nstart_ms", "work_ms = \"20\"\nstart_ms"));
     let o = dyncore(&["check", &f]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains(&format!("{f}:15:")), "{}", stderr(&o));
-    assert!(stderr(&o).contains("work_ms"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("{f}:15:11: run[0].workload[1].work_ms: expected a number of ms")),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
 fn every_bad_file_is_reported_not_only_the_first() {
-    let d = tmp("two");
-    let a = write(&d, "a.toml", &GOOD.replace("\"gcc\"", "\"nope\""));
-    let b = write(&d, "b.toml", "name = 3\n");
+    let guard = tmp("two");
+    let d = guard.path();
+    let a = write(d, "a.toml", &GOOD.replace("\"gcc\"", "\"nope\""));
+    let b = write(d, "b.toml", "name = 3\n");
     let o = dyncore(&["check", d.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
@@ -131,8 +138,9 @@ fn missing_file_exits_2() {
 
 #[test]
 fn run_writes_the_report_folder() {
-    let d = tmp("run");
-    let f = write(&d, "tiny.toml", GOOD);
+    let guard = tmp("run");
+    let d = guard.path();
+    let f = write(d, "tiny.toml", GOOD);
     let out = d.join("out");
     let o = dyncore(&["run", &f, "--out", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -140,7 +148,12 @@ fn run_writes_the_report_folder() {
         let p = out.join("tiny").join(file);
         assert!(std::fs::metadata(&p).map(|m| m.len() > 0).unwrap_or(false), "{} missing", p.display());
     }
-    assert!(out.join("index.md").exists());
+    // The index says what was run: this file, not "every shipped scenario".
+    let index = std::fs::read_to_string(out.join("index.md")).unwrap();
+    assert!(
+        index.contains(&format!("The scenarios of `{f}`")) && !index.contains("Every shipped"),
+        "{index}"
+    );
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("tiny/results.json")).unwrap()).unwrap();
     assert_eq!(json["runs"].as_array().unwrap().len(), 1);
@@ -152,7 +165,8 @@ fn run_writes_the_report_folder() {
 /// Every shipped scenario, run twice: byte-identical reports.
 #[test]
 fn shipped_reports_are_byte_identical_across_runs() {
-    let d = tmp("det");
+    let guard = tmp("det");
+    let d = guard.path();
     let (a, b) = (d.join("a"), d.join("b"));
     for out in [&a, &b] {
         let o = dyncore(&["run", "--quiet", "--out", out.to_str().unwrap()]);
@@ -172,12 +186,12 @@ fn shipped_reports_are_byte_identical_across_runs() {
         }
     }
     assert!(compared >= 8 * 4);
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
 fn bench_sim_quick_writes_a_report_with_goals() {
-    let d = tmp("benchsim");
+    let guard = tmp("benchsim");
+    let d = guard.path();
     let o = dyncore(&["--out", d.to_str().unwrap(), "bench", "sim", "--quick"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let dir = d.join("bench-sim");
@@ -193,4 +207,134 @@ fn bench_sim_quick_writes_a_report_with_goals() {
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("PASS") || md.contains("MISS"), "{md}");
     assert!(dir.join("plot.png").exists() && dir.join("plot.svg").exists());
+}
+
+/// Names that would put a report outside `--out`, or clash with what the
+/// command writes there, are refused by `check` and `run` alike; nothing is
+/// written anywhere and no `.tmp` file is left behind.
+#[test]
+fn names_that_escape_the_report_folder_are_refused_and_nothing_is_written() {
+    let guard = tmp("names");
+    let d = guard.path();
+    let abs = d.join("abs");
+    let abs_name = abs.to_str().unwrap().to_string();
+    for (i, name) in
+        ["../escape", "..", ".", "index.md", "a\\nb", abs_name.as_str(), "/tmp"].iter().enumerate()
+    {
+        let f = write(
+            d,
+            &format!("bad{i}.toml"),
+            &GOOD.replace("name = \"tiny\"", &format!("name = \"{name}\"")),
+        );
+        for cmd in ["check", "run"] {
+            let o = dyncore(&[cmd, &f, "--out", d.join("out").to_str().unwrap()]);
+            assert_eq!(o.status.code(), Some(2), "{cmd} {name}: {}", stderr(&o));
+            assert!(stderr(&o).contains(&format!("{f}:1:8: name: ")), "{cmd} {name}: {}", stderr(&o));
+        }
+    }
+    // Only the scenario files exist: no report folder, no escape, no `.tmp`.
+    let mut found: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    found.sort();
+    assert!(found.iter().all(|f| f.starts_with("bad") && f.ends_with(".toml")), "{found:?}");
+    assert!(!abs.exists() && !d.parent().unwrap().join("escape").exists());
+}
+
+#[test]
+fn two_scenarios_with_one_name_are_refused() {
+    let guard = tmp("dupname");
+    let d = guard.path();
+    write(d, "a.toml", GOOD);
+    let b = write(d, "b.toml", &GOOD.replace("name = \"tiny\"", "name = \"TINY\""));
+    let o = dyncore(&["check", d.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains(&format!("{b}:1:8: name: `TINY` is also the name of")), "{}", stderr(&o));
+}
+
+/// Each hostile input of issue 12 exits 2 with `file:line:col: field: message`.
+#[test]
+fn hostile_values_exit_2_with_file_line_col_and_field() {
+    let guard = tmp("hostile");
+    let d = guard.path();
+    let sim = |line: &str| GOOD.replace("\n[[run]]", &format!("\n[sim]\n{line}\n\n[[run]]"));
+    let wl = |line: &str| {
+        GOOD.replace("work_ms = 20\n[[run.workload]]", &format!("work_ms = 20\n{line}\n[[run.workload]]"))
+    };
+    for (text, at, field) in [
+        (wl("pin = \"100000000000000\""), "13:7", "run[0].workload[0].pin"),
+        (wl("pin = \"100-200\""), "13:7", "run[0].workload[0].pin"),
+        (wl("pin = \"0-999\""), "13:7", "run[0].workload[0].pin"),
+        (wl("threads = 4294967295"), "13:11", "run[0].workload[0].threads"),
+        (wl("count = 1000000000"), "13:9", "run[0].workload[0].count"),
+        (wl("tax = \"x\""), "13:7", "run[0].workload[0].tax"),
+        (GOOD.replace("nodes = 1", "nodes = 4611686018427387904"), "8:9", "run[0].nodes"),
+        (sim("tick_ns = 1"), "5:11", "sim.tick_ns"),
+        (sim("ipi_rate_per_cpu_s = 1e12"), "5:22", "sim.ipi_rate_per_cpu_s"),
+        (sim("ipi_rate_per_cpu_s = nan"), "5:22", "sim.ipi_rate_per_cpu_s"),
+        (sim("max_time_ns = 9000000000000000000"), "5:15", "sim.max_time_ns"),
+        (format!("{GOOD}[[paper]]\nx = \"a\"\nseries = \"b\"\nvalue = 0\n"), "20:9", "paper[0].value"),
+        (GOOD.replace("policy = ", "polcy = "), "7:1", "run[0].polcy"),
+    ] {
+        let f = write(d, "h.toml", &text);
+        let o = dyncore(&["check", &f]);
+        assert_eq!(o.status.code(), Some(2), "{field}: {}", stderr(&o));
+        assert!(stderr(&o).contains(&format!("{f}:{at}: {field}: ")), "{field}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn devices_fifos_and_bad_bytes_exit_2_with_what_they_are() {
+    let o = dyncore(&["check", "/dev/zero"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("/dev/zero: is a character device"), "{}", stderr(&o));
+    let guard = tmp("fifo");
+    let d = guard.path();
+    let fifo = d.join("fifo.toml");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let o = dyncore(&["check", fifo.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "a FIFO with no writer does not block");
+    assert!(stderr(&o).contains("pipe that gave nothing to read"), "{}", stderr(&o));
+    let bad = d.join("utf8.toml");
+    std::fs::write(&bad, b"name = \"t\"\ntitle = \"\xff\"\n").unwrap();
+    let o = dyncore(&["check", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains(&format!("{}:2:10: byte 0xff is not UTF-8", bad.display())),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// A run past its event budget stops with an error naming the field to
+/// change, exit 2, and writes nothing for that scenario (nor the index).
+#[test]
+fn a_run_past_its_event_budget_stops_and_writes_nothing() {
+    let guard = tmp("budget");
+    let d = guard.path();
+    let f = write(d, "long.toml", &GOOD.replace("\n[[run]]", "\n[sim]\nmax_events = 10\n\n[[run]]"));
+    let out = d.join("out");
+    let o = dyncore(&["run", &f, "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!(
+            "{f}:5:14: sim.max_events: run[0] `Chameleon` stopped at its event budget of 10"
+        )),
+        "{e}"
+    );
+    assert!(!out.join("tiny").exists() && !out.join("index.md").exists());
+    // Where the file sets no budget, the error points at the run, and still
+    // names the field to add.
+    let f = write(
+        d,
+        "long2.toml",
+        &GOOD.replace("cpus_per_node = 4", "cpus_per_node = 4\n[run.sim]\nmax_events = 10"),
+    );
+    let o = dyncore(&["check", &f]);
+    assert!(o.status.success(), "the budget is only known by running: {}", stderr(&o));
+    let o = dyncore(&["run", &f, "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains(&format!("{f}:11:14: run[0].sim.max_events: ")), "{}", stderr(&o));
 }
