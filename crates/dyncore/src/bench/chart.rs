@@ -231,7 +231,8 @@ fn style(px: i32, h: HPos, v: VPos) -> TextStyle<'static> {
 enum Glyph {
     Fill(RGBColor),
     Stroke(RGBColor),
-    BoxWhisker,
+    /// A box, with a whisker when `true`.
+    Box(bool),
     Dash(usize),
 }
 
@@ -271,7 +272,8 @@ where
     match *g {
         Glyph::Fill(c) => root.draw(&Rectangle::new([(x, y - 6), (x + 16, y + 6)], c.filled())),
         Glyph::Stroke(c) => root.draw(&PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))),
-        Glyph::BoxWhisker => {
+        Glyph::Box(false) => root.draw(&Rectangle::new([(x, y - 5), (x + 16, y + 5)], BLACK.stroke_width(1))),
+        Glyph::Box(true) => {
             root.draw(&Rectangle::new([(x, y - 5), (x + 9, y + 5)], BLACK.stroke_width(1))).map_err(e)?;
             root.draw(&PathElement::new(vec![(x + 9, y), (x + 18, y)], BLACK.stroke_width(1))).map_err(e)?;
             root.draw(&PathElement::new(vec![(x + 18, y - 4), (x + 18, y + 4)], BLACK.stroke_width(1)))
@@ -433,7 +435,7 @@ impl RangeBars {
             .map(|(_, (k, c))| (Glyph::Fill(*c), k.clone()))
             .collect();
         if let Some(s) = &self.spread_legend {
-            legend.push((Glyph::BoxWhisker, s.clone()));
+            legend.push((Glyph::Box(self.bars.iter().any(|b| b.whisker.is_some())), s.clone()));
         }
         for (i, g) in self.goals.iter().enumerate() {
             legend.push((Glyph::Dash(i), g.label.clone()));
