@@ -14,7 +14,6 @@ use dyncore_sim::Scenario;
 use indicatif::{ProgressBar, ProgressStyle};
 
 mod bench;
-mod bench_sim;
 mod figure;
 mod plot;
 mod report;

@@ -55,17 +55,6 @@ pub struct BarChart {
     pub log_y: bool,
 }
 
-/// A line chart: each series is a list of (x, y) points.
-#[derive(Debug, Clone)]
-pub struct LineChart {
-    pub title: String,
-    pub x_label: String,
-    pub y_label: String,
-    pub series: Vec<(String, Vec<(f64, f64)>)>,
-    pub log_x: bool,
-    pub log_y: bool,
-}
-
 /// A stacked step chart: values hold from one time to the next, and the
 /// series are stacked (for CPU allocations over time).
 #[derive(Debug, Clone)]
@@ -94,15 +83,6 @@ impl Chart for BarChart {
         DB::ErrorType: 'static,
     {
         draw_bars(root, self)
-    }
-}
-
-impl Chart for LineChart {
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
-    where
-        DB::ErrorType: 'static,
-    {
-        draw_lines(root, self)
     }
 }
 
@@ -139,11 +119,6 @@ pub fn write_chart(stem: &Path, chart: &impl Chart) -> Result<()> {
 
 /// Writes `chart` to `<stem>.png` and `<stem>.svg`.
 pub fn write_bar_chart(stem: &Path, chart: &BarChart) -> Result<()> {
-    write_chart(stem, chart)
-}
-
-/// Writes `chart` to `<stem>.png` and `<stem>.svg`.
-pub fn write_line_chart(stem: &Path, chart: &LineChart) -> Result<()> {
     write_chart(stem, chart)
 }
 
@@ -295,71 +270,6 @@ where
     Ok(())
 }
 
-fn draw_lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -> Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
-    let (xlo, xhi) = finite_range(c.series.iter().flat_map(|(_, p)| p.iter().map(|p| p.0)), c.log_x);
-    let (ylo, yhi) = finite_range(c.series.iter().flat_map(|(_, p)| p.iter().map(|p| p.1)), c.log_y);
-    let (xlo, xhi) = if c.log_x { (xlo, xhi) } else { (xlo.min(0.0), xhi / 1.15) };
-    let mut builder = ChartBuilder::on(root);
-    builder.caption(&c.title, ("sans-serif", 22)).margin(12).x_label_area_size(50).y_label_area_size(80);
-    macro_rules! body {
-        ($chart:expr) => {{
-            let mut chart = $chart;
-            chart
-                .configure_mesh()
-                .x_desc(&c.x_label)
-                .y_desc(&c.y_label)
-                .label_style(("sans-serif", 15))
-                .draw()
-                .map_err(|e| anyhow!("{e:?}"))?;
-            for (si, (name, pts)) in c.series.iter().enumerate() {
-                let color = PALETTE[si % PALETTE.len()];
-                let pts: Vec<(f64, f64)> = pts
-                    .iter()
-                    .copied()
-                    .filter(|(x, y)| x.is_finite() && y.is_finite() && (!c.log_y || *y > 0.0))
-                    .collect();
-                chart
-                    .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                    .map_err(|e| anyhow!("{e:?}"))?
-                    .label(name.clone())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
-                chart
-                    .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
-                    .map_err(|e| anyhow!("{e:?}"))?;
-            }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .label_font(("sans-serif", 15))
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()
-                .map_err(|e| anyhow!("{e:?}"))?;
-        }};
-    }
-    match (c.log_x, c.log_y) {
-        (false, false) => {
-            body!(builder.build_cartesian_2d(xlo..xhi, ylo..yhi).map_err(|e| anyhow!("{e:?}"))?)
-        }
-        (false, true) => {
-            body!(builder.build_cartesian_2d(xlo..xhi, (ylo..yhi).log_scale()).map_err(|e| anyhow!("{e:?}"))?)
-        }
-        (true, false) => {
-            body!(builder.build_cartesian_2d((xlo..xhi).log_scale(), ylo..yhi).map_err(|e| anyhow!("{e:?}"))?)
-        }
-        (true, true) => body!(
-            builder
-                .build_cartesian_2d((xlo..xhi).log_scale(), (ylo..yhi).log_scale())
-                .map_err(|e| anyhow!("{e:?}"))?
-        ),
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,20 +294,6 @@ mod tests {
         assert_eq!(&png[1..4], b"PNG");
         let svg = std::fs::read_to_string(stem.with_extension("svg")).unwrap();
         assert!(svg.contains("<svg"));
-        let stem = dir.join("lines");
-        write_line_chart(
-            &stem,
-            &LineChart {
-                title: "t".into(),
-                x_label: "x".into(),
-                y_label: "y".into(),
-                series: vec![("s".into(), vec![(1.0, 2.0), (2.0, 3.0)])],
-                log_x: false,
-                log_y: false,
-            },
-        )
-        .unwrap();
-        assert!(stem.with_extension("png").exists());
         std::fs::remove_dir_all(&dir).ok();
     }
 }

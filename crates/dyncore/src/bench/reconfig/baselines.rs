@@ -17,51 +17,97 @@ use std::time::Instant;
 use dyncore_core::{CpuId, CpuSet};
 use dyncore_runtime::affinity::{current_cpu, set_current_thread_affinity};
 
-use crate::bench::{Summary, ns, summarize};
+use crate::bench::{RoundSamples, ns};
 
-/// One baseline: what it measured (`away`: the CPU is taken away — offline,
-/// narrowed, migrated off; `back`: given back), or why it was skipped.
+/// What one round of a baseline measured: the CPU taken away (offline,
+/// narrowed, migrated off) and given back, and a description naming the
+/// CPUs and mechanism used.
+struct Round {
+    what: String,
+    away: Vec<u64>,
+    back: Vec<u64>,
+}
+
+/// Which baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Affinity,
+    Cpuset,
+    Hotplug,
+}
+
+/// One baseline over the rounds: what it measured, or why it was skipped.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Baseline {
-    pub key: &'static str,
+    pub kind: Kind,
     pub what: String,
     pub away_label: &'static str,
     pub back_label: &'static str,
-    pub away: Option<Summary>,
-    pub back: Option<Summary>,
+    #[serde(skip)]
+    pub away: RoundSamples,
+    #[serde(skip)]
+    pub back: RoundSamples,
     pub skipped: Option<String>,
 }
 
 impl Baseline {
-    fn skipped(key: &'static str, what: &str, labels: (&'static str, &'static str), why: String) -> Baseline {
-        Baseline {
-            key,
+    /// The three baselines; hotplug is skipped unless `allow_hotplug`.
+    pub fn all(allow_hotplug: bool) -> Vec<Baseline> {
+        let b = |kind, what: &str, labels: (&'static str, &'static str)| Baseline {
+            kind,
             what: what.into(),
             away_label: labels.0,
             back_label: labels.1,
-            away: None,
-            back: None,
-            skipped: Some(why),
+            away: RoundSamples::default(),
+            back: RoundSamples::default(),
+            skipped: None,
+        };
+        let mut hotplug = b(Kind::Hotplug, HOTPLUG, ("offline", "online"));
+        if !allow_hotplug {
+            hotplug.skipped =
+                Some("not requested: pass --allow-hotplug (it takes a real CPU offline for a moment)".into());
+        }
+        vec![
+            b(Kind::Affinity, AFFINITY, ("migrate", "–")),
+            b(Kind::Cpuset, CPUSET, ("narrow", "widen")),
+            hotplug,
+        ]
+    }
+
+    pub fn key(&self) -> &'static str {
+        match self.kind {
+            Kind::Affinity => "affinity",
+            Kind::Cpuset => "cpuset",
+            Kind::Hotplug => "hotplug",
         }
     }
 
-    /// A measured baseline: the summaries of its away and back samples (an
-    /// empty sample has none).
-    fn measured(
-        key: &'static str,
-        what: String,
-        labels: (&'static str, &'static str),
-        away: &[u64],
-        back: &[u64],
-    ) -> Baseline {
-        Baseline {
-            key,
-            what,
-            away_label: labels.0,
-            back_label: labels.1,
-            away: summarize(away),
-            back: summarize(back),
-            skipped: None,
+    /// One round of `repeats` cycles. A baseline that fails is skipped from
+    /// then on with the reason, and what its earlier rounds measured is
+    /// dropped (never reported as a figure of a run that did not finish).
+    pub fn measure_round(&mut self, allowed: &CpuSet, repeats: usize, round: usize) {
+        if self.skipped.is_some() {
+            return;
+        }
+        let r = match self.kind {
+            Kind::Affinity => affinity(allowed, repeats),
+            Kind::Cpuset => cpuset(allowed, repeats),
+            Kind::Hotplug => hotplug(allowed, repeats),
+        };
+        match r {
+            Ok(r) => {
+                self.what = r.what;
+                self.away.push(r.away);
+                self.back.push(r.back);
+            }
+            Err(why) if round == 0 => self.skipped = Some(why),
+            Err(why) => {
+                self.skipped =
+                    Some(format!("failed in round {}: {why} (earlier rounds discarded)", round + 1));
+                self.away = RoundSamples::default();
+                self.back = RoundSamples::default();
+            }
         }
     }
 }
@@ -141,19 +187,14 @@ impl Drop for HotplugGuard {
 }
 
 /// Offline then online of one real CPU other than 0, `repeats` times.
-pub fn hotplug(allow: bool, allowed: &CpuSet, repeats: usize) -> Baseline {
-    let labels = ("offline", "online");
-    let skip = |why: String| Baseline::skipped("hotplug", HOTPLUG, labels, why);
-    if !allow {
-        return skip("not requested: pass --allow-hotplug (it takes a real CPU offline for a moment)".into());
-    }
+fn hotplug(allowed: &CpuSet, repeats: usize) -> Result<Round, String> {
     let mut others: Vec<CpuId> = allowed.iter().filter(|&c| c != 0).collect();
     others.reverse();
     let candidate = others.into_iter().find(|&c| {
         read_online(c) == Some(true) && std::fs::OpenOptions::new().write(true).open(online_file(c)).is_ok()
     });
     let Some(cpu) = candidate else {
-        return skip(format!(
+        return Err(format!(
             "no online CPU other than 0 among the allowed ({allowed}) has a writable {} (needs root and a kernel with CPU hotplug)",
             "/sys/devices/system/cpu/cpuN/online"
         ));
@@ -165,13 +206,13 @@ pub fn hotplug(allow: bool, allowed: &CpuSet, repeats: usize) -> Baseline {
         let t0 = Instant::now();
         if let Err(e) = guard.offline() {
             drop(guard);
-            return skip(format!("writing 0 to {} failed: {e}", online_file(cpu).display()));
+            return Err(format!("writing 0 to {} failed: {e}", online_file(cpu).display()));
         }
         away.push(ns(t0.elapsed()));
         let t0 = Instant::now();
         if let Err(e) = guard.online() {
             drop(guard);
-            return skip(format!("writing 1 to {} failed (repeat {i}): {e}", online_file(cpu).display()));
+            return Err(format!("writing 1 to {} failed (repeat {i}): {e}", online_file(cpu).display()));
         }
         back.push(ns(t0.elapsed()));
     }
@@ -180,7 +221,7 @@ pub fn hotplug(allow: bool, allowed: &CpuSet, repeats: usize) -> Baseline {
     if read_online(cpu) != Some(true) {
         eprintln!("warning: real CPU {cpu} does not read online after the hotplug baseline");
     }
-    Baseline::measured("hotplug", what, labels, &away, &back)
+    Ok(Round { what, away, back })
 }
 
 // ---------------------------------------------------------------- cpusets
@@ -294,20 +335,12 @@ impl Drop for TempCpuset {
 
 /// Narrows a spinning process's cpuset to one CPU (the kernel migrates it
 /// before the write returns) and widens it back, `repeats` times.
-pub fn cpuset(allowed: &CpuSet, repeats: usize) -> Baseline {
-    let labels = ("narrow", "widen");
-    let skip = |why: String| Baseline::skipped("cpuset", CPUSET, labels, why);
+fn cpuset(allowed: &CpuSet, repeats: usize) -> Result<Round, String> {
     if allowed.len() < 2 {
-        return skip(format!("needs two CPUs, only {allowed} allowed"));
+        return Err(format!("needs two CPUs, only {allowed} allowed"));
     }
-    let cg = match detect_cgroup() {
-        Ok(c) => c,
-        Err(e) => return skip(e),
-    };
-    let t = match TempCpuset::create(&cg, allowed) {
-        Ok(t) => t,
-        Err(e) => return skip(format!("{cg:?}: {e}")),
-    };
+    let cg = detect_cgroup()?;
+    let t = TempCpuset::create(&cg, allowed).map_err(|e| format!("{cg:?}: {e}"))?;
     let cpus: Vec<CpuId> = allowed.iter().collect();
     let all = allowed.to_string();
     let (mut away, mut back) = (Vec::new(), Vec::new());
@@ -315,12 +348,12 @@ pub fn cpuset(allowed: &CpuSet, repeats: usize) -> Baseline {
         let one = cpus[i % cpus.len()].to_string();
         let t0 = Instant::now();
         if let Err(e) = t.set_cpus(&one) {
-            return skip(format!("{cg:?}: narrowing to {one}: {e}"));
+            return Err(format!("{cg:?}: narrowing to {one}: {e}"));
         }
         away.push(ns(t0.elapsed()));
         let t0 = Instant::now();
         if let Err(e) = t.set_cpus(&all) {
-            return skip(format!("{cg:?}: widening to {all}: {e}"));
+            return Err(format!("{cg:?}: widening to {all}: {e}"));
         }
         back.push(ns(t0.elapsed()));
     }
@@ -328,7 +361,7 @@ pub fn cpuset(allowed: &CpuSet, repeats: usize) -> Baseline {
         Cgroup::V1(_) => "v1",
         Cgroup::V2(_) => "v2",
     };
-    Baseline::measured("cpuset", format!("{CPUSET} (cgroup {version})"), labels, &away, &back)
+    Ok(Round { what: format!("{CPUSET} (cgroup {version})"), away, back })
 }
 
 // ---------------------------------------------------------------- affinity
@@ -337,12 +370,10 @@ const AFFINITY: &str = "sched_setaffinity: move a spinning thread to another CPU
 
 /// Moves a spinning thread between two CPUs with `sched_setaffinity`,
 /// timing each move until the thread reports running on the new CPU.
-pub fn affinity(allowed: &CpuSet, repeats: usize) -> Baseline {
-    let labels = ("migrate", "–");
-    let skip = |why: String| Baseline::skipped("affinity", AFFINITY, labels, why);
+fn affinity(allowed: &CpuSet, repeats: usize) -> Result<Round, String> {
     let cpus: Vec<CpuId> = allowed.iter().collect();
     if cpus.len() < 2 {
-        return skip(format!("needs two CPUs, only {allowed} allowed"));
+        return Err(format!("needs two CPUs, only {allowed} allowed"));
     }
     let (a, b) = (cpus[0], cpus[cpus.len() - 1]);
     let stop = Arc::new(AtomicBool::new(false));
@@ -386,10 +417,7 @@ pub fn affinity(allowed: &CpuSet, repeats: usize) -> Baseline {
     })();
     stop.store(true, Ordering::Relaxed);
     let _ = spinner.join();
-    match result {
-        Ok(s) => Baseline::measured("affinity", format!("{AFFINITY} (CPUs {a} and {b})"), labels, &s, &[]),
-        Err(e) => skip(e),
-    }
+    Ok(Round { what: format!("{AFFINITY} (CPUs {a} and {b})"), away: result?, back: Vec::new() })
 }
 
 /// Lets the measuring thread run anywhere it is allowed (baselines move
@@ -404,14 +432,18 @@ mod tests {
 
     #[test]
     fn hotplug_is_skipped_unless_asked() {
-        let b = hotplug(false, &CpuSet::range(0, 2), 3);
+        let mut b = Baseline::all(false).pop().unwrap();
+        assert_eq!(b.kind, Kind::Hotplug);
+        b.measure_round(&CpuSet::range(0, 2), 3, 0);
         assert!(b.skipped.as_deref().is_some_and(|s| s.contains("--allow-hotplug")), "{b:?}");
-        assert!(b.away.is_none() && b.back.is_none());
+        assert!(b.away.spread().is_none() && b.back.spread().is_none());
     }
 
     #[test]
-    fn affinity_needs_two_cpus() {
-        let b = affinity(&CpuSet::single(0), 3);
+    fn a_baseline_that_cannot_run_is_skipped_with_the_reason() {
+        let mut b = Baseline::all(false).remove(0);
+        assert_eq!(b.kind, Kind::Affinity);
+        b.measure_round(&CpuSet::single(0), 3, 0);
         assert!(b.skipped.as_deref().is_some_and(|s| s.contains("needs two CPUs")), "{b:?}");
     }
 }

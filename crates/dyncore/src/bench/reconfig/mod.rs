@@ -3,160 +3,142 @@
 //! CPUs, plus Bolt's entry and exit latencies, against the kernel's own
 //! mechanisms on the same machine in the same run (see `baselines.rs`).
 //!
-//! Writes `<out>/bench-reconfig/{report.md, results.json, plot.png, plot.svg}`.
+//! Two layouts of runtime CPUs on the real ones, each measured: `--cpus`
+//! runtime CPUs (default 8: on a 2-CPU machine, oversubscribed 4 per core,
+//! where a naive stop-the-world barrier mostly measures the workers waiting
+//! for a core), and one runtime CPU per real CPU (no oversubscription; the
+//! machine profile comes from this one). What is timed: see `measure.rs`.
 //!
-//! What is timed:
+//! Every round measures every row of every layout and every baseline once,
+//! in an order that changes from round to round (see
+//! [`crate::bench::stats`]); a fresh runtime is started per layout per
+//! round. Goals are ratios computed within each round.
 //!
-//! * offline / online latency: the `Runtime::offline` / `online` call, from
-//!   entry to return, on a runtime whose CPUs are idle (the mechanism's
-//!   cost; the critical path only — Bolt's deferred work happens after);
-//! * entry latency (offline of one CPU that is running a task in short
-//!   steps): from the call's start until no task runs on the CPU any more
-//!   (`ReconfigReport::entry_ns`);
-//! * exit latency: from the start of the online call until the first step
-//!   of a task placed on the CPU right after the call returned.
+//! Writes `<out>/bench-reconfig/{report.md, results.json, offline.{png,svg},
+//! online.{png,svg}}`, and with `--write-profile PATH` the machine profile.
 
-use std::fmt::Write as _;
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, ensure};
 use dyncore_core::{CpuId, CpuSet};
 use dyncore_runtime::affinity::{allowed_cpus, pin_current_thread};
-use dyncore_runtime::cpu::{Ctx, Mode, Runtime, RuntimeConfig, TaskPoll};
-use serde_json::json;
+use dyncore_runtime::cpu::{Mode, Runtime, RuntimeConfig};
 
-use crate::bench::{Goal, Summary, goals_table, ns, summarize};
-use crate::plot::{BarChart, Series, write_bar_chart};
-use crate::report::write_file;
-use crate::table::Table;
+use super::{Gate, Goal, round_order};
 
 mod baselines;
+mod measure;
+mod profile;
+mod report;
 
 use baselines::Baseline;
+use measure::{ColdOnline, EntryExit, PerRound, Sweep};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Offline/online pairs per configuration (default 200; quick 20).
+    /// Timed offline/online pairs per configuration, over all rounds (default 200; quick 20).
     #[arg(long)]
     pub repeats: Option<usize>,
-    /// A run of a few seconds: 20 repeats, 3 hotplug cycles.
+    /// Interleaved rounds: every configuration is measured once per round.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// A run of a few seconds: 20 repeats, 3 hotplug cycles (at least one per round).
     #[arg(long)]
     pub quick: bool,
     /// Also measure Linux sysfs CPU hotplug: takes a real CPU other than 0
     /// offline and back (restored on every exit path, Ctrl-C included).
     #[arg(long)]
     pub allow_hotplug: bool,
-    /// Runtime CPUs, dealt round-robin over the allowed real CPUs (default 8).
+    /// Runtime CPUs of the first layout, dealt round-robin over the allowed
+    /// real CPUs (default 8); a second layout always has one per real CPU.
     #[arg(long, default_value_t = 8)]
     pub cpus: usize,
-}
-
-/// Latencies of one (mode, number of CPUs) configuration.
-#[derive(Debug, Clone, serde::Serialize)]
-struct Sweep {
-    mode: Mode,
-    cpus: usize,
-    offline: Summary,
-    online: Summary,
-    /// Median time of each kind of critical offline step, summed per call
-    /// (a bulk call runs each kind once per CPU), in plan order.
-    offline_steps_median_ns: Vec<(String, f64)>,
-}
-
-/// Bolt's two extra figures, per mode (one CPU).
-#[derive(Debug, Clone, serde::Serialize)]
-struct EntryExit {
-    mode: Mode,
-    entry: Summary,
-    exit: Summary,
+    /// Write the machine profile (per-step costs, from the one-per-core
+    /// layout) as TOML to this file, for the simulator's `runtime` mechanism.
+    #[arg(long, value_name = "PATH")]
+    pub write_profile: Option<PathBuf>,
+    #[command(flatten)]
+    pub gate: Gate,
 }
 
 const MODES: [Mode; 2] = [Mode::Naive, Mode::Bolt];
 
-pub fn run(args: &Args, out: &Path) -> Result<()> {
-    let dir = out.join("bench-reconfig");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let repeats = args.repeats.unwrap_or(if args.quick { 20 } else { 200 }).max(1);
-    let hotplug_repeats = if args.quick { 3 } else { repeats.min(20) };
-    ensure!(args.cpus >= 2, "--cpus must be at least 2 (one CPU always stays online), got {}", args.cpus);
-    let allowed = allowed_cpus()?;
-    let machine = super::machine_description();
-    let mut cfg = RuntimeConfig::over(&allowed, args.cpus);
-    // Keep the kept caches for the whole run (no timer reclaim mid-measure).
-    cfg.cache_keep = None;
-    let mapping = cfg.real_cpus.clone();
-    let sizes = sizes(args.cpus);
-    println!("dyncore bench reconfig — {machine}");
-    println!(
-        "{} runtime CPUs over {} real CPU(s) {allowed} (runtime→real: {}); {repeats} repeats; sizes {sizes:?}",
-        args.cpus,
-        allowed.len(),
-        mapping_text(&mapping)
-    );
+/// Runtime CPUs over real ones, and what was measured on them.
+pub struct Layout {
+    pub real_cpus: CpuSet,
+    /// Runtime CPU `i` runs on real CPU `mapping[i]`.
+    pub mapping: Vec<CpuId>,
+    pub sweeps: Vec<Sweep>,
+    pub entry_exit: Vec<EntryExit>,
+    /// Bolt's cold online (the profile layout only).
+    pub cold: Option<ColdOnline>,
+}
 
-    let total = (MODES.len() * (sizes.len() + 1) * repeats) as u64;
-    let bar = indicatif::ProgressBar::new(total).with_style(
-        indicatif::ProgressStyle::with_template("{msg:28} {bar:40} {pos}/{len} [{elapsed}]")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    let (sweeps, entry_exit) = {
+impl Layout {
+    fn new(real: &CpuSet, runtime_cpus: usize, cold: bool) -> Layout {
+        let sweeps =
+            MODES.iter().flat_map(|&m| sizes(runtime_cpus).into_iter().map(move |k| Sweep::new(m, k)));
+        Layout {
+            real_cpus: real.clone(),
+            mapping: RuntimeConfig::over(real, runtime_cpus).real_cpus,
+            sweeps: sweeps.collect(),
+            entry_exit: MODES.iter().map(|&m| EntryExit::new(m)).collect(),
+            cold: cold.then(ColdOnline::default),
+        }
+    }
+
+    pub fn runtime_cpus(&self) -> usize {
+        self.mapping.len()
+    }
+
+    /// "oversubscribed 4 per core", "one per core", …
+    pub fn label(&self) -> String {
+        let (n, r) = (self.runtime_cpus(), self.real_cpus.len());
+        match n.cmp(&r) {
+            std::cmp::Ordering::Greater if n % r == 0 => format!("oversubscribed {} per core", n / r),
+            std::cmp::Ordering::Greater => format!("oversubscribed {n} on {r} cores"),
+            std::cmp::Ordering::Equal => "one per core".into(),
+            std::cmp::Ordering::Less => format!("{n} runtime CPUs on {r} cores"),
+        }
+    }
+
+    /// "8 on 2".
+    pub fn short(&self) -> String {
+        format!("{} on {}", self.runtime_cpus(), self.real_cpus.len())
+    }
+
+    fn rows(&self) -> usize {
+        self.sweeps.len() + self.entry_exit.len() + usize::from(self.cold.is_some())
+    }
+
+    /// One round: a fresh runtime, every row once in this round's order.
+    fn measure_round(&mut self, n: PerRound, round: usize, bar: &indicatif::ProgressBar) -> Result<()> {
+        let mut cfg = RuntimeConfig::over(&self.real_cpus, self.runtime_cpus());
+        // Keep the kept caches for the whole run (no timer reclaim mid-measure).
+        cfg.cache_keep = None;
         let rt = Runtime::new(cfg).context("starting the runtime")?;
         // The measuring thread runs on the real CPU of runtime CPU 0 (never
         // taken offline), away from the CPUs being reconfigured where it can.
-        pin_current_thread(mapping[0])?;
-        let mut sweeps = Vec::new();
-        for mode in MODES {
-            for &k in &sizes {
-                bar.set_message(format!("{mode} offline/online of {k}"));
-                sweeps.push(sweep(&rt, mode, k, repeats, &bar)?);
+        pin_current_thread(self.mapping[0])?;
+        let (ns, ne, short) = (self.sweeps.len(), self.entry_exit.len(), self.short());
+        for i in round_order(self.rows(), round) {
+            if i < ns {
+                bar.set_message(format!("{short}: {} ×{}", self.sweeps[i].mode, self.sweeps[i].cpus));
+                self.sweeps[i].measure_round(&rt, n)?;
+            } else if i < ns + ne {
+                bar.set_message(format!("{short}: {} entry/exit", self.entry_exit[i - ns].mode));
+                self.entry_exit[i - ns].measure_round(&rt, n)?;
+            } else if let Some(c) = &mut self.cold {
+                bar.set_message(format!("{short}: bolt cold online"));
+                c.measure_round(&rt, n)?;
             }
+            bar.inc(1);
         }
-        let mut ee = Vec::new();
-        for mode in MODES {
-            bar.set_message(format!("{mode} entry/exit latency"));
-            ee.push(entry_exit(&rt, mode, repeats, &bar)?);
-        }
-        ensure!(rt.check().is_ok(), "runtime invariants broken after the sweep: {:?}", rt.check());
-        baselines::unpin(&allowed);
-        (sweeps, ee)
-    };
-    bar.finish_and_clear();
-    for s in &sweeps {
-        println!(
-            "  {:<5} {:>2} CPU(s): offline median {:>10.0} ns p99 {:>10.0} ns | online median {:>10.0} ns p99 {:>10.0} ns",
-            s.mode.to_string(),
-            s.cpus,
-            s.offline.median_ns,
-            s.offline.p99_ns,
-            s.online.median_ns,
-            s.online.p99_ns
-        );
+        ensure!(rt.check().is_ok(), "runtime invariants broken after a round: {:?}", rt.check());
+        drop(rt);
+        baselines::unpin(&self.real_cpus);
+        Ok(())
     }
-
-    println!(
-        "baselines: sched_setaffinity, cgroup cpuset{}…",
-        if args.allow_hotplug { ", sysfs hotplug" } else { "" }
-    );
-    let base = vec![
-        baselines::affinity(&allowed, repeats),
-        baselines::cpuset(&allowed, repeats),
-        baselines::hotplug(args.allow_hotplug, &allowed, hotplug_repeats),
-    ];
-    for b in &base {
-        match (&b.skipped, b.away) {
-            (Some(why), _) => println!("  {:<9} skipped: {why}", b.key),
-            (None, Some(a)) => println!("  {:<9} {} median {:>12.0} ns", b.key, b.away_label, a.median_ns),
-            (None, None) => {}
-        }
-    }
-
-    let report = Report { machine, allowed, mapping, repeats, hotplug_repeats, sweeps, entry_exit, base };
-    report.write(&dir)?;
-    println!("report written to {}", dir.join("report.md").display());
-    Ok(())
 }
 
 /// 1, 2, 4 and all-but-one CPUs (fewer when the runtime is small).
@@ -166,398 +148,133 @@ fn sizes(n: usize) -> Vec<usize> {
     v
 }
 
-fn mapping_text(m: &[CpuId]) -> String {
-    m.iter().enumerate().map(|(i, r)| format!("{i}→{r}")).collect::<Vec<_>>().join(" ")
+/// How much a run measures.
+pub struct Plan {
+    pub machine: String,
+    pub rounds: usize,
+    pub per_round: PerRound,
+    /// Hotplug cycles per round.
+    pub hotplug_per_round: usize,
+    /// Layouts that could not be measured, and why.
+    pub skipped: Vec<String>,
 }
 
-/// The `k` highest runtime CPUs (CPU 0 stays online).
-fn top(n: usize, k: usize) -> CpuSet {
-    CpuSet::range(n - k, n)
+/// What a run measured.
+pub struct Measured {
+    pub layouts: Vec<Layout>,
+    pub base: Vec<Baseline>,
 }
 
-fn sweep(rt: &Runtime, mode: Mode, k: usize, repeats: usize, bar: &indicatif::ProgressBar) -> Result<Sweep> {
-    let set = top(rt.cpus(), k);
-    let (mut off, mut on) = (Vec::with_capacity(repeats), Vec::with_capacity(repeats));
-    let mut steps: Vec<(&'static str, Vec<u64>)> = Vec::new();
-    // Two untimed cycles warm caches, threads and allocations. The whole
-    // calls are timed with step timing off (reading the clock around every
-    // step would add its own cost, per CPU, to the bulk calls); a second
-    // pass with step timing on gives the per-step breakdown.
-    let breakdown = repeats.min(50);
-    for i in 0..repeats + 2 + breakdown {
-        let timed_steps = i >= repeats + 2;
-        rt.set_step_timing(timed_steps);
-        let t0 = Instant::now();
-        let r = rt.offline(&set, mode)?;
-        let t_off = ns(t0.elapsed());
-        ensure!(r.changed() == &set, "offline of {set} changed only {}", r.changed());
-        if timed_steps {
-            let mut per_call: Vec<(&'static str, u64)> = Vec::new();
-            for (step, ns) in &r.step_ns {
-                *slot(&mut per_call, step.name()) += ns;
-            }
-            for (name, ns) in per_call {
-                slot(&mut steps, name).push(ns);
-            }
-        }
-        let t0 = Instant::now();
-        let r = rt.online(&set, mode)?;
-        let t_on = ns(t0.elapsed());
-        ensure!(r.changed() == &set, "online of {set} changed only {}", r.changed());
-        if (2..repeats + 2).contains(&i) {
-            off.push(t_off);
-            on.push(t_on);
-            bar.inc(1);
-        }
+fn plan(args: &Args, real: usize) -> Result<(Plan, Vec<usize>)> {
+    ensure!(args.cpus >= 2, "--cpus must be at least 2 (one CPU always stays online), got {}", args.cpus);
+    ensure!(args.rounds >= 1, "--rounds must be at least 1");
+    let rounds = args.rounds;
+    let repeats = args.repeats.unwrap_or(if args.quick { 20 } else { 200 }).max(1);
+    let hotplug = if args.quick { 3 } else { repeats.min(20) };
+    let per = |n: usize| n.div_ceil(rounds).max(1);
+    let mut layouts = vec![args.cpus];
+    let mut skipped = Vec::new();
+    if args.cpus != real && real >= 2 {
+        layouts.push(real);
+    } else if real < 2 {
+        skipped.push(format!("one runtime CPU per real CPU: needs 2 real CPUs, {real} allowed"));
     }
-    let s = |v: &[u64]| summarize(v).context("no samples");
-    let offline_steps_median_ns =
-        steps.iter().filter_map(|(n, v)| summarize(v).map(|x| (n.to_string(), x.median_ns))).collect();
-    rt.set_step_timing(true);
-    Ok(Sweep { mode, cpus: k, offline: s(&off)?, online: s(&on)?, offline_steps_median_ns })
-}
-
-/// The value kept under `name` in a list in first-seen order, added
-/// (default) if missing.
-fn slot<'a, T: Default>(list: &'a mut Vec<(&'static str, T)>, name: &'static str) -> &'a mut T {
-    let i = match list.iter().position(|(n, _)| *n == name) {
-        Some(i) => i,
-        None => {
-            list.push((name, T::default()));
-            list.len() - 1
-        }
+    let p = Plan {
+        machine: super::machine_description(),
+        rounds,
+        per_round: PerRound {
+            pairs: per(repeats),
+            breakdown: per(repeats.min(50)),
+            cold: per(repeats.min(50)),
+        },
+        hotplug_per_round: per(hotplug),
+        skipped,
     };
-    &mut list[i].1
+    Ok((p, layouts))
 }
 
-/// When and where a task ran its first step (`None`: not yet).
-type FirstStep = Arc<Mutex<Option<(Instant, CpuId)>>>;
+pub fn run(args: &Args, out: &Path) -> Result<Vec<Goal>> {
+    let dir = out.join("bench-reconfig");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let allowed = allowed_cpus()?;
+    let (plan, sizes) = plan(args, allowed.len())?;
+    let mut layouts: Vec<Layout> =
+        sizes.iter().map(|&n| Layout::new(&allowed, n, n == allowed.len())).collect();
+    println!("dyncore bench reconfig — {}", plan.machine);
+    for l in &layouts {
+        println!(
+            "layout {}: {} runtime CPUs on real CPUs {allowed} ({})",
+            l.label(),
+            l.runtime_cpus(),
+            l.short()
+        );
+    }
+    println!(
+        "{} rounds × {} offline/online pairs per configuration{}",
+        plan.rounds,
+        plan.per_round.pairs,
+        if args.allow_hotplug {
+            format!(", {} hotplug cycles per round", plan.hotplug_per_round)
+        } else {
+            String::new()
+        }
+    );
+    let mut base = Baseline::all(args.allow_hotplug);
+    measure_rounds(&plan, &allowed, &mut layouts, &mut base)?;
+    let m = Measured { layouts, base };
+    let goals = report::write(&dir, &plan, &allowed, &m)?;
+    if let Some(path) = &args.write_profile {
+        write_profile(path, &plan, &m)?;
+    }
+    println!("report written to {}", dir.join("report.md").display());
+    Ok(goals)
+}
 
-/// A task that spins in short steps until told to stop, and records when
-/// its first step ran.
-fn busy_task(
-    stop: Arc<AtomicBool>,
-    first: FirstStep,
-) -> impl FnMut(&mut Ctx<'_>) -> TaskPoll + Send + 'static {
-    move |cx: &mut Ctx<'_>| {
-        {
-            let mut f = first.lock().unwrap_or_else(|p| p.into_inner());
-            if f.is_none() {
-                *f = Some((Instant::now(), cx.cpu()));
+/// Every layout's rows and every baseline, once per round, in an order
+/// that changes per round.
+fn measure_rounds(
+    plan: &Plan,
+    allowed: &CpuSet,
+    layouts: &mut [Layout],
+    base: &mut [Baseline],
+) -> Result<()> {
+    let units = layouts.len() + base.len();
+    let steps = plan.rounds * (layouts.iter().map(Layout::rows).sum::<usize>() + base.len());
+    let bar = indicatif::ProgressBar::new(steps as u64).with_style(
+        indicatif::ProgressStyle::with_template("round {prefix} {msg:30} {bar:40} {pos}/{len} [{elapsed}]")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    for round in 0..plan.rounds {
+        bar.set_prefix(format!("{}/{}", round + 1, plan.rounds));
+        for u in round_order(units, round) {
+            if let Some(l) = layouts.get_mut(u) {
+                l.measure_round(plan.per_round, round, &bar)?;
+                continue;
             }
-        }
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_micros(5) {
-            std::hint::spin_loop();
-        }
-        if stop.load(Ordering::Relaxed) { TaskPoll::Ready } else { TaskPoll::Pending }
-    }
-}
-
-/// Waits for a task's first step; returns when and where it ran.
-fn first_step(first: &FirstStep) -> Result<(Instant, CpuId)> {
-    let t0 = Instant::now();
-    loop {
-        if let Some(f) = *first.lock().unwrap_or_else(|p| p.into_inner()) {
-            return Ok(f);
-        }
-        ensure!(t0.elapsed() < Duration::from_secs(10), "a task never ran its first step");
-        std::thread::yield_now();
-    }
-}
-
-/// Entry latency: offline of the last CPU while it runs a task in 5 µs
-/// steps. Exit latency: online of it, then a task placed on it at once.
-fn entry_exit(rt: &Runtime, mode: Mode, repeats: usize, bar: &indicatif::ProgressBar) -> Result<EntryExit> {
-    let cpu = rt.cpus() - 1;
-    let set = CpuSet::single(cpu);
-    let (mut entry, mut exit) = (Vec::with_capacity(repeats), Vec::with_capacity(repeats));
-    let start_task = |stop: &Arc<AtomicBool>| -> Result<FirstStep> {
-        let first = Arc::new(Mutex::new(None));
-        rt.spawn_on(cpu, busy_task(stop.clone(), first.clone()))?;
-        Ok(first)
-    };
-    let mut stop = Arc::new(AtomicBool::new(false));
-    let first = start_task(&stop)?;
-    first_step(&first)?;
-    for i in 0..repeats + 2 {
-        let r = rt.offline(&set, mode)?;
-        let e = r.entry_ns.context("an offline report has an entry latency")?;
-        // The task moved to another CPU; let it finish there.
-        stop.store(true, Ordering::Relaxed);
-        stop = Arc::new(AtomicBool::new(false));
-        let t0 = Instant::now();
-        rt.online(&set, mode)?;
-        let first = start_task(&stop)?;
-        let (t1, on) = first_step(&first)?;
-        ensure!(on == cpu, "the probe task ran on CPU {on}, not {cpu}");
-        if i >= 2 {
-            entry.push(e);
-            exit.push(ns(t1 - t0));
-            bar.inc(1);
-        }
-    }
-    stop.store(true, Ordering::Relaxed);
-    let s = |v: &[u64]| summarize(v).context("no samples");
-    Ok(EntryExit { mode, entry: s(&entry)?, exit: s(&exit)? })
-}
-
-struct Report {
-    machine: String,
-    allowed: CpuSet,
-    mapping: Vec<CpuId>,
-    repeats: usize,
-    hotplug_repeats: usize,
-    sweeps: Vec<Sweep>,
-    entry_exit: Vec<EntryExit>,
-    base: Vec<Baseline>,
-}
-
-impl Report {
-    fn get(&self, mode: Mode, k: usize) -> Option<&Sweep> {
-        self.sweeps.iter().find(|s| s.mode == mode && s.cpus == k)
-    }
-
-    fn baseline(&self, key: &str) -> Option<&Baseline> {
-        self.base.iter().find(|b| b.key == key)
-    }
-
-    fn goals(&self) -> Vec<Goal> {
-        let mut g = Vec::new();
-        let (naive1, bolt1) = (self.get(Mode::Naive, 1), self.get(Mode::Bolt, 1));
-        if let (Some(n), Some(b)) = (naive1, bolt1) {
-            let r = n.offline.median_ns / b.offline.median_ns;
-            g.push(Goal::checked(
-                "bolt offline ≥ 20× faster than naive (1 CPU, median)",
-                format!("{r:.1}×"),
-                r >= 20.0,
-            ));
-        }
-        let hp = self.baseline("hotplug").and_then(|h| h.away);
-        match (hp, bolt1) {
-            (Some(h), Some(b)) => {
-                let r = h.median_ns / b.offline.median_ns;
-                g.push(Goal::checked(
-                    "bolt offline ≥ 1000× faster than sysfs hotplug (1 CPU, median)",
-                    format!("{r:.0}×"),
-                    r >= 1000.0,
-                ));
-            }
-            _ => g.push(Goal::not_measured(
-                "bolt offline ≥ 1000× faster than sysfs hotplug",
-                "hotplug skipped (see Skipped below)",
-            )),
-        }
-        const BULK: &str = "bolt bulk offline of 4 CPUs ≤ 2× one CPU (median)";
-        match (self.get(Mode::Bolt, 4), bolt1) {
-            (Some(b4), Some(b1)) => {
-                let r = b4.offline.median_ns / b1.offline.median_ns;
-                g.push(Goal::checked(BULK, format!("{r:.2}×"), r <= 2.0));
-            }
-            _ => g.push(Goal::not_measured(
-                BULK,
-                format!("{} runtime CPUs leave no 4 to take offline (--cpus 5 or more)", self.mapping.len()),
-            )),
-        }
-        g
-    }
-
-    fn write(&self, dir: &Path) -> Result<()> {
-        let fmt_us = |ns: f64| format!("{:.1}", ns / 1e3);
-        let mut t = Table::new(
-            "Runtime CPU offline/online latency (µs; idle runtime, call entry to return)",
-            &[
-                "mode",
-                "CPUs",
-                "offline median",
-                "offline p99",
-                "online median",
-                "online p99",
-                "offline × bolt",
-            ],
-        );
-        for s in &self.sweeps {
-            let vs = self
-                .get(Mode::Bolt, s.cpus)
-                .map_or("–".into(), |b| format!("{:.1}", s.offline.median_ns / b.offline.median_ns));
-            t.row(vec![
-                s.mode.to_string(),
-                s.cpus.to_string(),
-                fmt_us(s.offline.median_ns),
-                fmt_us(s.offline.p99_ns),
-                fmt_us(s.online.median_ns),
-                fmt_us(s.online.p99_ns),
-                vs,
-            ]);
-        }
-        let mut te = Table::new(
-            "Entry and exit latency, 1 CPU (µs)",
-            &["mode", "entry median", "entry p99", "exit median", "exit p99"],
-        );
-        for e in &self.entry_exit {
-            te.row(vec![
-                e.mode.to_string(),
-                fmt_us(e.entry.median_ns),
-                fmt_us(e.entry.p99_ns),
-                fmt_us(e.exit.median_ns),
-                fmt_us(e.exit.p99_ns),
-            ]);
-        }
-        let mut ts = Table::new(
-            "Where offline time goes (median µs per step kind, summed per call)",
-            &["mode", "CPUs", "critical steps"],
-        );
-        for sw in self.sweeps.iter().filter(|s| s.cpus == 1 || s.cpus == 4) {
-            let steps: Vec<String> =
-                sw.offline_steps_median_ns.iter().map(|(n, v)| format!("{n} {:.1}", v / 1e3)).collect();
-            ts.row(vec![sw.mode.to_string(), sw.cpus.to_string(), steps.join(", ")]);
-        }
-        let bolt1 = self.get(Mode::Bolt, 1).map(|b| b.offline.median_ns);
-        let mut tb = Table::new(
-            "Baselines on this machine (µs)",
-            &[
-                "mechanism",
-                "away median",
-                "away p99",
-                "back median",
-                "back p99",
-                "away × bolt offline (1 CPU)",
-            ],
-        );
-        for b in &self.base {
-            let cell = |s: Option<Summary>, f: fn(&Summary) -> f64, label: &str| {
-                s.map_or("–".into(), |s| format!("{} ({label})", fmt_us(f(&s))))
+            let b = &mut base[u - layouts.len()];
+            bar.set_message(format!("baseline {}", b.key()));
+            let n = if b.kind == baselines::Kind::Hotplug {
+                plan.hotplug_per_round
+            } else {
+                plan.per_round.pairs
             };
-            match &b.skipped {
-                Some(why) => tb.row(vec![
-                    b.what.clone(),
-                    format!("skipped: {why}"),
-                    "".into(),
-                    "".into(),
-                    "".into(),
-                    "".into(),
-                ]),
-                None => tb.row(vec![
-                    b.what.clone(),
-                    cell(b.away, |s| s.median_ns, b.away_label),
-                    cell(b.away, |s| s.p99_ns, b.away_label),
-                    cell(b.back, |s| s.median_ns, b.back_label),
-                    cell(b.back, |s| s.p99_ns, b.back_label),
-                    match (b.away, bolt1) {
-                        (Some(a), Some(x)) => format!("{:.0}×", a.median_ns / x),
-                        _ => "–".into(),
-                    },
-                ]),
-            }
+            b.measure_round(allowed, n, round);
+            bar.inc(1);
         }
-        let goals = self.goals();
-        let tg = goals_table("Goals (ratios measured in this run)", &goals);
-        for x in [&t, &ts, &te, &tb, &tg] {
-            println!("\n{}", x.to_terminal());
-        }
-
-        self.plot(dir)?;
-
-        let n = self.mapping.len();
-        let mut md = String::new();
-        writeln!(md, "# dyncore bench reconfig\n")?;
-        writeln!(md, "Machine: {}.  ", self.machine)?;
-        writeln!(
-            md,
-            "{n} runtime CPUs mapped round-robin on {} real CPU(s) {} (runtime→real: {}); so several runtime \
-             CPUs share a real one. {} timed offline/online pairs per configuration (after 2 untimed), {} hotplug cycles.\n",
-            self.allowed.len(),
-            self.allowed,
-            mapping_text(&self.mapping),
-            self.repeats,
-            self.hotplug_repeats
-        )?;
-        writeln!(
-            md,
-            "Offline/online latency is the `Runtime::offline`/`online` call from entry to return, with every \
-             runtime CPU idle. Naive does everything on the critical path, one CPU at a time (stop-the-world \
-             barrier, run-queue migration, grace period, free the cache, fold statistics, remove the registry \
-             entry, join the helper thread; online re-creates them). Bolt runs only the critical steps and defers \
-             the rest. Entry latency: from the offline call's start until no task runs on the CPU (it was running \
-             a task in 5 µs steps). Exit latency: from the online call's start until the first step of a task \
-             placed on the CPU right after the call returned.\n"
-        )?;
-        writeln!(md, "## Runtime CPUs\n")?;
-        for x in [&t, &ts, &te] {
-            writeln!(md, "{}:\n\n{}", x.title, x.to_markdown())?;
-        }
-        writeln!(md, "![latency](plot.png)\n")?;
-        writeln!(md, "## Baselines\n\n{}", tb.to_markdown())?;
-        writeln!(md, "## Goals\n\n{}", tg.to_markdown())?;
-        let skipped: Vec<String> =
-            self.base.iter().filter_map(|b| b.skipped.as_ref().map(|w| format!("{}: {w}", b.key))).collect();
-        if !skipped.is_empty() {
-            writeln!(md, "## Skipped\n")?;
-            for s in &skipped {
-                writeln!(md, "* {s}")?;
-            }
-        }
-        write_file(&dir.join("report.md"), md.as_bytes())?;
-
-        let j = json!({
-            "machine": self.machine,
-            "real_cpus": self.allowed.to_string(),
-            "real_cpu_count": self.allowed.len(),
-            "runtime_cpus": n,
-            "mapping": self.mapping,
-            "repeats": self.repeats,
-            "hotplug_repeats": self.hotplug_repeats,
-            "sweeps": self.sweeps,
-            "entry_exit": self.entry_exit,
-            "baselines": self.base,
-            "goals": goals,
-        });
-        write_file(&dir.join("results.json"), serde_json::to_string_pretty(&j)?.as_bytes())?;
-        Ok(())
     }
+    bar.finish_and_clear();
+    Ok(())
+}
 
-    /// One chart: every configuration's offline ("away") and online
-    /// ("back") median, baselines included, on a log scale.
-    fn plot(&self, dir: &Path) -> Result<()> {
-        let n = self.mapping.len();
-        let mut cats = Vec::new();
-        let (mut away, mut back) = (Vec::new(), Vec::new());
-        // Baselines first: the tallest bars stay clear of the legend.
-        for b in self.base.iter().filter(|b| b.skipped.is_none()) {
-            cats.push(
-                match b.key {
-                    "hotplug" => "sysfs hotplug",
-                    "cpuset" => "cpuset",
-                    "affinity" => "setaffinity",
-                    k => k,
-                }
-                .into(),
-            );
-            away.push(b.away.map_or(f64::NAN, |s| s.median_ns / 1e3));
-            back.push(b.back.map_or(f64::NAN, |s| s.median_ns / 1e3));
-        }
-        for s in &self.sweeps {
-            cats.push(format!("{} ×{}", s.mode, s.cpus));
-            away.push(s.offline.median_ns / 1e3);
-            back.push(s.online.median_ns / 1e3);
-        }
-        write_bar_chart(
-            &dir.join("plot"),
-            &BarChart {
-                title: format!(
-                    "Taking CPUs away and back, median (log scale; {n} runtime CPUs on {} real)",
-                    self.allowed.len()
-                ),
-                y_label: "µs".into(),
-                categories: cats,
-                series: vec![
-                    Series { name: "offline / narrow / migrate".into(), values: away },
-                    Series { name: "online / widen".into(), values: back },
-                ],
-                log_y: true,
-            },
-        )
-    }
+fn write_profile(path: &Path, plan: &Plan, m: &Measured) -> Result<()> {
+    let layout = m.layouts.iter().find(|l| l.cold.is_some()).context(
+        "no profile: the one-runtime-CPU-per-real-CPU layout was not measured (needs 2 real CPUs)",
+    )?;
+    let p = profile::build(layout, &plan.machine, &super::command_line(), &super::today())
+        .context("no profile: a one-CPU configuration was not measured")?;
+    profile::write(path, &p)?;
+    println!("machine profile ({}) written to {}", layout.label(), path.display());
+    Ok(())
 }
 
 #[cfg(test)]
@@ -573,25 +290,64 @@ mod tests {
     }
 
     #[test]
-    fn tiny_run_writes_a_report() {
+    fn layouts_are_labelled_by_how_they_share_the_cores() {
+        let real = CpuSet::range(0, 2);
+        assert_eq!(Layout::new(&real, 8, false).label(), "oversubscribed 4 per core");
+        assert_eq!(Layout::new(&real, 2, true).label(), "one per core");
+        assert_eq!(Layout::new(&real, 3, false).label(), "oversubscribed 3 on 2 cores");
+        assert_eq!(Layout::new(&CpuSet::range(0, 4), 2, false).label(), "2 runtime CPUs on 4 cores");
+    }
+
+    #[test]
+    fn tiny_run_writes_a_report_and_a_profile_that_reads_back() {
         let dir = std::env::temp_dir().join(format!("dyncore-bench-reconfig-{}", std::process::id()));
-        let args = Args { repeats: Some(3), quick: true, allow_hotplug: false, cpus: 4 };
-        run(&args, &dir).unwrap();
+        let profile_path = dir.join("profiles").join("test.toml");
+        let args = Args {
+            repeats: Some(3),
+            rounds: 2,
+            quick: true,
+            allow_hotplug: false,
+            cpus: 4,
+            write_profile: Some(profile_path.clone()),
+            gate: Gate::default(),
+        };
+        let real = allowed_cpus().unwrap().len();
+        let goals = run(&args, &dir).unwrap();
         let d = dir.join("bench-reconfig");
         let md = std::fs::read_to_string(d.join("report.md")).unwrap();
         assert!(md.contains("## Goals") && md.contains("## Baselines"), "{md}");
         assert!(md.contains("hotplug: not requested"), "hotplug is skipped with a reason: {md}");
-        assert!(md.contains("leave no 4 to take offline"), "the bulk goal says why it is not measured: {md}");
+        assert!(md.contains("hotplug: skipped"), "the run says what it really ran: {md}");
+        assert!(goals.iter().any(|g| g.goal.contains("4 CPUs") && g.pass.is_none()), "{goals:?}");
         let j: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(d.join("results.json")).unwrap()).unwrap();
+        let layouts = j["layouts"].as_array().unwrap();
         // 2 modes × sizes 1, 2, 3 (all but one of 4).
-        assert_eq!(j["sweeps"].as_array().unwrap().len(), 6);
-        assert_eq!(j["runtime_cpus"], 4);
-        assert!(j["sweeps"][0]["offline"]["median_ns"].as_f64().unwrap() > 0.0);
-        assert_eq!(j["entry_exit"].as_array().unwrap().len(), 2);
+        assert_eq!(layouts[0]["sweeps"].as_array().unwrap().len(), 6);
+        assert_eq!(layouts[0]["runtime_cpus"], 4);
+        let s = &layouts[0]["sweeps"][0]["offline"];
+        assert_eq!((s["rounds"].as_u64(), s["samples"].as_u64()), (Some(2), Some(4)), "{s}");
+        assert!(s["median_ns"].as_f64().unwrap() > 0.0);
         assert_eq!(j["baselines"].as_array().unwrap().len(), 3);
-        for f in ["plot.png", "plot.svg"] {
+        for f in ["offline.png", "offline.svg", "online.png"] {
             assert!(d.join(f).metadata().unwrap().len() > 0, "{f}");
+        }
+        if real >= 2 {
+            assert_eq!(layouts.len(), if real == 4 { 1 } else { 2 });
+            let text = std::fs::read_to_string(&profile_path).unwrap();
+            let p: dyncore_core::profile::MachineProfile = toml::from_str(&text).unwrap();
+            assert_eq!((p.runtime_cpus, p.real_cpus), (real, real));
+            for costs in [&p.bolt.offline, &p.bolt.online, &p.naive.offline, &p.naive.online] {
+                assert!(!costs.step_ns.is_empty(), "{text}");
+            }
+            // The profile prices the plans the simulator will execute.
+            use dyncore_core::reconfig::{ReconfigState, plan_offline};
+            let state = ReconfigState::all_online(4);
+            for mode in MODES {
+                let plan = plan_offline(mode, &CpuSet::range(2, 4), &state).unwrap();
+                assert!(p.critical_ns(&plan).is_ok(), "{mode}: {text}");
+            }
+            assert!(p.bolt.online.step_ns.contains_key("create-cache"), "{text}");
         }
         std::fs::remove_dir_all(&dir).ok();
     }

@@ -13,18 +13,12 @@ use dyncore_core::CpuId;
 use dyncore_ring::CachePadded;
 use dyncore_runtime::affinity::pin_current_thread;
 
-use crate::bench::summarize;
-
-/// Latency summary of one measurement (median and p99 by the benches'
-/// shared [`summarize`]).
-#[derive(Debug, Clone, Copy, serde::Serialize)]
-pub struct Stats {
-    pub median_ns: f64,
-    pub p99_ns: f64,
-    pub mean_ns: f64,
-    /// Round trips (operations) per second, from the total time.
-    pub ops_per_s: f64,
-    pub iters: u64,
+/// One measurement: every round trip's time, and their total (the run's
+/// wall time, not quantised by the timer's resolution as each sample is).
+#[derive(Debug, Clone, Default)]
+pub struct Sample {
+    pub samples_ns: Vec<u64>,
+    pub total_ns: f64,
 }
 
 /// A cycle counter converted to nanoseconds.
@@ -83,8 +77,8 @@ fn ticks() -> u64 {
     T0.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
-/// Runs `op` `iters` times (after `iters / 10` warm-up runs) and summarises.
-pub fn measure(clock: &Clock, iters: u64, mut op: impl FnMut()) -> Stats {
+/// Runs `op` `iters` times (after `iters / 10` warm-up runs), timing each.
+pub fn measure(clock: &Clock, iters: u64, mut op: impl FnMut()) -> Sample {
     for _ in 0..iters / 10 {
         op();
     }
@@ -97,16 +91,9 @@ pub fn measure(clock: &Clock, iters: u64, mut op: impl FnMut()) -> Stats {
         deltas.push(now.wrapping_sub(last));
         last = now;
     }
-    let total_ns = clock.ticks_to_ns(last.wrapping_sub(start)).max(1.0);
-    let samples_ns: Vec<u64> = deltas.iter().map(|&t| clock.ticks_to_ns(t).round() as u64).collect();
-    let (median_ns, p99_ns) =
-        summarize(&samples_ns).map_or((f64::NAN, f64::NAN), |s| (s.median_ns, s.p99_ns));
-    Stats {
-        median_ns,
-        p99_ns,
-        mean_ns: total_ns / iters.max(1) as f64,
-        ops_per_s: iters as f64 * 1e9 / total_ns,
-        iters,
+    Sample {
+        samples_ns: deltas.iter().map(|&t| clock.ticks_to_ns(t).round() as u64).collect(),
+        total_ns: clock.ticks_to_ns(last.wrapping_sub(start)),
     }
 }
 
@@ -187,7 +174,7 @@ pub fn pinned<R: Send>(cpu: CpuId, op: impl FnOnce() -> R + Send) -> anyhow::Res
 
 /// The physical floor: two pinned threads bouncing a counter through two
 /// cache lines.
-pub fn raw_spin(clock: &Clock, iters: u64, cc: CpuId, sc: CpuId) -> anyhow::Result<Stats> {
+pub fn raw_spin(clock: &Clock, iters: u64, cc: CpuId, sc: CpuId) -> anyhow::Result<Sample> {
     let ping = CachePadded::new(AtomicU32::new(0));
     let pong = CachePadded::new(AtomicU32::new(0));
     ping_pong(
@@ -214,7 +201,7 @@ pub fn raw_spin(clock: &Clock, iters: u64, cc: CpuId, sc: CpuId) -> anyhow::Resu
 }
 
 /// Futex wake/wait across cores: each side sleeps in the kernel until woken.
-pub fn futex(clock: &Clock, iters: u64, cc: CpuId, sc: CpuId) -> anyhow::Result<Stats> {
+pub fn futex(clock: &Clock, iters: u64, cc: CpuId, sc: CpuId) -> anyhow::Result<Sample> {
     use rustix::thread::futex::{Flags, wait, wake};
     let a = Arc::new(CachePadded::new(AtomicU32::new(0)));
     let b = Arc::new(CachePadded::new(AtomicU32::new(0)));
@@ -257,7 +244,7 @@ pub fn futex(clock: &Clock, iters: u64, cc: CpuId, sc: CpuId) -> anyhow::Result<
 }
 
 /// One byte each way through two pipes.
-pub fn pipe(clock: &Clock, iters: u64, cc: CpuId, sc: CpuId) -> anyhow::Result<Stats> {
+pub fn pipe(clock: &Clock, iters: u64, cc: CpuId, sc: CpuId) -> anyhow::Result<Sample> {
     use rustix::io::{read, write};
     let (r1, w1) = rustix::pipe::pipe()?;
     let (r2, w2) = rustix::pipe::pipe()?;
@@ -289,7 +276,7 @@ pub fn pipe(clock: &Clock, iters: u64, cc: CpuId, sc: CpuId) -> anyhow::Result<S
 macro_rules! queue_ping_pong {
     ($name:ident, $doc:literal, |$cap:ident| $make:expr, |$tx:ident, $v:ident| $push:expr, |$rx:ident| $pop:expr) => {
         #[doc = $doc]
-        pub fn $name(clock: &Clock, iters: u64, cc: CpuId, sc: CpuId) -> anyhow::Result<Stats> {
+        pub fn $name(clock: &Clock, iters: u64, cc: CpuId, sc: CpuId) -> anyhow::Result<Sample> {
             let $cap = 8;
             let (mut to_srv_tx, mut to_srv_rx) = $make;
             let (mut to_cli_tx, mut to_cli_rx) = $make;
