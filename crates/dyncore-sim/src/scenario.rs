@@ -245,6 +245,10 @@ pub struct Scenario {
     /// Seed of the one generator (task lengths of dynamic programs, IPIs).
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// Seeds every run is run with: `seed`, `seed + 1`, … (default: the
+    /// command's). Figures are reported as the median and min-max range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seeds: Option<u32>,
     #[serde(default)]
     pub sim: SimParams,
     #[serde(default)]
@@ -306,9 +310,29 @@ impl Scenario {
         toml::from_str(text)
     }
 
+    /// Most seeds a scenario (or `dyncore run --seeds`) may ask for.
+    pub const MAX_SEEDS: u32 = 1000;
+
+    /// `seeds` in 1..=[`Self::MAX_SEEDS`], and `seed + seeds - 1` a `u64`.
+    fn validate_seeds(&self) -> Result<(), ScenarioError> {
+        if let Some(n) = self.seeds
+            && !(1..=Self::MAX_SEEDS).contains(&n)
+        {
+            return Err(ScenarioError::at(&["seeds"], format!("must be in 1..={}", Self::MAX_SEEDS)));
+        }
+        if self.seed.checked_add(u64::from(self.seeds.unwrap_or(1)).saturating_sub(1)).is_none() {
+            return Err(ScenarioError::at(
+                &["seeds"],
+                format!("seed + seeds - 1 must not exceed {}", u64::MAX),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks meaning: known programs and machines, machines that can exist,
     /// values in range. Returns the first error.
     pub fn validate(&self) -> Result<(), ScenarioError> {
+        self.validate_seeds()?;
         if self.runs.is_empty() {
             return Err(ScenarioError::at(&["run"], "a scenario needs at least one [[run]]"));
         }

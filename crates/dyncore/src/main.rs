@@ -14,10 +14,15 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 mod bench;
 mod bench_sim;
+mod events;
 mod figure;
+mod figure_plot;
+mod html;
+mod markdown;
 mod plot;
 mod report;
 mod scenarios;
+mod seeds;
 mod table;
 mod trace;
 
@@ -59,6 +64,10 @@ struct RunArgs {
     /// Override every scenario's seed.
     #[arg(long)]
     seed: Option<u64>,
+    /// Run every run with N seeds: the seed, seed + 1, ..., seed + N - 1 (default: the scenario's
+    /// `seeds`, else 5). Figures are reported as the median and the min-max range.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(Scenario::MAX_SEEDS)))]
+    seeds: Option<u32>,
     /// Print only the summary, not a table per scenario.
     #[arg(long, short)]
     quiet: bool,
@@ -143,13 +152,23 @@ fn check(files: &[PathBuf]) -> Result<()> {
 
 fn run(args: &RunArgs, out: &Path) -> Result<()> {
     let mut loaded = load_all(&args.files)?;
-    if let Some(seed) = args.seed {
-        for (_, s) in &mut loaded {
+    let mut seeds = Vec::new();
+    for (path, s) in &mut loaded {
+        if let Some(seed) = args.seed {
             s.seed = seed;
         }
+        let n = args.seeds.or(s.seeds).unwrap_or(seeds::DEFAULT_SEEDS);
+        seeds.push(seeds::seed_list(s.seed, n).ok_or_else(|| {
+            BadInput(vec![scenarios::LoadError {
+                file: path.clone(),
+                at: None,
+                field: Some("seed".into()),
+                message: format!("seed {} + {n} seeds - 1 does not fit in 64 bits", s.seed),
+            }])
+        })?);
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating the report folder {}", out.display()))?;
-    let total: usize = loaded.iter().map(|(_, s)| s.runs.len()).sum();
+    let total: usize = loaded.iter().zip(&seeds).map(|((_, s), k)| s.runs.len() * k.len()).sum();
     let bar = ProgressBar::new(total as u64);
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}")
@@ -157,21 +176,32 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
     );
     let mut written = Vec::new();
     let started = std::time::Instant::now();
-    for (path, sc) in &loaded {
+    for ((path, sc), seeds) in loaded.iter().zip(&seeds) {
         bar.set_message(sc.name.clone());
-        let base = bar.position();
-        let result = dyncore_sim::run_scenario(sc, &mut |done, _| bar.set_position(base + done as u64));
-        let fig = figure::Figure::build(sc, &result);
-        let w = report::write_scenario(out, path, sc, &result, &fig)
+        let results = seeds::run_seeds(sc, seeds, &|| bar.inc(1));
+        let fig = figure::Figure::build(sc, &results);
+        let w = report::write_scenario(out, path, sc, &results, &fig)
             .with_context(|| format!("writing the report of {}", sc.name))?;
         if !args.quiet {
             bar.suspend(|| {
                 println!(
                     "\n{}",
-                    figure::comparison_table(&format!("{} — {}", sc.name, sc.title), &fig).to_terminal()
+                    figure::comparison_table(
+                        &format!("{} — {} ({})", sc.name, sc.title, figure_plot::seeds_phrase(seeds)),
+                        &fig
+                    )
+                    .to_terminal()
                 );
-                for r in result.runs.iter().filter(|r| !r.finished) {
-                    println!("warning: run `{}` hit max_time_ns before every program finished", r.label);
+                for (i, run) in sc.runs.iter().enumerate() {
+                    let unfinished: Vec<String> =
+                        results.iter().filter(|r| !r.runs[i].finished).map(|r| r.seed.to_string()).collect();
+                    if !unfinished.is_empty() {
+                        println!(
+                            "warning: run `{}` hit max_time_ns before every program finished (seed {})",
+                            run.label,
+                            unfinished.join(", ")
+                        );
+                    }
                 }
             });
         }
@@ -179,24 +209,26 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
     }
     bar.finish_and_clear();
     report::write_index(out, &written)?;
-    let compared: usize = written.iter().map(|w| w.compared).sum();
-    let differing: usize = written.iter().map(|w| w.differing).sum();
+    let mut counts = figure::PaperCounts::default();
+    for w in &written {
+        counts += w.counts;
+    }
     let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
-    let diff_note = if compared == 0 {
+    let diff_note = if counts.compared + counts.unmatched == 0 {
         String::new()
     } else {
-        format!(
-            " {} compared with the paper, {} by more than 25% (see docs/results.md).",
-            n(compared, "figure"),
-            if differing == 1 { "1 differs".to_string() } else { format!("{differing} differ") }
-        )
+        let several = written.iter().any(|w| w.seeds.len() > 1);
+        format!(" {} (see docs/results.md).", figure::summary_sentence(&counts, several))
     };
+    let per_run = seeds.iter().map(Vec::len).max().unwrap_or(1);
     println!(
-        "\n{}, {} in {:.1} s.{diff_note}",
+        "\n{}, {} ({} each{}) in {:.1} s.{diff_note}",
         n(written.len(), "scenario"),
         n(total, "run"),
+        n(per_run, "seed"),
+        if seeds.iter().all(|k| k.len() == per_run) { "" } else { " at most" },
         started.elapsed().as_secs_f64(),
     );
-    println!("Report: {}", out.join("index.md").display());
+    println!("Report: {} (and index.md)", out.join("index.html").display());
     Ok(())
 }

@@ -1,5 +1,7 @@
 //! Plots for reports: grouped bar charts and line charts, each written as PNG
-//! and SVG side by side.
+//! and SVG side by side; the scenario figures ([`bars::BarFigure`], with
+//! panels, seed spread and the paper's values, and [`timeline::Timeline`])
+//! are drawn in pixels by the submodules.
 //!
 //! plotters is built without its default font backend (which looks for system
 //! fonts and panics on machines that have none); the DejaVu Sans face is
@@ -8,6 +10,12 @@
 
 use std::path::Path;
 use std::sync::Once;
+
+pub mod axis;
+pub mod bars;
+mod frame;
+pub mod text;
+pub mod timeline;
 
 use anyhow::{Context, Result, anyhow};
 use plotters::coord::Shift;
@@ -66,23 +74,13 @@ pub struct LineChart {
     pub log_y: bool,
 }
 
-/// A stacked step chart: values hold from one time to the next, and the
-/// series are stacked (for CPU allocations over time).
-#[derive(Debug, Clone)]
-pub struct StackedChart {
-    pub title: String,
-    pub x_label: String,
-    pub y_label: String,
-    /// Step boundaries: value `i` of a series holds over `xs[i]..xs[i + 1]`.
-    pub xs: Vec<f64>,
-    /// One value per step (`xs.len() - 1` of them) per series.
-    pub series: Vec<(String, Vec<f64>)>,
-    /// Drawn as a dashed line across the chart (e.g. the CPUs available).
-    pub capacity: Option<f64>,
-}
-
 /// A chart that can draw itself on any plotters backend.
 pub trait Chart {
+    /// Width and height in pixels.
+    fn size(&self) -> (u32, u32) {
+        SIZE
+    }
+
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
     where
         DB::ErrorType: 'static;
@@ -106,30 +104,24 @@ impl Chart for LineChart {
     }
 }
 
-impl Chart for StackedChart {
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
-    where
-        DB::ErrorType: 'static,
-    {
-        draw_stacked(root, self)
-    }
-}
-
 const SIZE: (u32, u32) = (1000, 560);
 
 /// Writes `chart` to `<stem>.png` and `<stem>.svg`, from the same drawing
 /// code. Each is drawn into `<stem>.tmp.<ext>` (plotters picks the image
 /// format from the extension) and renamed, so no plot is ever half-written.
+/// The PNG's text is set by [`text::CrispText`] (plotters' own bitmap text
+/// spaces letters unevenly).
 pub fn write_chart(stem: &Path, chart: &impl Chart) -> Result<()> {
     register_font();
+    let size = chart.size();
     let (png, tmp) = (stem.with_extension("png"), stem.with_extension("tmp.png"));
-    let root = BitMapBackend::new(&tmp, SIZE).into_drawing_area();
+    let root = text::CrispText(BitMapBackend::new(&tmp, size)).into_drawing_area();
     chart.draw(&root).with_context(|| format!("drawing {}", png.display()))?;
     root.present().map_err(|e| anyhow!("writing {}: {e}", tmp.display()))?;
     drop(root);
     std::fs::rename(&tmp, &png).with_context(|| format!("renaming to {}", png.display()))?;
     let (svg, tmp) = (stem.with_extension("svg"), stem.with_extension("tmp.svg"));
-    let root = SVGBackend::new(&tmp, SIZE).into_drawing_area();
+    let root = SVGBackend::new(&tmp, size).into_drawing_area();
     chart.draw(&root).with_context(|| format!("drawing {}", svg.display()))?;
     root.present().map_err(|e| anyhow!("writing {}: {e}", tmp.display()))?;
     drop(root);
@@ -226,72 +218,6 @@ where
     } else {
         body!(builder.build_cartesian_2d(xr, lo..hi).map_err(|e| anyhow!("{e:?}"))?, 0.0)
     }
-    Ok(())
-}
-
-fn draw_stacked<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &StackedChart) -> Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
-    let steps = c.xs.len().saturating_sub(1);
-    let total = |i: usize| c.series.iter().map(|(_, v)| v.get(i).copied().unwrap_or(0.0)).sum::<f64>();
-    let top = (0..steps).map(total).fold(c.capacity.unwrap_or(0.0), f64::max).max(1.0);
-    let (xlo, xhi) = (c.xs.first().copied().unwrap_or(0.0), c.xs.last().copied().unwrap_or(1.0).max(1e-9));
-    let mut chart = ChartBuilder::on(root)
-        .caption(&c.title, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(50)
-        .y_label_area_size(70)
-        .build_cartesian_2d(xlo..xhi, 0.0..top * 1.25)
-        .map_err(|e| anyhow!("{e:?}"))?;
-    // Whole numbers on y when the values are counts.
-    let y_ticks = if top <= 32.0 { (top * 1.25).ceil() as usize + 1 } else { 10 };
-    chart
-        .configure_mesh()
-        .x_desc(&c.x_label)
-        .y_desc(&c.y_label)
-        .y_labels(y_ticks)
-        .y_label_formatter(&|y: &f64| {
-            if (y - y.round()).abs() < 1e-6 { format!("{y:.0}") } else { String::new() }
-        })
-        .label_style(("sans-serif", 15))
-        .draw()
-        .map_err(|e| anyhow!("{e:?}"))?;
-    let mut base = vec![0.0; steps];
-    for (si, (name, vals)) in c.series.iter().enumerate() {
-        let color = PALETTE[si % PALETTE.len()];
-        let rects: Vec<_> = (0..steps)
-            .filter(|&i| vals.get(i).copied().unwrap_or(0.0) > 0.0)
-            .map(|i| {
-                let v = vals[i];
-                Rectangle::new([(c.xs[i], base[i]), (c.xs[i + 1], base[i] + v)], color.mix(0.85).filled())
-            })
-            .collect();
-        for (i, b) in base.iter_mut().enumerate() {
-            *b += vals.get(i).copied().unwrap_or(0.0);
-        }
-        chart
-            .draw_series(rects)
-            .map_err(|e| anyhow!("{e:?}"))?
-            .label(name.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
-    }
-    if let Some(cap) = c.capacity {
-        chart
-            .draw_series(DashedLineSeries::new(vec![(xlo, cap), (xhi, cap)], 6, 4, BLACK.stroke_width(1)))
-            .map_err(|e| anyhow!("{e:?}"))?
-            .label(format!("{cap:.0} CPUs"))
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK));
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| anyhow!("{e:?}"))?;
     Ok(())
 }
 

@@ -1,0 +1,306 @@
+//! A grouped bar figure as a paper prints it: one or more panels, each with
+//! its own value axis; in each, a group of bars per category, one bar per
+//! series (the median over seeds), a whisker for the min-max range over
+//! seeds, a hollow diamond at the paper's value, and a dashed reference line
+//! (1 = the baseline, or the ideal) where the figure has one. The legend sits
+//! above the plots, so it never covers a bar.
+
+use anyhow::Result;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, VPos};
+
+use super::PALETTE;
+use super::axis::{Ticks, wrap};
+use super::frame::*;
+use super::text::text_width;
+
+/// One bar: its height, and the range a whisker shows (equal = no whisker).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BarValue {
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+/// A horizontal line at a value every bar is read against.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reference {
+    pub value: f64,
+    /// Legend text, e.g. "1 = one baseline CPU".
+    pub label: String,
+}
+
+/// One panel: a subset of the categories and series on its own axis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Panel {
+    /// Shown above the panel when the figure has several (e.g. "N-Queen").
+    pub title: String,
+    pub categories: Vec<usize>,
+    pub series: Vec<usize>,
+    pub reference: Option<Reference>,
+}
+
+/// How panels are placed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Stacked, sharing the categories (panels split by series).
+    Rows,
+    /// Side by side, each with its own categories (panels split by category).
+    Columns,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarFigure {
+    pub title: String,
+    /// A line under the title saying what bars and whiskers show.
+    pub subtitle: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub categories: Vec<String>,
+    /// Series names; series `i` is drawn in `PALETTE[i]`.
+    pub series: Vec<String>,
+    /// `values[series][category]`.
+    pub values: Vec<Vec<Option<BarValue>>>,
+    /// The paper's value per cell, drawn as a diamond.
+    pub paper: Vec<Vec<Option<f64>>>,
+    /// Legend text of the whisker (e.g. "min–max over 5 seeds"); none: no whiskers.
+    pub spread_label: Option<String>,
+    pub panels: Vec<Panel>,
+    pub layout: Layout,
+}
+
+const CAT_PX: f64 = 15.0;
+const CAT_LINE: i32 = 18;
+const PANEL_TITLE: i32 = 24;
+
+impl BarFigure {
+    /// Pixel size: a panel row is 330 px tall.
+    pub fn size(&self) -> (u32, u32) {
+        let rows = if self.layout == Layout::Rows { self.panels.len().max(1) as u32 } else { 1 };
+        (1000, 230 + 330 * rows)
+    }
+
+    fn legend_entries(&self) -> Vec<(Key, String)> {
+        let mut e: Vec<(Key, String)> = self
+            .series
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (Key::Swatch(PALETTE[i % PALETTE.len()]), s.clone()))
+            .collect();
+        if self.paper.iter().flatten().any(Option::is_some) {
+            e.push((Key::Diamond, "paper".into()));
+        }
+        if let Some(s) = &self.spread_label {
+            e.push((Key::Whisker, s.clone()));
+        }
+        let mut refs: Vec<&str> = Vec::new();
+        for r in self.panels.iter().filter_map(|p| p.reference.as_ref()) {
+            if !refs.contains(&r.label.as_str()) {
+                refs.push(&r.label);
+                e.push((Key::Dashed(MUTED), r.label.clone()));
+            }
+        }
+        e
+    }
+
+    /// Value range a panel must show: bars, whiskers, paper values, reference.
+    fn panel_axis(&self, p: &Panel, top: i32, bottom: i32) -> YAxis {
+        let (mut lo, mut hi) = (0.0_f64, f64::NEG_INFINITY);
+        let mut see = |v: f64| {
+            if v.is_finite() {
+                lo = lo.min(v);
+                hi = hi.max(v);
+            }
+        };
+        for &s in &p.series {
+            for &c in &p.categories {
+                if let Some(b) = self.values[s][c] {
+                    [b.value, b.low, b.high].into_iter().for_each(&mut see);
+                }
+                if let Some(v) = self.paper[s][c] {
+                    see(v);
+                }
+            }
+        }
+        if let Some(r) = &p.reference {
+            see(r.value);
+        }
+        let hi = if hi.is_finite() && hi > lo { hi } else { lo + 1.0 };
+        // Target about one tick per 55 px, and a little headroom above the
+        // tallest mark so a whisker cap or diamond never sits on the frame.
+        let target = ((bottom - top) / 55).clamp(3, 8) as usize;
+        YAxis { ticks: Ticks::linear(lo, hi + (hi - lo) * 0.02, target), top, bottom }
+    }
+
+    /// Category labels wrapped to a group's width: (font size, lines per label).
+    fn category_lines(&self, cats: &[usize], group_px: f64) -> (f64, Vec<Vec<String>>) {
+        let mut best = (CAT_PX, Vec::new());
+        for size in [CAT_PX, 13.0, 11.0] {
+            let lines: Vec<Vec<String>> =
+                cats.iter().map(|&c| wrap(&self.categories[c], size, group_px - 6.0)).collect();
+            let fits = lines.iter().flatten().all(|l| text_width(l, size) <= group_px - 2.0);
+            best = (size, lines);
+            if fits && best.1.iter().map(Vec::len).max().unwrap_or(1) <= 3 {
+                break;
+            }
+        }
+        best
+    }
+
+    fn draw_panel<DB: DrawingBackend>(
+        &self,
+        area: &Area<DB>,
+        p: &Panel,
+        axis: &YAxis,
+        (x0, x1): (i32, i32),
+        with_x_labels: bool,
+    ) -> Result<()> {
+        axis.draw(area, x0, x1)?;
+        if !p.title.is_empty() {
+            text(area, &p.title, (x0, axis.top - 8), AXIS_PX, INK, (HPos::Left, VPos::Bottom))?;
+        }
+        let n_cat = p.categories.len().max(1);
+        let group = f64::from(x1 - x0) / n_cat as f64;
+        let n_ser = p.series.len().max(1);
+        // Bars share 80% of a group, but no bar is wider than 110 px.
+        let bar = (0.8 * group / n_ser as f64).min(110.0);
+        let cap = (bar * 0.25).clamp(3.0, 9.0) as i32;
+        for (gi, &c) in p.categories.iter().enumerate() {
+            let centre = f64::from(x0) + group * (gi as f64 + 0.5);
+            let left = centre - bar * n_ser as f64 / 2.0;
+            for (si, &s) in p.series.iter().enumerate() {
+                let bx = left + bar * si as f64;
+                let mid = (bx + bar / 2.0).round() as i32;
+                if let Some(b) = self.values[s][c] {
+                    let color = PALETTE[s % PALETTE.len()];
+                    let (l, r) = ((bx + bar * 0.06).round() as i32, (bx + bar * 0.94).round() as i32);
+                    let (y0, yv) = (axis.y(0.0_f64.max(axis.ticks.lo())), axis.y(b.value));
+                    ok(area.draw(&Rectangle::new([(l, y0.min(yv)), (r, y0.max(yv))], color.filled())))?;
+                    if self.spread_label.is_some() && axis.y(b.low) - axis.y(b.high) >= 2 {
+                        whisker(area, mid, axis.y(b.low), axis.y(b.high), cap)?;
+                    }
+                }
+                if let Some(v) = self.paper[s][c] {
+                    diamond(area, (mid, axis.y(v)), 7)?;
+                }
+            }
+        }
+        if let Some(r) = &p.reference {
+            let y = axis.y(r.value);
+            dashed_hline(area, x0, x1, y, MUTED.stroke_width(2))?;
+            let label = Ticks { values: vec![r.value], decimals: if r.value.fract() == 0.0 { 0 } else { 2 } };
+            text(area, &label.label(r.value), (x1 + 6, y), TICK_PX, MUTED, (HPos::Left, VPos::Center))?;
+        }
+        ok(area.draw(&PathElement::new(vec![(x0, axis.bottom), (x1, axis.bottom)], INK.stroke_width(1))))?;
+        if with_x_labels {
+            let (size, lines) = self.category_lines(&p.categories, group);
+            for (gi, label) in lines.iter().enumerate() {
+                let cx = (f64::from(x0) + group * (gi as f64 + 0.5)).round() as i32;
+                for (li, line) in label.iter().enumerate() {
+                    let y = axis.bottom + 8 + CAT_LINE * li as i32;
+                    text(area, line, (cx, y), size, INK, (HPos::Center, VPos::Top))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl super::Chart for BarFigure {
+    fn size(&self) -> (u32, u32) {
+        BarFigure::size(self)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, area: &Area<DB>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        ok(area.fill(&WHITE))?;
+        let (w, h) = area.dim_in_pixel();
+        let (w, h) = (w as i32, h as i32);
+        let y = header(area, &self.title, &self.subtitle)?;
+        let plots_top = legend(area, &self.legend_entries(), y)? + 10;
+        let right = w - MARGIN - if self.panels.iter().any(|p| p.reference.is_some()) { 40 } else { 8 };
+        let titled = self.panels.len() > 1;
+        // Room under the plots for category labels and the x-axis title.
+        let cat_rows = |cats: &[usize], px: f64| {
+            let (_, lines) = self.category_lines(cats, px);
+            lines.iter().map(Vec::len).max().unwrap_or(1) as i32
+        };
+        let x_title_h = 26;
+        match self.layout {
+            Layout::Rows => {
+                let n = self.panels.len().max(1) as i32;
+                let all: Vec<usize> = (0..self.categories.len()).collect();
+                // Left area from a first guess of the plot width.
+                let guess = f64::from(right - 120) / self.categories.len().max(1) as f64;
+                let bottom_area = 8 + CAT_LINE * cat_rows(&all, guess) + 8 + x_title_h;
+                let slot = (h - MARGIN - bottom_area - plots_top) / n;
+                let boxes: Vec<(i32, i32)> = (0..n)
+                    .map(|i| {
+                        let top = plots_top + slot * i + if titled { PANEL_TITLE } else { 0 };
+                        (top, plots_top + slot * (i + 1) - 12)
+                    })
+                    .collect();
+                let axes: Vec<YAxis> =
+                    self.panels.iter().zip(&boxes).map(|(p, &(t, b))| self.panel_axis(p, t, b)).collect();
+                let ticks_w = axes.iter().map(YAxis::label_width).max().unwrap_or(0);
+                let title_lines =
+                    boxes.iter().map(|(t, b)| y_title_lines(&self.y_label, b - t)).max().unwrap_or(1);
+                let x0 = MARGIN + 20 * title_lines + 10 + ticks_w + 10;
+                for (i, (p, axis)) in self.panels.iter().zip(&axes).enumerate() {
+                    y_title(area, &self.y_label, MARGIN + 20 * title_lines, axis.top, axis.bottom)?;
+                    self.draw_panel(area, p, axis, (x0, right), i + 1 == self.panels.len())?;
+                }
+                let last = axes.last().map_or(h, |a| a.bottom);
+                let x_title_y = last
+                    + 8
+                    + CAT_LINE * cat_rows(&all, f64::from(right - x0) / all.len().max(1) as f64)
+                    + 10;
+                text(
+                    area,
+                    &self.x_label,
+                    ((x0 + right) / 2, x_title_y),
+                    AXIS_PX,
+                    INK,
+                    (HPos::Center, VPos::Top),
+                )?;
+            }
+            Layout::Columns => {
+                let total_cats: usize = self.panels.iter().map(|p| p.categories.len()).sum::<usize>().max(1);
+                let top = plots_top + if titled { PANEL_TITLE } else { 0 };
+                let guess = f64::from(right - 120 * self.panels.len() as i32) / total_cats as f64;
+                let rows = self.panels.iter().map(|p| cat_rows(&p.categories, guess)).max().unwrap_or(1);
+                let bottom = h - MARGIN - x_title_h - 8 - CAT_LINE * rows - 8;
+                let axes: Vec<YAxis> = self.panels.iter().map(|p| self.panel_axis(p, top, bottom)).collect();
+                let title_lines = y_title_lines(&self.y_label, bottom - top);
+                let title_w = 20 * title_lines + 10;
+                let lefts: Vec<i32> = axes.iter().map(|a| a.label_width() + 18).collect();
+                let refs = if self.panels.iter().any(|p| p.reference.is_some()) { 40 } else { 0 };
+                let free = right
+                    - MARGIN
+                    - title_w
+                    - lefts.iter().sum::<i32>()
+                    - refs * (self.panels.len() as i32 - 1);
+                let mut x = MARGIN + title_w;
+                y_title(area, &self.y_label, MARGIN + 20 * title_lines, top, bottom)?;
+                for ((p, axis), left) in self.panels.iter().zip(&axes).zip(&lefts) {
+                    let width = free * p.categories.len() as i32 / total_cats as i32;
+                    let (x0, x1) = (x + left, x + left + width);
+                    self.draw_panel(area, p, axis, (x0, x1), true)?;
+                    x = x1 + refs;
+                }
+                let x_title_y = bottom + 8 + CAT_LINE * rows + 10;
+                text(
+                    area,
+                    &self.x_label,
+                    ((MARGIN + title_w + right) / 2, x_title_y),
+                    AXIS_PX,
+                    INK,
+                    (HPos::Center, VPos::Top),
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
