@@ -260,6 +260,42 @@ mod tests {
         assert_eq!(split_by_scale(&[None]), vec![vec![0]]);
     }
 
+    fn shipped(name: &str) -> (Scenario, Vec<ScenarioResult>, Figure) {
+        let path = crate::scenarios::default_dir().join(format!("{name}.toml"));
+        let sc = Scenario::from_toml(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let results = vec![dyncore_sim::run_scenario(&sc, &mut |_, _| {})];
+        let fig = Figure::build(&sc, &results);
+        (sc, results, fig)
+    }
+
+    /// The rules on the shipped figures: Figure 7's two programs get panels
+    /// of their own, with 1 and the ideal 24 as references; Figure 4 is one
+    /// panel read against 24; Figure 3 against 1 (running alone).
+    #[test]
+    fn shipped_figures_get_their_panels_and_references() {
+        let (sc, res, fig) = shipped("fig7-underprovisioned");
+        let b = bar_figure(&sc, &res, &fig);
+        assert_eq!(b.layout, Layout::Rows);
+        let panels: Vec<(&str, Option<f64>)> =
+            b.panels.iter().map(|p| (p.title.as_str(), p.reference.as_ref().map(|r| r.value))).collect();
+        assert_eq!(panels, vec![("parallel", Some(24.0)), ("N-Queen", Some(1.0))]);
+        assert!(b.paper.iter().flatten().filter(|p| p.is_some()).count() == 8);
+
+        let (sc, res, fig) = shipped("fig4-parallel");
+        let b = bar_figure(&sc, &res, &fig);
+        assert_eq!(b.panels.len(), 1);
+        assert_eq!(b.panels[0].reference.as_ref().map(|r| r.value), Some(24.0));
+
+        let (sc, res, fig) = shipped("fig3-taxation");
+        let b = bar_figure(&sc, &res, &fig);
+        assert_eq!(b.panels.len(), 1);
+        assert_eq!(
+            b.panels[0].reference.as_ref().map(|r| (r.value, r.label.as_str())),
+            Some((1.0, "1 = running alone"))
+        );
+        assert!(b.spread_label.is_none(), "one seed: no whiskers");
+    }
+
     #[test]
     fn seeds_phrase_names_the_range() {
         assert_eq!(seeds_phrase(&[1, 2, 3, 4, 5]), "5 seeds (1–5)");

@@ -14,68 +14,78 @@ pub fn to_html(md: &str, shift: usize, base: &str) -> String {
     let mut out = String::new();
     let mut i = 0;
     while i < lines.len() {
-        let line = lines[i];
-        let t = line.trim_start();
-        if t.is_empty() {
-            i += 1;
+        let t = lines[i].trim_start();
+        i = if t.is_empty() {
+            i + 1
         } else if t.starts_with("```") {
-            let end = lines[i + 1..]
-                .iter()
-                .position(|l| l.trim_start().starts_with("```"))
-                .map_or(lines.len(), |e| i + 1 + e);
-            out += "<pre><code>";
-            for l in &lines[i + 1..end] {
-                out += &escape_html(l);
-                out.push('\n');
-            }
-            out += "</code></pre>\n";
-            i = end + 1;
+            code_block(&lines, i, &mut out)
         } else if let Some(level) = heading_level(t) {
             let n = (level + shift).min(6);
             out += &format!("<h{n}>{}</h{n}>\n", inline(t[level..].trim(), base));
-            i += 1;
+            i + 1
         } else if t.starts_with('|') {
             let end = run_end(&lines, i, |l| l.trim_start().starts_with('|'));
             out += &table(&lines[i..end], base);
-            i = end;
+            end
         } else if is_item(t) {
-            let end = run_end(&lines, i, |l| {
-                is_item(l.trim_start()) || l.starts_with("  ") && !l.trim().is_empty()
-            });
-            out += "<ul>\n";
-            for l in &lines[i..end] {
-                match l.trim_start() {
-                    item if is_item(item) => out += &format!("<li>{}</li>\n", inline(&item[2..], base)),
-                    more => {
-                        // A continuation line belongs to the item before it.
-                        out.truncate(out.len() - "</li>\n".len());
-                        out += &format!(" {}</li>\n", inline(more, base));
-                    }
-                }
-            }
-            out += "</ul>\n";
-            i = end;
+            list(&lines, i, base, &mut out)
         } else {
-            let end = run_end(&lines, i, |l| {
-                let t = l.trim_start();
-                !t.is_empty()
-                    && heading_level(t).is_none()
-                    && !t.starts_with('|')
-                    && !is_item(t)
-                    && !t.starts_with("```")
-            });
-            let parts: Vec<String> = lines[i..end]
-                .iter()
-                .map(|l| {
-                    let text = inline(l.trim(), base);
-                    if l.ends_with("  ") { format!("{text}<br>") } else { text }
-                })
-                .collect();
-            out += &format!("<p>{}</p>\n", parts.join("\n"));
-            i = end;
-        }
+            paragraph(&lines, i, base, &mut out)
+        };
     }
     out
+}
+
+/// A fenced block from line `i`; returns the line after its closing fence.
+fn code_block(lines: &[&str], i: usize, out: &mut String) -> usize {
+    let end = run_end(lines, i, |l| !l.trim_start().starts_with("```"));
+    *out += "<pre><code>";
+    for l in &lines[i + 1..end] {
+        *out += &escape_html(l);
+        out.push('\n');
+    }
+    *out += "</code></pre>\n";
+    end + 1
+}
+
+/// A list from line `i` (an indented line continues the item before it).
+fn list(lines: &[&str], i: usize, base: &str, out: &mut String) -> usize {
+    let end = run_end(lines, i, |l| is_item(l.trim_start()) || l.starts_with("  ") && !l.trim().is_empty());
+    let mut items: Vec<String> = Vec::new();
+    for l in &lines[i..end] {
+        match (l.trim_start(), items.last_mut()) {
+            (item, _) if is_item(item) => items.push(inline(&item[2..], base)),
+            (more, Some(last)) => *last += &format!(" {}", inline(more, base)),
+            (more, None) => items.push(inline(more, base)),
+        }
+    }
+    *out += "<ul>\n";
+    for item in items {
+        *out += &format!("<li>{item}</li>\n");
+    }
+    *out += "</ul>\n";
+    end
+}
+
+/// A paragraph from line `i`, up to a blank line or another block.
+fn paragraph(lines: &[&str], i: usize, base: &str, out: &mut String) -> usize {
+    let end = run_end(lines, i, |l| {
+        let t = l.trim_start();
+        !t.is_empty()
+            && heading_level(t).is_none()
+            && !t.starts_with('|')
+            && !is_item(t)
+            && !t.starts_with("```")
+    });
+    let parts: Vec<String> = lines[i..end]
+        .iter()
+        .map(|l| {
+            let text = inline(l.trim(), base);
+            if l.ends_with("  ") { format!("{text}<br>") } else { text }
+        })
+        .collect();
+    *out += &format!("<p>{}</p>\n", parts.join("\n"));
+    end
 }
 
 fn heading_level(t: &str) -> Option<usize> {

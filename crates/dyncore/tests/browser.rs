@@ -158,15 +158,19 @@ fn check_page(bin: &Path, dir: &Path, name: &str, html: &str) -> PageCheck {
     }
 }
 
-/// Builds a report into `out`: every shipped scenario (2 seeds, to keep the
-/// test short) and a small bench report, so the page has both kinds.
-fn build_report(out: &Path) {
+fn dyncore_run(out: &Path) {
     let o = Command::new(env!("CARGO_BIN_EXE_dyncore"))
         .args(["--out", out.to_str().unwrap(), "run", "--quiet", "--seeds", "2"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("the dyncore binary runs");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Builds a report into `out`: every shipped scenario (2 seeds, to keep the
+/// test short) and a small bench report, so the page has both kinds.
+fn build_report(out: &Path) {
+    dyncore_run(out);
     // A bench report as the benchmarks write them (Markdown and a PNG
     // beside it), then the index again so the page includes it.
     let bench = out.join("bench-example");
@@ -177,12 +181,7 @@ fn build_report(out: &Path) {
         "# dyncore bench example\n\nMachine: test.  \n\n| goal | measured | verdict |\n|---|---|---|\n| x ≤ 2× y | 1.5× | PASS |\n\n![plot](plot.png)\n",
     )
     .unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_dyncore"))
-        .args(["--out", out.to_str().unwrap(), "run", "--quiet", "--seeds", "2"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the dyncore binary runs");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    dyncore_run(out);
 }
 
 #[test]

@@ -206,6 +206,87 @@ impl BarFigure {
     }
 }
 
+/// The canvas below the legend: its height, where plots start, and the
+/// right edge of the plots (room for reference-line values beyond it).
+struct Canvas {
+    h: i32,
+    top: i32,
+    right: i32,
+}
+
+const X_TITLE_H: i32 = 26;
+
+impl BarFigure {
+    /// Lines the tallest category label takes at `group_px` per group.
+    fn cat_rows(&self, cats: &[usize], group_px: f64) -> i32 {
+        let (_, lines) = self.category_lines(cats, group_px);
+        lines.iter().map(Vec::len).max().unwrap_or(1) as i32
+    }
+
+    fn x_title<DB: DrawingBackend>(&self, area: &Area<DB>, x_mid: i32, y: i32) -> Result<()> {
+        text(area, &self.x_label, (x_mid, y), AXIS_PX, INK, (HPos::Center, VPos::Top))
+    }
+
+    /// Panels stacked, sharing the categories (labelled under the last).
+    fn draw_rows<DB: DrawingBackend>(&self, area: &Area<DB>, c: &Canvas) -> Result<()> {
+        let titled = self.panels.len() > 1;
+        let n = self.panels.len().max(1) as i32;
+        let all: Vec<usize> = (0..self.categories.len()).collect();
+        let per_cat = |width: i32| f64::from(width) / all.len().max(1) as f64;
+        // The label rows from a first guess of the plot width.
+        let bottom_area = 8 + CAT_LINE * self.cat_rows(&all, per_cat(c.right - 120)) + 8 + X_TITLE_H;
+        let slot = (c.h - MARGIN - bottom_area - c.top) / n;
+        let axes: Vec<YAxis> = self
+            .panels
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let top = c.top + slot * i as i32 + if titled { PANEL_TITLE } else { 0 };
+                self.panel_axis(p, top, c.top + slot * (i as i32 + 1) - 12)
+            })
+            .collect();
+        let ticks_w = axes.iter().map(YAxis::label_width).max().unwrap_or(0);
+        let title_lines =
+            axes.iter().map(|a| y_title_lines(&self.y_label, a.bottom - a.top)).max().unwrap_or(1);
+        let x0 = MARGIN + 20 * title_lines + 10 + ticks_w + 10;
+        for (i, (p, axis)) in self.panels.iter().zip(&axes).enumerate() {
+            y_title(area, &self.y_label, MARGIN + 20 * title_lines, axis.top, axis.bottom)?;
+            self.draw_panel(area, p, axis, (x0, c.right), i + 1 == self.panels.len())?;
+        }
+        let last = axes.last().map_or(c.h, |a| a.bottom);
+        self.x_title(
+            area,
+            (x0 + c.right) / 2,
+            last + 8 + CAT_LINE * self.cat_rows(&all, per_cat(c.right - x0)) + 10,
+        )
+    }
+
+    /// Panels side by side, each with its categories and value axis; a
+    /// category gets the same width in every panel.
+    fn draw_columns<DB: DrawingBackend>(&self, area: &Area<DB>, c: &Canvas) -> Result<()> {
+        let n = self.panels.len() as i32;
+        let total_cats: usize = self.panels.iter().map(|p| p.categories.len()).sum::<usize>().max(1);
+        let top = c.top + if n > 1 { PANEL_TITLE } else { 0 };
+        let guess = f64::from(c.right - 120 * n) / total_cats as f64;
+        let rows = self.panels.iter().map(|p| self.cat_rows(&p.categories, guess)).max().unwrap_or(1);
+        let bottom = c.h - MARGIN - X_TITLE_H - 8 - CAT_LINE * rows - 8;
+        let axes: Vec<YAxis> = self.panels.iter().map(|p| self.panel_axis(p, top, bottom)).collect();
+        let title_lines = y_title_lines(&self.y_label, bottom - top);
+        let title_w = 20 * title_lines + 10;
+        let lefts: Vec<i32> = axes.iter().map(|a| a.label_width() + 18).collect();
+        let refs = if self.panels.iter().any(|p| p.reference.is_some()) { 40 } else { 0 };
+        let free = c.right - MARGIN - title_w - lefts.iter().sum::<i32>() - refs * (n - 1);
+        y_title(area, &self.y_label, MARGIN + 20 * title_lines, top, bottom)?;
+        let mut x = MARGIN + title_w;
+        for ((p, axis), left) in self.panels.iter().zip(&axes).zip(&lefts) {
+            let width = free * p.categories.len() as i32 / total_cats as i32;
+            self.draw_panel(area, p, axis, (x + left, x + left + width), true)?;
+            x += left + width + refs;
+        }
+        self.x_title(area, (MARGIN + title_w + c.right) / 2, bottom + 8 + CAT_LINE * rows + 10)
+    }
+}
+
 impl super::Chart for BarFigure {
     fn size(&self) -> (u32, u32) {
         BarFigure::size(self)
@@ -215,92 +296,90 @@ impl super::Chart for BarFigure {
     where
         DB::ErrorType: 'static,
     {
-        ok(area.fill(&WHITE))?;
-        let (w, h) = area.dim_in_pixel();
-        let (w, h) = (w as i32, h as i32);
-        let y = header(area, &self.title, &self.subtitle)?;
-        let plots_top = legend(area, &self.legend_entries(), y)? + 10;
-        let right = w - MARGIN - if self.panels.iter().any(|p| p.reference.is_some()) { 40 } else { 8 };
-        let titled = self.panels.len() > 1;
-        // Room under the plots for category labels and the x-axis title.
-        let cat_rows = |cats: &[usize], px: f64| {
-            let (_, lines) = self.category_lines(cats, px);
-            lines.iter().map(Vec::len).max().unwrap_or(1) as i32
-        };
-        let x_title_h = 26;
+        let (w, h, legend_bottom) = begin(area, &self.title, &self.subtitle, &self.legend_entries())?;
+        let refs = self.panels.iter().any(|p| p.reference.is_some());
+        let canvas = Canvas { h, top: legend_bottom + 10, right: w - MARGIN - if refs { 40 } else { 8 } };
         match self.layout {
-            Layout::Rows => {
-                let n = self.panels.len().max(1) as i32;
-                let all: Vec<usize> = (0..self.categories.len()).collect();
-                // Left area from a first guess of the plot width.
-                let guess = f64::from(right - 120) / self.categories.len().max(1) as f64;
-                let bottom_area = 8 + CAT_LINE * cat_rows(&all, guess) + 8 + x_title_h;
-                let slot = (h - MARGIN - bottom_area - plots_top) / n;
-                let boxes: Vec<(i32, i32)> = (0..n)
-                    .map(|i| {
-                        let top = plots_top + slot * i + if titled { PANEL_TITLE } else { 0 };
-                        (top, plots_top + slot * (i + 1) - 12)
-                    })
-                    .collect();
-                let axes: Vec<YAxis> =
-                    self.panels.iter().zip(&boxes).map(|(p, &(t, b))| self.panel_axis(p, t, b)).collect();
-                let ticks_w = axes.iter().map(YAxis::label_width).max().unwrap_or(0);
-                let title_lines =
-                    boxes.iter().map(|(t, b)| y_title_lines(&self.y_label, b - t)).max().unwrap_or(1);
-                let x0 = MARGIN + 20 * title_lines + 10 + ticks_w + 10;
-                for (i, (p, axis)) in self.panels.iter().zip(&axes).enumerate() {
-                    y_title(area, &self.y_label, MARGIN + 20 * title_lines, axis.top, axis.bottom)?;
-                    self.draw_panel(area, p, axis, (x0, right), i + 1 == self.panels.len())?;
-                }
-                let last = axes.last().map_or(h, |a| a.bottom);
-                let x_title_y = last
-                    + 8
-                    + CAT_LINE * cat_rows(&all, f64::from(right - x0) / all.len().max(1) as f64)
-                    + 10;
-                text(
-                    area,
-                    &self.x_label,
-                    ((x0 + right) / 2, x_title_y),
-                    AXIS_PX,
-                    INK,
-                    (HPos::Center, VPos::Top),
-                )?;
-            }
-            Layout::Columns => {
-                let total_cats: usize = self.panels.iter().map(|p| p.categories.len()).sum::<usize>().max(1);
-                let top = plots_top + if titled { PANEL_TITLE } else { 0 };
-                let guess = f64::from(right - 120 * self.panels.len() as i32) / total_cats as f64;
-                let rows = self.panels.iter().map(|p| cat_rows(&p.categories, guess)).max().unwrap_or(1);
-                let bottom = h - MARGIN - x_title_h - 8 - CAT_LINE * rows - 8;
-                let axes: Vec<YAxis> = self.panels.iter().map(|p| self.panel_axis(p, top, bottom)).collect();
-                let title_lines = y_title_lines(&self.y_label, bottom - top);
-                let title_w = 20 * title_lines + 10;
-                let lefts: Vec<i32> = axes.iter().map(|a| a.label_width() + 18).collect();
-                let refs = if self.panels.iter().any(|p| p.reference.is_some()) { 40 } else { 0 };
-                let free = right
-                    - MARGIN
-                    - title_w
-                    - lefts.iter().sum::<i32>()
-                    - refs * (self.panels.len() as i32 - 1);
-                let mut x = MARGIN + title_w;
-                y_title(area, &self.y_label, MARGIN + 20 * title_lines, top, bottom)?;
-                for ((p, axis), left) in self.panels.iter().zip(&axes).zip(&lefts) {
-                    let width = free * p.categories.len() as i32 / total_cats as i32;
-                    let (x0, x1) = (x + left, x + left + width);
-                    self.draw_panel(area, p, axis, (x0, x1), true)?;
-                    x = x1 + refs;
-                }
-                let x_title_y = bottom + 8 + CAT_LINE * rows + 10;
-                text(
-                    area,
-                    &self.x_label,
-                    ((MARGIN + title_w + right) / 2, x_title_y),
-                    AXIS_PX,
-                    INK,
-                    (HPos::Center, VPos::Top),
-                )?;
+            Layout::Rows => self.draw_rows(area, &canvas),
+            Layout::Columns => self.draw_columns(area, &canvas),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figure(layout: Layout) -> BarFigure {
+        let v = |value: f64| Some(BarValue { value, low: value * 0.95, high: value * 1.05 });
+        BarFigure {
+            title: "t".into(),
+            subtitle: "s".into(),
+            x_label: "program".into(),
+            y_label: "speedup vs one baseline CPU (×)".into(),
+            categories: vec!["Fibonacci".into(), "a rather long category name".into()],
+            series: vec!["CMP".into(), "ACMP-3".into()],
+            values: vec![vec![v(24.0), v(1.5)], vec![v(17.0), None]],
+            paper: vec![vec![Some(20.0), None], vec![None, Some(2.0)]],
+            spread_label: Some("min–max over 5 seeds".into()),
+            panels: match layout {
+                Layout::Rows => vec![
+                    Panel { title: "CMP".into(), categories: vec![0, 1], series: vec![0], reference: None },
+                    Panel {
+                        title: "ACMP-3".into(),
+                        categories: vec![0, 1],
+                        series: vec![1],
+                        reference: None,
+                    },
+                ],
+                Layout::Columns => vec![
+                    Panel {
+                        title: "Fibonacci".into(),
+                        categories: vec![0],
+                        series: vec![0, 1],
+                        reference: Some(Reference { value: 24.0, label: "ideal".into() }),
+                    },
+                    Panel {
+                        title: "other".into(),
+                        categories: vec![1],
+                        series: vec![0, 1],
+                        reference: Some(Reference { value: 1.0, label: "1 = one baseline CPU".into() }),
+                    },
+                ],
+            },
+            layout,
+        }
+    }
+
+    /// The axis ends at the first round tick above the data, whiskers and
+    /// paper values included: 24 * 1.05 = 25.2 needs 30, not 35.
+    #[test]
+    fn a_panel_axis_fits_its_data() {
+        let f = figure(Layout::Columns);
+        let a = f.panel_axis(&f.panels[0], 100, 400);
+        assert_eq!((a.ticks.lo(), a.ticks.hi()), (0.0, 30.0), "{:?}", a.ticks);
+        let a = f.panel_axis(&f.panels[1], 100, 400);
+        assert!(a.ticks.hi() >= 2.0 && a.ticks.hi() <= 2.5, "{:?}", a.ticks);
+        assert!(a.y(0.0) == 400 && a.y(a.ticks.hi()) == 100);
+    }
+
+    #[test]
+    fn both_layouts_render_to_png_and_svg() {
+        let dir = std::env::temp_dir().join(format!("dyncore-bars-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, layout) in [("rows", Layout::Rows), ("columns", Layout::Columns)] {
+            let f = figure(layout);
+            let stem = dir.join(name);
+            crate::plot::write_chart(&stem, &f).unwrap();
+            let png = std::fs::read(stem.with_extension("png")).unwrap();
+            let (w, h) = f.size();
+            assert_eq!(u32::from_be_bytes(png[16..20].try_into().unwrap()), w);
+            assert_eq!(u32::from_be_bytes(png[20..24].try_into().unwrap()), h);
+            let svg = std::fs::read_to_string(stem.with_extension("svg")).unwrap();
+            for label in ["paper", "min–max over 5 seeds", "Fibonacci", "program"] {
+                assert!(svg.contains(label), "{name}: {label} missing");
             }
         }
-        Ok(())
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -51,6 +51,24 @@ pub fn vertical_text<DB: DrawingBackend>(area: &Area<DB>, s: &str, at: (i32, i32
     ok(area.draw(&Text::new(s.to_string(), at, style)))
 }
 
+/// A dashed line from `from` to `to`, horizontal or vertical.
+fn dashes<DB: DrawingBackend>(
+    area: &Area<DB>,
+    from: (i32, i32),
+    to: (i32, i32),
+    (dash, gap): (i32, i32),
+    style: ShapeStyle,
+) -> Result<()> {
+    let len = (to.0 - from.0).abs().max((to.1 - from.1).abs());
+    let at = |d: i32| (from.0 + (to.0 - from.0).signum() * d, from.1 + (to.1 - from.1).signum() * d);
+    let mut d = 0;
+    while d < len {
+        ok(area.draw(&PathElement::new(vec![at(d), at((d + dash).min(len))], style)))?;
+        d += dash + gap;
+    }
+    Ok(())
+}
+
 /// A horizontal dashed line from `x0` to `x1`.
 pub fn dashed_hline<DB: DrawingBackend>(
     area: &Area<DB>,
@@ -59,13 +77,7 @@ pub fn dashed_hline<DB: DrawingBackend>(
     y: i32,
     style: ShapeStyle,
 ) -> Result<()> {
-    let (dash, gap) = (8, 5);
-    let mut x = x0;
-    while x < x1 {
-        ok(area.draw(&PathElement::new(vec![(x, y), ((x + dash).min(x1), y)], style)))?;
-        x += dash + gap;
-    }
-    Ok(())
+    dashes(area, (x0, y), (x1, y), (8, 5), style)
 }
 
 /// A vertical dotted line from `y0` to `y1`.
@@ -76,12 +88,7 @@ pub fn dotted_vline<DB: DrawingBackend>(
     y1: i32,
     style: ShapeStyle,
 ) -> Result<()> {
-    let mut y = y0;
-    while y < y1 {
-        ok(area.draw(&PathElement::new(vec![(x, y), (x, (y + 3).min(y1))], style)))?;
-        y += 7;
-    }
-    Ok(())
+    dashes(area, (x, y0), (x, y1), (3, 4), style)
 }
 
 /// The paper's value: a hollow diamond, visible on a bar and off it.
@@ -109,6 +116,20 @@ pub enum Key {
     Whisker,
     Dashed(RGBColor),
     Dotted,
+}
+
+/// A white canvas with the title block and legend drawn: returns its width,
+/// its height and the y below the legend, where the plots start.
+pub fn begin<DB: DrawingBackend>(
+    area: &Area<DB>,
+    title: &str,
+    subtitle: &str,
+    entries: &[(Key, String)],
+) -> Result<(i32, i32, i32)> {
+    ok(area.fill(&WHITE))?;
+    let (w, h) = area.dim_in_pixel();
+    let y = header(area, title, subtitle)?;
+    Ok((w as i32, h as i32, legend(area, entries, y)?))
 }
 
 /// Title, and a muted subtitle line under it; returns the y below them.
