@@ -11,8 +11,9 @@
 //! check is shown to be able to fail on every run.
 //!
 //! Where no Chromium is installed (`/usr/bin/chromium`, or `chromium` /
-//! `chromium-browser` on PATH), or it cannot start here, the test says why
-//! and passes. `.ci/run` installs Debian's `chromium` where it can.
+//! `chromium-browser` on PATH; `DYNCORE_CHROMIUM=path` names another), or it
+//! cannot start here, the test says why and passes. `.ci/run` installs
+//! Debian's `chromium` where it can.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -39,6 +40,10 @@ impl Drop for TempDir {
 }
 
 fn find_chromium() -> Option<PathBuf> {
+    if let Some(named) = std::env::var_os("DYNCORE_CHROMIUM") {
+        let named = PathBuf::from(named);
+        return named.is_file().then_some(named);
+    }
     let fixed = PathBuf::from("/usr/bin/chromium");
     if fixed.is_file() {
         return Some(fixed);
@@ -188,7 +193,7 @@ fn build_report(out: &Path) {
 fn report_page_renders_in_chromium_with_every_image_and_no_console_errors() {
     let Some(bin) = find_chromium() else {
         eprintln!(
-            "SKIPPED: no Chromium (/usr/bin/chromium, or chromium / chromium-browser on PATH); \
+            "SKIPPED: no Chromium (/usr/bin/chromium, chromium / chromium-browser on PATH, or DYNCORE_CHROMIUM); \
              install Debian's `chromium` package (`apt-get install -y chromium`, as .ci/run does) to run this test"
         );
         return;
@@ -200,8 +205,13 @@ fn report_page_renders_in_chromium_with_every_image_and_no_console_errors() {
         .as_ref()
         .is_some_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("<html"));
     if !started {
-        let why = probe
-            .map_or("it did not finish".to_string(), |o| String::from_utf8_lossy(&o.stderr).into_owned());
+        let why = probe.map_or(format!("it did not finish within {LIMIT:?}"), |o| {
+            format!(
+                "{} rendering about:blank; it said: {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            )
+        });
         eprintln!("SKIPPED: {} cannot start here: {why}", bin.display());
         return;
     }
