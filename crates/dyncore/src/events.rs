@@ -63,7 +63,7 @@ fn paper_events(scenario: &Scenario) -> Vec<(String, String, String, String)> {
 }
 
 /// The timeline of `run`: a row per allocation sample and per program start
-/// (after time 0) or exit, in time order.
+/// or exit, in time order.
 pub fn timeline_rows(scenario: &Scenario, run: &RunResult) -> Vec<TimelineRow> {
     let mut per_label: BTreeMap<&str, usize> = BTreeMap::new();
     for p in &run.programs {
@@ -77,9 +77,7 @@ pub fn timeline_rows(scenario: &Scenario, run: &RunResult) -> Vec<TimelineRow> {
         } else {
             p.label.clone()
         };
-        if p.start_ns > 0 {
-            happenings.push((p.start_ns, i, &p.label, name.clone(), "starts"));
-        }
+        happenings.push((p.start_ns, i, &p.label, name.clone(), "starts"));
         if let Some(f) = p.finish_ns {
             happenings.push((f, run.programs.len() + i, &p.label, name, "exits"));
         }

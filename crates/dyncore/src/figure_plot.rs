@@ -227,7 +227,12 @@ pub fn timeline(scenario: &Scenario, run: &RunResult, rows: &[TimelineRow], seed
             (name.clone(), vals)
         })
         .collect();
-    let events = rows.iter().flat_map(|r| r.events.iter().map(move |e| (secs(r.t_ns), e.short()))).collect();
+    // Starts at time 0 are the left edge of the plot, not events on it.
+    let events = rows
+        .iter()
+        .filter(|r| r.t_ns > 0)
+        .flat_map(|r| r.events.iter().map(move |e| (secs(r.t_ns), e.short())))
+        .collect();
     Timeline {
         title: format!("{} ({})", scenario.title, run.label),
         subtitle: format!("dyncore-sim, seed {seed} (the first seed)"),

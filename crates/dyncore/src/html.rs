@@ -50,7 +50,8 @@ nav.toc table { font-size: 0.92em; }
   body { font-size: 10pt; max-width: none; padding: 0; }
   a { color: inherit; text-decoration: none; }
   section { break-before: page; }
-  figure, table, tr, h2, h3 { break-inside: avoid; }
+  figure, tr, h2, h3 { break-inside: avoid; }
+  figure img { max-height: 105mm; width: auto; }
   h2, h3 { break-after: avoid; }
   .table-wrap { overflow: visible; }
   tr.differs td, th { print-color-adjust: exact; -webkit-print-color-adjust: exact; }

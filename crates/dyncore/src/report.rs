@@ -439,7 +439,7 @@ pub fn timeline_table(rows: &[TimelineRow]) -> Table {
         let what: Vec<String> = r.events.iter().map(|e| e.what.clone()).collect();
         let paper: Vec<String> =
             r.events.iter().filter_map(|e| e.paper.as_ref().map(|p| p.1.clone())).collect();
-        let what = if what.is_empty() { "(reallocation)".into() } else { what.join("; ") };
+        let what = if what.is_empty() { "CPUs reallocated".into() } else { what.join("; ") };
         t.row(vec![fmt_value(r.t_ns as f64 / 1e6), what, paper.join(" "), r.cpus.clone()]);
     }
     t
