@@ -71,6 +71,28 @@ pub struct BarFigure {
 
 const CAT_PX: f64 = 15.0;
 const CAT_LINE: i32 = 18;
+/// Longest upright category label, in pixels (longer ones are shortened).
+const UPRIGHT_MAX: f64 = 160.0;
+
+/// Category labels as they will be set.
+enum CatLabels {
+    /// Horizontal, each wrapped into lines.
+    Across { size: f64, lines: Vec<Vec<String>> },
+    /// Reading upwards, one line each, when groups are too narrow.
+    Upright { size: f64, labels: Vec<String> },
+}
+
+/// `text`, cut with "…" to fit `max_px` at `size`.
+fn shorten(text: &str, size: f64, max_px: f64) -> String {
+    if text_width(text, size) <= max_px {
+        return text.to_string();
+    }
+    let mut s: String = text.to_string();
+    while !s.is_empty() && text_width(&format!("{s}…"), size) > max_px {
+        s.pop();
+    }
+    format!("{}…", s.trim_end())
+}
 const PANEL_TITLE: i32 = 24;
 
 impl BarFigure {
@@ -132,19 +154,90 @@ impl BarFigure {
         YAxis { ticks: Ticks::linear(lo, hi + (hi - lo) * 0.02, target), top, bottom }
     }
 
-    /// Category labels wrapped to a group's width: (font size, lines per label).
-    fn category_lines(&self, cats: &[usize], group_px: f64) -> (f64, Vec<Vec<String>>) {
-        let mut best = (CAT_PX, Vec::new());
+    /// Category labels that fit a group's width: wrapped across (up to
+    /// three lines, in smaller type if need be), else set upright.
+    fn category_labels(&self, cats: &[usize], group_px: f64) -> CatLabels {
         for size in [CAT_PX, 13.0, 11.0] {
             let lines: Vec<Vec<String>> =
                 cats.iter().map(|&c| wrap(&self.categories[c], size, group_px - 6.0)).collect();
             let fits = lines.iter().flatten().all(|l| text_width(l, size) <= group_px - 2.0);
-            best = (size, lines);
-            if fits && best.1.iter().map(Vec::len).max().unwrap_or(1) <= 3 {
-                break;
+            if fits && lines.iter().all(|l| l.len() <= 3) {
+                return CatLabels::Across { size, lines };
             }
         }
-        best
+        let labels = cats.iter().map(|&c| shorten(&self.categories[c], 11.0, UPRIGHT_MAX)).collect();
+        CatLabels::Upright { size: 11.0, labels }
+    }
+
+    /// Height the category labels take under a panel.
+    fn labels_height(&self, cats: &[usize], group_px: f64) -> i32 {
+        match self.category_labels(cats, group_px) {
+            CatLabels::Across { lines, .. } => {
+                CAT_LINE * lines.iter().map(Vec::len).max().unwrap_or(1) as i32
+            }
+            CatLabels::Upright { size, labels } => {
+                labels.iter().map(|l| text_width(l, size).ceil() as i32).max().unwrap_or(0) + 4
+            }
+        }
+    }
+
+    fn draw_category_labels<DB: DrawingBackend>(
+        &self,
+        area: &Area<DB>,
+        p: &Panel,
+        x0: i32,
+        group: f64,
+        y: i32,
+    ) -> Result<()> {
+        let centre = |gi: usize| (f64::from(x0) + group * (gi as f64 + 0.5)).round() as i32;
+        match self.category_labels(&p.categories, group) {
+            CatLabels::Across { size, lines } => {
+                for (gi, label) in lines.iter().enumerate() {
+                    for (li, line) in label.iter().enumerate() {
+                        text(
+                            area,
+                            line,
+                            (centre(gi), y + CAT_LINE * li as i32),
+                            size,
+                            INK,
+                            (HPos::Center, VPos::Top),
+                        )?;
+                    }
+                }
+            }
+            CatLabels::Upright { size, labels } => {
+                for (gi, label) in labels.iter().enumerate() {
+                    upright_text(area, label, (centre(gi), y), size)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Cell `(s, c)`'s bar from `bx`, `bar` pixels wide: its whisker and
+    /// the paper's diamond on its centre line.
+    fn draw_bar<DB: DrawingBackend>(
+        &self,
+        area: &Area<DB>,
+        axis: &YAxis,
+        (s, c): (usize, usize),
+        bx: f64,
+        bar: f64,
+    ) -> Result<()> {
+        let mid = (bx + bar / 2.0).round() as i32;
+        if let Some(b) = self.values[s][c] {
+            let color = PALETTE[s % PALETTE.len()];
+            let (l, r) = ((bx + bar * 0.06).round() as i32, (bx + bar * 0.94).round() as i32);
+            let (y0, yv) = (axis.y(0.0_f64.max(axis.ticks.lo())), axis.y(b.value));
+            ok(area.draw(&Rectangle::new([(l, y0.min(yv)), (r, y0.max(yv))], color.filled())))?;
+            if self.spread_label.is_some() && axis.y(b.low) - axis.y(b.high) >= 2 {
+                whisker(area, mid, axis.y(b.low), axis.y(b.high), (bar * 0.25).clamp(3.0, 9.0) as i32)?;
+            }
+        }
+        if let Some(v) = self.paper[s][c] {
+            diamond(area, (mid, axis.y(v)), 7)?;
+        }
+        Ok(())
     }
 
     fn draw_panel<DB: DrawingBackend>(
@@ -161,28 +254,23 @@ impl BarFigure {
         }
         let n_cat = p.categories.len().max(1);
         let group = f64::from(x1 - x0) / n_cat as f64;
-        let n_ser = p.series.len().max(1);
+        // A group holds the series that have a bar or a paper value there,
+        // so a category that only some series reach has no empty slots.
+        let shown = |c: usize| -> Vec<usize> {
+            p.series
+                .iter()
+                .copied()
+                .filter(|&s| self.values[s][c].is_some() || self.paper[s][c].is_some())
+                .collect()
+        };
+        let widest = p.categories.iter().map(|&c| shown(c).len()).max().unwrap_or(1).max(1);
         // Bars share 80% of a group, but no bar is wider than 110 px.
-        let bar = (0.8 * group / n_ser as f64).min(110.0);
-        let cap = (bar * 0.25).clamp(3.0, 9.0) as i32;
+        let bar = (0.8 * group / widest as f64).min(110.0);
         for (gi, &c) in p.categories.iter().enumerate() {
-            let centre = f64::from(x0) + group * (gi as f64 + 0.5);
-            let left = centre - bar * n_ser as f64 / 2.0;
-            for (si, &s) in p.series.iter().enumerate() {
-                let bx = left + bar * si as f64;
-                let mid = (bx + bar / 2.0).round() as i32;
-                if let Some(b) = self.values[s][c] {
-                    let color = PALETTE[s % PALETTE.len()];
-                    let (l, r) = ((bx + bar * 0.06).round() as i32, (bx + bar * 0.94).round() as i32);
-                    let (y0, yv) = (axis.y(0.0_f64.max(axis.ticks.lo())), axis.y(b.value));
-                    ok(area.draw(&Rectangle::new([(l, y0.min(yv)), (r, y0.max(yv))], color.filled())))?;
-                    if self.spread_label.is_some() && axis.y(b.low) - axis.y(b.high) >= 2 {
-                        whisker(area, mid, axis.y(b.low), axis.y(b.high), cap)?;
-                    }
-                }
-                if let Some(v) = self.paper[s][c] {
-                    diamond(area, (mid, axis.y(v)), 7)?;
-                }
+            let series = shown(c);
+            let left = f64::from(x0) + group * (gi as f64 + 0.5) - bar * series.len() as f64 / 2.0;
+            for (si, &s) in series.iter().enumerate() {
+                self.draw_bar(area, axis, (s, c), left + bar * si as f64, bar)?;
             }
         }
         if let Some(r) = &p.reference {
@@ -193,14 +281,7 @@ impl BarFigure {
         }
         ok(area.draw(&PathElement::new(vec![(x0, axis.bottom), (x1, axis.bottom)], INK.stroke_width(1))))?;
         if with_x_labels {
-            let (size, lines) = self.category_lines(&p.categories, group);
-            for (gi, label) in lines.iter().enumerate() {
-                let cx = (f64::from(x0) + group * (gi as f64 + 0.5)).round() as i32;
-                for (li, line) in label.iter().enumerate() {
-                    let y = axis.bottom + 8 + CAT_LINE * li as i32;
-                    text(area, line, (cx, y), size, INK, (HPos::Center, VPos::Top))?;
-                }
-            }
+            self.draw_category_labels(area, p, x0, group, axis.bottom + 8)?;
         }
         Ok(())
     }
@@ -217,12 +298,6 @@ struct Canvas {
 const X_TITLE_H: i32 = 26;
 
 impl BarFigure {
-    /// Lines the tallest category label takes at `group_px` per group.
-    fn cat_rows(&self, cats: &[usize], group_px: f64) -> i32 {
-        let (_, lines) = self.category_lines(cats, group_px);
-        lines.iter().map(Vec::len).max().unwrap_or(1) as i32
-    }
-
     fn x_title<DB: DrawingBackend>(&self, area: &Area<DB>, x_mid: i32, y: i32) -> Result<()> {
         text(area, &self.x_label, (x_mid, y), AXIS_PX, INK, (HPos::Center, VPos::Top))
     }
@@ -234,7 +309,7 @@ impl BarFigure {
         let all: Vec<usize> = (0..self.categories.len()).collect();
         let per_cat = |width: i32| f64::from(width) / all.len().max(1) as f64;
         // The label rows from a first guess of the plot width.
-        let bottom_area = 8 + CAT_LINE * self.cat_rows(&all, per_cat(c.right - 120)) + 8 + X_TITLE_H;
+        let bottom_area = 8 + self.labels_height(&all, per_cat(c.right - 120)) + 8 + X_TITLE_H;
         let slot = (c.h - MARGIN - bottom_area - c.top) / n;
         let axes: Vec<YAxis> = self
             .panels
@@ -257,7 +332,7 @@ impl BarFigure {
         self.x_title(
             area,
             (x0 + c.right) / 2,
-            last + 8 + CAT_LINE * self.cat_rows(&all, per_cat(c.right - x0)) + 10,
+            last + 8 + self.labels_height(&all, per_cat(c.right - x0)) + 10,
         )
     }
 
@@ -268,8 +343,9 @@ impl BarFigure {
         let total_cats: usize = self.panels.iter().map(|p| p.categories.len()).sum::<usize>().max(1);
         let top = c.top + if n > 1 { PANEL_TITLE } else { 0 };
         let guess = f64::from(c.right - 120 * n) / total_cats as f64;
-        let rows = self.panels.iter().map(|p| self.cat_rows(&p.categories, guess)).max().unwrap_or(1);
-        let bottom = c.h - MARGIN - X_TITLE_H - 8 - CAT_LINE * rows - 8;
+        let labels_h =
+            self.panels.iter().map(|p| self.labels_height(&p.categories, guess)).max().unwrap_or(0);
+        let bottom = c.h - MARGIN - X_TITLE_H - 8 - labels_h - 8;
         let axes: Vec<YAxis> = self.panels.iter().map(|p| self.panel_axis(p, top, bottom)).collect();
         let title_lines = y_title_lines(&self.y_label, bottom - top);
         let title_w = 20 * title_lines + 10;
@@ -283,7 +359,7 @@ impl BarFigure {
             self.draw_panel(area, p, axis, (x + left, x + left + width), true)?;
             x += left + width + refs;
         }
-        self.x_title(area, (MARGIN + title_w + c.right) / 2, bottom + 8 + CAT_LINE * rows + 10)
+        self.x_title(area, (MARGIN + title_w + c.right) / 2, bottom + 8 + labels_h + 10)
     }
 }
 
@@ -361,6 +437,25 @@ mod tests {
         let a = f.panel_axis(&f.panels[1], 100, 400);
         assert!(a.ticks.hi() >= 2.0 && a.ticks.hi() <= 2.5, "{:?}", a.ticks);
         assert!(a.y(0.0) == 400 && a.y(a.ticks.hi()) == 100);
+    }
+
+    /// Labels never overlap: they wrap, shrink, and past that stand upright
+    /// (shortened with "…" if longer than the room under the plot).
+    #[test]
+    fn category_labels_fit_their_group() {
+        let f = figure(Layout::Rows);
+        match f.category_labels(&[0, 1], 400.0) {
+            CatLabels::Across { size, lines } => {
+                assert_eq!(size, CAT_PX);
+                assert!(lines.iter().flatten().all(|l| text_width(l, size) <= 398.0));
+            }
+            CatLabels::Upright { .. } => panic!("wide groups set labels across"),
+        }
+        assert!(matches!(f.category_labels(&[0, 1], 30.0), CatLabels::Upright { .. }));
+        let long = "a label much longer than the room under any plot could ever hold";
+        let cut = shorten(long, 11.0, UPRIGHT_MAX);
+        assert!(cut.ends_with('…') && text_width(&cut, 11.0) <= UPRIGHT_MAX, "{cut}");
+        assert_eq!(shorten("gcc", 11.0, UPRIGHT_MAX), "gcc");
     }
 
     #[test]

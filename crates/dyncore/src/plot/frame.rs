@@ -69,6 +69,16 @@ fn dashes<DB: DrawingBackend>(
     Ok(())
 }
 
+/// A category label reading upwards, its end just below `top` (an x axis).
+pub fn upright_text<DB: DrawingBackend>(area: &Area<DB>, s: &str, top: (i32, i32), size: f64) -> Result<()> {
+    let style = ("sans-serif", size)
+        .into_font()
+        .transform(FontTransform::Rotate270)
+        .color(&INK)
+        .pos(Pos::new(HPos::Right, VPos::Center));
+    ok(area.draw(&Text::new(s.to_string(), top, style)))
+}
+
 /// A horizontal dashed line from `x0` to `x1`.
 pub fn dashed_hline<DB: DrawingBackend>(
     area: &Area<DB>,

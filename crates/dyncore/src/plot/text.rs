@@ -195,12 +195,81 @@ impl<DB: DrawingBackend> DrawingBackend for CrispText<DB> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use plotters::prelude::*;
+    use plotters::style::text_anchor::Pos;
+
+    /// Ink bounding box (x0, y0, x1, y1) of `text` drawn at `at` with `anchor`.
+    fn ink(
+        text: &str,
+        at: (i32, i32),
+        anchor: (HPos, VPos),
+        transform: FontTransform,
+        size: f64,
+    ) -> (i32, i32, i32, i32) {
+        // CrispText needs no registered font, but the same drawing through
+        // plotters' own text (to see this test fail without CrispText) does.
+        crate::plot::register_font();
+        let (w, h) = (200u32, 200u32);
+        let mut buf = vec![255u8; (w * h * 3) as usize];
+        {
+            let root = CrispText(BitMapBackend::with_buffer(&mut buf, (w, h))).into_drawing_area();
+            let style = ("sans-serif", size)
+                .into_font()
+                .transform(transform)
+                .color(&BLACK)
+                .pos(Pos::new(anchor.0, anchor.1));
+            root.draw(&Text::new(text.to_string(), at, style)).unwrap();
+            root.present().unwrap();
+        }
+        let (mut x0, mut y0, mut x1, mut y1) = (i32::MAX, i32::MAX, i32::MIN, i32::MIN);
+        for y in 0..h as i32 {
+            for x in 0..w as i32 {
+                if buf[((y as u32 * w + x as u32) * 3) as usize] < 128 {
+                    (x0, y0, x1, y1) = (x0.min(x), y0.min(y), x1.max(x), y1.max(y));
+                }
+            }
+        }
+        (x0, y0, x1, y1)
+    }
 
     #[test]
-    fn kerning_and_bearings_give_monotonic_pen_positions() {
-        let l = layout("parallel 0.01", 15.0);
-        assert!(l.glyphs.windows(2).all(|w| w[1].1 > w[0].1), "pen positions must increase");
-        // Width is the sum of advances: about 0.6 em per character here.
-        assert!(l.width > 13.0 * 15.0 * 0.3 && l.width < 13.0 * 15.0 * 0.8, "{}", l.width);
+    fn anchors_place_the_ink_where_asked() {
+        // Centred both ways: digits sit on the point to within 2 px.
+        let (x0, y0, x1, y1) =
+            ink("0.50", (100, 100), (HPos::Center, VPos::Center), FontTransform::None, 20.0);
+        assert!(((x0 + x1) / 2 - 100).abs() <= 2, "{x0}..{x1}");
+        assert!(((y0 + y1) / 2 - 100).abs() <= 2, "{y0}..{y1}");
+        // Right-aligned: the ink ends at the point (a tick label).
+        let (_, _, x1, _) = ink("25", (100, 100), (HPos::Right, VPos::Center), FontTransform::None, 20.0);
+        assert!((95..=100).contains(&x1), "{x1}");
+        // Top-anchored: the ink starts just below the point.
+        let (_, y0, _, _) = ink("Ag", (100, 100), (HPos::Left, VPos::Top), FontTransform::None, 20.0);
+        assert!((100..=106).contains(&y0), "{y0}");
+        // Rotated to read upwards, right end at the point: the ink hangs below it.
+        let (x0, y0, x1, y1) =
+            ink("label", (100, 60), (HPos::Right, VPos::Center), FontTransform::Rotate270, 20.0);
+        assert!(y0 >= 58 && y1 > y0 + 30 && ((x0 + x1) / 2 - 100).abs() <= 3, "{x0},{y0} {x1},{y1}");
+    }
+
+    /// Each glyph keeps its left side bearing and fractional pen position
+    /// (plotters' own bitmap text starts every glyph's ink at the pen,
+    /// which is what spaced words unevenly): "l" at 40 px inks from about
+    /// 50 + its bearing, and "il" puts the "l" one advance of "i" later.
+    #[test]
+    fn glyphs_keep_their_bearings() {
+        let f = font().as_scaled(PxScale::from(40.0));
+        let bearing = f.h_side_bearing(f.glyph_id('l'));
+        assert!(bearing >= 2.0, "DejaVu's l has a visible bearing at 40 px: {bearing}");
+        let (x0, _, _, _) = ink("l", (50, 100), (HPos::Left, VPos::Center), FontTransform::None, 40.0);
+        assert!((x0 as f32 - (50.0 + bearing)).abs() <= 1.0, "ink at {x0}, bearing {bearing}");
+        let (_, _, x1_l, _) = ink("l", (50, 100), (HPos::Left, VPos::Center), FontTransform::None, 40.0);
+        let (_, _, x1_il, _) = ink("il", (50, 100), (HPos::Left, VPos::Center), FontTransform::None, 40.0);
+        let l = layout("il", 40.0);
+        assert!(
+            ((x1_il - x1_l) as f32 - l.glyphs[1].1).abs() <= 1.0,
+            "{} vs {}",
+            x1_il - x1_l,
+            l.glyphs[1].1
+        );
     }
 }
