@@ -152,21 +152,7 @@ fn check(files: &[PathBuf]) -> Result<()> {
 
 fn run(args: &RunArgs, out: &Path) -> Result<()> {
     let mut loaded = load_all(&args.files)?;
-    let mut seeds = Vec::new();
-    for (path, s) in &mut loaded {
-        if let Some(seed) = args.seed {
-            s.seed = seed;
-        }
-        let n = args.seeds.or(s.seeds).unwrap_or(seeds::DEFAULT_SEEDS);
-        seeds.push(seeds::seed_list(s.seed, n).ok_or_else(|| {
-            BadInput(vec![scenarios::LoadError {
-                file: path.clone(),
-                at: None,
-                field: Some("seed".into()),
-                message: format!("seed {} + {n} seeds - 1 does not fit in 64 bits", s.seed),
-            }])
-        })?);
-    }
+    let seeds = seeds_of(args, &mut loaded)?;
     std::fs::create_dir_all(out).with_context(|| format!("creating the report folder {}", out.display()))?;
     let total: usize = loaded.iter().zip(&seeds).map(|((_, s), k)| s.runs.len() * k.len()).sum();
     let bar = ProgressBar::new(total as u64);
@@ -183,27 +169,7 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
         let w = report::write_scenario(out, path, sc, &results, &fig)
             .with_context(|| format!("writing the report of {}", sc.name))?;
         if !args.quiet {
-            bar.suspend(|| {
-                println!(
-                    "\n{}",
-                    figure::comparison_table(
-                        &format!("{} — {} ({})", sc.name, sc.title, figure_plot::seeds_phrase(seeds)),
-                        &fig
-                    )
-                    .to_terminal()
-                );
-                for (i, run) in sc.runs.iter().enumerate() {
-                    let unfinished: Vec<String> =
-                        results.iter().filter(|r| !r.runs[i].finished).map(|r| r.seed.to_string()).collect();
-                    if !unfinished.is_empty() {
-                        println!(
-                            "warning: run `{}` hit max_time_ns before every program finished (seed {})",
-                            run.label,
-                            unfinished.join(", ")
-                        );
-                    }
-                }
-            });
+            bar.suspend(|| print_scenario(sc, seeds, &results, &fig));
         }
         written.push(w);
     }
@@ -231,4 +197,48 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
     );
     println!("Report: {} (and index.md)", out.join("index.html").display());
     Ok(())
+}
+
+/// The seeds of each scenario: `--seed` or its own, and `--seeds`, its
+/// `seeds` or the default; refused if they pass `u64::MAX`.
+fn seeds_of(args: &RunArgs, loaded: &mut [(PathBuf, Scenario)]) -> Result<Vec<Vec<u64>>> {
+    let mut all = Vec::new();
+    for (path, s) in loaded {
+        if let Some(seed) = args.seed {
+            s.seed = seed;
+        }
+        let n = args.seeds.or(s.seeds).unwrap_or(seeds::DEFAULT_SEEDS);
+        all.push(seeds::seed_list(s.seed, n).ok_or_else(|| {
+            BadInput(vec![scenarios::LoadError {
+                file: path.clone(),
+                at: None,
+                field: Some("seed".into()),
+                message: format!("seed {} + {n} seeds - 1 does not fit in 64 bits", s.seed),
+            }])
+        })?);
+    }
+    Ok(all)
+}
+
+/// A scenario's comparison table on the terminal, and which runs did not
+/// finish in which seeds.
+fn print_scenario(
+    sc: &Scenario,
+    seeds: &[u64],
+    results: &[dyncore_sim::ScenarioResult],
+    fig: &figure::Figure,
+) {
+    let title = format!("{} — {} ({})", sc.name, sc.title, figure_plot::seeds_phrase(seeds));
+    println!("\n{}", figure::comparison_table(&title, fig).to_terminal());
+    for (i, run) in sc.runs.iter().enumerate() {
+        let unfinished: Vec<String> =
+            results.iter().filter(|r| !r.runs[i].finished).map(|r| r.seed.to_string()).collect();
+        if !unfinished.is_empty() {
+            println!(
+                "warning: run `{}` hit max_time_ns before every program finished (seed {})",
+                run.label,
+                unfinished.join(", ")
+            );
+        }
+    }
 }
