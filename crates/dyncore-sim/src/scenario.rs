@@ -254,6 +254,10 @@ pub struct Scenario {
     /// Seed of the one generator (task lengths of dynamic programs, IPIs).
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// Seeds every run is run with: `seed`, `seed + 1`, … (default: the
+    /// command's). Figures are reported as the median and min-max range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seeds: Option<u32>,
     #[serde(default)]
     pub sim: SimParams,
     #[serde(default)]
@@ -315,6 +319,9 @@ impl Scenario {
     pub fn from_toml(text: &str) -> Result<Scenario, toml::de::Error> {
         toml::from_str(text)
     }
+
+    /// Most seeds a scenario (or `dyncore run --seeds`) may ask for.
+    pub const MAX_SEEDS: u32 = 1000;
 }
 
 #[cfg(test)]

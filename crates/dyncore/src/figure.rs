@@ -1,15 +1,53 @@
-//! A scenario's figure as numbers: the x categories, the series, dyncore's
-//! value and the paper's value (where the scenario states one) for every
-//! cell. The terminal table, `report.md` and the bar plot are all drawn from
+//! A scenario's figure as numbers: the x categories, the series, and for
+//! every cell dyncore's value in each seed, their median and min-max range,
+//! and the paper's value where the scenario states one. The terminal table,
+//! `report.md`, `results.json`, the page and the plot are all drawn from
 //! this one structure, so they cannot disagree.
+//!
+//! A comparison with the paper uses the median over seeds and says whether
+//! the paper's value lies inside the seeds' range. Only comparisons that
+//! were made are counted: a `[[paper]]` entry with no matching result (a
+//! typo, or a program that never finished) is listed as unmatched.
 
 use std::collections::BTreeMap;
 
 use dyncore_sim::ScenarioResult;
-use dyncore_sim::scenario::{GroupBy, Metric, Scenario};
+use dyncore_sim::scenario::{GroupBy, Metric, PaperFigure, Scenario};
+use serde::Serialize;
 
 /// A relative difference above this is flagged as "differs from the paper".
 pub const DIFF_FLAG: f64 = 0.25;
+
+/// One cell over seeds: the median (the mean of the middle two for an even
+/// count) and the range, over the seeds that produced a value.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Seeds that produced a value (a run that did not finish gives none).
+    pub seeds: usize,
+}
+
+impl Spread {
+    /// The spread of `values`, or `None` if there are none.
+    pub fn of(values: &[f64]) -> Option<Spread> {
+        let mut v: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        Some(Spread { median, min: v[0], max: v[n - 1], seeds: n })
+    }
+
+    /// True when `x` lies in `[min, max]` (to printing precision).
+    pub fn contains(&self, x: f64) -> bool {
+        let slack = 1e-9 * x.abs().max(1.0);
+        x >= self.min - slack && x <= self.max + slack
+    }
+}
 
 /// One figure: `values[s][x]` and `paper[s][x]` for series `s`, category `x`.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,7 +56,11 @@ pub struct Figure {
     pub x_name: &'static str,
     pub categories: Vec<String>,
     pub series: Vec<String>,
-    pub values: Vec<Vec<Option<f64>>>,
+    /// The seeds, in the order of `per_seed`.
+    pub seeds: Vec<u64>,
+    /// `per_seed[k][s][x]`: the cell's value in seed `k`.
+    pub per_seed: Vec<Vec<Vec<Option<f64>>>>,
+    pub values: Vec<Vec<Option<Spread>>>,
     pub paper: Vec<Vec<Option<f64>>>,
 }
 
@@ -27,19 +69,54 @@ pub struct Figure {
 pub struct Cell {
     pub x: String,
     pub series: String,
-    pub value: f64,
+    pub spread: Spread,
     pub paper: Option<f64>,
 }
 
 impl Cell {
-    /// Relative difference from the paper's figure, if it has one.
+    /// Relative difference of the median from the paper's figure, where a
+    /// comparison can be made (a finite, non-zero paper value).
     pub fn rel_diff(&self) -> Option<f64> {
-        self.paper.filter(|p| *p != 0.0).map(|p| (self.value - p) / p)
+        self.paper.filter(|p| p.is_finite() && *p != 0.0).map(|p| (self.spread.median - p) / p)
     }
 
-    /// True when the paper has a figure and dyncore's differs by more than [`DIFF_FLAG`].
+    /// True when the comparison was made and differs by more than [`DIFF_FLAG`].
     pub fn differs(&self) -> bool {
         self.rel_diff().is_some_and(|d| d.abs() > DIFF_FLAG)
+    }
+
+    /// Whether the paper's value lies in the seeds' range (if compared).
+    pub fn paper_in_range(&self) -> Option<bool> {
+        self.rel_diff().and(self.paper).map(|p| self.spread.contains(p))
+    }
+}
+
+/// A `[[paper]]` entry that could not be compared, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unmatched<'a> {
+    pub figure: &'a PaperFigure,
+    pub reason: &'static str,
+}
+
+/// What the comparison with the paper came to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PaperCounts {
+    /// Comparisons made (a paper value and a dyncore value).
+    pub compared: usize,
+    /// Of those, medians more than [`DIFF_FLAG`] from the paper.
+    pub differing: usize,
+    /// Of those, paper values inside the seeds' min-max range.
+    pub in_range: usize,
+    /// `[[paper]]` entries that could not be compared.
+    pub unmatched: usize,
+}
+
+impl std::ops::AddAssign for PaperCounts {
+    fn add_assign(&mut self, o: PaperCounts) {
+        self.compared += o.compared;
+        self.differing += o.differing;
+        self.in_range += o.in_range;
+        self.unmatched += o.unmatched;
     }
 }
 
@@ -47,6 +124,15 @@ pub fn metric_name(m: Metric) -> &'static str {
     match m {
         Metric::Speedup => "speedup vs one baseline CPU",
         Metric::RelativeTime => "completion time relative to running alone",
+        Metric::CompletionS => "completion time (s)",
+    }
+}
+
+/// The metric as an axis title: quantity and unit.
+pub fn metric_axis(m: Metric) -> &'static str {
+    match m {
+        Metric::Speedup => "speedup vs one baseline CPU (×)",
+        Metric::RelativeTime => "completion time relative to running alone (×)",
         Metric::CompletionS => "completion time (s)",
     }
 }
@@ -69,41 +155,55 @@ fn push_unique(v: &mut Vec<String>, s: &str) -> usize {
     }
 }
 
+/// A program's value of `metric`, if it finished.
+fn metric_of(metric: Metric, p: &dyncore_sim::ProgramResult) -> Option<f64> {
+    match metric {
+        Metric::Speedup => p.speedup,
+        Metric::RelativeTime => p.relative_time,
+        Metric::CompletionS => p.completion_ns.map(|c| c as f64 / 1e9),
+    }
+}
+
 impl Figure {
-    /// Builds the figure of `result` as `scenario.report` asks. Programs with
-    /// the same label in a run are averaged; a program that did not finish
-    /// contributes no value.
-    pub fn build(scenario: &Scenario, result: &ScenarioResult) -> Figure {
+    /// Builds the figure of `results` (one per seed, in seed order) as
+    /// `scenario.report` asks. Programs with the same label in a run are
+    /// averaged within a seed; a program that did not finish contributes no
+    /// value.
+    pub fn build(scenario: &Scenario, results: &[ScenarioResult]) -> Figure {
         let metric = scenario.report.metric;
-        let group_by = scenario.report.group_by;
         let mut categories = Vec::new();
         let mut series = Vec::new();
-        // (series index, category index) -> (sum, count)
-        let mut acc: BTreeMap<(usize, usize), (f64, u32)> = BTreeMap::new();
-        for run in &result.runs {
-            for p in &run.programs {
-                let v = match metric {
-                    Metric::Speedup => p.speedup,
-                    Metric::RelativeTime => p.relative_time,
-                    Metric::CompletionS => p.completion_ns.map(|c| c as f64 / 1e9),
-                };
-                let (x, s) = match group_by {
-                    GroupBy::Program => (p.label.as_str(), run.series.as_str()),
-                    GroupBy::Run => (run.label.as_str(), p.label.as_str()),
-                };
-                let xi = push_unique(&mut categories, x);
-                let si = push_unique(&mut series, s);
-                if let Some(v) = v {
-                    let e = acc.entry((si, xi)).or_default();
-                    e.0 += v;
-                    e.1 += 1;
+        // (seed, series, category) -> (sum, count)
+        let mut acc: BTreeMap<(usize, usize, usize), (f64, u32)> = BTreeMap::new();
+        for (k, result) in results.iter().enumerate() {
+            for run in &result.runs {
+                for p in &run.programs {
+                    let (x, s) = match scenario.report.group_by {
+                        GroupBy::Program => (p.label.as_str(), run.series.as_str()),
+                        GroupBy::Run => (run.label.as_str(), p.label.as_str()),
+                    };
+                    let (xi, si) = (push_unique(&mut categories, x), push_unique(&mut series, s));
+                    if let Some(v) = metric_of(metric, p) {
+                        let e = acc.entry((k, si, xi)).or_default();
+                        e.0 += v;
+                        e.1 += 1;
+                    }
                 }
             }
         }
-        let mut values = vec![vec![None; categories.len()]; series.len()];
-        for ((si, xi), (sum, n)) in acc {
-            values[si][xi] = Some(sum / f64::from(n));
+        let mut per_seed = vec![vec![vec![None; categories.len()]; series.len()]; results.len()];
+        for ((k, si, xi), (sum, n)) in acc {
+            per_seed[k][si][xi] = Some(sum / f64::from(n));
         }
+        let values = (0..series.len())
+            .map(|si| {
+                (0..categories.len())
+                    .map(|xi| {
+                        Spread::of(&per_seed.iter().filter_map(|seed| seed[si][xi]).collect::<Vec<_>>())
+                    })
+                    .collect()
+            })
+            .collect();
         let mut paper = vec![vec![None; categories.len()]; series.len()];
         for f in &scenario.paper {
             let xi = categories.iter().position(|c| *c == f.x);
@@ -112,11 +212,20 @@ impl Figure {
                 paper[si][xi] = Some(f.value);
             }
         }
-        let x_name = match group_by {
+        let x_name = match scenario.report.group_by {
             GroupBy::Program => "program",
             GroupBy::Run => "run",
         };
-        Figure { metric, x_name, categories, series, values, paper }
+        Figure {
+            metric,
+            x_name,
+            categories,
+            series,
+            seeds: results.iter().map(|r| r.seed).collect(),
+            per_seed,
+            values,
+            paper,
+        }
     }
 
     /// Every cell that has a dyncore value, category-major.
@@ -124,35 +233,55 @@ impl Figure {
         let mut out = Vec::new();
         for (xi, x) in self.categories.iter().enumerate() {
             for (si, s) in self.series.iter().enumerate() {
-                if let Some(v) = self.values[si][xi] {
-                    out.push(Cell { x: x.clone(), series: s.clone(), value: v, paper: self.paper[si][xi] });
+                if let Some(spread) = self.values[si][xi] {
+                    out.push(Cell { x: x.clone(), series: s.clone(), spread, paper: self.paper[si][xi] });
                 }
             }
         }
         out
     }
 
-    /// Paper figures that matched no cell (a typo in the scenario's `[[paper]]`).
-    pub fn unmatched_paper<'a>(&self, scenario: &'a Scenario) -> Vec<&'a dyncore_sim::scenario::PaperFigure> {
-        scenario
-            .paper
-            .iter()
-            .filter(|f| !self.categories.contains(&f.x) || !self.series.contains(&f.series))
-            .collect()
+    /// Paper figures that could not be compared: no such category or series
+    /// (a typo in the scenario), no result (the program never finished), or
+    /// a value no relative difference can be taken from.
+    pub fn unmatched_paper<'a>(&self, scenario: &'a Scenario) -> Vec<Unmatched<'a>> {
+        let mut out = Vec::new();
+        for (i, f) in scenario.paper.iter().enumerate() {
+            let xi = self.categories.iter().position(|c| *c == f.x);
+            let si = self.series.iter().position(|s| *s == f.series);
+            let overridden = scenario.paper[i + 1..].iter().any(|g| g.x == f.x && g.series == f.series);
+            let reason = match (xi, si) {
+                (None, _) => Some("no result has this x"),
+                (_, None) => Some("no result has this series"),
+                _ if overridden => Some("a later [[paper]] entry gives the same x and series"),
+                (Some(xi), Some(si)) if self.values[si][xi].is_none() => {
+                    Some("no seed produced a value (the program did not finish)")
+                }
+                _ if !(f.value.is_finite() && f.value != 0.0) => {
+                    Some("a relative difference needs a finite, non-zero paper value")
+                }
+                _ => None,
+            };
+            if let Some(reason) = reason {
+                out.push(Unmatched { figure: f, reason });
+            }
+        }
+        out
     }
 
     pub fn has_paper(&self) -> bool {
         self.paper.iter().flatten().any(Option::is_some)
     }
 
-    /// (cells compared with a paper figure, cells that differ from it by
-    /// more than [`DIFF_FLAG`]). Only comparisons made are counted.
-    pub fn paper_counts(&self) -> (usize, usize) {
+    pub fn paper_counts(&self, scenario: &Scenario) -> PaperCounts {
         let cells = self.cells();
-        (
-            cells.iter().filter(|c| c.rel_diff().is_some()).count(),
-            cells.iter().filter(|c| c.differs()).count(),
-        )
+        let compared: Vec<&Cell> = cells.iter().filter(|c| c.rel_diff().is_some()).collect();
+        PaperCounts {
+            compared: compared.len(),
+            differing: compared.iter().filter(|c| c.differs()).count(),
+            in_range: compared.iter().filter(|c| c.paper_in_range() == Some(true)).count(),
+            unmatched: self.unmatched_paper(scenario).len(),
+        }
     }
 }
 
@@ -161,28 +290,81 @@ pub fn fmt_value(v: f64) -> String {
     if v.abs() >= 100.0 { format!("{v:.1}") } else { format!("{v:.3}") }
 }
 
-/// The comparison table: x, series, dyncore, paper, difference.
+/// `1.970–1.982`, or the one value when every seed agrees to print precision.
+pub fn fmt_range(s: &Spread) -> String {
+    let (lo, hi) = (fmt_value(s.min), fmt_value(s.max));
+    if lo == hi { lo } else { format!("{lo}–{hi}") }
+}
+
+/// The comparison table: x, series, dyncore's median, its range over seeds
+/// (when there are several), paper, difference, and whether the paper's
+/// value lies in the range.
 pub fn comparison_table(title: &str, fig: &Figure) -> crate::table::Table {
     let has_paper = fig.has_paper();
+    let seeds = fig.seeds.len();
     let metric = metric_short(fig.metric);
-    let mut headers = vec![fig.x_name, "series", metric];
+    let median = format!("{metric} (median)");
+    let range = format!("range over {seeds} seeds");
+    let mut headers = vec![fig.x_name, if seeds > 1 { median.as_str() } else { metric }];
+    headers.insert(1, "series");
+    if seeds > 1 {
+        headers.push(&range);
+    }
     if has_paper {
         headers.extend(["paper", "difference"]);
+        if seeds > 1 {
+            headers.push("paper in range");
+        }
     }
     let mut t = crate::table::Table::new(title, &headers);
     for c in fig.cells() {
-        let mut row = vec![c.x.clone(), c.series.clone(), fmt_value(c.value)];
+        let mut row = vec![c.x.clone(), c.series.clone(), fmt_value(c.spread.median)];
+        if seeds > 1 {
+            let partial = if c.spread.seeds < seeds {
+                format!(" ({} of {seeds} seeds)", c.spread.seeds)
+            } else {
+                String::new()
+            };
+            row.push(format!("{}{partial}", fmt_range(&c.spread)));
+        }
         if has_paper {
             row.push(c.paper.map(fmt_value).unwrap_or_else(|| "-".into()));
             row.push(match c.rel_diff() {
                 Some(d) if c.differs() => format!("{:+.0}% (differs)", d * 100.0),
                 Some(d) => format!("{:+.0}%", d * 100.0),
+                None if c.paper.is_some() => "not compared".into(),
                 None => "-".into(),
             });
+            if seeds > 1 {
+                row.push(match c.paper_in_range() {
+                    Some(true) => "yes".into(),
+                    Some(false) => "no".into(),
+                    None => "-".into(),
+                });
+            }
         }
         t.row(row);
     }
     t
+}
+
+/// One sentence on the comparison with the paper, e.g. "38 figures compared
+/// with the paper, 4 differ by more than 25%, 2 paper values in the seed range".
+pub fn summary_sentence(c: &PaperCounts, seeds: bool) -> String {
+    let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
+    let mut s = format!(
+        "{} compared with the paper, {} by more than {:.0}%",
+        n(c.compared, "figure"),
+        if c.differing == 1 { "1 differs".to_string() } else { format!("{} differ", c.differing) },
+        DIFF_FLAG * 100.0
+    );
+    if seeds {
+        s += &format!(", {} inside dyncore's range over seeds", n(c.in_range, "paper value"));
+    }
+    if c.unmatched > 0 {
+        s += &format!("; {} could not be compared (unmatched)", n(c.unmatched, "paper figure"));
+    }
+    s
 }
 
 #[cfg(test)]
@@ -193,6 +375,17 @@ mod tests {
         let s = Scenario::from_toml(text).unwrap();
         s.validate().unwrap();
         s
+    }
+
+    fn run_seeds(sc: &Scenario, seeds: &[u64]) -> Vec<ScenarioResult> {
+        seeds
+            .iter()
+            .map(|&seed| {
+                let mut s = sc.clone();
+                s.seed = seed;
+                dyncore_sim::run_quietly(&s).expect("within the event budget")
+            })
+            .collect()
     }
 
     const TWO_RUNS: &str = r#"
@@ -231,31 +424,89 @@ work_ms = 10
     #[test]
     fn same_label_instances_are_averaged_and_paper_matched() {
         let sc = scenario(TWO_RUNS);
-        let res = dyncore_sim::run_quietly(&sc).expect("within the event budget");
+        let res = run_seeds(&sc, &[1]);
         let fig = Figure::build(&sc, &res);
         assert_eq!(fig.categories, vec!["A"]);
         assert_eq!(fig.series, vec!["fast", "slow"]);
         // Two gcc instances on 24 idle CPUs each run alone: relative time 1
         // (CMP CPUs are the baseline), so their average is 1 too.
-        let v = fig.values[0][0].unwrap();
-        let mean: f64 = res.runs[0].programs.iter().map(|p| p.relative_time.unwrap()).sum::<f64>() / 2.0;
+        let v = fig.values[0][0].unwrap().median;
+        let mean: f64 = res[0].runs[0].programs.iter().map(|p| p.relative_time.unwrap()).sum::<f64>() / 2.0;
         assert!((v - mean).abs() < 1e-12);
         assert_eq!(fig.paper[0][0], Some(2.0));
         assert_eq!(fig.paper[1][0], None);
         let cells = fig.cells();
         assert_eq!(cells.len(), 2);
-        // |1 - 2| / 2 = 50% > 25%: flagged.
+        // |1 - 2| / 2 = 50% > 25%: flagged; 2 is outside the range [1, 1].
         assert!(cells[0].differs());
-        assert_eq!(fig.unmatched_paper(&sc).len(), 1);
+        assert_eq!(cells[0].paper_in_range(), Some(false));
+        let unmatched = fig.unmatched_paper(&sc);
+        assert_eq!(unmatched.len(), 1);
+        assert_eq!(unmatched[0].reason, "no result has this x");
+        let c = fig.paper_counts(&sc);
+        assert_eq!(c, PaperCounts { compared: 1, differing: 1, in_range: 0, unmatched: 1 });
     }
 
     #[test]
     fn group_by_run_swaps_axes() {
         let sc = scenario(&TWO_RUNS.replace("group_by = \"program\"", "group_by = \"run\""));
-        let res = dyncore_sim::run_quietly(&sc).expect("within the event budget");
-        let fig = Figure::build(&sc, &res);
+        let fig = Figure::build(&sc, &run_seeds(&sc, &[1]));
         assert_eq!(fig.categories, vec!["fast", "slow"]);
         assert_eq!(fig.series, vec!["A"]);
         assert_eq!(fig.x_name, "run");
+    }
+
+    #[test]
+    fn spread_is_median_min_max_over_seeds() {
+        let s = Spread::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max, s.seeds), (2.0, 1.0, 3.0, 3));
+        // Even count: the mean of the middle two.
+        assert_eq!(Spread::of(&[4.0, 1.0, 2.0, 3.0]).unwrap().median, 2.5);
+        assert_eq!(Spread::of(&[]), None);
+        assert!(s.contains(1.0) && s.contains(3.0) && !s.contains(3.1));
+    }
+
+    /// A dynamic program's task lengths come from the seed: several seeds
+    /// give a range, and the table and counts use the median.
+    #[test]
+    fn several_seeds_give_a_range_and_the_median_is_compared() {
+        let text = r#"
+name = "t"
+title = "t"
+[[paper]]
+x = "pmake"
+series = "CMP"
+value = 1.0
+[[paper]]
+x = "pmake"
+series = "CMP"
+value = 0.0
+[[run]]
+label = "CMP"
+machine = "cmp"
+policy = "linux"
+[[run.workload]]
+program = "pmake"
+work_ms = 400
+"#;
+        // Validation refuses a zero paper value; the figure code must still
+        // not count it (a caller may build figures from unvalidated input).
+        let sc = Scenario::from_toml(text).unwrap();
+        let res = run_seeds(&sc, &[1, 2, 3, 4, 5]);
+        let fig = Figure::build(&sc, &res);
+        assert_eq!(fig.seeds, vec![1, 2, 3, 4, 5]);
+        let s = fig.values[0][0].unwrap();
+        let mut each: Vec<f64> = fig.per_seed.iter().map(|k| k[0][0].unwrap()).collect();
+        each.sort_by(f64::total_cmp);
+        assert_eq!((s.min, s.median, s.max), (each[0], each[2], each[4]));
+        assert!(s.max > s.min, "pmake's job lengths are random: seeds must differ ({each:?})");
+        // The later entry (value 0) overrides the first and cannot be
+        // compared: both are unmatched, neither counted as within 25%.
+        let c = fig.paper_counts(&sc);
+        assert_eq!((c.compared, c.differing, c.unmatched), (0, 0, 2), "{c:?}");
+        let t = comparison_table("", &fig);
+        assert!(t.headers.contains(&"range over 5 seeds".to_string()), "{:?}", t.headers);
+        assert_eq!(t.rows[0][2], fmt_value(s.median));
+        assert!(summary_sentence(&c, true).contains("2 paper figures could not be compared"));
     }
 }

@@ -14,10 +14,15 @@ use dyncore_sim::Scenario;
 use indicatif::{ProgressBar, ProgressStyle};
 
 mod bench;
+mod events;
 mod figure;
+mod figure_plot;
+mod html;
+mod markdown;
 mod plot;
 mod report;
 mod scenarios;
+mod seeds;
 mod table;
 mod trace;
 
@@ -59,6 +64,10 @@ struct RunArgs {
     /// Override every scenario's seed.
     #[arg(long)]
     seed: Option<u64>,
+    /// Run every run with N seeds: the seed, seed + 1, ..., seed + N - 1 (default: the scenario's
+    /// `seeds`, else 5). Figures are reported as the median and the min-max range.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(Scenario::MAX_SEEDS)))]
+    seeds: Option<u32>,
     /// Print only the summary, not a table per scenario.
     #[arg(long, short)]
     quiet: bool,
@@ -141,13 +150,9 @@ fn check(files: &[PathBuf]) -> Result<()> {
 
 fn run(args: &RunArgs, out: &Path) -> Result<()> {
     let mut loaded = load_all(&args.files)?;
-    if let Some(seed) = args.seed {
-        for (_, s) in &mut loaded {
-            s.seed = seed;
-        }
-    }
+    let seeds = seeds_of(args, &mut loaded)?;
     std::fs::create_dir_all(out).with_context(|| format!("creating the report folder {}", out.display()))?;
-    let total: usize = loaded.iter().map(|(_, s)| s.runs.len()).sum();
+    let total: usize = loaded.iter().zip(&seeds).map(|((_, s), k)| s.runs.len() * k.len()).sum();
     let bar = ProgressBar::new(total as u64);
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}")
@@ -155,16 +160,16 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
     );
     let mut written = Vec::new();
     let started = std::time::Instant::now();
-    for (path, sc) in &loaded {
+    for ((path, sc), seeds) in loaded.iter().zip(&seeds) {
         bar.set_message(sc.name.clone());
-        let base = bar.position();
         // Within a run: where virtual time and the event count are, so a
         // long run shows movement (stderr only; reports never see it).
-        let mut report = |p: &dyncore_sim::RunProgress| {
-            bar.set_position(base + (p.run + usize::from(p.done)) as u64);
-            if !p.done {
+        let progress = |seed: u64, p: &dyncore_sim::RunProgress| {
+            if p.done {
+                bar.inc(1);
+            } else {
                 bar.set_message(format!(
-                    "{} run {}/{}: virtual {:.1} s of at most {:.0} s, {:.1} M of at most {:.0} M events",
+                    "{} seed {seed} run {}/{}: virtual {:.1} s of at most {:.0} s, {:.1} M of at most {:.0} M events",
                     sc.name,
                     p.run + 1,
                     p.runs,
@@ -175,51 +180,44 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
                 ));
             }
         };
-        let mut watch = dyncore_sim::Watch { every_events: dyncore_sim::Watch::EVERY, report: &mut report };
-        let result = match dyncore_sim::run_scenario(sc, &mut watch) {
+        let results = match seeds::run_seeds(sc, seeds, &progress) {
             Ok(r) => r,
             Err(e) => {
                 bar.finish_and_clear();
                 return Err(budget_error(path, &e, &written).into());
             }
         };
-        let fig = figure::Figure::build(sc, &result);
-        let w = report::write_scenario(out, path, sc, &result, &fig)
+        let fig = figure::Figure::build(sc, &results);
+        let w = report::write_scenario(out, path, sc, &results, &fig)
             .with_context(|| format!("writing the report of {}", sc.name))?;
         if !args.quiet {
-            bar.suspend(|| {
-                println!(
-                    "\n{}",
-                    figure::comparison_table(&format!("{} — {}", sc.name, sc.title), &fig).to_terminal()
-                );
-                for r in result.runs.iter().filter(|r| !r.finished) {
-                    println!("warning: run `{}` hit max_time_ns before every program finished", r.label);
-                }
-            });
+            bar.suspend(|| print_scenario(sc, seeds, &results, &fig));
         }
         written.push(w);
     }
     bar.finish_and_clear();
     report::write_index(out, &written, &what_ran(args))?;
-    let compared: usize = written.iter().map(|w| w.compared).sum();
-    let differing: usize = written.iter().map(|w| w.differing).sum();
+    let mut counts = figure::PaperCounts::default();
+    for w in &written {
+        counts += w.counts;
+    }
     let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
-    let diff_note = if compared == 0 {
+    let diff_note = if counts.compared + counts.unmatched == 0 {
         String::new()
     } else {
-        format!(
-            " {} compared with the paper, {} by more than 25% (see docs/results.md).",
-            n(compared, "figure"),
-            if differing == 1 { "1 differs".to_string() } else { format!("{differing} differ") }
-        )
+        let several = written.iter().any(|w| w.seeds.len() > 1);
+        format!(" {} (see docs/results.md).", figure::summary_sentence(&counts, several))
     };
+    let per_run = seeds.iter().map(Vec::len).max().unwrap_or(1);
     println!(
-        "\n{}, {} in {:.1} s.{diff_note}",
+        "\n{}, {} ({} each{}) in {:.1} s.{diff_note}",
         n(written.len(), "scenario"),
         n(total, "run"),
+        n(per_run, "seed"),
+        if seeds.iter().all(|k| k.len() == per_run) { "" } else { " at most" },
         started.elapsed().as_secs_f64(),
     );
-    println!("Report: {}", out.join("index.md").display());
+    println!("Report: {} (and index.md)", out.join("index.html").display());
     Ok(())
 }
 
@@ -246,7 +244,8 @@ fn budget_error(path: &Path, e: &dyncore_sim::EventBudgetExceeded, written: &[re
 
 /// The first line of index.md: what this invocation ran.
 fn what_ran(args: &RunArgs) -> String {
-    let seed = args.seed.map(|s| format!(" --seed {s}")).unwrap_or_default();
+    let seed = args.seed.map(|s| format!(" --seed {s}")).unwrap_or_default()
+        + &args.seeds.map(|n| format!(" --seeds {n}")).unwrap_or_default();
     if args.files.is_empty() {
         let command = if seed.is_empty() { String::new() } else { format!(" -- run{seed}") };
         return format!("Every shipped scenario, run on the simulator (`cargo run --release{command}`).");
@@ -257,4 +256,48 @@ fn what_ran(args: &RunArgs) -> String {
         files.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", "),
         files.join(" ")
     )
+}
+
+/// The seeds of each scenario: `--seed` or its own, and `--seeds`, its
+/// `seeds` or the default; refused if they pass `u64::MAX`.
+fn seeds_of(args: &RunArgs, loaded: &mut [(PathBuf, Scenario)]) -> Result<Vec<Vec<u64>>> {
+    let mut all = Vec::new();
+    for (path, s) in loaded {
+        if let Some(seed) = args.seed {
+            s.seed = seed;
+        }
+        let n = args.seeds.or(s.seeds).unwrap_or(seeds::DEFAULT_SEEDS);
+        all.push(seeds::seed_list(s.seed, n).ok_or_else(|| {
+            BadInput(vec![scenarios::LoadError {
+                file: path.clone(),
+                at: None,
+                field: Some("seed".into()),
+                message: format!("seed {} + {n} seeds - 1 does not fit in 64 bits", s.seed),
+            }])
+        })?);
+    }
+    Ok(all)
+}
+
+/// A scenario's comparison table on the terminal, and which runs did not
+/// finish in which seeds.
+fn print_scenario(
+    sc: &Scenario,
+    seeds: &[u64],
+    results: &[dyncore_sim::ScenarioResult],
+    fig: &figure::Figure,
+) {
+    let title = format!("{} — {} ({})", sc.name, sc.title, figure_plot::seeds_phrase(seeds));
+    println!("\n{}", figure::comparison_table(&title, fig).to_terminal());
+    for (i, run) in sc.runs.iter().enumerate() {
+        let unfinished: Vec<String> =
+            results.iter().filter(|r| !r.runs[i].finished).map(|r| r.seed.to_string()).collect();
+        if !unfinished.is_empty() {
+            println!(
+                "warning: run `{}` hit max_time_ns before every program finished (seed {})",
+                run.label,
+                unfinished.join(", ")
+            );
+        }
+    }
 }

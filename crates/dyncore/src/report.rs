@@ -1,9 +1,10 @@
 //! The report folder: per scenario `report.md`, `results.json`, `plot.png` /
-//! `plot.svg` (shaped like the paper's figure) and `trace.json` (Perfetto /
-//! chrome://tracing); and `index.md` over all scenarios.
+//! `plot.svg` (shaped like the paper's figure, with the paper's values and
+//! the spread over seeds) and `trace.json` (Perfetto / chrome://tracing, the
+//! first seed); and `index.md` and `index.html` over all scenarios.
 //!
-//! Everything written here is a function of the scenario and its result
-//! only (no dates, no host names), so the same scenario and seed give the
+//! Everything written here is a function of the scenarios and their results
+//! only (no dates, no host names), so the same scenarios and seeds give the
 //! same bytes.
 
 use std::fmt::Write as _;
@@ -15,8 +16,12 @@ use dyncore_sim::ScenarioResult;
 use dyncore_sim::scenario::{PlotKind, Scenario};
 use serde::Serialize;
 
-use crate::figure::{Figure, comparison_table, fmt_value, metric_name};
-use crate::plot::{BarChart, Series, StackedChart, write_bar_chart, write_chart};
+use crate::events::{TimelineRow, timeline_rows};
+use crate::figure::{
+    Figure, PaperCounts, Spread, comparison_table, fmt_value, metric_name, summary_sentence,
+};
+use crate::figure_plot::{bar_figure, seeds_phrase, timeline};
+use crate::plot::write_chart;
 use crate::table::Table;
 
 /// What a scenario's report folder holds, for the index.
@@ -24,20 +29,25 @@ use crate::table::Table;
 pub struct Written {
     pub name: String,
     pub title: String,
-    /// Cells with a paper figure, and how many of them differ by more than 25%.
-    pub compared: usize,
-    pub differing: usize,
+    pub seeds: Vec<u64>,
+    pub counts: PaperCounts,
     pub all_finished: bool,
+    /// The scenario's section of `index.html`.
+    pub html: String,
 }
 
 #[derive(Serialize)]
 struct ResultsJson<'a> {
     scenario: &'a str,
     title: &'a str,
-    seed: u64,
+    /// Every run was run once per seed: `seeds[0]`, `seeds[0] + 1`, ...
+    seeds: Vec<u64>,
     metric: &'static str,
     figure: FigureJson<'a>,
-    runs: &'a [dyncore_sim::RunResult],
+    comparisons: Vec<ComparisonJson>,
+    unmatched_paper: Vec<UnmatchedJson<'a>>,
+    /// Per seed, every run's full result.
+    results: Vec<SeedJson<'a>>,
     /// The scenario as read (after defaults), so a result can be re-run.
     input: &'a Scenario,
 }
@@ -47,25 +57,93 @@ struct FigureJson<'a> {
     x: &'static str,
     categories: &'a [String],
     series: &'a [String],
-    values: &'a [Vec<Option<f64>>],
+    /// `median[series][category]` over seeds, and the range.
+    median: Vec<Vec<Option<f64>>>,
+    min: Vec<Vec<Option<f64>>>,
+    max: Vec<Vec<Option<f64>>>,
+    /// `per_seed[seed][series][category]`.
+    per_seed: &'a [Vec<Vec<Option<f64>>>],
     paper: &'a [Vec<Option<f64>>],
 }
 
+#[derive(Serialize)]
+struct ComparisonJson {
+    x: String,
+    series: String,
+    median: f64,
+    min: f64,
+    max: f64,
+    paper: f64,
+    /// (median - paper) / paper.
+    difference: f64,
+    differs: bool,
+    paper_in_range: bool,
+}
+
+#[derive(Serialize)]
+struct UnmatchedJson<'a> {
+    x: &'a str,
+    series: &'a str,
+    value: f64,
+    reason: &'static str,
+}
+
+#[derive(Serialize)]
+struct SeedJson<'a> {
+    seed: u64,
+    runs: &'a [dyncore_sim::RunResult],
+}
+
 /// The results as deterministic JSON text.
-pub fn results_json(scenario: &Scenario, result: &ScenarioResult, fig: &Figure) -> Result<String> {
+pub fn results_json(scenario: &Scenario, results: &[ScenarioResult], fig: &Figure) -> Result<String> {
+    let pick = |f: fn(&Spread) -> f64| -> Vec<Vec<Option<f64>>> {
+        fig.values.iter().map(|row| row.iter().map(|v| v.as_ref().map(f)).collect()).collect()
+    };
+    let comparisons = fig
+        .cells()
+        .into_iter()
+        .filter_map(|c| {
+            let d = c.rel_diff()?;
+            Some(ComparisonJson {
+                differs: c.differs(),
+                paper_in_range: c.paper_in_range() == Some(true),
+                x: c.x,
+                series: c.series,
+                median: c.spread.median,
+                min: c.spread.min,
+                max: c.spread.max,
+                paper: c.paper?,
+                difference: d,
+            })
+        })
+        .collect();
     let doc = ResultsJson {
-        scenario: &result.name,
-        title: &result.title,
-        seed: result.seed,
+        scenario: &scenario.name,
+        title: &scenario.title,
+        seeds: fig.seeds.clone(),
         metric: metric_name(fig.metric),
         figure: FigureJson {
             x: fig.x_name,
             categories: &fig.categories,
             series: &fig.series,
-            values: &fig.values,
+            median: pick(|s| s.median),
+            min: pick(|s| s.min),
+            max: pick(|s| s.max),
+            per_seed: &fig.per_seed,
             paper: &fig.paper,
         },
-        runs: &result.runs,
+        comparisons,
+        unmatched_paper: fig
+            .unmatched_paper(scenario)
+            .into_iter()
+            .map(|u| UnmatchedJson {
+                x: &u.figure.x,
+                series: &u.figure.series,
+                value: u.figure.value,
+                reason: u.reason,
+            })
+            .collect(),
+        results: results.iter().map(|r| SeedJson { seed: r.seed, runs: &r.runs }).collect(),
         input: scenario,
     };
     let mut s = serde_json::to_string_pretty(&doc)?;
@@ -73,43 +151,67 @@ pub fn results_json(scenario: &Scenario, result: &ScenarioResult, fig: &Figure) 
     Ok(s)
 }
 
-/// Writes `out/<name>/…` for one scenario read from `source`, whose figure
-/// is `fig` (built once by the caller, who also prints it).
+/// The run whose allocation timeline the report shows (first seed).
+fn timeline_run<'a>(scenario: &Scenario, result: &'a ScenarioResult) -> &'a dyncore_sim::RunResult {
+    scenario
+        .report
+        .timeline_run
+        .as_ref()
+        .and_then(|l| result.runs.iter().find(|r| &r.label == l))
+        .unwrap_or(&result.runs[0])
+}
+
+/// Writes `out/<name>/…` for one scenario read from `source`, whose
+/// results (one per seed, in order; at least one) give the figure `fig`
+/// (built once by the caller, who also prints it).
 pub fn write_scenario(
     out: &Path,
     source: &Path,
     scenario: &Scenario,
-    result: &ScenarioResult,
+    results: &[ScenarioResult],
     fig: &Figure,
 ) -> Result<Written> {
     let dir = report_dir(out, &scenario.name)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let first = &results[0];
 
-    write_file(&dir.join("results.json"), results_json(scenario, result, fig)?.as_bytes())?;
+    write_file(&dir.join("results.json"), results_json(scenario, results, fig)?.as_bytes())?;
 
-    let bars = bar_chart(scenario, fig);
-    let plots = match scenario.report.kind {
+    let mut bars = bar_figure(scenario, results, fig);
+    let (plots, timeline_rows) = match scenario.report.kind {
         PlotKind::Bars => {
-            write_bar_chart(&dir.join("plot"), &bars)?;
-            vec!["plot.png"]
+            write_chart(&dir.join("plot"), &bars)?;
+            (vec![Plot { file: "plot", size: bars.size() }], None)
         }
         PlotKind::Allocation => {
-            write_chart(&dir.join("plot"), &allocation_chart(scenario, result))?;
-            write_bar_chart(&dir.join("plot-bars"), &bars)?;
-            vec!["plot.png", "plot-bars.png"]
+            let run = timeline_run(scenario, first);
+            let rows = timeline_rows(scenario, run);
+            let chart = timeline(scenario, run, &rows, first.seed);
+            bars.title =
+                format!("{}: {} per program", scenario.title, crate::figure::metric_short(fig.metric));
+            write_chart(&dir.join("plot"), &chart)?;
+            write_chart(&dir.join("plot-bars"), &bars)?;
+            let plots = vec![
+                Plot { file: "plot", size: crate::plot::Chart::size(&chart) },
+                Plot { file: "plot-bars", size: bars.size() },
+            ];
+            (plots, Some((run.label.as_str(), rows)))
         }
     };
 
-    crate::trace::write_chrome_trace(&dir.join("trace.json"), result)?;
-    write_file(&dir.join("report.md"), report_md(source, scenario, result, fig, &plots).as_bytes())?;
+    crate::trace::write_chrome_trace(&dir.join("trace.json"), first)?;
+    let timeline = timeline_rows.as_ref().map(|(label, rows)| (*label, rows.as_slice()));
+    let md = report_md(source, scenario, results, fig, &plots, timeline);
+    write_file(&dir.join("report.md"), md.as_bytes())?;
 
-    let (compared, differing) = fig.paper_counts();
+    let all_finished = results.iter().all(|r| r.runs.iter().all(|r| r.finished));
     Ok(Written {
         name: scenario.name.clone(),
         title: scenario.title.clone(),
-        compared,
-        differing,
-        all_finished: result.runs.iter().all(|r| r.finished),
+        seeds: fig.seeds.clone(),
+        counts: fig.paper_counts(scenario),
+        all_finished,
+        html: crate::html::scenario_section(scenario, fig, &plots, timeline, first.seed),
     })
 }
 
@@ -128,6 +230,13 @@ pub fn report_dir(out: &Path, name: &str) -> Result<PathBuf> {
         .with_context(|| {
             format!("refusing to write a report for the scenario name {name:?}: not one safe folder name")
         })
+}
+
+/// A plot written beside a report: its file stem and pixel size.
+#[derive(Debug, Clone, Copy)]
+pub struct Plot {
+    pub file: &'static str,
+    pub size: (u32, u32),
 }
 
 /// `path` with `.tmp` added to its name: where [`write_atomic`] writes first.
@@ -164,94 +273,35 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic(path, |w| w.write_all(bytes))
 }
 
-fn bar_chart(scenario: &Scenario, fig: &Figure) -> BarChart {
-    BarChart {
-        title: scenario.title.clone(),
-        y_label: metric_name(fig.metric).to_string(),
-        categories: fig.categories.clone(),
-        series: fig
-            .series
-            .iter()
-            .enumerate()
-            .map(|(si, name)| Series {
-                name: name.clone(),
-                values: fig.values[si].iter().map(|v| v.unwrap_or(f64::NAN)).collect(),
-            })
-            .collect(),
-        log_y: false,
-    }
-}
-
-/// The run whose allocation timeline the report shows.
-fn timeline_run<'a>(scenario: &Scenario, result: &'a ScenarioResult) -> &'a dyncore_sim::RunResult {
-    scenario
-        .report
-        .timeline_run
-        .as_ref()
-        .and_then(|l| result.runs.iter().find(|r| &r.label == l))
-        .unwrap_or(&result.runs[0])
-}
-
-/// CPUs per program over time, stacked, for the report's timeline run.
-fn allocation_chart(scenario: &Scenario, result: &ScenarioResult) -> StackedChart {
-    let run = timeline_run(scenario, result);
-    let mut names: Vec<String> = Vec::new();
-    for s in &run.allocation {
-        for (p, _) in &s.cpus_by_program {
-            if !names.contains(p) {
-                names.push(p.clone());
-            }
-        }
-    }
-    let ms = |t: u64| t as f64 / 1e6;
-    let mut xs: Vec<f64> = run.allocation.iter().map(|s| ms(s.t_ns)).collect();
-    xs.push(ms(run.end_ns.max(run.allocation.last().map_or(0, |s| s.t_ns))));
-    let series = names
-        .iter()
-        .map(|name| {
-            let vals = run
-                .allocation
-                .iter()
-                .map(|s| {
-                    s.cpus_by_program.iter().find(|(p, _)| p == name).map_or(0.0, |(_, c)| f64::from(*c))
-                })
-                .collect();
-            (name.clone(), vals)
-        })
-        .collect();
-    StackedChart {
-        title: format!("{} ({})", scenario.title, run.label),
-        x_label: "time (virtual ms)".into(),
-        y_label: "CPUs in each program's execution object".into(),
-        xs,
-        series,
-        capacity: Some(run.cpus as f64),
-    }
-}
-
+/// `report.md`: what the paper shows, the comparison over seeds, and the
+/// first seed's runs, programs and (for Figure 8) timeline in detail.
 fn report_md(
     source: &Path,
     scenario: &Scenario,
-    result: &ScenarioResult,
+    results: &[ScenarioResult],
     fig: &Figure,
-    plots: &[&str],
+    plots: &[Plot],
+    timeline: Option<(&str, &[TimelineRow])>,
 ) -> String {
     let mut s = String::new();
+    let first = &results[0];
     let _ = writeln!(s, "# {}\n", scenario.title);
     if !scenario.description.trim().is_empty() {
         let _ = writeln!(s, "{}\n", scenario.description.trim());
     }
     let _ = writeln!(
         s,
-        "Scenario `{}`, seed {}, simulated by dyncore-sim (virtual time; deterministic). \
-         Reproduce with `cargo run --release -- run {} --seed {}`.\n",
+        "Scenario `{}`, simulated by dyncore-sim (virtual time; deterministic) with {}: every run is run once \
+         per seed, and each figure is the median over the seeds with its min–max range. \
+         Reproduce with `cargo run --release -- run {} --seed {} --seeds {}`.\n",
         scenario.name,
-        result.seed,
+        seeds_phrase(&fig.seeds),
         source.display(),
-        result.seed
+        first.seed,
+        fig.seeds.len()
     );
     for p in plots {
-        let _ = writeln!(s, "![{}]({p})\n", p.trim_end_matches(".png"));
+        let _ = writeln!(s, "![{}]({}.png)\n", p.file, p.file);
     }
     if !scenario.expect.is_empty() {
         let _ = writeln!(s, "## What the paper shows\n");
@@ -263,37 +313,73 @@ fn report_md(
     let _ = writeln!(s, "## Results: {}\n", metric_name(fig.metric));
     s += &comparison_table("", fig).to_markdown();
     s.push('\n');
-    if fig.has_paper() {
-        let (compared, differing) = fig.paper_counts();
-        if compared == 0 {
-            let _ = writeln!(
-                s,
-                "No figure the paper states could be compared: dyncore has no value where the paper has one.\n"
-            );
-        } else if differing == 0 {
-            let _ = writeln!(s, "Every figure the paper states is within 25% of dyncore's.\n");
-        } else {
-            let _ = writeln!(
-                s,
-                "**{differing} of {compared} figures the paper states differ from dyncore's by more than 25%**; \
-                 docs/results.md explains why.\n",
-            );
-        }
-        for f in fig.unmatched_paper(scenario) {
-            let _ = writeln!(
-                s,
-                "Note: the paper figure for x = `{}`, series = `{}` matches no result.\n",
-                f.x, f.series
-            );
-        }
-    } else {
+    let _ = writeln!(s, "{}\n", paper_verdict(scenario, fig));
+    for u in fig.unmatched_paper(scenario) {
         let _ = writeln!(
             s,
-            "The paper gives this figure as a plot only; compare the shape with the list above.\n"
+            "Not compared: the paper figure for x = `{}`, series = `{}` ({}): {}.\n",
+            u.figure.x,
+            u.figure.series,
+            fmt_value(u.figure.value),
+            u.reason
         );
     }
+    let _ = writeln!(s, "## Runs (seed {})\n", first.seed);
+    s += &runs_table(first).to_markdown();
+    s.push('\n');
+    let _ = writeln!(s, "## Programs (seed {})\n", first.seed);
+    s += &programs_table(first).to_markdown();
+    s.push('\n');
+    if let Some((label, rows)) = timeline {
+        let _ = writeln!(s, "## CPU allocation timeline ({label}, seed {})\n", first.seed);
+        s += &timeline_table(rows).to_markdown();
+        s.push('\n');
+    }
+    let _ = writeln!(s, "## Trace\n\n{}", trace_hint(first.seed));
+    s
+}
 
-    let _ = writeln!(s, "## Runs\n");
+/// What the comparison with the paper came to, as one or two sentences.
+pub fn paper_verdict(scenario: &Scenario, fig: &Figure) -> String {
+    let c = fig.paper_counts(scenario);
+    let several = fig.seeds.len() > 1;
+    if c.compared == 0 && c.unmatched == 0 {
+        return "The paper states no number for this figure; compare the shape with what the paper shows, above."
+            .into();
+    }
+    let range = if several && c.compared > 0 {
+        format!(
+            " The paper's value lies inside dyncore's range over seeds for {} of {}.",
+            c.in_range, c.compared
+        )
+    } else {
+        String::new()
+    };
+    let main = if c.compared == 0 {
+        "No figure the paper states could be compared (see below).".to_string()
+    } else if c.differing == 0 {
+        format!("Every one of the {} figures compared is within 25% of the paper's.", c.compared)
+    } else {
+        format!(
+            "**{} of {} figures compared differ from the paper's by more than 25%** (dyncore's median); \
+             docs/results.md explains why.",
+            c.differing, c.compared
+        )
+    };
+    format!("{main}{range}")
+}
+
+/// How to open a trace, for report.md and the page.
+pub fn trace_hint(seed: u64) -> String {
+    format!(
+        "`trace.json` holds the first seed ({seed}) only: one trace per scenario. Open it at \
+         <https://ui.perfetto.dev> (Open trace file) or in `chrome://tracing`: one process per run, \
+         CPUs as lanes (with a reconfiguration lane under each CPU that fused or split), threads as \
+         slices, fused execution objects as spans on their own lanes."
+    )
+}
+
+fn runs_table(result: &ScenarioResult) -> Table {
     let mut t = Table::new(
         "",
         &[
@@ -334,10 +420,10 @@ fn report_md(
             r.events.to_string(),
         ]);
     }
-    s += &t.to_markdown();
-    s.push('\n');
+    t
+}
 
-    let _ = writeln!(s, "## Programs\n");
+fn programs_table(result: &ScenarioResult) -> Table {
     let mut t = Table::new(
         "",
         &[
@@ -352,9 +438,9 @@ fn report_md(
             "fused (ms)",
         ],
     );
+    let opt = |v: Option<f64>| v.map(fmt_value).unwrap_or_else(|| "-".into());
     for r in &result.runs {
         for p in &r.programs {
-            let opt = |v: Option<f64>| v.map(fmt_value).unwrap_or_else(|| "-".into());
             t.row(vec![
                 r.label.clone(),
                 p.label.clone(),
@@ -368,47 +454,72 @@ fn report_md(
             ]);
         }
     }
-    s += &t.to_markdown();
-    s.push('\n');
-    if scenario.report.kind == PlotKind::Allocation {
-        let run = timeline_run(scenario, result);
-        let _ = writeln!(s, "## CPU allocation timeline ({})\n", run.label);
-        let mut t = Table::new("", &["t (ms)", "CPUs per program"]);
-        for a in &run.allocation {
-            let cells: Vec<String> = a.cpus_by_program.iter().map(|(p, c)| format!("{p}: {c}")).collect();
-            t.row(vec![fmt_value(a.t_ns as f64 / 1e6), cells.join(", ")]);
-        }
-        s += &t.to_markdown();
-        s.push('\n');
-    }
-    let _ = writeln!(
-        s,
-        "`trace.json` opens in <https://ui.perfetto.dev> or `chrome://tracing`: one process per run, \
-         CPUs as lanes (with a reconfiguration lane under each CPU that fused or split), threads as slices, fused execution objects as spans on their own lanes."
-    );
-    s
+    t
 }
 
-/// `out/index.md`: what was run (`what_ran`, one sentence), then one line
-/// per scenario.
-pub fn write_index(out: &Path, written: &[Written], what_ran: &str) -> Result<()> {
-    let mut s = format!("# dyncore report\n\n{what_ran}\n\n");
+/// The allocation timeline with its events and the paper's events.
+pub fn timeline_table(rows: &[TimelineRow]) -> Table {
+    let mut t = Table::new("", &["t (ms)", "event", "paper's event", "CPUs per program from then on"]);
+    for r in rows {
+        let what: Vec<String> = r.events.iter().map(|e| e.what.clone()).collect();
+        let paper: Vec<String> =
+            r.events.iter().filter_map(|e| e.paper.as_ref().map(|p| p.1.clone())).collect();
+        let what = if what.is_empty() { "CPUs reallocated".into() } else { what.join("; ") };
+        t.row(vec![fmt_value(r.t_ns as f64 / 1e6), what, paper.join(" "), r.cpus.clone()]);
+    }
+    t
+}
+
+/// The index table: one row per scenario.
+pub fn index_table(written: &[Written], link: impl Fn(&Written) -> String) -> Table {
     let mut t = Table::new(
         "",
-        &["scenario", "title", "paper figures compared", "differ by >25%", "all runs finished"],
+        &[
+            "scenario",
+            "title",
+            "seeds",
+            "paper figures compared",
+            "differ by >25%",
+            "paper value in seed range",
+            "not compared",
+            "all runs finished",
+        ],
     );
     for w in written {
         t.row(vec![
-            format!("[{}]({}/report.md)", w.name, w.name),
+            link(w),
             w.title.clone(),
-            w.compared.to_string(),
-            w.differing.to_string(),
+            w.seeds.len().to_string(),
+            w.counts.compared.to_string(),
+            w.counts.differing.to_string(),
+            w.counts.in_range.to_string(),
+            w.counts.unmatched.to_string(),
             if w.all_finished { "yes".into() } else { "NO".into() },
         ]);
     }
-    s += &t.to_markdown();
+    t
+}
+
+/// `out/index.md` and `out/index.html` over the scenarios just run (and,
+/// in the page, the bench reports found in `out/bench-*/`).
+/// `what_ran` is one sentence saying what this invocation ran.
+pub fn write_index(out: &Path, written: &[Written], what_ran: &str) -> Result<()> {
+    let mut s = String::from("# dyncore report\n\n");
+    let _ = writeln!(
+        s,
+        "{what_ran} Each figure is the median over the seeds, with its range. Open `index.html` for the page \
+         with every plot.\n"
+    );
+    s += &index_table(written, |w| format!("[{}]({}/report.md)", w.name, w.name)).to_markdown();
+    let mut total = PaperCounts::default();
+    for w in written {
+        total += w.counts;
+    }
+    let several = written.iter().any(|w| w.seeds.len() > 1);
+    let _ = writeln!(s, "\n{}.", summary_sentence(&total, several));
     s += "\nWhere dyncore differs from the paper, docs/results.md explains why.\n";
-    write_file(&out.join("index.md"), s.as_bytes())
+    write_file(&out.join("index.md"), s.as_bytes())?;
+    write_file(&out.join("index.html"), crate::html::page(out, written, &total)?.as_bytes())
 }
 
 #[cfg(test)]

@@ -3,10 +3,14 @@
 //!
 //! Layout: one process per run (named by the run's label, in the scenario's
 //! order); in each, one lane per CPU (`CPU n`) holding the threads that ran on
-//! it as slices, `CPU n reconfig` lanes under it when that CPU fused or split (more
-//! than one where its reconfigurations overlap),
-//! and one lane per fused execution object (`object k`) holding its active
-//! spans. Program starts, exits and rebalances are process-wide instants.
+//! it as slices, a `CPU n reconfig` lane under it when that CPU fused or
+//! split, and one lane per fused execution object (`object k`) holding its
+//! active spans. Program starts, exits and rebalances are process-wide
+//! instants.
+//!
+//! Invariant: the reconfigurations of one CPU never overlap (the engine
+//! serialises them, as the kernel serialises hotplug), so one lane per CPU
+//! nests properly; asserted in debug builds.
 //!
 //! Times are virtual microseconds with three decimals (nanosecond precision).
 //! The file is streamed (runs can hold millions of slices) and is
@@ -17,7 +21,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Result;
-use dyncore_sim::{ScenarioResult, TraceEvent};
+use dyncore_sim::{RunResult, ScenarioResult, TraceEvent};
 
 /// Lanes of fused objects start here, after every CPU's lanes.
 const OBJECT_TID_BASE: usize = 1_000_000;
@@ -41,143 +45,136 @@ fn json_str(s: &str) -> String {
     serde_json::to_string(s).expect("a string always serialises")
 }
 
-/// Writes the trace to any writer; events are separated so each is one line.
+/// The `traceEvents` array being written: puts the separator before every
+/// event but the first, so each event is one line.
+struct Events<'a> {
+    w: &'a mut dyn Write,
+    first: bool,
+}
+
+impl Events<'_> {
+    fn next(&mut self) -> std::io::Result<&mut dyn Write> {
+        if !std::mem::take(&mut self.first) {
+            self.w.write_all(b",\n")?;
+        }
+        Ok(&mut *self.w)
+    }
+
+    /// A metadata event (`process_name`, `thread_sort_index`, ...).
+    fn meta(&mut self, pid: usize, what: &str, tid: usize, args: &str) -> std::io::Result<()> {
+        let w = self.next()?;
+        write!(w, "{{\"name\":\"{what}\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{{args}}}}}")
+    }
+
+    /// A lane's name and its place in the order of lanes.
+    fn lane(&mut self, pid: usize, tid: usize, name: &str) -> std::io::Result<()> {
+        self.meta(pid, "thread_name", tid, &format!("\"name\":{}", json_str(name)))?;
+        self.meta(pid, "thread_sort_index", tid, &format!("\"sort_index\":{tid}"))
+    }
+}
+
+/// Writes the trace to any writer.
 pub fn write_to(w: &mut dyn Write, result: &ScenarioResult) -> std::io::Result<()> {
     w.write_all(b"{\"displayTimeUnit\":\"ns\",\"otherData\":{")?;
     write!(w, "\"scenario\":{},\"seed\":{}", json_str(&result.name), result.seed)?;
     w.write_all(b"},\"traceEvents\":[\n")?;
-    let mut first = true;
-    let mut sep = |w: &mut dyn Write| -> std::io::Result<()> {
-        if !std::mem::take(&mut first) {
-            w.write_all(b",\n")?;
-        }
-        Ok(())
-    };
+    let mut events = Events { w, first: true };
     for (ri, run) in result.runs.iter().enumerate() {
-        let pid = ri + 1;
-        let meta = |w: &mut dyn Write, what: &str, tid: usize, args: &str| -> std::io::Result<()> {
-            write!(w, "{{\"name\":\"{what}\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{{args}}}}}")
-        };
-        sep(w)?;
-        meta(w, "process_name", 0, &format!("\"name\":{}", json_str(&run.label)))?;
-        sep(w)?;
-        meta(w, "process_sort_index", 0, &format!("\"sort_index\":{ri}"))?;
+        write_run(&mut events, ri, run)?;
+    }
+    events.w.write_all(b"\n]}\n")
+}
 
-        // Lanes: every CPU of the machine, a reconfiguration lane for CPUs
-        // that reconfigured, and one lane per fused object.
-        // Reconfigurations of one CPU may overlap (with hotplug costs a
-        // split can be issued while a fuse is still in progress); each
-        // goes on the first of the CPU's reconfiguration lanes that is free
-        // at its start, so every lane nests properly.
-        let mut lane_ends: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
-        let mut reconfig_lane = Vec::new();
-        let mut objects = BTreeSet::new();
-        for ev in &run.trace {
-            match ev {
-                TraceEvent::Reconfig { cpu, start_ns, end_ns, .. } => {
-                    let ends = lane_ends.entry(*cpu).or_default();
-                    let lane = match ends.iter().position(|&e| e <= *start_ns) {
-                        Some(l) => l,
-                        None if ends.len() < RECONFIG_LANES => {
-                            ends.push(0);
-                            ends.len() - 1
-                        }
-                        None => RECONFIG_LANES - 1,
-                    };
-                    ends[lane] = ends[lane].max(*end_ns);
-                    reconfig_lane.push(lane);
-                }
-                TraceEvent::ObjectSpan { object, .. } => {
-                    objects.insert(*object);
-                }
-                _ => {}
+/// The lanes a run needs beyond one per CPU: the CPUs that reconfigured,
+/// and the fused objects.
+fn extra_lanes(run: &RunResult) -> (BTreeSet<usize>, BTreeSet<usize>) {
+    let mut last_end: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut objects = BTreeSet::new();
+    for ev in &run.trace {
+        match ev {
+            TraceEvent::Reconfig { cpu, start_ns, end_ns, .. } => {
+                let prev = last_end.insert(*cpu, *end_ns);
+                debug_assert!(
+                    prev.is_none_or(|end| end <= *start_ns),
+                    "run `{}`: reconfigurations of CPU {cpu} overlap (one starts at {start_ns} ns before the last ends at {prev:?} ns)",
+                    run.label
+                );
             }
-        }
-        for cpu in 0..run.cpus {
-            sep(w)?;
-            meta(w, "thread_name", cpu_tid(cpu), &format!("\"name\":\"CPU {cpu}\""))?;
-            sep(w)?;
-            meta(w, "thread_sort_index", cpu_tid(cpu), &format!("\"sort_index\":{}", cpu_tid(cpu)))?;
-        }
-        for (&cpu, ends) in &lane_ends {
-            for lane in 0..ends.len() {
-                let tid = reconfig_tid(cpu, lane);
-                let name = if lane == 0 {
-                    format!("CPU {cpu} reconfig")
-                } else {
-                    format!("CPU {cpu} reconfig {}", lane + 1)
-                };
-                sep(w)?;
-                meta(w, "thread_name", tid, &format!("\"name\":{}", json_str(&name)))?;
-                sep(w)?;
-                meta(w, "thread_sort_index", tid, &format!("\"sort_index\":{tid}"))?;
+            TraceEvent::ObjectSpan { object, .. } => {
+                objects.insert(*object);
             }
-        }
-        for &o in &objects {
-            sep(w)?;
-            meta(w, "thread_name", OBJECT_TID_BASE + o, &format!("\"name\":\"object {o}\""))?;
-            sep(w)?;
-            meta(
-                w,
-                "thread_sort_index",
-                OBJECT_TID_BASE + o,
-                &format!("\"sort_index\":{}", OBJECT_TID_BASE + o),
-            )?;
-        }
-
-        let mut lanes = reconfig_lane.into_iter();
-        for ev in &run.trace {
-            sep(w)?;
-            match ev {
-                TraceEvent::Slice { cpu, thread, name, start_ns, end_ns, fused } => write!(
-                    w,
-                    "{{\"name\":{},\"cat\":\"thread\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{},\"ts\":{},\"dur\":{},\
-                     \"args\":{{\"thread\":{thread},\"fused\":{fused}}}}}",
-                    json_str(name),
-                    cpu_tid(*cpu),
-                    Us(*start_ns),
-                    Us(end_ns.saturating_sub(*start_ns)),
-                )?,
-                TraceEvent::ObjectSpan { object, cpus, name, start_ns, end_ns } => write!(
-                    w,
-                    "{{\"name\":{},\"cat\":\"object\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{},\"ts\":{},\"dur\":{},\
-                     \"args\":{{\"object\":{object},\"cpus\":{}}}}}",
-                    json_str(name),
-                    OBJECT_TID_BASE + object,
-                    Us(*start_ns),
-                    Us(end_ns.saturating_sub(*start_ns)),
-                    json_str(cpus),
-                )?,
-                TraceEvent::Reconfig { cpu, name, start_ns, end_ns } => write!(
-                    w,
-                    "{{\"name\":{},\"cat\":\"reconfig\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{},\"ts\":{},\"dur\":{}}}",
-                    json_str(name),
-                    reconfig_tid(*cpu, lanes.next().expect("a lane per reconfiguration")),
-                    Us(*start_ns),
-                    Us(end_ns.saturating_sub(*start_ns)),
-                )?,
-                TraceEvent::Instant { name, t_ns } => write!(
-                    w,
-                    "{{\"name\":{},\"cat\":\"event\",\"ph\":\"i\",\"s\":\"p\",\"pid\":{pid},\"tid\":0,\"ts\":{}}}",
-                    json_str(name),
-                    Us(*t_ns),
-                )?,
-            }
+            _ => {}
         }
     }
-    w.write_all(b"\n]}\n")
+    (last_end.into_keys().collect(), objects)
 }
 
-/// Reconfiguration lanes per CPU at most (overlaps beyond share the last).
-const RECONFIG_LANES: usize = 7;
+fn write_run(events: &mut Events<'_>, ri: usize, run: &RunResult) -> std::io::Result<()> {
+    let pid = ri + 1;
+    events.meta(pid, "process_name", 0, &format!("\"name\":{}", json_str(&run.label)))?;
+    events.meta(pid, "process_sort_index", 0, &format!("\"sort_index\":{ri}"))?;
+    let (reconfiguring, objects) = extra_lanes(run);
+    for cpu in 0..run.cpus {
+        events.lane(pid, cpu_tid(cpu), &format!("CPU {cpu}"))?;
+    }
+    for &cpu in &reconfiguring {
+        events.lane(pid, reconfig_tid(cpu), &format!("CPU {cpu} reconfig"))?;
+    }
+    for &o in &objects {
+        events.lane(pid, OBJECT_TID_BASE + o, &format!("object {o}"))?;
+    }
+    for ev in &run.trace {
+        write_event(events.next()?, pid, ev)?;
+    }
+    Ok(())
+}
 
-/// CPU `n`'s lane; its reconfiguration lanes sort right under it.
+/// One trace event as a complete (`X`) or instant (`i`) event.
+fn write_event(w: &mut dyn Write, pid: usize, ev: &TraceEvent) -> std::io::Result<()> {
+    match ev {
+        TraceEvent::Slice { cpu, thread, name, start_ns, end_ns, fused } => write!(
+            w,
+            "{{\"name\":{},\"cat\":\"thread\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{},\"ts\":{},\"dur\":{},\
+             \"args\":{{\"thread\":{thread},\"fused\":{fused}}}}}",
+            json_str(name),
+            cpu_tid(*cpu),
+            Us(*start_ns),
+            Us(end_ns.saturating_sub(*start_ns)),
+        ),
+        TraceEvent::ObjectSpan { object, cpus, name, start_ns, end_ns } => write!(
+            w,
+            "{{\"name\":{},\"cat\":\"object\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{},\"ts\":{},\"dur\":{},\
+             \"args\":{{\"object\":{object},\"cpus\":{}}}}}",
+            json_str(name),
+            OBJECT_TID_BASE + object,
+            Us(*start_ns),
+            Us(end_ns.saturating_sub(*start_ns)),
+            json_str(cpus),
+        ),
+        TraceEvent::Reconfig { cpu, name, start_ns, end_ns } => write!(
+            w,
+            "{{\"name\":{},\"cat\":\"reconfig\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{},\"ts\":{},\"dur\":{}}}",
+            json_str(name),
+            reconfig_tid(*cpu),
+            Us(*start_ns),
+            Us(end_ns.saturating_sub(*start_ns)),
+        ),
+        TraceEvent::Instant { name, t_ns } => write!(
+            w,
+            "{{\"name\":{},\"cat\":\"event\",\"ph\":\"i\",\"s\":\"p\",\"pid\":{pid},\"tid\":0,\"ts\":{}}}",
+            json_str(name),
+            Us(*t_ns),
+        ),
+    }
+}
+
+/// CPU `n`'s lane; its reconfiguration lane sorts right under it.
 fn cpu_tid(cpu: usize) -> usize {
-    (RECONFIG_LANES + 1) * cpu + 1
+    2 * cpu + 1
 }
 
-fn reconfig_tid(cpu: usize, lane: usize) -> usize {
-    cpu_tid(cpu) + 1 + lane
+fn reconfig_tid(cpu: usize) -> usize {
+    cpu_tid(cpu) + 1
 }
 
 #[cfg(test)]
@@ -234,8 +231,8 @@ mod tests {
                             end_ns: 5_000,
                         },
                         TraceEvent::Reconfig { cpu: 0, name: "fuse".into(), start_ns: 900, end_ns: 1_000 },
-                        // Overlaps the next one: a second lane.
-                        TraceEvent::Reconfig { cpu: 1, name: "fuse".into(), start_ns: 100, end_ns: 500 },
+                        // Back to back, as the engine serialises them.
+                        TraceEvent::Reconfig { cpu: 1, name: "fuse".into(), start_ns: 100, end_ns: 300 },
                         TraceEvent::Reconfig { cpu: 1, name: "split".into(), start_ns: 300, end_ns: 800 },
                         TraceEvent::Reconfig { cpu: 1, name: "fuse".into(), start_ns: 800, end_ns: 900 },
                     ],
@@ -263,20 +260,18 @@ mod tests {
                 (e["args"]["name"].as_str().unwrap(), e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap())
             })
             .collect();
-        // Run 1: CPU 0 (tid 1), CPU 1 (tid 8 + 1), CPU 0's reconfig lane
-        // (tid 2), CPU 1's two (its split overlaps a fuse: 10, 11), object 4;
-        // run 2: two CPUs.
+        // Run 1: CPU 0 (tid 1), CPU 1 (tid 3), their reconfiguration lanes
+        // right under them (2, 4), object 4; run 2: two CPUs.
         assert_eq!(
             names,
             vec![
                 ("CPU 0", 1, 1),
-                ("CPU 1", 1, 9),
+                ("CPU 1", 1, 3),
                 ("CPU 0 reconfig", 1, 2),
-                ("CPU 1 reconfig", 1, 10),
-                ("CPU 1 reconfig 2", 1, 11),
+                ("CPU 1 reconfig", 1, 4),
                 ("object 4", 1, 1_000_004),
                 ("CPU 0", 2, 1),
-                ("CPU 1", 2, 9)
+                ("CPU 1", 2, 3)
             ]
         );
         let lanes: Vec<(u64, u64)> = evs
@@ -284,14 +279,12 @@ mod tests {
             .filter(|e| e["cat"] == "reconfig")
             .map(|e| ((e["ts"].as_f64().unwrap() * 1000.0).round() as u64, e["tid"].as_u64().unwrap()))
             .collect();
-        // The split at 300 ns overlaps the fuse until 500 ns; the fuse at
-        // 800 ns starts when both are over and goes back to the first lane.
-        assert_eq!(lanes, vec![(900, 2), (100, 10), (300, 11), (800, 10)]);
+        assert_eq!(lanes, vec![(900, 2), (100, 4), (300, 4), (800, 4)]);
         let slice = evs.iter().find(|e| e["cat"] == "thread").unwrap();
         // 1_500 ns = 1.5 µs; 4_001 - 1_500 = 2_501 ns = 2.501 µs.
         assert_eq!(slice["ts"].as_f64().unwrap(), 1.5);
         assert_eq!(slice["dur"].as_f64().unwrap(), 2.501);
-        assert_eq!(slice["tid"], 9);
+        assert_eq!(slice["tid"], 3);
         assert_eq!(slice["args"]["fused"], true);
         let obj = evs.iter().find(|e| e["cat"] == "object").unwrap();
         assert_eq!(obj["args"]["cpus"], "0-1");
@@ -300,6 +293,22 @@ mod tests {
         assert_eq!(inst["s"], "p");
         let proc = evs.iter().find(|e| e["name"] == "process_name").unwrap();
         assert_eq!(proc["args"]["name"], "a \"quoted\"");
+    }
+
+    /// The engine never overlaps two reconfigurations of a CPU; if it ever
+    /// did, debug builds say so instead of drawing a broken lane.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "reconfigurations of CPU 1 overlap")]
+    fn overlapping_reconfigurations_are_refused_in_debug_builds() {
+        let mut r = sample();
+        r.runs[0].trace.push(TraceEvent::Reconfig {
+            cpu: 1,
+            name: "split".into(),
+            start_ns: 850,
+            end_ns: 950,
+        });
+        render(&r);
     }
 
     #[test]

@@ -154,15 +154,21 @@ fn run_writes_the_report_folder() {
         index.contains(&format!("The scenarios of `{f}`")) && !index.contains("Every shipped"),
         "{index}"
     );
+    assert!(out.join("index.md").exists() && out.join("index.html").exists());
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("tiny/results.json")).unwrap()).unwrap();
-    assert_eq!(json["runs"].as_array().unwrap().len(), 1);
+    // Five seeds by default, each with the scenario's one run.
+    assert_eq!(json["seeds"], serde_json::json!([1, 2, 3, 4, 5]));
+    let per_seed = json["results"].as_array().unwrap();
+    assert_eq!(per_seed.len(), 5);
+    assert!(per_seed.iter().all(|r| r["runs"].as_array().unwrap().len() == 1));
     // The table printed on the terminal names both programs.
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("sjeng") && stdout.contains("gcc"), "{stdout}");
 }
 
-/// Every shipped scenario, run twice: byte-identical reports.
+/// Every shipped scenario, run twice with the default seeds (several, run
+/// in parallel): byte-identical reports, plots and pages.
 #[test]
 fn shipped_reports_are_byte_identical_across_runs() {
     let guard = tmp("det");
@@ -178,14 +184,24 @@ fn shipped_reports_are_byte_identical_across_runs() {
         if !e.path().is_dir() {
             continue;
         }
-        for file in ["results.json", "report.md", "trace.json", "plot.svg"] {
+        for file in ["results.json", "report.md", "trace.json", "plot.svg", "plot.png"] {
             let x = std::fs::read(e.path().join(file)).unwrap();
             let y = std::fs::read(b.join(e.file_name()).join(file)).unwrap();
             assert!(x == y, "{}/{file} differs between two runs", e.file_name().to_string_lossy());
             compared += 1;
         }
     }
-    assert!(compared >= 8 * 4);
+    assert!(compared >= 8 * 5);
+    for file in ["index.md", "index.html"] {
+        assert!(
+            std::fs::read(a.join(file)).unwrap() == std::fs::read(b.join(file)).unwrap(),
+            "{file} differs"
+        );
+    }
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(a.join("fig7-underprovisioned/results.json")).unwrap())
+            .unwrap();
+    assert!(json["seeds"].as_array().unwrap().len() > 1, "the default run uses several seeds");
 }
 
 #[test]

@@ -92,12 +92,26 @@ impl At {
 }
 
 impl Scenario {
+    /// `seeds` in 1..=[`Scenario::MAX_SEEDS`], and `seed + seeds - 1` a `u64`.
+    fn check_seeds(&self, root: &At) -> Result<(), ScenarioError> {
+        if let Some(n) = self.seeds
+            && !(1..=Self::MAX_SEEDS).contains(&n)
+        {
+            return Err(root.key("seeds").err(format!("must be in 1..={}", Self::MAX_SEEDS)));
+        }
+        if self.seed.checked_add(u64::from(self.seeds.unwrap_or(1)).saturating_sub(1)).is_none() {
+            return Err(root.key("seeds").err(format!("seed + seeds - 1 must not exceed {}", u64::MAX)));
+        }
+        Ok(())
+    }
+
     /// Checks meaning and limits: known programs and machines, machines that
     /// can exist, every value in the range docs/scenarios.md gives. Returns
     /// the first error, which names its field by path.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         let root = At::root();
         check_name(&self.name).map_err(|m| root.key("name").err(m))?;
+        self.check_seeds(&root)?;
         root.key("title").one_line(&self.title, false)?;
         if let Some(c) = self.description.chars().find(|c| c.is_control() && !matches!(c, '\n' | '\t')) {
             return Err(root.key("description").err(format!("contains the control character {c:?}")));
