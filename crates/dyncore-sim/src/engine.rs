@@ -46,6 +46,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use dyncore_core::exec::ExecObject;
+use dyncore_core::policy::trace::TraceWriter;
 use dyncore_core::policy::{Action, CpuState, Event, Policy, ReconfigId, ThreadSpec};
 use dyncore_core::reconfig::Mode;
 use dyncore_core::sched::{ClusterScheduler, Config, auto_tax};
@@ -57,7 +58,9 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::machine::{MachineSpec, progress_rate};
 use crate::reconfigure::Reconfigurer;
-use crate::result::{AllocSample, CpuStats, ProgramResult, ReconfigStats, RunResult, TraceEvent};
+use crate::result::{
+    AllocSample, CpuStats, PolicyTrace, ProgramResult, ReconfigStats, RunResult, TraceEvent,
+};
 use crate::scenario::{PolicyKind, RunSpec, Scenario, TaxSpec};
 use crate::workload::{Binding, Program, Shape, program};
 
@@ -162,6 +165,8 @@ struct Sim {
     actions: Vec<Action>,
     /// Scratch list of CPUs whose threads `execute` must refresh.
     touched: Vec<usize>,
+    /// The policy's traffic, when the scenario asks for it.
+    record: Option<TraceWriter<Vec<u8>, Vec<u8>>>,
 }
 
 /// Runs run `index` of a validated scenario.
@@ -186,6 +191,30 @@ pub fn run(scenario: &Scenario, index: usize) -> RunResult {
     sim.finish(spec, scenario)
 }
 
+fn machine_of(spec: &RunSpec) -> MachineSpec {
+    MachineSpec::build(spec).unwrap_or_else(|(f, m)| panic!("unvalidated scenario: {f}: {m}"))
+}
+
+/// The policy that run `index` of a validated scenario runs: Chameleon's
+/// cluster scheduler, or its Linux-like mode, configured for the run's
+/// machine. A replay of the run's event trace starts from a fresh one.
+pub fn policy_for(scenario: &Scenario, index: usize) -> ClusterScheduler {
+    let spec = &scenario.runs[index];
+    let params = scenario.sim.with(&spec.sim);
+    let machine = machine_of(spec);
+    ClusterScheduler::new(
+        machine.topology,
+        Config {
+            min_granularity_ns: params.min_granularity_ns,
+            chameleon: spec.policy == PolicyKind::Chameleon,
+            notify_on_exit: params.notify_on_exit,
+            max_fuse: machine.max_fuse,
+            speed: machine.speed,
+            reconfig_mode: Mode::Bolt,
+        },
+    )
+}
+
 /// Whether run `spec` can reconfigure at all: Chameleon on a machine that fuses.
 fn reconfigures(spec: &RunSpec, machine: &MachineSpec) -> bool {
     spec.policy == PolicyKind::Chameleon && machine.max_fuse > 1
@@ -197,20 +226,9 @@ impl Sim {
     fn new(scenario: &Scenario, index: usize) -> Sim {
         let spec = &scenario.runs[index];
         let params = scenario.sim.with(&spec.sim);
-        let machine =
-            MachineSpec::build(spec).unwrap_or_else(|(f, m)| panic!("unvalidated scenario: {f}: {m}"));
+        let machine = machine_of(spec);
         let ncpus = machine.topology.ncpus();
-        let policy = ClusterScheduler::new(
-            machine.topology.clone(),
-            Config {
-                min_granularity_ns: params.min_granularity_ns,
-                chameleon: spec.policy == PolicyKind::Chameleon,
-                notify_on_exit: params.notify_on_exit,
-                max_fuse: machine.max_fuse,
-                speed: machine.speed,
-                reconfig_mode: Mode::Bolt,
-            },
-        );
+        let policy = policy_for(scenario, index);
         // One generator per run: seed mixed with the run index (splitmix64 step).
         let mut z = scenario.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -255,6 +273,9 @@ impl Sim {
             trace: Vec::new(),
             actions: Vec::new(),
             touched: Vec::new(),
+            record: scenario
+                .record_policy_trace
+                .then(|| TraceWriter::new(Vec::with_capacity(1 << 20), Vec::with_capacity(1 << 20))),
             machine,
             policy,
         };
@@ -369,6 +390,9 @@ impl Sim {
     fn feed(&mut self, event: &Event) {
         let mut out = std::mem::take(&mut self.actions);
         self.policy.handle(self.now, event, &mut out);
+        if let Some(r) = &mut self.record {
+            r.record(self.now, event, &out);
+        }
         self.execute(&mut out);
         self.actions = out;
     }
@@ -841,6 +865,11 @@ impl Sim {
             decisions,
             allocation: self.allocation,
             trace: self.trace,
+            policy_trace: self.record.map(|r| {
+                let (events, actions) = r.finish().expect("writing to memory does not fail");
+                let text = |b: Vec<u8>| String::from_utf8(b).expect("serde_json writes UTF-8");
+                PolicyTrace { events: text(events), actions: text(actions) }
+            }),
         }
     }
 }

@@ -14,7 +14,7 @@ pub mod scenario;
 pub mod workload;
 
 pub use result::{
-    AllocSample, CpuStats, ProgramResult, ReconfigStats, RunResult, ScenarioResult, TraceEvent,
+    AllocSample, CpuStats, PolicyTrace, ProgramResult, ReconfigStats, RunResult, ScenarioResult, TraceEvent,
 };
 pub use scenario::{Scenario, ScenarioError};
 

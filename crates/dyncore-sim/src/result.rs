@@ -47,6 +47,18 @@ pub struct RunResult {
     /// Trace events (not written into results.json; see trace.json).
     #[serde(skip)]
     pub trace: Vec<TraceEvent>,
+    /// The policy's events and actions, when the scenario asked for them
+    /// (`Scenario::record_policy_trace`).
+    #[serde(skip)]
+    pub policy_trace: Option<PolicyTrace>,
+}
+
+/// A run's policy traffic in the boundary's trace format
+/// (`dyncore_core::policy::trace`): JSON lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyTrace {
+    pub events: String,
+    pub actions: String,
 }
 
 /// One program instance.

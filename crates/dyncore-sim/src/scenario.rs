@@ -256,6 +256,10 @@ pub struct Scenario {
     pub paper: Vec<PaperFigure>,
     #[serde(rename = "run")]
     pub runs: Vec<RunSpec>,
+    /// Record each run's policy traffic into `RunResult::policy_trace` (not
+    /// a file field: set by callers that replay or check it).
+    #[serde(skip)]
+    pub record_policy_trace: bool,
 }
 
 fn default_seed() -> u64 {

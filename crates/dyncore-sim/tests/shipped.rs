@@ -1,21 +1,10 @@
 //! Every shipped scenario: validates, runs, is deterministic, and has the
 //! qualitative shape of the paper's figure.
 
-use std::path::PathBuf;
+mod common;
 
-use dyncore_sim::{Scenario, ScenarioResult, run_scenario};
-
-fn scenarios_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
-}
-
-fn load(name: &str) -> Scenario {
-    let path = scenarios_dir().join(format!("{name}.toml"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let s = Scenario::from_toml(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    s.validate().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    s
-}
+use common::{load, shipped_names};
+use dyncore_sim::{ScenarioResult, run_scenario};
 
 fn run(name: &str) -> ScenarioResult {
     let s = load(name);
@@ -274,17 +263,7 @@ fn reconfigurations_of_a_cpu_never_overlap() {
 
 #[test]
 fn every_scenario_is_deterministic() {
-    let dir = scenarios_dir();
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .expect("scenarios/")
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    assert!(names.len() >= 8, "{names:?}");
-    for name in names {
+    for name in shipped_names() {
         let s = load(&name);
         let a = serde_json::to_vec(&run_scenario(&s, &mut |_, _| {})).unwrap();
         let b = serde_json::to_vec(&run_scenario(&s, &mut |_, _| {})).unwrap();

@@ -205,6 +205,7 @@ mod tests {
             decisions: 0,
             allocation: vec![],
             trace,
+            policy_trace: None,
         }
     }
 
