@@ -56,6 +56,7 @@ use dyncore_core::{CpuSet, Nanos};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::cost::Mechanism;
 use crate::machine::{MachineSpec, progress_rate};
 use crate::reconfigure::Reconfigurer;
 use crate::result::{
@@ -139,6 +140,8 @@ struct PendingReconfig {
 }
 
 struct Sim {
+    /// Which run of the scenario this is.
+    index: usize,
     now: Nanos,
     seq: u64,
     queue: BinaryHeap<Reverse<(Key, Ev)>>,
@@ -229,6 +232,7 @@ impl Sim {
         let machine = machine_of(spec);
         let ncpus = machine.topology.ncpus();
         let policy = policy_for(scenario, index);
+        let profile = (params.reconfig == Mechanism::Runtime).then(|| scenario.profile_for(index));
         // One generator per run: seed mixed with the run index (splitmix64 step).
         let mut z = scenario.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -236,11 +240,12 @@ impl Sim {
         let rng = ChaCha8Rng::seed_from_u64(z ^ (z >> 31));
 
         let mut sim = Sim {
+            index,
             now: 0,
             seq: 0,
             queue: BinaryHeap::new(),
             rng,
-            reconfigurer: Reconfigurer::new(params.reconfig, ncpus),
+            reconfigurer: Reconfigurer::new(params.reconfig, ncpus, profile.map(|(_, p)| p)),
             pending: None,
             progs: Vec::new(),
             threads: Vec::new(),
@@ -798,11 +803,13 @@ impl Sim {
     fn finish(mut self, spec: &RunSpec, scenario: &Scenario) -> RunResult {
         let label = spec.label.clone();
         let series = spec.series.clone().unwrap_or_else(|| spec.label.clone());
-        let mechanism = if reconfigures(spec, &self.machine) {
-            scenario.sim.with(&spec.sim).reconfig.name()
-        } else {
-            "none"
-        };
+        let params = scenario.sim.with(&spec.sim);
+        let reconfigures = reconfigures(spec, &self.machine);
+        let mechanism = if reconfigures { params.reconfig.name() } else { "none" };
+        let profile = (reconfigures && params.reconfig == Mechanism::Runtime).then(|| {
+            let (source, p) = scenario.profile_for(self.index);
+            format!("{source}: {} ({})", p.machine, p.measured_on)
+        });
         let finished = self.live_programs == 0 && self.pending_arrivals == 0;
         let end = self.now;
         for cpu in 0..self.cpus.len() {
@@ -852,6 +859,7 @@ impl Sim {
                 PolicyKind::Chameleon => "chameleon".into(),
             },
             reconfig_mechanism: mechanism.into(),
+            reconfig_profile: profile,
             cpus: self.cpus.len(),
             end_ns: end,
             finished,

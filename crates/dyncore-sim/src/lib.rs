@@ -8,6 +8,7 @@
 pub mod cost;
 pub mod engine;
 pub mod machine;
+mod profiles;
 pub mod reconfigure;
 pub mod result;
 pub mod scenario;

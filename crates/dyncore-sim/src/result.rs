@@ -21,7 +21,12 @@ pub struct RunResult {
     pub series: String,
     pub machine: String,
     pub policy: String,
+    /// `none` when the run cannot reconfigure (Linux-like policy, or a
+    /// machine that does not fuse).
     pub reconfig_mechanism: String,
+    /// The machine profile a `runtime` mechanism charged: where it came
+    /// from, what machine, when measured.
+    pub reconfig_profile: Option<String>,
     pub cpus: usize,
     /// Virtual time when the last program finished (or the safety stop).
     pub end_ns: u64,

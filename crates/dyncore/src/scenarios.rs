@@ -92,9 +92,10 @@ pub fn load(path: &Path) -> Result<Scenario, LoadError> {
     parse(path, &text)
 }
 
-/// Parses and validates scenario text (`path` is only used in errors).
+/// Parses and validates scenario text (`path` names the file in errors, and
+/// the folder machine profiles are read from).
 pub fn parse(path: &Path, text: &str) -> Result<Scenario, LoadError> {
-    let scenario = Scenario::from_toml(text).map_err(|e| {
+    let mut scenario = Scenario::from_toml(text).map_err(|e| {
         let at = e.span().map(|s| line_col(text, s.start));
         // toml's message repeats the location in its first lines; keep the
         // message proper.
@@ -102,7 +103,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, LoadError> {
         let field = e.span().and_then(|s| field_at(text, s));
         LoadError { file: path.to_path_buf(), at, field, message }
     })?;
-    scenario.validate().map_err(|e: ScenarioError| {
+    scenario.load_profiles(path).and_then(|()| scenario.validate()).map_err(|e: ScenarioError| {
         let span = span_of_path(text, &e.path);
         LoadError {
             file: path.to_path_buf(),

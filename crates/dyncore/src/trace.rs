@@ -192,6 +192,7 @@ mod tests {
             machine: "dynamic".into(),
             policy: "chameleon".into(),
             reconfig_mechanism: "proxy-apic".into(),
+            reconfig_profile: None,
             cpus: 2,
             end_ns: 10_000,
             finished: true,

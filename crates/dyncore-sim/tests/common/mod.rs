@@ -26,7 +26,8 @@ pub fn shipped_names() -> Vec<String> {
 pub fn load(name: &str) -> Scenario {
     let path = scenarios_dir().join(format!("{name}.toml"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let s = Scenario::from_toml(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut s = Scenario::from_toml(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    s.load_profiles(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     s.validate().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     s
 }
