@@ -15,8 +15,11 @@
 //! * `StallEnd(cpu)` — a CPU finished reconfiguring.
 //! * `ReconfigDone(id, took)` — the reconfiguration `id` finished: the
 //!   policy's `ReconfigDone`.
-//! * `Ipi` — an inter-processor interrupt to a random CPU; if that CPU is
-//!   borrowed into a fused object and has a proxy, its proxy handles it.
+//! * `Ipi` — an inter-processor interrupt to a random CPU, while a parallel
+//!   program runs (Chameleon §2 measured 40 IPIs/s/CPU, reschedules and TLB
+//!   shootdowns, under pmake; sequential programs alone send none); if that
+//!   CPU is borrowed into a fused object and has a proxy, its proxy handles
+//!   it.
 //!
 //! ## Actions
 //! `Dispatch` and `SetSpeed` set what a CPU runs and at which duty; `Fuse`
@@ -155,6 +158,11 @@ struct Sim {
     cpus: Vec<CpuSim>,
     tick_ns: Nanos,
     ipi_mean_gap_ns: f64,
+    /// Parallel programs started and not finished: IPIs flow while any runs.
+    parallel_live: usize,
+    /// An `Ipi` event is queued.
+    ipi_queued: bool,
+    ipis: u64,
     live_programs: usize,
     pending_arrivals: usize,
     events: u64,
@@ -270,6 +278,9 @@ impl Sim {
             pending_arrivals: 0,
             events: 0,
             reconfig: ReconfigStats::default(),
+            parallel_live: 0,
+            ipi_queued: false,
+            ipis: 0,
             proxy_ipis: 0,
             migrations: 0,
             defrag_migrations: 0,
@@ -290,10 +301,6 @@ impl Sim {
         sim.name_programs();
         for cpu in 0..ncpus {
             sim.push(0, Ev::Tick(cpu));
-        }
-        if sim.ipi_mean_gap_ns > 0.0 {
-            let gap = sim.exp_gap();
-            sim.push(gap, Ev::Ipi);
         }
         sim
     }
@@ -386,6 +393,17 @@ impl Sim {
         self.queue.push(Reverse((Key { t, seq: self.seq }, ev)));
     }
 
+    /// Queues the next IPI of the Poisson process, unless one is queued or
+    /// IPIs are off.
+    fn queue_ipi(&mut self) {
+        if self.ipi_queued || self.ipi_mean_gap_ns <= 0.0 {
+            return;
+        }
+        let gap = self.exp_gap();
+        self.push(self.now + gap, Ev::Ipi);
+        self.ipi_queued = true;
+    }
+
     fn exp_gap(&mut self) -> Nanos {
         let u: f64 = self.rng.random::<f64>();
         ((-(1.0 - u).ln()) * self.ipi_mean_gap_ns).max(1.0) as Nanos
@@ -421,14 +439,18 @@ impl Sim {
             Ev::StallEnd(cpu) => self.refresh_cpu(cpu),
             Ev::ReconfigDone(id, took_ns) => self.feed(&Event::ReconfigDone { id: ReconfigId(id), took_ns }),
             Ev::Ipi => {
+                self.ipi_queued = false;
+                if self.parallel_live == 0 {
+                    return; // the parallel programs are done: no more IPIs
+                }
+                self.ipis += 1;
                 let cpu = self.rng.random_range(0..self.cpus.len());
                 if self.reconfigurer.is_proxied(cpu) {
                     // Delivered to the proxy, which runs the handler with the
                     // borrowed CPU's per-CPU state.
                     self.proxy_ipis += 1;
                 }
-                let gap = self.exp_gap();
-                self.push(self.now + gap, Ev::Ipi);
+                self.queue_ipi();
             }
         }
     }
@@ -451,6 +473,10 @@ impl Sim {
 
     fn arrive(&mut self, p: usize) {
         self.pending_arrivals -= 1;
+        if !self.progs[p].prog.is_sequential() {
+            self.parallel_live += 1;
+            self.queue_ipi();
+        }
         let (shape, nthreads, work) =
             (self.progs[p].prog.shape, self.progs[p].spec_threads, self.progs[p].work_ns);
         // Work per thread.
@@ -535,6 +561,9 @@ impl Sim {
         if self.progs[p].live == 0 {
             self.progs[p].finish_ns = Some(self.now);
             self.live_programs -= 1;
+            if !self.progs[p].prog.is_sequential() {
+                self.parallel_live -= 1;
+            }
             self.trace_push(|s| TraceEvent::Instant {
                 name: format!("exit {}", s.progs[p].name),
                 t_ns: s.now,
@@ -866,6 +895,7 @@ impl Sim {
             programs,
             per_cpu,
             reconfig: self.reconfig,
+            ipis: self.ipis,
             proxy_ipis: self.proxy_ipis,
             migrations: self.migrations,
             defrag_migrations: self.defrag_migrations,

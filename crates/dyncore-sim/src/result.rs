@@ -35,8 +35,10 @@ pub struct RunResult {
     pub programs: Vec<ProgramResult>,
     pub per_cpu: Vec<CpuStats>,
     pub reconfig: ReconfigStats,
-    /// Messages (IPIs) addressed to CPUs borrowed into fused objects, handled
-    /// by their proxies.
+    /// IPIs sent (to random CPUs, while a parallel program runs).
+    pub ipis: u64,
+    /// IPIs addressed to CPUs borrowed into fused objects, handled by their
+    /// proxies (none under hotplug: an offline CPU is sent nothing).
     pub proxy_ipis: u64,
     /// Thread migrations between run queues (load balancing and rebalancing).
     pub migrations: u64,

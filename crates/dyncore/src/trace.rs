@@ -199,6 +199,7 @@ mod tests {
             programs: vec![],
             per_cpu: vec![],
             reconfig: ReconfigStats::default(),
+            ipis: 0,
             proxy_ipis: 0,
             migrations: 0,
             defrag_migrations: 0,
