@@ -334,7 +334,7 @@ impl Sim {
         let weight = w.weight.unwrap_or(speedup);
         let tax = match w.tax {
             TaxSpec::Rate(r) => r,
-            TaxSpec::Auto(_) => auto_tax(speedup),
+            TaxSpec::Auto(_) => auto_tax(want_cpus, speedup),
         };
         let affinity = w.pin.as_ref().map(|p| {
             if p == "fast" {

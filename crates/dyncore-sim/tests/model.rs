@@ -1,6 +1,10 @@
 //! The simulator's model where it follows the paper in ways the shipped
-//! figures do not show: IPIs flow only while a parallel program runs.
+//! figures do not show: IPIs flow only while a parallel program runs;
+//! sequential programs beyond the idle CPUs do not take a parallel
+//! program's CPUs; a thread taxed above 1 borrows only idle CPUs.
 
+use dyncore_core::policy::trace::parse_actions;
+use dyncore_core::policy::{Action, CpuState};
 use dyncore_sim::{Scenario, run_one};
 
 fn scenario(text: &str) -> Scenario {
@@ -61,4 +65,105 @@ fn ipis_flow_only_while_a_parallel_program_runs() {
     // The check discriminates: IPIs over the whole run would be a third more.
     let whole_run = 40.0 * 8.0 * mixed.end_ns as f64 / 1e9;
     assert!(whole_run > 1.3 * expected, "{whole_run} vs {expected}");
+}
+
+/// Figure 6's mix with more sequential programs than the 8 idle CPUs can
+/// hold as pairs: 5 and 6 N-Queens beside a 16-thread parallel program.
+fn crowded(count: u32, tax: f64) -> Scenario {
+    scenario(&format!(
+        r#"
+name = "crowded"
+title = "Figure 6's mix, crowded"
+[[run]]
+label = "run"
+machine = "dynamic"
+policy = "chameleon"
+[[run.workload]]
+program = "mandelbrot-db"
+threads = 16
+work_ms = 64000.0
+[[run.workload]]
+program = "nqueen"
+count = {count}
+tax = {tax}
+"#
+    ))
+}
+
+#[test]
+fn sequential_programs_beyond_the_idle_cpus_never_take_the_parallel_programs_cpus() {
+    // §4.3.5: when demand exceeds the idle supply the node manager splits
+    // the largest objects, and what is left runs on one idle CPU; it does
+    // not overlay CPUs busy with the parallel program — at any tax rate.
+    for count in [5, 6] {
+        for tax in [0.01, 1.0, 100.0] {
+            let mut s = crowded(count, tax);
+            s.record_policy_trace = true;
+            let run = run_one(&s, 0);
+            let trace = run.policy_trace.as_ref().expect("recorded");
+            let actions = parse_actions(&trace.actions).expect("parses");
+            // The parallel program's 16 threads are spawned first: ids 0-15.
+            let parallel = |t: usize| t < 16;
+            let mut state: Vec<CpuState> = vec![CpuState::Idle; run.cpus];
+            let mut fuses = 0;
+            for (t, a) in &actions {
+                match a {
+                    Action::Dispatch { cpu, state: st } => state[*cpu] = *st,
+                    Action::Fuse { object, .. } => {
+                        fuses += 1;
+                        for c in object.borrowed.iter() {
+                            assert!(
+                                !matches!(state[c], CpuState::Running { thread, .. } if parallel(thread)),
+                                "{count} N-Queens, tax {tax}: the fuse of {object} at {t} ns takes CPU {c} from the \
+                                 parallel program"
+                            );
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            assert!(fuses >= 3, "{count} N-Queens, tax {tax}: only {fuses} fuses");
+            let par = run.programs.iter().find(|p| p.program == "mandelbrot-db").unwrap();
+            assert!(par.speedup.unwrap() > 15.9, "{count}, tax {tax}: parallel at {:?}", par.speedup);
+        }
+    }
+}
+
+#[test]
+fn a_thread_taxed_above_one_borrows_only_idle_cpus() {
+    // Figure 3 at tax 100 and at tax 2: task B is always running on the CPU
+    // task A's object would borrow, so A never fuses and both run at the
+    // baseline; at tax 1 A takes part of B's CPU.
+    let fig3 = |tax: f64| {
+        scenario(&format!(
+            r#"
+name = "fig3"
+title = "Figure 3"
+[[run]]
+label = "run"
+machine = "uniform"
+cpus_per_node = 2
+max_fuse = 2
+policy = "chameleon"
+[[run.workload]]
+program = "nqueen"
+label = "B"
+seq_level = 0
+pin = "1"
+[[run.workload]]
+program = "nqueen"
+label = "A"
+seq_level = 1
+tax = {tax}
+"#
+        ))
+    };
+    for tax in [2.0, 100.0] {
+        let run = run_one(&fig3(tax), 0);
+        assert_eq!(run.reconfig.fuses, 0, "tax {tax}");
+        for p in &run.programs {
+            assert_eq!(p.relative_time, Some(1.0), "tax {tax}: {}", p.label);
+        }
+    }
+    assert!(run_one(&fig3(1.0), 0).reconfig.fuses > 0);
 }
