@@ -202,9 +202,31 @@ impl NodeManager {
             }
         }
 
-        // Step 4: overlay for requests that got fewer than 2 CPUs (or none):
-        // extend the idle CPU they got, if any, never into another object.
-        for &t in &order {
+        // Step 4: overlays.
+        self.overlay(&order, &mut placed);
+
+        // Report changes and commit.
+        let mut changes = Vec::new();
+        for (&t, r) in self.requests.iter_mut() {
+            let new = placed.remove(&t).unwrap_or_default();
+            if new != r.cpus {
+                let moved = !r.cpus.is_empty() && !new.is_empty() && new.first() != r.cpus.first();
+                let object = (!new.is_empty()).then(|| ExecObject::new(&new));
+                changes.push(Assignment { thread: t, object, defrag: defrag && moved });
+                r.cpus = new;
+            }
+        }
+        if let Err(e) = self.check() {
+            panic!("node manager invariant broken: {e}");
+        }
+        changes
+    }
+
+    /// Step 4: extends each request that got fewer than 2 CPUs (or none) to
+    /// the largest aligned block over busy CPUs that contains the idle CPU
+    /// it got, if any, and no CPU of another object.
+    fn overlay(&self, order: &[Requester], placed: &mut BTreeMap<Requester, CpuSet>) {
+        for &t in order {
             let want = self.requests[&t].wanted;
             let own = placed.get(&t).and_then(CpuSet::first);
             let got = placed.get(&t).map(|c| c.len()).unwrap_or(0);
@@ -212,7 +234,7 @@ impl NodeManager {
                 continue;
             }
             let mut taken = CpuSet::new();
-            for (other, c) in &placed {
+            for (other, c) in placed.iter() {
                 if *other != t {
                     taken.extend_from(c);
                 }
@@ -235,22 +257,6 @@ impl NodeManager {
                 sz /= 2;
             }
         }
-
-        // Report changes and commit.
-        let mut changes = Vec::new();
-        for (&t, r) in self.requests.iter_mut() {
-            let new = placed.remove(&t).unwrap_or_default();
-            if new != r.cpus {
-                let moved = !r.cpus.is_empty() && !new.is_empty() && new.first() != r.cpus.first();
-                let object = (!new.is_empty()).then(|| ExecObject::new(&new));
-                changes.push(Assignment { thread: t, object, defrag: defrag && moved });
-                r.cpus = new;
-            }
-        }
-        if let Err(e) = self.check() {
-            panic!("node manager invariant broken: {e}");
-        }
-        changes
     }
 
     /// Places every request of `sizes` inside `pool`. With `keep`, requests

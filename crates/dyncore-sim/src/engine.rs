@@ -590,27 +590,12 @@ impl Sim {
                     touched.push(cpu);
                 }
                 Action::Fuse { thread, object } => {
-                    self.reconfig.fuses += 1;
-                    if self.fuse_start.len() <= thread {
-                        self.fuse_start.resize(thread + 1, None);
-                    }
-                    self.fuse_start[thread] = Some((self.now, object.cpus()));
                     touched.push(object.representative);
-                    self.pending = Some(PendingReconfig { object, fuse: true });
+                    self.fused(thread, object);
                 }
                 Action::Split { thread, object } => {
-                    self.reconfig.splits += 1;
-                    if let Some(Some((start, set))) = self.fuse_start.get_mut(thread).map(Option::take) {
-                        self.trace_push(|s| TraceEvent::ObjectSpan {
-                            object: thread,
-                            cpus: set.to_string(),
-                            name: format!("{} on {} CPUs", s.progs[s.threads[thread].prog].name, set.len()),
-                            start_ns: start,
-                            end_ns: s.now,
-                        });
-                    }
                     touched.push(object.representative);
-                    self.pending = Some(PendingReconfig { object, fuse: false });
+                    self.split(thread, object);
                 }
                 Action::Offline { id, cpus, mode } => {
                     let p = self
@@ -652,6 +637,31 @@ impl Sim {
             self.sample_allocation();
         }
         debug_assert!(self.reconfigurer.check().is_ok());
+    }
+
+    /// `thread` fused `object`: counted, its span opened; its `Offline` comes next.
+    fn fused(&mut self, thread: usize, object: ExecObject) {
+        self.reconfig.fuses += 1;
+        if self.fuse_start.len() <= thread {
+            self.fuse_start.resize(thread + 1, None);
+        }
+        self.fuse_start[thread] = Some((self.now, object.cpus()));
+        self.pending = Some(PendingReconfig { object, fuse: true });
+    }
+
+    /// `thread` split `object`: counted, its span traced; its `Online` comes next.
+    fn split(&mut self, thread: usize, object: ExecObject) {
+        self.reconfig.splits += 1;
+        if let Some(Some((start, set))) = self.fuse_start.get_mut(thread).map(Option::take) {
+            self.trace_push(|s| TraceEvent::ObjectSpan {
+                object: thread,
+                cpus: set.to_string(),
+                name: format!("{} on {} CPUs", s.progs[s.threads[thread].prog].name, set.len()),
+                start_ns: start,
+                end_ns: s.now,
+            });
+        }
+        self.pending = Some(PendingReconfig { object, fuse: false });
     }
 
     /// Marks the CPUs of `object` as reconfiguring for `cost` ns and answers
