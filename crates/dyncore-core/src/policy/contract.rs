@@ -112,7 +112,12 @@ impl Checker {
                     return Err("answers no outstanding Offline/Online".into());
                 }
             }
-            Event::Tick { .. } | Event::Load { .. } => {}
+            Event::Load { busy_ns, window_ns, .. } => {
+                if busy_ns > window_ns {
+                    return Err(format!("a CPU busy {busy_ns} ns in a window of {window_ns} ns"));
+                }
+            }
+            Event::Tick { .. } => {}
         }
         Ok(())
     }
@@ -323,5 +328,7 @@ mod tests {
         c.step(10, &spawn(0), &[]).unwrap();
         assert!(c.step(9, &Event::Tick { cpu: 0 }, &[]).unwrap_err().contains("time went back"));
         assert!(c.step(10, &spawn(5), &[]).unwrap_err().contains("dense"));
+        let load = Event::Load { cpu: 0, busy_ns: 11, window_ns: 10 };
+        assert!(c.step(10, &load, &[]).unwrap_err().contains("window"));
     }
 }

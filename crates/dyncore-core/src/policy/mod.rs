@@ -34,6 +34,7 @@
 //! 5. A CPU runs what the last [`Action::Dispatch`] for it says, at the duty
 //!    cycle the last [`Action::SetSpeed`] for it says, and nothing while it
 //!    is reconfiguring.
+//! 6. A load sample's busy time is at most its window.
 //!
 //! ## What the policy guarantees
 //! Checked on recorded traffic by [`contract::Checker`] (a test walks every
