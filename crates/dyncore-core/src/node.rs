@@ -19,10 +19,18 @@
 //!    no aligned block is free, the node is *fragmented*: all objects are
 //!    re-placed from scratch and the requests that moved are reported as
 //!    defragmentation migrations.
-//! 4. **Overlay.** A request the pool cannot give 2 CPUs gets, if one exists,
-//!    a full-size block over CPUs busy with native threads; the cluster
-//!    scheduler then decides by virtual runtime and tax when it may borrow
-//!    them.
+//! 4. **Overlay.** A request the pool gave fewer than 2 CPUs may have its
+//!    object *extended* over CPUs busy with native threads, to the largest
+//!    aligned block that contains the idle CPU it got (if it got one) and no
+//!    CPU of another object. It never gives up an idle CPU, and never takes
+//!    one that another object holds: when demand exceeds the idle supply,
+//!    the rounds of step 2 split the largest objects and what is left runs
+//!    on one idle CPU (§4.3.5). Whether the thread then borrows the busy
+//!    CPUs is the cluster scheduler's decision, by virtual runtime and tax —
+//!    and a thread taxed above 1 never borrows a busy CPU (§4.3.3, see
+//!    `sched::tax`). Figure 3 is the case the overlay exists for: task A's
+//!    idle CPU and task B's busy one form A's object, and taxation decides
+//!    how much of B's CPU A gets.
 //!
 //! Every change of a request's CPUs is reported (the execution object is
 //! notified and the scheduler re-queues the thread). Whether a thread's exit
@@ -194,33 +202,8 @@ impl NodeManager {
             }
         }
 
-        // Step 4: overlay for requests that got fewer than 2 CPUs (or none).
-        for &t in &order {
-            let want = self.requests[&t].wanted;
-            let got = placed.get(&t).map(|c| c.len()).unwrap_or(0);
-            if want < 2 || got >= 2 {
-                continue;
-            }
-            let mut taken = CpuSet::new();
-            for (other, c) in &placed {
-                if *other != t {
-                    taken.extend_from(c);
-                }
-            }
-            let mut sz = want;
-            while sz >= 2 {
-                let kept = self.requests[&t]
-                    .cpus
-                    .first()
-                    .and_then(|f| self.block_at(f, sz))
-                    .filter(|b| b.is_disjoint(&taken));
-                if let Some(block) = kept.or_else(|| self.find_block(sz, &self.node_cpus, &taken)) {
-                    placed.insert(t, block);
-                    break;
-                }
-                sz /= 2;
-            }
-        }
+        // Step 4: overlays.
+        self.overlay(&order, &mut placed);
 
         // Report changes and commit.
         let mut changes = Vec::new();
@@ -237,6 +220,43 @@ impl NodeManager {
             panic!("node manager invariant broken: {e}");
         }
         changes
+    }
+
+    /// Step 4: extends each request that got fewer than 2 CPUs (or none) to
+    /// the largest aligned block over busy CPUs that contains the idle CPU
+    /// it got, if any, and no CPU of another object.
+    fn overlay(&self, order: &[Requester], placed: &mut BTreeMap<Requester, CpuSet>) {
+        for &t in order {
+            let want = self.requests[&t].wanted;
+            let own = placed.get(&t).and_then(CpuSet::first);
+            let got = placed.get(&t).map(|c| c.len()).unwrap_or(0);
+            if want < 2 || got >= 2 {
+                continue;
+            }
+            let mut taken = CpuSet::new();
+            for (other, c) in placed.iter() {
+                if *other != t {
+                    taken.extend_from(c);
+                }
+            }
+            let mut sz = want;
+            while sz >= 2 {
+                let found = match own {
+                    Some(cpu) => self.block_at(cpu, sz).filter(|b| b.is_disjoint(&taken)),
+                    None => self.requests[&t]
+                        .cpus
+                        .first()
+                        .and_then(|f| self.block_at(f, sz))
+                        .filter(|b| b.is_disjoint(&taken))
+                        .or_else(|| self.find_block(sz, &self.node_cpus, &taken)),
+                };
+                if let Some(block) = found {
+                    placed.insert(t, block);
+                    break;
+                }
+                sz /= 2;
+            }
+        }
     }
 
     /// Places every request of `sizes` inside `pool`. With `keep`, requests
@@ -428,6 +448,29 @@ mod tests {
         // A fourth finds no free block of any size: no object.
         nm.request(4, 4, 2.0, &busy);
         assert!(nm.object_of(4).is_empty());
+    }
+
+    #[test]
+    fn an_overlay_extends_the_idle_cpu_it_got_and_never_takes_another_objects() {
+        // Figure 6's mix with more sequential programs than idle pairs:
+        // natives on 0-7, pool 8-11 (4 CPUs), three quad requests. Rounds:
+        // 1+1+1, then one pair: sizes 2, 1, 1 (8-9, 10, 11). The two singles
+        // cannot grow: each one's pair holds the other, each one's quad holds
+        // the pair. They keep their idle CPU; nobody overlays the natives.
+        let t = Topology::uniform(1, 12);
+        let mut nm = NodeManager::new(&t, 0, 4);
+        let busy: CpuSet = "0-7".parse().unwrap();
+        for th in 1..=3 {
+            nm.request(th, 4, 2.0, &busy);
+        }
+        assert_eq!(objs(&nm, &[1, 2, 3]), ["8-9", "10", "11"]);
+        // Figure 3: one idle CPU (0) and a native on 1: the object is the
+        // idle CPU extended over the busy one.
+        let t = Topology::uniform(1, 2);
+        let mut nm = NodeManager::new(&t, 0, 2);
+        nm.request(1, 2, 2.0, &CpuSet::single(1));
+        assert_eq!(objs(&nm, &[1]), ["0-1"]);
+        nm.check().unwrap();
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! [`ReconfigState`] (which CPUs are online, which still hold their per-CPU
 //! cache, registry entry and helper thread, who proxies for whom) and return
 //! a [`Plan`], which a backend executes (`dyncore-runtime` moves real
-//! threads; the simulator does not plan, it charges the paper's costs).
+//! threads; the simulator's `runtime` mechanism charges each plan's
+//! critical path from a [`crate::profile::MachineProfile`]).
 //!
 //! Two modes:
 //!
@@ -284,11 +285,12 @@ impl ReconfigState {
         self.cpus.iter().enumerate().filter(|(_, v)| v.online).map(|(c, _)| c).collect()
     }
 
-    /// Records what a finished plan did (the tests' model of a backend).
-    /// Deferred steps are applied as if they had run, except
-    /// [`Deferral::UnderPressure`] ones, which by definition have not.
-    #[cfg(test)]
-    fn apply(&mut self, plan: &Plan) {
+    /// Records what a finished plan did, as the runtime's view would show it
+    /// (the simulator's `runtime` mechanism and the tests keep their state
+    /// with it). Deferred steps are applied as if they had run — the
+    /// runtime's view shows a helper asked to park as parked at once —
+    /// except [`Deferral::UnderPressure`] ones, which by definition have not.
+    pub fn apply(&mut self, plan: &Plan) {
         for ps in &plan.steps {
             if ps.kind == Kind::Deferred(Deferral::UnderPressure) {
                 continue;

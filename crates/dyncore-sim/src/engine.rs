@@ -15,8 +15,11 @@
 //! * `StallEnd(cpu)` — a CPU finished reconfiguring.
 //! * `ReconfigDone(id, took)` — the reconfiguration `id` finished: the
 //!   policy's `ReconfigDone`.
-//! * `Ipi` — an inter-processor interrupt to a random CPU; if that CPU is
-//!   borrowed into a fused object and has a proxy, its proxy handles it.
+//! * `Ipi` — an inter-processor interrupt to a random CPU, while a parallel
+//!   program runs (Chameleon §2 measured 40 IPIs/s/CPU, reschedules and TLB
+//!   shootdowns, under pmake; sequential programs alone send none); if that
+//!   CPU is borrowed into a fused object and has a proxy, its proxy handles
+//!   it.
 //!
 //! ## Actions
 //! `Dispatch` and `SetSpeed` set what a CPU runs and at which duty; `Fuse`
@@ -46,6 +49,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use dyncore_core::exec::ExecObject;
+use dyncore_core::policy::trace::TraceWriter;
 use dyncore_core::policy::{Action, CpuState, Event, Policy, ReconfigId, ThreadSpec};
 use dyncore_core::reconfig::Mode;
 use dyncore_core::sched::{ClusterScheduler, Config, auto_tax};
@@ -56,9 +60,12 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::control::{EventBudgetExceeded, RunProgress, Watch};
+use crate::cost::Mechanism;
 use crate::machine::{MachineSpec, progress_rate};
 use crate::reconfigure::Reconfigurer;
-use crate::result::{AllocSample, CpuStats, ProgramResult, ReconfigStats, RunResult, TraceEvent};
+use crate::result::{
+    AllocSample, CpuStats, PolicyTrace, ProgramResult, ReconfigStats, RunResult, TraceEvent,
+};
 use crate::scenario::{PolicyKind, RunSpec, Scenario, TaxSpec};
 use crate::workload::{Binding, Program, Shape, program};
 
@@ -137,6 +144,8 @@ struct PendingReconfig {
 }
 
 struct Sim {
+    /// Which run of the scenario this is.
+    index: usize,
     now: Nanos,
     seq: u64,
     queue: BinaryHeap<Reverse<(Key, Ev)>>,
@@ -150,6 +159,11 @@ struct Sim {
     cpus: Vec<CpuSim>,
     tick_ns: Nanos,
     ipi_mean_gap_ns: f64,
+    /// Parallel programs started and not finished: IPIs flow while any runs.
+    parallel_live: usize,
+    /// An `Ipi` event is queued.
+    ipi_queued: bool,
+    ipis: u64,
     live_programs: usize,
     pending_arrivals: usize,
     events: u64,
@@ -163,6 +177,8 @@ struct Sim {
     actions: Vec<Action>,
     /// Scratch list of CPUs whose threads `execute` must refresh.
     touched: Vec<usize>,
+    /// The policy's traffic, when the scenario asks for it.
+    record: Option<TraceWriter<Vec<u8>, Vec<u8>>>,
 }
 
 /// Runs run `index` of a validated scenario, reporting progress to `watch`.
@@ -216,6 +232,30 @@ pub fn run(
     Ok(sim.finish(spec, scenario))
 }
 
+fn machine_of(spec: &RunSpec) -> MachineSpec {
+    MachineSpec::build(spec).unwrap_or_else(|(f, m)| panic!("unvalidated scenario: {f}: {m}"))
+}
+
+/// The policy that run `index` of a validated scenario runs: Chameleon's
+/// cluster scheduler, or its Linux-like mode, configured for the run's
+/// machine. A replay of the run's event trace starts from a fresh one.
+pub fn policy_for(scenario: &Scenario, index: usize) -> ClusterScheduler {
+    let spec = &scenario.runs[index];
+    let params = scenario.sim.with(&spec.sim);
+    let machine = machine_of(spec);
+    ClusterScheduler::new(
+        machine.topology,
+        Config {
+            min_granularity_ns: params.min_granularity_ns,
+            chameleon: spec.policy == PolicyKind::Chameleon,
+            notify_on_exit: params.notify_on_exit,
+            max_fuse: machine.max_fuse,
+            speed: machine.speed,
+            reconfig_mode: Mode::Bolt,
+        },
+    )
+}
+
 /// Whether run `spec` can reconfigure at all: Chameleon on a machine that fuses.
 fn reconfigures(spec: &RunSpec, machine: &MachineSpec) -> bool {
     spec.policy == PolicyKind::Chameleon && machine.max_fuse > 1
@@ -227,20 +267,10 @@ impl Sim {
     fn new(scenario: &Scenario, index: usize) -> Sim {
         let spec = &scenario.runs[index];
         let params = scenario.sim.with(&spec.sim);
-        let machine =
-            MachineSpec::build(spec).unwrap_or_else(|(f, m)| panic!("unvalidated scenario: {f}: {m}"));
+        let machine = machine_of(spec);
         let ncpus = machine.topology.ncpus();
-        let policy = ClusterScheduler::new(
-            machine.topology.clone(),
-            Config {
-                min_granularity_ns: params.min_granularity_ns,
-                chameleon: spec.policy == PolicyKind::Chameleon,
-                notify_on_exit: params.notify_on_exit,
-                max_fuse: machine.max_fuse,
-                speed: machine.speed,
-                reconfig_mode: Mode::Bolt,
-            },
-        );
+        let policy = policy_for(scenario, index);
+        let profile = (params.reconfig == Mechanism::Runtime).then(|| scenario.profile_for(index));
         // One generator per run: seed mixed with the run index (splitmix64 step).
         let mut z = scenario.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -248,11 +278,12 @@ impl Sim {
         let rng = ChaCha8Rng::seed_from_u64(z ^ (z >> 31));
 
         let mut sim = Sim {
+            index,
             now: 0,
             seq: 0,
             queue: BinaryHeap::new(),
             rng,
-            reconfigurer: Reconfigurer::new(params.reconfig, ncpus),
+            reconfigurer: Reconfigurer::new(params.reconfig, ncpus, profile.map(|(_, p)| p)),
             pending: None,
             progs: Vec::new(),
             threads: Vec::new(),
@@ -277,6 +308,9 @@ impl Sim {
             pending_arrivals: 0,
             events: 0,
             reconfig: ReconfigStats::default(),
+            parallel_live: 0,
+            ipi_queued: false,
+            ipis: 0,
             proxy_ipis: 0,
             migrations: 0,
             defrag_migrations: 0,
@@ -285,6 +319,9 @@ impl Sim {
             trace: Vec::new(),
             actions: Vec::new(),
             touched: Vec::new(),
+            record: scenario
+                .record_policy_trace
+                .then(|| TraceWriter::new(Vec::with_capacity(1 << 20), Vec::with_capacity(1 << 20))),
             machine,
             policy,
         };
@@ -294,10 +331,6 @@ impl Sim {
         sim.name_programs();
         for cpu in 0..ncpus {
             sim.push(0, Ev::Tick(cpu));
-        }
-        if sim.ipi_mean_gap_ns > 0.0 {
-            let gap = sim.exp_gap();
-            sim.push(gap, Ev::Ipi);
         }
         sim
     }
@@ -331,7 +364,7 @@ impl Sim {
         let weight = w.weight.unwrap_or(speedup);
         let tax = match w.tax {
             TaxSpec::Rate(r) => r,
-            TaxSpec::Auto(_) => auto_tax(speedup),
+            TaxSpec::Auto(_) => auto_tax(want_cpus, speedup),
         };
         let affinity = w.pin.as_ref().map(|p| {
             if p == "fast" {
@@ -392,6 +425,17 @@ impl Sim {
         self.queue.push(Reverse((Key { t, seq: self.seq }, ev)));
     }
 
+    /// Queues the next IPI of the Poisson process, unless one is queued or
+    /// IPIs are off.
+    fn queue_ipi(&mut self) {
+        if self.ipi_queued || self.ipi_mean_gap_ns <= 0.0 {
+            return;
+        }
+        let gap = self.exp_gap();
+        self.push(self.now + gap, Ev::Ipi);
+        self.ipi_queued = true;
+    }
+
     fn exp_gap(&mut self) -> Nanos {
         let u: f64 = self.rng.random::<f64>();
         ((-(1.0 - u).ln()) * self.ipi_mean_gap_ns).max(1.0) as Nanos
@@ -401,6 +445,9 @@ impl Sim {
     fn feed(&mut self, event: &Event) {
         let mut out = std::mem::take(&mut self.actions);
         self.policy.handle(self.now, event, &mut out);
+        if let Some(r) = &mut self.record {
+            r.record(self.now, event, &out);
+        }
         self.execute(&mut out);
         self.actions = out;
     }
@@ -424,14 +471,18 @@ impl Sim {
             Ev::StallEnd(cpu) => self.refresh_cpu(cpu),
             Ev::ReconfigDone(id, took_ns) => self.feed(&Event::ReconfigDone { id: ReconfigId(id), took_ns }),
             Ev::Ipi => {
+                self.ipi_queued = false;
+                if self.parallel_live == 0 {
+                    return; // the parallel programs are done: no more IPIs
+                }
+                self.ipis += 1;
                 let cpu = self.rng.random_range(0..self.cpus.len());
                 if self.reconfigurer.is_proxied(cpu) {
                     // Delivered to the proxy, which runs the handler with the
                     // borrowed CPU's per-CPU state.
                     self.proxy_ipis += 1;
                 }
-                let gap = self.exp_gap();
-                self.push(self.now + gap, Ev::Ipi);
+                self.queue_ipi();
             }
         }
     }
@@ -454,6 +505,10 @@ impl Sim {
 
     fn arrive(&mut self, p: usize) {
         self.pending_arrivals -= 1;
+        if !self.progs[p].prog.is_sequential() {
+            self.parallel_live += 1;
+            self.queue_ipi();
+        }
         let (shape, nthreads, work) =
             (self.progs[p].prog.shape, self.progs[p].spec_threads, self.progs[p].work_ns);
         // Work per thread.
@@ -538,6 +593,9 @@ impl Sim {
         if self.progs[p].live == 0 {
             self.progs[p].finish_ns = Some(self.now);
             self.live_programs -= 1;
+            if !self.progs[p].prog.is_sequential() {
+                self.parallel_live -= 1;
+            }
             self.trace_push(|s| TraceEvent::Instant {
                 name: format!("exit {}", s.progs[p].name),
                 t_ns: s.now,
@@ -564,27 +622,12 @@ impl Sim {
                     touched.push(cpu);
                 }
                 Action::Fuse { thread, object } => {
-                    self.reconfig.fuses += 1;
-                    if self.fuse_start.len() <= thread {
-                        self.fuse_start.resize(thread + 1, None);
-                    }
-                    self.fuse_start[thread] = Some((self.now, object.cpus()));
                     touched.push(object.representative);
-                    self.pending = Some(PendingReconfig { object, fuse: true });
+                    self.fused(thread, object);
                 }
                 Action::Split { thread, object } => {
-                    self.reconfig.splits += 1;
-                    if let Some(Some((start, set))) = self.fuse_start.get_mut(thread).map(Option::take) {
-                        self.trace_push(|s| TraceEvent::ObjectSpan {
-                            object: thread,
-                            cpus: set.to_string(),
-                            name: format!("{} on {} CPUs", s.progs[s.threads[thread].prog].name, set.len()),
-                            start_ns: start,
-                            end_ns: s.now,
-                        });
-                    }
                     touched.push(object.representative);
-                    self.pending = Some(PendingReconfig { object, fuse: false });
+                    self.split(thread, object);
                 }
                 Action::Offline { id, cpus, mode } => {
                     let p = self
@@ -626,6 +669,31 @@ impl Sim {
             self.sample_allocation();
         }
         debug_assert!(self.reconfigurer.check().is_ok());
+    }
+
+    /// `thread` fused `object`: counted, its span opened; its `Offline` comes next.
+    fn fused(&mut self, thread: usize, object: ExecObject) {
+        self.reconfig.fuses += 1;
+        if self.fuse_start.len() <= thread {
+            self.fuse_start.resize(thread + 1, None);
+        }
+        self.fuse_start[thread] = Some((self.now, object.cpus()));
+        self.pending = Some(PendingReconfig { object, fuse: true });
+    }
+
+    /// `thread` split `object`: counted, its span traced; its `Online` comes next.
+    fn split(&mut self, thread: usize, object: ExecObject) {
+        self.reconfig.splits += 1;
+        if let Some(Some((start, set))) = self.fuse_start.get_mut(thread).map(Option::take) {
+            self.trace_push(|s| TraceEvent::ObjectSpan {
+                object: thread,
+                cpus: set.to_string(),
+                name: format!("{} on {} CPUs", s.progs[s.threads[thread].prog].name, set.len()),
+                start_ns: start,
+                end_ns: s.now,
+            });
+        }
+        self.pending = Some(PendingReconfig { object, fuse: false });
     }
 
     /// Marks the CPUs of `object` as reconfiguring for `cost` ns and answers
@@ -806,11 +874,13 @@ impl Sim {
     fn finish(mut self, spec: &RunSpec, scenario: &Scenario) -> RunResult {
         let label = spec.label.clone();
         let series = spec.series.clone().unwrap_or_else(|| spec.label.clone());
-        let mechanism = if reconfigures(spec, &self.machine) {
-            scenario.sim.with(&spec.sim).reconfig.name()
-        } else {
-            "none"
-        };
+        let params = scenario.sim.with(&spec.sim);
+        let reconfigures = reconfigures(spec, &self.machine);
+        let mechanism = if reconfigures { params.reconfig.name() } else { "none" };
+        let profile = (reconfigures && params.reconfig == Mechanism::Runtime).then(|| {
+            let (source, p) = scenario.profile_for(self.index);
+            format!("{source}: {} ({})", p.machine, p.measured_on)
+        });
         let finished = self.live_programs == 0 && self.pending_arrivals == 0;
         let end = self.now;
         for cpu in 0..self.cpus.len() {
@@ -860,12 +930,14 @@ impl Sim {
                 PolicyKind::Chameleon => "chameleon".into(),
             },
             reconfig_mechanism: mechanism.into(),
+            reconfig_profile: profile,
             cpus: self.cpus.len(),
             end_ns: end,
             finished,
             programs,
             per_cpu,
             reconfig: self.reconfig,
+            ipis: self.ipis,
             proxy_ipis: self.proxy_ipis,
             migrations: self.migrations,
             defrag_migrations: self.defrag_migrations,
@@ -873,6 +945,11 @@ impl Sim {
             decisions,
             allocation: self.allocation,
             trace: self.trace,
+            policy_trace: self.record.map(|r| {
+                let (events, actions) = r.finish().expect("writing to memory does not fail");
+                let text = |b: Vec<u8>| String::from_utf8(b).expect("serde_json writes UTF-8");
+                PolicyTrace { events: text(events), actions: text(actions) }
+            }),
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod control;
 pub mod cost;
 pub mod engine;
 pub mod machine;
+mod profiles;
 pub mod reconfigure;
 pub mod result;
 pub mod scenario;
@@ -16,7 +17,7 @@ pub mod workload;
 
 pub use control::{EventBudgetExceeded, RunProgress, Watch};
 pub use result::{
-    AllocSample, CpuStats, ProgramResult, ReconfigStats, RunResult, ScenarioResult, TraceEvent,
+    AllocSample, CpuStats, PolicyTrace, ProgramResult, ReconfigStats, RunResult, ScenarioResult, TraceEvent,
 };
 pub use scenario::{Scenario, ScenarioError};
 

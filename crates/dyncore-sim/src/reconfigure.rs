@@ -8,64 +8,171 @@
 //! mechanisms charge the paper's fuse latency for the object's size on the
 //! offline and its split latency on the online.
 //!
+//! The `runtime` mechanism executes what the live runtime executes: it
+//! keeps a simulated [`ReconfigState`] (which CPUs are online, which kept
+//! their cache, registry entry and helper, who proxies for whom), plans
+//! each `Offline`/`Online` with `dyncore_core::reconfig` in the action's
+//! mode, charges the plan's critical path from the machine profile
+//! ([`MachineProfile::critical_ns`]), and applies the plan to the state,
+//! its deferred steps as the runtime's view shows them (a helper asked to
+//! park reads parked at once; a kept cache is freed only under memory
+//! pressure, which the simulator never has). So a Bolt online after a Bolt
+//! offline costs the unpark and no re-creation, as live.
+//!
 //! Proxies: with proxy-APIC, proxy-logical and free fusion, the object's
 //! representative proxies for its borrowed CPUs (Chameleon §4.1: "the CPU
-//! that sends this request will be the proxy"); with hotplug nobody does —
-//! an offline CPU is out of the kernel's masks and is sent nothing.
+//! that sends this request will be the proxy"); with `runtime`, the plan's
+//! `InstallProxy` steps say who (the planner deals them round-robin over
+//! the CPUs that stay online); with hotplug nobody does — an offline CPU
+//! is out of the kernel's masks and is sent nothing.
 //!
 //! Invariant (checked by [`Reconfigurer::check`], every engine step in
 //! debug builds): the proxy table's own (one proxy per proxied CPU, no
 //! chains).
 
 use dyncore_core::exec::ExecObject;
+use dyncore_core::profile::MachineProfile;
 use dyncore_core::proxy::ProxyTable;
-use dyncore_core::reconfig::Mode;
+use dyncore_core::reconfig::{Mode, Plan, ReconfigState, plan_offline, plan_online};
 use dyncore_core::{CpuId, CpuSet, Nanos};
 
 use crate::cost::{Mechanism, ReconfigCost};
 
+#[derive(Debug)]
+enum Model {
+    /// Table 4's constants; `proxies` when the mechanism has them.
+    Table4 { cost: ReconfigCost, proxies: Option<ProxyTable> },
+    /// Real plans on a simulated runtime, costed by a profile.
+    Runtime { profile: Box<MachineProfile>, state: ReconfigState },
+}
+
 /// The run's reconfiguration mechanism and its state.
 #[derive(Debug)]
 pub struct Reconfigurer {
-    mechanism: Mechanism,
-    cost: ReconfigCost,
-    proxies: ProxyTable,
+    model: Model,
 }
 
 impl Reconfigurer {
-    pub fn new(mechanism: Mechanism, ncpus: usize) -> Reconfigurer {
-        Reconfigurer { mechanism, cost: ReconfigCost::table4(mechanism), proxies: ProxyTable::new(ncpus) }
+    /// A Table 4 mechanism, or `runtime` with `profile` (which must cost
+    /// every step its plans need: `cost::check_profile`).
+    pub fn new(mechanism: Mechanism, ncpus: usize, profile: Option<&MachineProfile>) -> Reconfigurer {
+        let model = match ReconfigCost::table4(mechanism) {
+            Some(cost) => {
+                Model::Table4 { cost, proxies: mechanism.has_proxies().then(|| ProxyTable::new(ncpus)) }
+            }
+            None => Model::Runtime {
+                profile: Box::new(profile.expect("the runtime mechanism has a profile").clone()),
+                state: ReconfigState::all_online(ncpus),
+            },
+        };
+        Reconfigurer { model }
     }
 
     /// Takes `cpus` — the borrowed CPUs of `object` — offline; returns the
     /// latency of the critical path.
-    pub fn offline(&mut self, cpus: &CpuSet, _mode: Mode, object: &ExecObject) -> Nanos {
+    pub fn offline(&mut self, cpus: &CpuSet, mode: Mode, object: &ExecObject) -> Nanos {
         assert_eq!(cpus, &object.borrowed, "an Offline takes exactly the borrowed CPUs of its Fuse");
-        if self.mechanism.has_proxies() {
-            for c in cpus.iter() {
-                // Installed before the CPU stops taking IPIs.
-                self.proxies.install(c, object.representative).expect("a fresh proxy");
+        match &mut self.model {
+            Model::Table4 { cost, proxies } => {
+                if let Some(proxies) = proxies {
+                    for c in cpus.iter() {
+                        // Installed before the CPU stops taking IPIs.
+                        proxies.install(c, object.representative).expect("a fresh proxy");
+                    }
+                }
+                cost.fuse_ns(object.len())
+            }
+            Model::Runtime { profile, state } => {
+                let plan = plan_offline(mode, cpus, state).unwrap_or_else(|e| panic!("offline {cpus}: {e}"));
+                execute(profile, state, &plan)
             }
         }
-        self.cost.fuse_ns(object.len())
     }
 
     /// Brings `cpus` — the borrowed CPUs of `object` — back online; returns
     /// the latency of the critical path.
-    pub fn online(&mut self, cpus: &CpuSet, _mode: Mode, object: &ExecObject) -> Nanos {
+    pub fn online(&mut self, cpus: &CpuSet, mode: Mode, object: &ExecObject) -> Nanos {
         assert_eq!(cpus, &object.borrowed, "an Online returns exactly the borrowed CPUs of its Split");
-        for c in cpus.iter() {
-            self.proxies.remove(c);
+        match &mut self.model {
+            Model::Table4 { cost, proxies } => {
+                if let Some(proxies) = proxies {
+                    for c in cpus.iter() {
+                        proxies.remove(c);
+                    }
+                }
+                cost.split_ns(object.len())
+            }
+            Model::Runtime { profile, state } => {
+                let plan = plan_online(mode, cpus, state).unwrap_or_else(|e| panic!("online {cpus}: {e}"));
+                execute(profile, state, &plan)
+            }
         }
-        self.cost.split_ns(object.len())
     }
 
     /// Whether a message addressed to `cpu` is handled by a proxy.
     pub fn is_proxied(&self, cpu: CpuId) -> bool {
-        self.proxies.is_proxied(cpu)
+        match &self.model {
+            Model::Table4 { proxies, .. } => proxies.as_ref().is_some_and(|p| p.is_proxied(cpu)),
+            Model::Runtime { state, .. } => state.proxies.is_proxied(cpu),
+        }
     }
 
     pub fn check(&self) -> Result<(), String> {
-        self.proxies.check()
+        match &self.model {
+            Model::Table4 { proxies, .. } => proxies.as_ref().map_or(Ok(()), ProxyTable::check),
+            Model::Runtime { state, .. } => state.proxies.check(),
+        }
+    }
+}
+
+/// Charges `plan`'s critical path and applies it to `state`.
+fn execute(profile: &MachineProfile, state: &mut ReconfigState, plan: &Plan) -> Nanos {
+    let ns = profile.critical_ns(plan).unwrap_or_else(|e| panic!("unvalidated profile: {e}"));
+    state.apply(plan);
+    ns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::default_profile;
+
+    fn quad() -> ExecObject {
+        ExecObject::new(&"4-7".parse().unwrap())
+    }
+
+    #[test]
+    fn runtime_charges_the_bolt_plan_and_keeps_the_state() {
+        let profile = default_profile().1;
+        let mut r = Reconfigurer::new(Mechanism::Runtime, 8, Some(profile));
+        let q = quad();
+        // Offline of 5-7 from all online: the plan the runtime would run.
+        let plan = plan_offline(Mode::Bolt, &q.borrowed, &ReconfigState::all_online(8)).unwrap();
+        let want = profile.critical_ns(&plan).unwrap();
+        assert_eq!(r.offline(&q.borrowed, Mode::Bolt, &q), want);
+        // The planner dealt proxies over the CPUs that stay online.
+        assert!(q.borrowed.iter().all(|c| r.is_proxied(c)) && !r.is_proxied(4));
+        // Online: helpers were parked (deferred, applied), so the plan
+        // unparks them; the kept caches need no re-creation.
+        let Model::Runtime { state, .. } = &r.model else { unreachable!() };
+        let on = plan_online(Mode::Bolt, &q.borrowed, state).unwrap();
+        assert!(on.steps.iter().any(|s| s.step.name() == "unpark-helper"));
+        assert!(!on.steps.iter().any(|s| s.step.name() == "create-cache"));
+        assert_eq!(r.online(&q.borrowed, Mode::Bolt, &q), profile.critical_ns(&on).unwrap());
+        assert!(!r.is_proxied(5));
+        r.check().unwrap();
+    }
+
+    #[test]
+    fn hotplug_has_no_proxies_and_the_proxy_mechanisms_proxy_on_the_representative() {
+        let q = quad();
+        let mut h = Reconfigurer::new(Mechanism::Hotplug, 8, None);
+        assert_eq!(h.offline(&q.borrowed, Mode::Bolt, &q), 430_000_000);
+        assert!(!h.is_proxied(5));
+        let mut a = Reconfigurer::new(Mechanism::ProxyApic, 8, None);
+        assert_eq!(a.offline(&q.borrowed, Mode::Bolt, &q), 375_000);
+        assert!(a.is_proxied(5));
+        assert_eq!(a.online(&q.borrowed, Mode::Bolt, &q), 60_000);
+        assert!(!a.is_proxied(5));
     }
 }

@@ -21,7 +21,12 @@ pub struct RunResult {
     pub series: String,
     pub machine: String,
     pub policy: String,
+    /// `none` when the run cannot reconfigure (Linux-like policy, or a
+    /// machine that does not fuse).
     pub reconfig_mechanism: String,
+    /// The machine profile a `runtime` mechanism charged: where it came
+    /// from, what machine, when measured.
+    pub reconfig_profile: Option<String>,
     pub cpus: usize,
     /// Virtual time when the last program finished (or the safety stop).
     pub end_ns: u64,
@@ -30,8 +35,10 @@ pub struct RunResult {
     pub programs: Vec<ProgramResult>,
     pub per_cpu: Vec<CpuStats>,
     pub reconfig: ReconfigStats,
-    /// Messages (IPIs) addressed to CPUs borrowed into fused objects, handled
-    /// by their proxies.
+    /// IPIs sent (to random CPUs, while a parallel program runs).
+    pub ipis: u64,
+    /// IPIs addressed to CPUs borrowed into fused objects, handled by their
+    /// proxies (none under hotplug: an offline CPU is sent nothing).
     pub proxy_ipis: u64,
     /// Thread migrations between run queues (load balancing and rebalancing).
     pub migrations: u64,
@@ -47,6 +54,18 @@ pub struct RunResult {
     /// Trace events (not written into results.json; see trace.json).
     #[serde(skip)]
     pub trace: Vec<TraceEvent>,
+    /// The policy's events and actions, when the scenario asked for them
+    /// (`Scenario::record_policy_trace`).
+    #[serde(skip)]
+    pub policy_trace: Option<PolicyTrace>,
+}
+
+/// A run's policy traffic in the boundary's trace format
+/// (`dyncore_core::policy::trace`): JSON lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyTrace {
+    pub events: String,
+    pub actions: String,
 }
 
 /// One program instance.

@@ -57,8 +57,12 @@ pub struct SimParams {
     /// CFS minimum granularity: how long a thread (or fused object) runs
     /// before it can be preempted. Paper: 16 ms.
     pub min_granularity_ns: u64,
-    /// How fused objects are formed and split (Table 4 latencies).
+    /// How fused objects are formed and split (Table 4 latencies, or the
+    /// real plan's cost from a machine profile for `runtime`).
     pub reconfig: Mechanism,
+    /// Machine profile of the `runtime` mechanism, relative to the scenario
+    /// file (default: the built-in `profiles/reference.toml`).
+    pub profile: Option<String>,
     /// Notify the node manager when a task exits, so freed CPUs are
     /// redistributed (Figure 6's `3*` column turns this off).
     pub notify_on_exit: bool,
@@ -78,6 +82,7 @@ impl Default for SimParams {
             tick_ns: 4_000_000,
             min_granularity_ns: 16_000_000,
             reconfig: Mechanism::ProxyApic,
+            profile: None,
             notify_on_exit: true,
             max_time_ns: 600_000_000_000,
             ipi_rate_per_cpu_s: 40.0,
@@ -93,6 +98,7 @@ pub struct SimOverrides {
     pub tick_ns: Option<u64>,
     pub min_granularity_ns: Option<u64>,
     pub reconfig: Option<Mechanism>,
+    pub profile: Option<String>,
     pub notify_on_exit: Option<bool>,
     pub max_time_ns: Option<u64>,
     pub ipi_rate_per_cpu_s: Option<f64>,
@@ -105,6 +111,7 @@ impl SimParams {
             tick_ns: o.tick_ns.unwrap_or(self.tick_ns),
             min_granularity_ns: o.min_granularity_ns.unwrap_or(self.min_granularity_ns),
             reconfig: o.reconfig.unwrap_or(self.reconfig),
+            profile: o.profile.clone().or_else(|| self.profile.clone()),
             notify_on_exit: o.notify_on_exit.unwrap_or(self.notify_on_exit),
             max_time_ns: o.max_time_ns.unwrap_or(self.max_time_ns),
             ipi_rate_per_cpu_s: o.ipi_rate_per_cpu_s.unwrap_or(self.ipi_rate_per_cpu_s),
@@ -269,6 +276,14 @@ pub struct Scenario {
     pub paper: Vec<PaperFigure>,
     #[serde(rename = "run")]
     pub runs: Vec<RunSpec>,
+    /// Record each run's policy traffic into `RunResult::policy_trace` (not
+    /// a file field: set by callers that replay or check it).
+    #[serde(skip)]
+    pub record_policy_trace: bool,
+    /// The machine profiles the scenario names, read by
+    /// [`Scenario::load_profiles`] (keyed by the path as written).
+    #[serde(skip)]
+    pub profiles: std::collections::BTreeMap<String, dyncore_core::profile::MachineProfile>,
 }
 
 fn default_seed() -> u64 {

@@ -97,10 +97,14 @@ pub fn load(path: &Path) -> Result<Scenario, LoadError> {
     parse(path, &text)
 }
 
-/// Parses and validates scenario text (`path` is only used in errors).
+/// Parses and validates scenario text (`path` names the file in errors, and
+/// the folder machine profiles are read from).
 pub fn parse(path: &Path, text: &str) -> Result<Scenario, LoadError> {
-    let scenario = Scenario::from_toml(text).map_err(|e| syntax_error(path, text, &e))?;
-    scenario.validate().map_err(|e| error_in(path, text, &e.path, e.message))?;
+    let mut scenario = Scenario::from_toml(text).map_err(|e| syntax_error(path, text, &e))?;
+    scenario
+        .load_profiles(path)
+        .and_then(|()| scenario.validate())
+        .map_err(|e| error_in(path, text, &e.path, e.message))?;
     Ok(scenario)
 }
 

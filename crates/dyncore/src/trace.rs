@@ -189,12 +189,14 @@ mod tests {
             machine: "dynamic".into(),
             policy: "chameleon".into(),
             reconfig_mechanism: "proxy-apic".into(),
+            reconfig_profile: None,
             cpus: 2,
             end_ns: 10_000,
             finished: true,
             programs: vec![],
             per_cpu: vec![],
             reconfig: ReconfigStats::default(),
+            ipis: 0,
             proxy_ipis: 0,
             migrations: 0,
             defrag_migrations: 0,
@@ -202,6 +204,7 @@ mod tests {
             decisions: 0,
             allocation: vec![],
             trace,
+            policy_trace: None,
         }
     }
 

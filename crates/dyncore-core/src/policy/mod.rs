@@ -8,7 +8,7 @@
 //! policy appends the [`Action`]s the backend must execute, in order. The
 //! same events at the same times give the same actions, byte for byte —
 //! which is what lets a live run's event trace be replayed through the
-//! policy alone.
+//! policy alone ([`trace`]).
 //!
 //! There is one `Event` and one `Action` enum for every policy (Chameleon and
 //! its Linux-like mode today; component placement later adds variants), so a
@@ -34,8 +34,11 @@
 //! 5. A CPU runs what the last [`Action::Dispatch`] for it says, at the duty
 //!    cycle the last [`Action::SetSpeed`] for it says, and nothing while it
 //!    is reconfiguring.
+//! 6. A load sample's busy time is at most its window.
 //!
 //! ## What the policy guarantees
+//! Checked on recorded traffic by [`contract::Checker`] (a test walks every
+//! shipped scenario's trace through it):
 //! 1. A thread runs on at most one CPU at a time, and only between its spawn
 //!    and its exit.
 //! 2. A CPU's speed is set before a thread first runs on it, and again after
@@ -50,6 +53,9 @@
 //!    offline ones, and reconfiguration ids are never reused.
 //! 5. Every execution object carried by an action passes
 //!    [`ExecObject::check`](crate::exec::ExecObject::check).
+
+pub mod contract;
+pub mod trace;
 
 use serde::{Deserialize, Serialize};
 

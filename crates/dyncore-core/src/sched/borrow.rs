@@ -1,6 +1,7 @@
 //! Execution objects in the scheduler: asking node managers for objects,
 //! borrowing CPUs by virtual runtime, fusing, splitting, preempting.
 
+use super::tax::borrows_busy_cpus;
 use super::{Action, ClusterScheduler, TState, ThreadId};
 use crate::exec::ExecObject;
 use crate::node::Assignment;
@@ -86,13 +87,20 @@ impl ClusterScheduler {
             .collect();
     }
 
-    /// Can `t` borrow `c` now?
+    /// Can `t` borrow `c` now? Only if its virtual runtime there is behind
+    /// the thread running on `c` (which has had its minimum granularity) or,
+    /// if none runs, the first queued; and, for a thread taxed above 1, only
+    /// if `c` has nothing to run at all (§4.3.3: such threads "should only
+    /// borrow idle CPUs").
     pub(super) fn can_borrow(&mut self, now: Nanos, t: ThreadId, c: CpuId) -> bool {
         self.decisions += 1;
         // Bring the running thread's virtual runtime up to now.
         self.update_curr(now, c);
         let rq = &self.rqs[c];
         if rq.borrowed_by.is_some_and(|b| b != t) {
+            return false;
+        }
+        if !borrows_busy_cpus(self.threads[t].spec.tax) && (rq.curr.is_some() || !rq.queue.is_empty()) {
             return false;
         }
         let mine = self.threads[t].vr_on(c);

@@ -68,7 +68,7 @@ use crate::topology::Topology;
 use crate::{CpuId, CpuSet, Nanos};
 
 pub use cfs::{NICE_0_LOAD, load_weight};
-pub use tax::auto_tax;
+pub use tax::{BORROW_BUSY_MAX_TAX, auto_tax, borrows_busy_cpus};
 
 #[derive(Debug, Clone)]
 pub struct Config {

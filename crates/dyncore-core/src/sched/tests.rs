@@ -252,12 +252,3 @@ fn exit_returns_borrowed_cpus_and_wakes_their_threads() {
     assert_eq!(s.cpu_state(0), CpuState::Idle);
     s.check().unwrap();
 }
-
-#[test]
-fn auto_tax_rewards_good_speedups() {
-    // tax = 1 / (speedup - 1): 2.0 -> 1, 1.5 -> 2, 1.25 -> 4.
-    assert!((auto_tax(2.0) - 1.0).abs() < 1e-12);
-    assert!((auto_tax(1.5) - 2.0).abs() < 1e-12);
-    assert!((auto_tax(1.25) - 4.0).abs() < 1e-12);
-    assert_eq!(auto_tax(1.0), 100.0);
-}

@@ -139,6 +139,7 @@ impl Scenario {
                 return Err(at.key("label").err(format!("duplicate run label `{}`", run.label)));
             }
             check_run(&at, run)?;
+            self.validate_profile(i)?;
         }
         if let Some(t) = &self.report.timeline_run {
             let at = root.key("report").key("timeline_run");
@@ -163,6 +164,7 @@ fn check_sim(at: &At, p: &SimParams) -> Check {
             max_time_ns: Some(p.max_time_ns),
             ipi_rate_per_cpu_s: Some(p.ipi_rate_per_cpu_s),
             max_events: Some(p.max_events),
+            profile: p.profile.clone(),
         },
     )
 }

@@ -1,0 +1,172 @@
+//! The simulator's model where it follows the paper in ways the shipped
+//! figures do not show: IPIs flow only while a parallel program runs;
+//! sequential programs beyond the idle CPUs do not take a parallel
+//! program's CPUs; a thread taxed above 1 borrows only idle CPUs.
+
+use dyncore_core::policy::trace::parse_actions;
+use dyncore_core::policy::{Action, CpuState};
+use dyncore_sim::{Scenario, run_one};
+
+fn scenario(text: &str) -> Scenario {
+    let s = Scenario::from_toml(text).expect("parses");
+    s.validate().expect("valid");
+    s
+}
+
+/// Two sequential programs from 0; in the second run, a 4-thread parallel
+/// program with 8 s of work starting at 1 s (about 2 s on 4 CPUs).
+const MIX: &str = r#"
+name = "ipis"
+title = "IPIs while a parallel program runs"
+seed = 1
+[[run]]
+label = "sequential only"
+machine = "uniform"
+cpus_per_node = 8
+policy = "chameleon"
+[[run.workload]]
+program = "nqueen"
+count = 2
+work_ms = 3000.0
+[[run]]
+label = "with a parallel program"
+machine = "uniform"
+cpus_per_node = 8
+policy = "chameleon"
+[[run.workload]]
+program = "nqueen"
+count = 2
+work_ms = 3000.0
+[[run.workload]]
+program = "mandelbrot-db"
+threads = 4
+start_ms = 1000.0
+work_ms = 8000.0
+"#;
+
+#[test]
+fn ipis_flow_only_while_a_parallel_program_runs() {
+    let s = scenario(MIX);
+    // Sequential programs only: no IPIs, so the seed changes nothing.
+    let alone = run_one(&s, 0).expect("within the event budget");
+    assert_eq!(alone.ipis, 0);
+    let mut s2 = s.clone();
+    s2.seed = 99;
+    assert_eq!(
+        serde_json::to_string(&run_one(&s2, 0).expect("within the event budget")).unwrap(),
+        serde_json::to_string(&alone).unwrap()
+    );
+    // With a parallel program: 40 IPIs per CPU per second while it runs,
+    // none before it starts or after it ends (a Poisson count: within 15%,
+    // several standard deviations for ~1300 expected).
+    let mixed = run_one(&s, 1).expect("within the event budget");
+    let par = mixed.programs.iter().find(|p| p.program == "mandelbrot-db").unwrap();
+    let seconds = par.completion_ns.expect("finished") as f64 / 1e9;
+    let expected = 40.0 * 8.0 * seconds;
+    let got = mixed.ipis as f64;
+    assert!((got - expected).abs() < 0.15 * expected, "{got} IPIs, expected about {expected:.0}");
+    // The check discriminates: IPIs over the whole run would be a third more.
+    let whole_run = 40.0 * 8.0 * mixed.end_ns as f64 / 1e9;
+    assert!(whole_run > 1.3 * expected, "{whole_run} vs {expected}");
+}
+
+/// Figure 6's mix with more sequential programs than the 8 idle CPUs can
+/// hold as pairs: 5 and 6 N-Queens beside a 16-thread parallel program.
+fn crowded(count: u32, tax: f64) -> Scenario {
+    scenario(&format!(
+        r#"
+name = "crowded"
+title = "Figure 6's mix, crowded"
+[[run]]
+label = "run"
+machine = "dynamic"
+policy = "chameleon"
+[[run.workload]]
+program = "mandelbrot-db"
+threads = 16
+work_ms = 64000.0
+[[run.workload]]
+program = "nqueen"
+count = {count}
+tax = {tax}
+"#
+    ))
+}
+
+#[test]
+fn sequential_programs_beyond_the_idle_cpus_never_take_the_parallel_programs_cpus() {
+    // §4.3.5: when demand exceeds the idle supply the node manager splits
+    // the largest objects, and what is left runs on one idle CPU; it does
+    // not overlay CPUs busy with the parallel program — at any tax rate.
+    for count in [5, 6] {
+        for tax in [0.01, 1.0, 100.0] {
+            let mut s = crowded(count, tax);
+            s.record_policy_trace = true;
+            let run = run_one(&s, 0).expect("within the event budget");
+            let trace = run.policy_trace.as_ref().expect("recorded");
+            let actions = parse_actions(&trace.actions).expect("parses");
+            // The parallel program's 16 threads are spawned first: ids 0-15.
+            let parallel = |t: usize| t < 16;
+            let mut state: Vec<CpuState> = vec![CpuState::Idle; run.cpus];
+            let mut fuses = 0;
+            for (t, a) in &actions {
+                match a {
+                    Action::Dispatch { cpu, state: st } => state[*cpu] = *st,
+                    Action::Fuse { object, .. } => {
+                        fuses += 1;
+                        for c in object.borrowed.iter() {
+                            assert!(
+                                !matches!(state[c], CpuState::Running { thread, .. } if parallel(thread)),
+                                "{count} N-Queens, tax {tax}: the fuse of {object} at {t} ns takes CPU {c} from the \
+                                 parallel program"
+                            );
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            assert!(fuses >= 3, "{count} N-Queens, tax {tax}: only {fuses} fuses");
+            let par = run.programs.iter().find(|p| p.program == "mandelbrot-db").unwrap();
+            assert!(par.speedup.unwrap() > 15.9, "{count}, tax {tax}: parallel at {:?}", par.speedup);
+        }
+    }
+}
+
+#[test]
+fn a_thread_taxed_above_one_borrows_only_idle_cpus() {
+    // Figure 3 at tax 100 and at tax 2: task B is always running on the CPU
+    // task A's object would borrow, so A never fuses and both run at the
+    // baseline; at tax 1 A takes part of B's CPU.
+    let fig3 = |tax: f64| {
+        scenario(&format!(
+            r#"
+name = "fig3"
+title = "Figure 3"
+[[run]]
+label = "run"
+machine = "uniform"
+cpus_per_node = 2
+max_fuse = 2
+policy = "chameleon"
+[[run.workload]]
+program = "nqueen"
+label = "B"
+seq_level = 0
+pin = "1"
+[[run.workload]]
+program = "nqueen"
+label = "A"
+seq_level = 1
+tax = {tax}
+"#
+        ))
+    };
+    for tax in [2.0, 100.0] {
+        let run = run_one(&fig3(tax), 0).expect("within the event budget");
+        assert_eq!(run.reconfig.fuses, 0, "tax {tax}");
+        for p in &run.programs {
+            assert_eq!(p.relative_time, Some(1.0), "tax {tax}: {}", p.label);
+        }
+    }
+    assert!(run_one(&fig3(1.0), 0).expect("within the event budget").reconfig.fuses > 0);
+}
