@@ -405,15 +405,20 @@ impl Sim {
         }
     }
 
-    /// Names in traces: the label, with `#instance` when several programs share it.
+    /// Names in traces: the label, with `#n` (n-th program of that label) when several share it.
     fn name_programs(&mut self) {
         let mut per_label: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         for pr in &self.progs {
             *per_label.entry(pr.label.clone()).or_default() += 1;
         }
+        // Numbered in program order across the whole run, so two workloads
+        // with the same label get #1 and #2, not #1 twice.
+        let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         for pr in &mut self.progs {
             pr.name = if per_label[&pr.label] > 1 {
-                format!("{}#{}", pr.label, pr.instance + 1)
+                let k = seen.entry(pr.label.clone()).or_default();
+                *k += 1;
+                format!("{}#{k}", pr.label)
             } else {
                 pr.label.clone()
             };

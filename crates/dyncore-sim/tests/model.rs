@@ -170,3 +170,33 @@ tax = {tax}
     }
     assert!(run_one(&fig3(1.0), 0).expect("within the event budget").reconfig.fuses > 0);
 }
+
+/// Two workloads with the same label are told apart in timelines and
+/// traces: `N#1` and `N#2`, not `N#1` twice.
+#[test]
+fn programs_sharing_a_label_get_distinct_names() {
+    let s = scenario(
+        r#"
+name = "names"
+title = "same label"
+[[run]]
+label = "a"
+machine = "uniform"
+policy = "chameleon"
+[[run.workload]]
+program = "nqueen"
+label = "N"
+work_ms = 100.0
+[[run.workload]]
+program = "gcc"
+label = "N"
+work_ms = 100.0
+"#,
+    );
+    let run = run_one(&s, 0).expect("within the event budget");
+    let mut names: Vec<&str> =
+        run.allocation.iter().flat_map(|a| a.cpus_by_program.iter().map(|(n, _)| n.as_str())).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names, ["N#1", "N#2"]);
+}

@@ -13,6 +13,16 @@ use clap::{Parser, Subcommand};
 use dyncore_sim::Scenario;
 use indicatif::{ProgressBar, ProgressStyle};
 
+/// `println!` that never panics: when stdout is a closed pipe (`dyncore run |
+/// head`), the line is dropped and the work goes on, so reports are still
+/// written whole. (`println!` panics on a broken pipe.)
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 mod bench;
 mod events;
 mod figure;
@@ -143,7 +153,7 @@ pub(crate) fn load_all(files: &[PathBuf]) -> Result<Vec<(PathBuf, Scenario)>> {
 fn check(files: &[PathBuf]) -> Result<()> {
     let loaded = load_all(files)?;
     for (p, s) in &loaded {
-        println!("ok  {}  ({}: {} runs)", p.display(), s.name, s.runs.len());
+        say!("ok  {}  ({}: {} runs)", p.display(), s.name, s.runs.len());
     }
     Ok(())
 }
@@ -209,7 +219,7 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
         format!(" {} (see docs/results.md).", figure::summary_sentence(&counts, several))
     };
     let per_run = seeds.iter().map(Vec::len).max().unwrap_or(1);
-    println!(
+    say!(
         "\n{}, {} ({} each{}) in {:.1} s.{diff_note}",
         n(written.len(), "scenario"),
         n(total, "run"),
@@ -217,7 +227,7 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
         if seeds.iter().all(|k| k.len() == per_run) { "" } else { " at most" },
         started.elapsed().as_secs_f64(),
     );
-    println!("Report: {} (and index.md)", out.join("index.html").display());
+    say!("Report: {} (and index.md)", out.join("index.html").display());
     Ok(())
 }
 
@@ -288,12 +298,12 @@ fn print_scenario(
     fig: &figure::Figure,
 ) {
     let title = format!("{} — {} ({})", sc.name, sc.title, figure_plot::seeds_phrase(seeds));
-    println!("\n{}", figure::comparison_table(&title, fig).to_terminal());
+    say!("\n{}", figure::comparison_table(&title, fig).to_terminal());
     for (i, run) in sc.runs.iter().enumerate() {
         let unfinished: Vec<String> =
             results.iter().filter(|r| !r.runs[i].finished).map(|r| r.seed.to_string()).collect();
         if !unfinished.is_empty() {
-            println!(
+            say!(
                 "warning: run `{}` hit max_time_ns before every program finished (seed {})",
                 run.label,
                 unfinished.join(", ")

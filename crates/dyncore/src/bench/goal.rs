@@ -84,7 +84,7 @@ pub fn strict_check(bench: &str, goals: &[Goal]) -> anyhow::Result<()> {
         .map(|g| format!("  {}: {} — measured {}", g.verdict(), g.goal, g.measured))
         .collect();
     if bad.is_empty() {
-        println!("strict: every goal of bench {bench} as expected");
+        say!("strict: every goal of bench {bench} as expected");
         return Ok(());
     }
     anyhow::bail!("strict: {} goal(s) of bench {bench} not as expected:\n{}", bad.len(), bad.join("\n"))

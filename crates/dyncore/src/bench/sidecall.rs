@@ -141,15 +141,20 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<Goal>> {
     let dir = out.join("bench-sidecall");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut setup = Setup::new(args)?;
-    println!("dyncore bench sidecall — {}", setup.machine);
-    println!(
+    say!("dyncore bench sidecall — {}", setup.machine);
+    say!(
         "allowed CPUs {}; server on CPU {}, client on CPU {}; {} rounds of {} round trips per row ({} for the slow rows)",
-        setup.allowed, setup.cpus.server, setup.cpus.client, setup.rounds, setup.iters.fast, setup.iters.slow
+        setup.allowed,
+        setup.cpus.server,
+        setup.cpus.client,
+        setup.rounds,
+        setup.iters.fast,
+        setup.iters.slow
     );
-    println!("UMWAIT/TPAUSE (waitpkg): {}", report::waitpkg_text());
+    say!("UMWAIT/TPAUSE (waitpkg): {}", report::waitpkg_text());
     let m = measure_rounds(&mut setup)?;
     let goals = report::write(&dir, &setup, &m)?;
-    println!("report written to {}", dir.join("report.md").display());
+    say!("report written to {}", dir.join("report.md").display());
     Ok(goals)
 }
 

@@ -200,16 +200,16 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<Goal>> {
     let (plan, sizes) = plan(args, allowed.len())?;
     let mut layouts: Vec<Layout> =
         sizes.iter().map(|&n| Layout::new(&allowed, n, n == allowed.len())).collect();
-    println!("dyncore bench reconfig — {}", plan.machine);
+    say!("dyncore bench reconfig — {}", plan.machine);
     for l in &layouts {
-        println!(
+        say!(
             "layout {}: {} runtime CPUs on real CPUs {allowed} ({})",
             l.label(),
             l.runtime_cpus(),
             l.short()
         );
     }
-    println!(
+    say!(
         "{} rounds × {} offline/online pairs per configuration{}",
         plan.rounds,
         plan.per_round.pairs,
@@ -226,7 +226,7 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<Goal>> {
     if let Some(path) = &args.write_profile {
         write_profile(path, &plan, &m)?;
     }
-    println!("report written to {}", dir.join("report.md").display());
+    say!("report written to {}", dir.join("report.md").display());
     Ok(goals)
 }
 
@@ -273,7 +273,7 @@ fn write_profile(path: &Path, plan: &Plan, m: &Measured) -> Result<()> {
     let p = profile::build(layout, &plan.machine, &super::command_line(), &super::today())
         .context("no profile: a one-CPU configuration was not measured")?;
     profile::write(path, &p)?;
-    println!("machine profile ({}) written to {}", layout.label(), path.display());
+    say!("machine profile ({}) written to {}", layout.label(), path.display());
     Ok(())
 }
 

@@ -380,10 +380,10 @@ pub fn write(dir: &Path, plan: &Plan, allowed: &CpuSet, m: &Measured) -> Result<
     let goals = goals(m);
     let tg = goals_table("Goals (ratios within each round)", &goals);
     for x in [&t, &ts, &te, &tb, &tg] {
-        println!("\n{}", x.to_terminal());
+        say!("\n{}", x.to_terminal());
     }
     let ran = what_ran(plan, allowed, m);
-    println!("\n{ran}");
+    say!("\n{ran}");
     write_chart(&dir.join("offline"), &chart(m, true, goal_lines(m)))?;
     write_chart(&dir.join("online"), &chart(m, false, Vec::new()))?;
 

@@ -317,11 +317,11 @@ pub fn write(dir: &Path, setup: &Setup, m: &Measured) -> Result<Vec<Goal>> {
     let tg = goals_table("Goals (ratios within each round)", &goals);
     for x in [&t, &tt, &ti, &tg] {
         if !x.rows.is_empty() {
-            println!("\n{}", x.to_terminal());
+            say!("\n{}", x.to_terminal());
         }
     }
     for s in &setup.skipped {
-        println!("skipped or oversubscribed: {s}");
+        say!("skipped or oversubscribed: {s}");
     }
     plots(dir, setup, m)?;
 

@@ -10,8 +10,8 @@
 //! can say how many times the floor one simulated event costs. The *whole
 //! default run* is the `dyncore run` a user starts (a child process of this
 //! binary: loading, simulating, and writing reports, plots and traces into a
-//! temporary folder), timed against the simulation of the same scenarios
-//! alone in the same round.
+//! temporary folder; with one seed), timed against the simulation of the
+//! same scenarios alone, with the same seed, in the same round.
 //!
 //! Every round runs each of these once, in an order that changes from round
 //! to round; the simulator is deterministic, so every round must simulate
@@ -141,7 +141,7 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<Goal>> {
     let floor_ops = if args.quick { 200_000 } else { 2_000_000 };
     let m = measure_rounds(configs, rounds, floor_ops, args.scenarios.as_deref())?;
     let goals = report::write(&dir, &machine, &m)?;
-    println!("report written to {}", dir.join("report.md").display());
+    say!("report written to {}", dir.join("report.md").display());
     Ok(goals)
 }
 
@@ -217,14 +217,16 @@ fn measure_rounds(
     Ok(Measured { configs, floor_ns, whole_run_ns, rounds })
 }
 
-/// Runs `dyncore run --quiet` (this binary, as a user would) on
+/// Runs `dyncore run --quiet --seeds 1` (this binary, as a user would) on
 /// `scenarios` (default: the shipped ones) into a temporary folder, and
-/// returns its wall time.
+/// returns its wall time. One seed, so that it does the same simulation as
+/// the "simulation alone" it is timed against (the default run's several
+/// seeds would multiply the simulation, not the overhead being measured).
 fn whole_run(scenarios: Option<&Path>) -> Result<Duration> {
     let exe = std::env::current_exe().context("finding this program to time the whole run")?;
     let out = std::env::temp_dir().join(format!("dyncore-bench-sim-run-{}", std::process::id()));
     let mut cmd = std::process::Command::new(&exe);
-    cmd.arg("--out").arg(&out).args(["run", "--quiet"]);
+    cmd.arg("--out").arg(&out).args(["run", "--quiet", "--seeds", "1"]);
     if let Some(s) = scenarios {
         cmd.arg(s);
     }
@@ -235,7 +237,7 @@ fn whole_run(scenarios: Option<&Path>) -> Result<Duration> {
     let o = o?;
     anyhow::ensure!(
         o.status.success(),
-        "the whole default run ({} --out {} run --quiet) failed: {}",
+        "the whole default run ({} --out {} run --quiet --seeds 1) failed: {}",
         exe.display(),
         out.display(),
         String::from_utf8_lossy(&o.stderr)

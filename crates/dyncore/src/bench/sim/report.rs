@@ -164,7 +164,7 @@ pub fn write(dir: &Path, machine: &str, m: &Measured) -> Result<Vec<Goal>> {
     let t = table(machine, &rows);
     let goals = goals(m, &rows);
     let g = goals_table("Goals", &goals);
-    println!("{}\n{}", t.to_terminal(), g.to_terminal());
+    say!("{}\n{}", t.to_terminal(), g.to_terminal());
     crate::plot::write_chart(&dir.join("plot"), &chart(&rows))?;
     let floor = RoundSpread::of(m.floor_ns.clone());
     let floor_text = floor
