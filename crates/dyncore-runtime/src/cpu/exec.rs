@@ -50,7 +50,7 @@ use std::time::Instant;
 use dyncore_core::reconfig::{self, CpuView, Deferral, Direction, HelperView, Kind, Step};
 use dyncore_core::{CpuId, CpuSet};
 
-use super::percpu::CpuState;
+use super::percpu::CpuLiveness;
 use super::sync::lock;
 use super::{Control, ReconfigError, ReconfigReport, RegistryEntry, Shared, spin_until, worker};
 
@@ -218,7 +218,7 @@ impl Shared {
                 // No wake-up: a worker inside a dispatch section sees the
                 // state when it re-checks; an idle one is already stopped
                 // and finds out when it next wakes (`StartDispatch` wakes it).
-                self.cpus[cpu].set_state(CpuState::Stopping);
+                self.cpus[cpu].set_state(CpuLiveness::Stopping);
                 Ok(())
             }
             Step::AwaitStopped { cpu } => {
@@ -242,7 +242,7 @@ impl Shared {
                     q.open = true;
                 }
                 c.flush_on_return.store(true, Ordering::SeqCst);
-                c.set_state(CpuState::Online);
+                c.set_state(CpuLiveness::Online);
                 c.waiter.notify();
                 Ok(())
             }
@@ -372,7 +372,7 @@ impl Shared {
         };
         if tasks.is_empty() {
             // Stopped, proxied, nothing queued: the CPU is offline.
-            c.set_state(CpuState::Offline);
+            c.set_state(CpuLiveness::Offline);
             return Ok(());
         }
         let targets: Vec<CpuId> = lock(&self.active).iter().filter(|&t| t != cpu).collect();
@@ -392,7 +392,7 @@ impl Shared {
         }
         if stranded.is_empty() {
             // Stopped, proxied, emptied: the CPU is offline.
-            c.set_state(CpuState::Offline);
+            c.set_state(CpuLiveness::Offline);
             return Ok(());
         }
         // No active CPU took them: keep them here rather than lose them.
@@ -408,7 +408,7 @@ impl Shared {
         ctl.state.proxies.check()?;
         let active = lock(&self.active).clone();
         let online: CpuSet =
-            self.cpus.iter().filter(|c| c.state() == CpuState::Online).map(|c| c.id).collect();
+            self.cpus.iter().filter(|c| c.state() == CpuLiveness::Online).map(|c| c.id).collect();
         if online.is_empty() {
             return Err("no CPU is online".into());
         }
@@ -433,7 +433,7 @@ impl Shared {
                 return Err(format!("CPU {cpu}: has_charges disagrees with its charges {{{charges}}}"));
             }
             match c.state() {
-                CpuState::Online => {
+                CpuLiveness::Online => {
                     if let Some(p) = ctl.state.proxies.proxied_by(cpu) {
                         return Err(format!("online CPU {cpu} still has proxy {p}"));
                     }
@@ -447,7 +447,7 @@ impl Shared {
                         return Err(format!("online CPU {cpu} has no cache"));
                     }
                 }
-                CpuState::Offline => {
+                CpuLiveness::Offline => {
                     let Some(p) = ctl.state.proxies.proxied_by(cpu) else {
                         return Err(format!("offline CPU {cpu} has no proxy"));
                     };
@@ -465,7 +465,7 @@ impl Shared {
                         ));
                     }
                 }
-                CpuState::Stopping => return Err(format!("CPU {cpu} is left stopping")),
+                CpuLiveness::Stopping => return Err(format!("CPU {cpu} is left stopping")),
             }
         }
         Ok(())

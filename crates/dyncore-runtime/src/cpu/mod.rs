@@ -9,7 +9,7 @@
 //! * a mailbox for remote calls ([`Runtime::call_on`]), reschedules and
 //!   invalidations — the IPI analogue (see `mailbox.rs`);
 //! * a memory cache over the runtime's block pool (see `cache.rs`);
-//! * statistics ([`CpuStats`]);
+//! * statistics ([`CpuCounters`]);
 //! * a helper thread, a watchdog that checks the worker makes progress;
 //! * an entry in the registry ([`Runtime::registry`], the sysfs analogue).
 //!
@@ -85,7 +85,7 @@ mod worker;
 
 pub use cache::{BLOCK_BYTES, Block, MemError, MemoryReport};
 pub use dyncore_core::reconfig::Mode;
-pub use percpu::{CpuState, CpuStats};
+pub use percpu::{CpuCounters, CpuLiveness};
 pub use task::{CallCx, Ctx, Task, TaskPoll};
 
 use cache::Pool;
@@ -144,7 +144,7 @@ pub struct CpuInfo {
     pub cpu: CpuId,
     pub name: String,
     pub real_cpu: CpuId,
-    pub state: CpuState,
+    pub state: CpuLiveness,
     /// The CPU handling this one's messages, when not itself.
     pub proxied_by: Option<CpuId>,
     /// Blocks in its cache (`None`: no cache).
@@ -153,11 +153,12 @@ pub struct CpuInfo {
     /// Watchdog periods in which the worker had work but made no progress.
     pub watchdog_stalls: u64,
     /// Statistics not yet folded into the totals.
-    pub stats: CpuStats,
+    pub stats: CpuCounters,
 }
 
 /// What a reconfiguration did.
 #[derive(Debug, Clone)]
+#[must_use = "the report says which CPUs changed and which were already there"]
 pub struct ReconfigReport {
     pub plan: Plan,
     /// Time from the call's start (waiting for the control lock and
@@ -292,7 +293,7 @@ pub(crate) struct Shared {
     pub(crate) inval_gen: AtomicU64,
     pub(crate) shutdown: AtomicBool,
     pub(crate) active: Mutex<CpuSet>,
-    pub(crate) folded: Mutex<CpuStats>,
+    pub(crate) folded: Mutex<CpuCounters>,
     registry: Mutex<BTreeMap<CpuId, RegistryEntry>>,
     pub(crate) ctl: Mutex<Control>,
     spawn_rr: AtomicUsize,
@@ -339,7 +340,7 @@ impl Runtime {
             inval_gen: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             active: Mutex::new(CpuSet::range(0, n)),
-            folded: Mutex::new(CpuStats::default()),
+            folded: Mutex::new(CpuCounters::default()),
             registry: Mutex::new(registry),
             ctl: Mutex::new(Control { state: ReconfigState::all_online(n), fault: None, step_timing: true }),
             spawn_rr: AtomicUsize::new(0),
@@ -527,7 +528,7 @@ impl Runtime {
 
     /// Statistics of the whole runtime: folded totals plus every CPU's
     /// unfolded counters.
-    pub fn stats(&self) -> CpuStats {
+    pub fn stats(&self) -> CpuCounters {
         let mut s = *lock(&self.sh.folded);
         for c in &self.sh.cpus {
             s.add(&lock(&c.local).stats);
@@ -608,7 +609,7 @@ impl Shared {
             self.cpus.iter().map(|c| (c.id, c.qs.load(Ordering::SeqCst))).collect();
         for (cpu, qs) in snaps {
             let c = &self.cpus[cpu];
-            if c.state() == CpuState::Offline {
+            if c.state() == CpuLiveness::Offline {
                 reported_by_proxy.insert(cpu);
                 continue;
             }
@@ -638,7 +639,7 @@ impl Shared {
                 Err(std::sync::TryLockError::WouldBlock) => return false,
             }
         };
-        self.cpus[cpu].state() == CpuState::Offline && self.free_cache(cpu)
+        self.cpus[cpu].state() == CpuLiveness::Offline && self.free_cache(cpu)
     }
 
     /// Returns `cpu`'s cache to the pool; false if it has none.

@@ -14,10 +14,12 @@ use super::cache::CpuCache;
 use super::mailbox::Mailbox;
 use super::task::{CallCx, Task};
 
-/// A runtime CPU's state, as its registry entry shows it.
+/// Whether a runtime CPU is in service, as its registry entry shows it.
+/// (Not `dyncore_core::sched::CpuState`, which says what a CPU of the
+/// policy's model runs.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
-pub enum CpuState {
+pub enum CpuLiveness {
     /// Running tasks and handling its own messages.
     Online = 0,
     /// Told to stop; its worker may still be finishing a step.
@@ -26,30 +28,31 @@ pub enum CpuState {
     Offline = 2,
 }
 
-impl CpuState {
-    fn from_u8(v: u8) -> CpuState {
+impl CpuLiveness {
+    fn from_u8(v: u8) -> CpuLiveness {
         match v {
-            0 => CpuState::Online,
-            1 => CpuState::Stopping,
-            _ => CpuState::Offline,
+            0 => CpuLiveness::Online,
+            1 => CpuLiveness::Stopping,
+            _ => CpuLiveness::Offline,
         }
     }
 }
 
-impl std::fmt::Display for CpuState {
+impl std::fmt::Display for CpuLiveness {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            CpuState::Online => "online",
-            CpuState::Stopping => "stopping",
-            CpuState::Offline => "offline",
+            CpuLiveness::Online => "online",
+            CpuLiveness::Stopping => "stopping",
+            CpuLiveness::Offline => "offline",
         })
     }
 }
 
-/// Per-CPU counters. Naive offline folds them into the runtime's totals at
-/// once; Bolt lets the helper thread fold them later.
+/// A runtime CPU's event counters. Naive offline folds them into the
+/// runtime's totals at once; Bolt lets the helper thread fold them later.
+/// (Not the simulator's per-CPU time accounting, `dyncore_sim::CpuStats`.)
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CpuStats {
+pub struct CpuCounters {
     pub steps: u64,
     pub tasks_done: u64,
     /// Remote calls handled for this CPU (by it or by its proxy).
@@ -62,8 +65,8 @@ pub struct CpuStats {
     pub frees: u64,
 }
 
-impl CpuStats {
-    pub fn add(&mut self, o: &CpuStats) {
+impl CpuCounters {
+    pub fn add(&mut self, o: &CpuCounters) {
         self.steps += o.steps;
         self.tasks_done += o.tasks_done;
         self.calls += o.calls;
@@ -81,7 +84,7 @@ impl CpuStats {
 #[derive(Debug, Default)]
 pub(crate) struct Local {
     pub(crate) cache: Option<CpuCache>,
-    pub(crate) stats: CpuStats,
+    pub(crate) stats: CpuCounters,
 }
 
 /// A remote-call handler. `Fn`, not `FnOnce`: handlers must be idempotent.
@@ -152,7 +155,7 @@ impl PerCpu {
         PerCpu {
             id,
             real,
-            state: CachePadded::new(AtomicU8::new(CpuState::Online as u8)),
+            state: CachePadded::new(AtomicU8::new(CpuLiveness::Online as u8)),
             running: CachePadded::new(AtomicBool::new(false)),
             qs: AtomicU64::new(0),
             heartbeat: AtomicU64::new(0),
@@ -163,24 +166,24 @@ impl PerCpu {
             mailbox: Mailbox::new(id),
             charges: Mutex::new(CpuSet::new()),
             has_charges: AtomicBool::new(false),
-            local: Mutex::new(Local { cache: Some(cache), stats: CpuStats::default() }),
+            local: Mutex::new(Local { cache: Some(cache), stats: CpuCounters::default() }),
             waiter: Waiter::new(),
             helper: Helper::default(),
         }
     }
 
-    pub(crate) fn state(&self) -> CpuState {
-        CpuState::from_u8(self.state.load(Ordering::SeqCst))
+    pub(crate) fn state(&self) -> CpuLiveness {
+        CpuLiveness::from_u8(self.state.load(Ordering::SeqCst))
     }
 
     /// SeqCst: pairs with the worker's `running` store then `state` load
     /// (a Dekker handshake: either the worker sees the new state before it
     /// starts a step, or the controller sees `running` and waits).
-    pub(crate) fn set_state(&self, s: CpuState) {
+    pub(crate) fn set_state(&self, s: CpuLiveness) {
         self.state.store(s as u8, Ordering::SeqCst);
     }
 
     pub(crate) fn online(&self) -> bool {
-        self.state() == CpuState::Online
+        self.state() == CpuLiveness::Online
     }
 }

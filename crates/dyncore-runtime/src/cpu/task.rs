@@ -4,7 +4,7 @@
 use dyncore_core::CpuId;
 
 use super::cache::{BLOCK_BYTES, Block, MemError, Pool};
-use super::percpu::{CpuStats, Local};
+use super::percpu::{CpuCounters, Local};
 
 /// What a step returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +85,7 @@ impl Ctx<'_> {
 pub struct CallCx<'a> {
     pub(crate) cpu: CpuId,
     pub(crate) handled_on: CpuId,
-    pub(crate) stats: &'a CpuStats,
+    pub(crate) stats: &'a CpuCounters,
 }
 
 impl CallCx<'_> {
@@ -106,7 +106,7 @@ impl CallCx<'_> {
 
     /// The addressed CPU's statistics, this call included: per-CPU state
     /// that a proxy reads on the offline CPU's behalf.
-    pub fn stats(&self) -> &CpuStats {
+    pub fn stats(&self) -> &CpuCounters {
         self.stats
     }
 }

@@ -34,6 +34,18 @@ fn set(s: &str) -> CpuSet {
     s.parse().expect("a CPU list")
 }
 
+/// Takes `cpus` offline and checks that exactly they changed.
+fn off(rt: &Runtime, cpus: &str, mode: Mode) {
+    let r = rt.offline(&set(cpus), mode).unwrap_or_else(|e| panic!("offline {cpus} ({mode}): {e}"));
+    assert_eq!(r.changed(), &set(cpus), "offline {cpus} ({mode})");
+}
+
+/// Brings `cpus` online and checks that exactly they changed.
+fn on(rt: &Runtime, cpus: &str, mode: Mode) {
+    let r = rt.online(&set(cpus), mode).unwrap_or_else(|e| panic!("online {cpus} ({mode}): {e}"));
+    assert_eq!(r.changed(), &set(cpus), "online {cpus} ({mode})");
+}
+
 /// Polls `cond` until true; fails with every CPU's state if it never is.
 fn eventually(rt: &Runtime, what: &str, mut cond: impl FnMut() -> bool) {
     let t0 = Instant::now();
@@ -107,7 +119,7 @@ fn smoke_tasks_run_to_completion_and_memory_is_accounted() {
 fn call_on_an_offline_cpu_runs_on_its_proxy_with_its_state() {
     let rt = runtime(4);
     for mode in [Mode::Bolt, Mode::Naive] {
-        rt.offline(&set("3"), mode).unwrap();
+        off(&rt, "3", mode);
         let proxy = lock(&rt.sh.ctl).state.proxies.proxied_by(3);
         assert!(proxy.is_some_and(|p| p != 3), "{mode}: CPU 3 has a proxy");
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -117,10 +129,10 @@ fn call_on_an_offline_cpu_runs_on_its_proxy_with_its_state() {
         })
         .unwrap();
         eventually(&rt, "the call was handled", || !seen.lock().unwrap().is_empty());
-        let (cpu, on, by_proxy, calls) = seen.lock().unwrap()[0];
-        assert_eq!((cpu, Some(on), by_proxy), (3, proxy, true), "{mode}");
+        let (cpu, handled_on, by_proxy, calls) = seen.lock().unwrap()[0];
+        assert_eq!((cpu, Some(handled_on), by_proxy), (3, proxy, true), "{mode}");
         assert!(calls >= 1, "the handler sees CPU 3's counters, this call included");
-        rt.online(&set("3"), mode).unwrap();
+        on(&rt, "3", mode);
         let s = seen.clone();
         rt.call_on(3, move |cx| s.lock().unwrap().push((cx.cpu(), cx.handled_on(), cx.by_proxy(), 0)))
             .unwrap();
@@ -133,7 +145,7 @@ fn call_on_an_offline_cpu_runs_on_its_proxy_with_its_state() {
 #[test]
 fn reschedule_of_an_offline_cpu_is_counted_by_its_proxy() {
     let rt = runtime(3);
-    rt.offline(&set("2"), Mode::Bolt).unwrap();
+    off(&rt, "2", Mode::Bolt);
     rt.reschedule(2).unwrap();
     eventually(&rt, "the reschedule was handled", || rt.stats().reschedules == 1);
 }
@@ -141,11 +153,11 @@ fn reschedule_of_an_offline_cpu_is_counted_by_its_proxy() {
 #[test]
 fn synchronize_does_not_wait_for_offline_cpus() {
     let rt = runtime(4);
-    rt.offline(&set("1-2"), Mode::Bolt).unwrap();
+    off(&rt, "1-2", Mode::Bolt);
     let r = rt.synchronize();
     assert_eq!(r.waited_for, set("0,3"));
     assert_eq!(r.reported_by_proxy, set("1-2"));
-    rt.online(&set("1"), Mode::Naive).unwrap();
+    on(&rt, "1", Mode::Naive);
     let r = rt.synchronize();
     assert_eq!((r.waited_for, r.reported_by_proxy), (set("0-1,3"), set("2")));
 }
@@ -153,14 +165,14 @@ fn synchronize_does_not_wait_for_offline_cpus() {
 #[test]
 fn broadcast_invalidate_skips_offline_cpus_which_apply_it_on_return() {
     let rt = runtime(4);
-    rt.offline(&set("2"), Mode::Bolt).unwrap();
+    off(&rt, "2", Mode::Bolt);
     let r = rt.broadcast_invalidate();
     assert_eq!((r.applied.clone(), r.skipped.clone()), (set("0-1,3"), set("2")));
     for cpu in r.applied.iter() {
         assert!(rt.invalidation_seen(cpu).unwrap() >= r.generation, "CPU {cpu} applied it before the return");
     }
     assert!(rt.invalidation_seen(2).unwrap() < r.generation, "an offline CPU is skipped");
-    rt.online(&set("2"), Mode::Bolt).unwrap();
+    on(&rt, "2", Mode::Bolt);
     let first_task_saw = Arc::new(AtomicU64::new(0));
     let f = first_task_saw.clone();
     rt.spawn_on(2, move |cx: &mut Ctx<'_>| {
@@ -188,11 +200,11 @@ fn bolt_offline_keeps_cache_and_registry_and_parks_the_helper_lazily() {
         report.step_ns.iter().all(|(s, _)| !matches!(s, Step::FreeCache { .. } | Step::StopHelper { .. }))
     );
     let info = rt.cpu_info(1).expect("the registry entry stays");
-    assert_eq!(info.state, CpuState::Offline);
+    assert_eq!(info.state, CpuLiveness::Offline);
     assert!(info.cache_blocks.is_some(), "the cache is kept for reuse");
     assert!(info.proxied_by.is_some());
     eventually(&rt, "the helper parked", || rt.cpu_info(1).unwrap().helper == HelperState::Parked);
-    eventually(&rt, "statistics folded", || rt.cpu_info(1).unwrap().stats == CpuStats::default());
+    eventually(&rt, "statistics folded", || rt.cpu_info(1).unwrap().stats == CpuCounters::default());
     assert_eq!(rt.stats().tasks_done, before.tasks_done, "folding loses nothing");
     // Memory pressure frees the kept cache; online re-creates one.
     assert_eq!(rt.reclaim_memory(), 1);
@@ -202,7 +214,7 @@ fn bolt_offline_keeps_cache_and_registry_and_parks_the_helper_lazily() {
     let on = rt.online(&set("1"), Mode::Bolt).unwrap();
     assert!(on.plan.steps.iter().any(|s| s.step == Step::CreateCache { cpu: 1 }));
     let info = rt.cpu_info(1).unwrap();
-    assert!(info.cache_blocks.is_some() && info.state == CpuState::Online && info.proxied_by.is_none());
+    assert!(info.cache_blocks.is_some() && info.state == CpuLiveness::Online && info.proxied_by.is_none());
     eventually(&rt, "the helper runs again", || rt.cpu_info(1).unwrap().helper == HelperState::Running);
     rt.spawn_on(1, counting_task(2, done.clone())).unwrap();
     eventually(&rt, "CPU 1 runs tasks again", || done.load(Ordering::SeqCst) == 6);
@@ -223,9 +235,9 @@ fn naive_offline_removes_everything_and_online_recreates_it() {
     assert_eq!(rt.memory().caches_freed, freed + 1);
     assert_eq!(rt.stats().steps, 4, "statistics folded, not lost");
     assert_eq!(rt.online_cpus(), set("0-1"));
-    rt.online(&set("2"), Mode::Naive).unwrap();
+    on(&rt, "2", Mode::Naive);
     let info = rt.cpu_info(2).expect("re-created");
-    assert_eq!((info.state, info.helper), (CpuState::Online, HelperState::Running));
+    assert_eq!((info.state, info.helper), (CpuLiveness::Online, HelperState::Running));
     assert!(info.cache_blocks.is_some());
     assert_memory_accounted(&rt);
     assert_eq!(rt.check(), Ok(()));
@@ -236,10 +248,10 @@ fn kept_cache_is_reclaimed_after_cache_keep() {
     let mut cfg = config(3);
     cfg.cache_keep = Some(Duration::from_millis(10));
     let rt = Runtime::new(cfg).unwrap();
-    rt.offline(&set("2"), Mode::Bolt).unwrap();
+    off(&rt, "2", Mode::Bolt);
     eventually(&rt, "the kept cache was freed", || rt.cpu_info(2).unwrap().cache_blocks.is_none());
     assert_memory_accounted(&rt);
-    rt.online(&set("2"), Mode::Bolt).unwrap();
+    on(&rt, "2", Mode::Bolt);
     assert!(rt.cpu_info(2).unwrap().cache_blocks.is_some());
 }
 
@@ -264,8 +276,8 @@ fn bulk_bolt_offline_updates_the_mask_once_and_moves_queued_tasks() {
 #[test]
 fn a_cpu_that_proxies_hands_its_charges_over_when_it_leaves() {
     let rt = runtime(3);
-    rt.offline(&set("2"), Mode::Bolt).unwrap();
-    rt.offline(&set("0"), Mode::Bolt).unwrap();
+    off(&rt, "2", Mode::Bolt);
+    off(&rt, "0", Mode::Bolt);
     assert_eq!(rt.cpu_info(2).unwrap().proxied_by, Some(1));
     assert_eq!(rt.cpu_info(0).unwrap().proxied_by, Some(1));
     let hits = Arc::new(AtomicUsize::new(0));
@@ -278,7 +290,7 @@ fn a_cpu_that_proxies_hands_its_charges_over_when_it_leaves() {
         .unwrap();
     }
     eventually(&rt, "both calls handled by CPU 1", || hits.load(Ordering::SeqCst) == 2);
-    rt.online(&set("0,2"), Mode::Naive).unwrap();
+    on(&rt, "0,2", Mode::Naive);
     assert_eq!(rt.check(), Ok(()));
 }
 
@@ -304,7 +316,7 @@ fn offline_of_the_last_online_cpu_is_refused_with_a_clear_error() {
     let err = rt.offline(&set("0-1"), Mode::Bolt).unwrap_err();
     assert!(matches!(err, ReconfigError::Refused(PlanError::LastOnline { .. })), "{err:?}");
     assert!(err.to_string().contains("would leave no online CPU"), "{err}");
-    rt.offline(&set("1"), Mode::Naive).unwrap();
+    off(&rt, "1", Mode::Naive);
     let err = rt.offline(&set("0"), Mode::Naive).unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -337,7 +349,7 @@ fn cpus_not_owned_are_refused_by_number() {
 #[test]
 fn offline_of_an_offline_cpu_is_a_reported_noop() {
     let rt = runtime(4);
-    rt.offline(&set("2"), Mode::Bolt).unwrap();
+    off(&rt, "2", Mode::Bolt);
     for mode in [Mode::Bolt, Mode::Naive] {
         let r = rt.offline(&set("2"), mode).unwrap();
         assert!(r.is_noop() && r.plan.steps.is_empty() && r.step_ns.is_empty());
@@ -353,7 +365,7 @@ fn offline_of_an_offline_cpu_is_a_reported_noop() {
 
 /// One registry row as a rollback must restore it: CPU, state, proxy,
 /// whether it holds a cache, helper.
-type Row = (CpuId, CpuState, Option<CpuId>, bool, HelperState);
+type Row = (CpuId, CpuLiveness, Option<CpuId>, bool, HelperState);
 
 /// Snapshot of everything a rollback must restore.
 fn snapshot(rt: &Runtime) -> (CpuSet, Vec<Row>) {
@@ -395,11 +407,11 @@ fn a_failing_step_rolls_back_and_names_the_step() {
     for (mode, dir, cpus) in cases {
         let cpus = set(cpus);
         if dir == Direction::Online {
-            rt.offline(&cpus, mode).unwrap();
+            assert_eq!(rt.offline(&cpus, mode).unwrap().changed(), &cpus);
         }
         // A clean run gives the plan; undo it to get back.
         let plan = run(mode, dir, &cpus).unwrap().plan;
-        undo(mode, dir, &cpus).unwrap();
+        assert_eq!(undo(mode, dir, &cpus).unwrap().changed(), &cpus);
         for index in 0..plan.critical_len() {
             let before = snapshot(&rt);
             let calls = Arc::new(AtomicUsize::new(0));
@@ -427,7 +439,7 @@ fn a_failing_step_rolls_back_and_names_the_step() {
             eventually(&rt, "tasks after a rollback", || done.load(Ordering::SeqCst) == expect_done);
         }
         if dir == Direction::Online {
-            rt.online(&cpus, mode).unwrap();
+            assert_eq!(rt.online(&cpus, mode).unwrap().changed(), &cpus);
         }
     }
     assert_eq!(rt.online_cpus(), set("0-3"));
@@ -632,7 +644,7 @@ fn stress_random_offline_online_while_tasks_calls_and_invalidations_flow() {
     }
     spawner.join().expect("spawner");
     caller.join().expect("caller");
-    rt.online(&CpuSet::range(0, CPUS), Mode::Bolt).unwrap();
+    let _back = rt.online(&CpuSet::range(0, CPUS), Mode::Bolt).unwrap();
 
     let t = &tally;
     eventually(&rt, "every task finished", || t.done.iter().all(|d| d.load(Ordering::SeqCst) >= 1));

@@ -287,7 +287,7 @@ fn entry_exit(rt: &Runtime, mode: Mode, repeats: usize, bar: &indicatif::Progres
         stop.store(true, Ordering::Relaxed);
         stop = Arc::new(AtomicBool::new(false));
         let t0 = Instant::now();
-        rt.online(&set, mode)?;
+        let _back = rt.online(&set, mode)?;
         let first = start_task(&stop)?;
         let (t1, on) = first_step(&first)?;
         ensure!(on == cpu, "the probe task ran on CPU {on}, not {cpu}");
