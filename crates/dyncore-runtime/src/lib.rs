@@ -5,7 +5,11 @@
 //! * [`cpu`]: runtime CPUs (pinned workers) that go offline and online the Bolt
 //!   way, with processor proxies (Bolt; Chameleon §3.1, §4.1).
 //! * [`affinity`]: pinning and the process's allowed CPUs.
+//! * [`wait`]: lock-free waiting with a deadline ([`spin_until`]).
 
 pub mod affinity;
 pub mod cpu;
 pub mod sidecore;
+pub mod wait;
+
+pub use wait::spin_until;

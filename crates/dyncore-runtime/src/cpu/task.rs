@@ -22,6 +22,12 @@ pub enum TaskPoll {
 /// `synchronize`, … from inside a step).
 pub trait Task: Send + 'static {
     fn step(&mut self, cx: &mut Ctx<'_>) -> TaskPoll;
+
+    /// What the task is, for failure reports (called only when a step
+    /// panics).
+    fn name(&self) -> String {
+        std::any::type_name::<Self>().to_string()
+    }
 }
 
 impl<F> Task for F

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use dyncore_core::reconfig::Direction;
+use dyncore_core::reconfig::{Direction, PlanError, Step};
 
 use super::*;
 
@@ -154,11 +154,11 @@ fn reschedule_of_an_offline_cpu_is_counted_by_its_proxy() {
 fn synchronize_does_not_wait_for_offline_cpus() {
     let rt = runtime(4);
     off(&rt, "1-2", Mode::Bolt);
-    let r = rt.synchronize();
+    let r = rt.synchronize().unwrap();
     assert_eq!(r.waited_for, set("0,3"));
     assert_eq!(r.reported_by_proxy, set("1-2"));
     on(&rt, "1", Mode::Naive);
-    let r = rt.synchronize();
+    let r = rt.synchronize().unwrap();
     assert_eq!((r.waited_for, r.reported_by_proxy), (set("0-1,3"), set("2")));
 }
 
@@ -166,7 +166,7 @@ fn synchronize_does_not_wait_for_offline_cpus() {
 fn broadcast_invalidate_skips_offline_cpus_which_apply_it_on_return() {
     let rt = runtime(4);
     off(&rt, "2", Mode::Bolt);
-    let r = rt.broadcast_invalidate();
+    let r = rt.broadcast_invalidate().unwrap();
     assert_eq!((r.applied.clone(), r.skipped.clone()), (set("0-1,3"), set("2")));
     for cpu in r.applied.iter() {
         assert!(rt.invalidation_seen(cpu).unwrap() >= r.generation, "CPU {cpu} applied it before the return");
@@ -603,14 +603,14 @@ fn stress_random_offline_online_while_tasks_calls_and_invalidations_flow() {
                     rt.reschedule(caller_rng.random_range(0..CPUS)).unwrap();
                 }
                 if id % 20 == 0 {
-                    let r = rt.broadcast_invalidate();
+                    let r = rt.broadcast_invalidate().unwrap();
                     for cpu in r.applied.iter() {
                         assert!(rt.invalidation_seen(cpu).unwrap() >= r.generation, "CPU {cpu} applied it");
                     }
                     assert_eq!(r.applied.len() + r.skipped.len(), CPUS);
                 }
                 if id % 25 == 0 {
-                    let r = rt.synchronize();
+                    let r = rt.synchronize().unwrap();
                     assert_eq!(r.waited_for.len() + r.reported_by_proxy.len(), CPUS);
                     syncs.fetch_add(1, Ordering::SeqCst);
                 }
@@ -649,7 +649,7 @@ fn stress_random_offline_online_while_tasks_calls_and_invalidations_flow() {
     let t = &tally;
     eventually(&rt, "every task finished", || t.done.iter().all(|d| d.load(Ordering::SeqCst) >= 1));
     eventually(&rt, "every call handled", || t.handled.iter().all(|h| h.load(Ordering::SeqCst) >= 1));
-    let s = rt.synchronize();
+    let s = rt.synchronize().unwrap();
     assert_eq!(s.waited_for, CpuSet::range(0, CPUS));
     finished.store(true, Ordering::SeqCst);
     dog.join().unwrap();

@@ -1,0 +1,76 @@
+//! Waiting for another thread without a lock: spin briefly, then yield,
+//! and give up at a deadline.
+//!
+//! The runtime's controller waits this way for workers (a step to finish,
+//! a barrier, a grace period, an invalidation); it is public so that
+//! benchmarks wait the same way.
+
+use std::time::Instant;
+
+/// Polls with `spin_loop` before yielding the CPU: long enough to catch a
+/// partner that answers within a few hundred nanoseconds (a cross-core
+/// round trip), short enough not to starve a partner that shares the real
+/// CPU.
+const SPINS_BEFORE_YIELD: u32 = 128;
+
+/// The deadline of [`spin_until`] passed first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadlinePassed;
+
+impl std::fmt::Display for DeadlinePassed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the deadline passed before the condition held")
+    }
+}
+
+impl std::error::Error for DeadlinePassed {}
+
+/// Spins, then yields, until `done()` returns true (`Ok`) or `deadline`
+/// passes (`Err`; `None`: no deadline). The clock is read only in the
+/// yielding phase, so a condition that comes true within the spins costs no
+/// clock read.
+pub fn spin_until(deadline: Option<Instant>, mut done: impl FnMut() -> bool) -> Result<(), DeadlinePassed> {
+    let mut polls = 0u32;
+    loop {
+        if done() {
+            return Ok(());
+        }
+        polls = polls.saturating_add(1);
+        if polls < SPINS_BEFORE_YIELD {
+            std::hint::spin_loop();
+            continue;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(DeadlinePassed);
+        }
+        std::thread::yield_now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn returns_when_the_condition_holds_or_the_deadline_passes() {
+        let mut n = 0;
+        assert_eq!(
+            spin_until(None, || {
+                n += 1;
+                n == 1000
+            }),
+            Ok(())
+        );
+        assert_eq!(spin_until(Some(Instant::now()), || false), Err(DeadlinePassed));
+        let flag = Arc::new(AtomicBool::new(false));
+        let f = flag.clone();
+        let t = std::thread::spawn(move || f.store(true, Ordering::Release));
+        let far = Instant::now() + Duration::from_secs(3600);
+        assert_eq!(spin_until(Some(far), || flag.load(Ordering::Acquire)), Ok(()));
+        t.join().unwrap();
+    }
+}
