@@ -4,11 +4,14 @@
 //!   sidecalls instead of traps (the Sidecore paper).
 //! * [`cpu`]: runtime CPUs (pinned workers) that go offline and online the Bolt
 //!   way, with processor proxies (Bolt; Chameleon §3.1, §4.1).
+//! * [`kernels`]: the Table 3 programs as compute kernels run in small
+//!   steps, counting their work in units.
 //! * [`affinity`]: pinning and the process's allowed CPUs.
 //! * [`wait`]: lock-free waiting with a deadline ([`spin_until`]).
 
 pub mod affinity;
 pub mod cpu;
+pub mod kernels;
 pub mod sidecore;
 pub mod wait;
 

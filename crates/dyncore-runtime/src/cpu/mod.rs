@@ -136,6 +136,13 @@ pub struct RuntimeConfig {
     pub wait_deadline: Duration,
     /// The duty-cycle throttle's period (see [`Duty`]).
     pub throttle_period: Duration,
+    /// Run the workers under `SCHED_FIFO` at this priority (`None`: the
+    /// normal scheduler). A duty cycle is a share of a real CPU in wall
+    /// time; on a machine where other processes compete for the real CPUs,
+    /// only a real-time worker gets the share its duty says (see
+    /// `throttle.rs`). [`Runtime::new`] fails with the reason when this is
+    /// not permitted.
+    pub realtime_priority: Option<u8>,
 }
 
 impl RuntimeConfig {
@@ -156,6 +163,7 @@ impl RuntimeConfig {
             // tens of microseconds), short enough for a person to wait.
             wait_deadline: Duration::from_secs(2),
             throttle_period: Duration::from_millis(1),
+            realtime_priority: None,
         }
     }
 }
@@ -241,8 +249,18 @@ impl Runtime {
         for i in 0..n {
             let (sh, tx) = (sh.clone(), tx.clone());
             let real = sh.cpus[i].real;
+            let rt_priority = sh.cfg.realtime_priority;
             let t = std::thread::Builder::new().name(format!("dyncore-cpu{i}")).spawn(move || {
-                let pinned = crate::affinity::pin_current_thread(real);
+                let pinned = crate::affinity::pin_current_thread(real).and_then(|()| {
+                    rt_priority.map_or(Ok(()), |p| {
+                        crate::affinity::set_current_thread_realtime(p).map_err(|e| {
+                            io::Error::new(
+                                e.kind(),
+                                format!("cannot start the worker of runtime CPU {i}: {e}"),
+                            )
+                        })
+                    })
+                });
                 let ok = pinned.is_ok();
                 // The receiver outlives every worker's first message.
                 let _ = tx.send(pinned);
@@ -421,6 +439,16 @@ impl Runtime {
     /// `cpu`'s duty cycle.
     pub fn duty(&self, cpu: CpuId) -> Result<Duty, PlaceError> {
         Ok(self.owned(cpu)?.throttle.duty())
+    }
+
+    /// Tasks queued on `cpu` (not counting one being stepped).
+    pub fn queued(&self, cpu: CpuId) -> Result<usize, PlaceError> {
+        Ok(self.owned(cpu)?.runq_len.load(Ordering::Acquire))
+    }
+
+    /// [`RuntimeConfig::wait_deadline`].
+    pub fn wait_deadline(&self) -> Duration {
+        self.sh.cfg.wait_deadline
     }
 
     /// How well each CPU kept its duty cycle so far (see [`DutyReport`]).
