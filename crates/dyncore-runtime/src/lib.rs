@@ -6,6 +6,8 @@
 //!   way, with processor proxies (Bolt; Chameleon §3.1, §4.1).
 //! * [`kernels`]: the Table 3 programs as compute kernels run in small
 //!   steps, counting their work in units.
+//! * [`threads`]: threads placed on runtime CPUs by a policy ("run thread
+//!   T on CPU c"), with events when they finish.
 //! * [`affinity`]: pinning and the process's allowed CPUs.
 //! * [`wait`]: lock-free waiting with a deadline ([`spin_until`]).
 
@@ -13,6 +15,7 @@ pub mod affinity;
 pub mod cpu;
 pub mod kernels;
 pub mod sidecore;
+pub mod threads;
 pub mod wait;
 
 pub use wait::spin_until;

@@ -200,7 +200,7 @@ pub(crate) struct Shared {
     pub(crate) ctl: Mutex<Control>,
     spawn_rr: AtomicUsize,
     /// The runtime's clock starts here ([`Runtime::now_ns`]).
-    epoch: Instant,
+    pub(crate) epoch: Instant,
     pub(crate) events: events::Events,
 }
 
@@ -424,6 +424,11 @@ impl Runtime {
     /// every event, report and sample of this runtime uses.
     pub fn now_ns(&self) -> u64 {
         self.sh.now_ns()
+    }
+
+    /// The instant [`Runtime::now_ns`] counts from.
+    pub fn clock_start(&self) -> Instant {
+        self.sh.epoch
     }
 
     /// Sets `cpu`'s duty cycle (see [`Duty`]). Cheap (one store, and a wake

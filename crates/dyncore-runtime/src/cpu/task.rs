@@ -46,6 +46,8 @@ pub struct Ctx<'a> {
     pub(crate) pool: &'a Pool,
     pub(crate) local: &'a mut Local,
     pub(crate) invalidation: u64,
+    /// The start of the runtime's clock.
+    pub(crate) epoch: std::time::Instant,
 }
 
 impl Ctx<'_> {
@@ -62,6 +64,11 @@ impl Ctx<'_> {
     /// The newest invalidation this CPU has applied.
     pub fn invalidation_generation(&self) -> u64 {
         self.invalidation
+    }
+
+    /// Now, on the runtime's clock (`Runtime::now_ns`).
+    pub fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// Allocates a block from this CPU's cache.

@@ -280,7 +280,14 @@ fn run_one_step(sh: &Shared, me: CpuId, throttle: &mut Throttle, t0: u64) -> boo
         debug_assert!(local.cache.is_some(), "online CPU {me} has no cache");
         local.stats.steps += 1;
         let invalidation = c.inval_seen.load(Ordering::Acquire);
-        let mut cx = Ctx { cpu: me, real_cpu: c.real, pool: &sh.pool, local: &mut local, invalidation };
+        let mut cx = Ctx {
+            cpu: me,
+            real_cpu: c.real,
+            pool: &sh.pool,
+            local: &mut local,
+            invalidation,
+            epoch: sh.epoch,
+        };
         let r = catch_unwind(AssertUnwindSafe(|| task.step(&mut cx)));
         match r {
             Ok(TaskPoll::Ready) => local.stats.tasks_done += 1,
