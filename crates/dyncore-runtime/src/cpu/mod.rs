@@ -644,5 +644,8 @@ mod tests;
 #[cfg(all(test, not(dyncore_loom)))]
 mod robust_tests;
 
+#[cfg(all(test, not(dyncore_loom)))]
+mod stress_tests;
+
 #[cfg(all(test, dyncore_loom))]
 mod loom_tests;

@@ -1,15 +1,13 @@
 //! Behaviour tests of runtime CPUs: placement, remote calls through
 //! proxies, grace periods and invalidations across offline/online, both
-//! modes' critical and deferred work, bad input, rollback, and a bounded
-//! stress test under a deadlock watchdog. No test asserts a time: waits
-//! are "eventually, or fail with a dump of every CPU".
+//! modes' critical and deferred work, bad input and rollback (the stress
+//! test is in `stress_tests.rs`, robustness in `robust_tests.rs`). No test
+//! asserts a time: waits are "eventually, or fail with a dump of every
+//! CPU".
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 
 use dyncore_core::reconfig::{Direction, PlanError, Step};
 
@@ -19,7 +17,7 @@ use super::*;
 /// these tests run many runtime CPUs on two loaded real ones.
 const EVENTUALLY: Duration = Duration::from_secs(30);
 
-fn config(n: usize) -> RuntimeConfig {
+pub(super) fn config(n: usize) -> RuntimeConfig {
     let real = crate::affinity::allowed_cpus().expect("the affinity mask is readable");
     let mut cfg = RuntimeConfig::over(&real, n);
     cfg.watchdog_period = Duration::from_millis(5);
@@ -47,7 +45,7 @@ fn on(rt: &Runtime, cpus: &str, mode: Mode) {
 }
 
 /// Polls `cond` until true; fails with every CPU's state if it never is.
-fn eventually(rt: &Runtime, what: &str, mut cond: impl FnMut() -> bool) {
+pub(super) fn eventually(rt: &Runtime, what: &str, mut cond: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !cond() {
         assert!(t0.elapsed() < EVENTUALLY, "never happened: {what}\n{}", rt.dump());
@@ -69,7 +67,7 @@ fn counting_task(steps: u32, done: Arc<AtomicU32>) -> impl Task {
     }
 }
 
-fn assert_memory_accounted(rt: &Runtime) {
+pub(super) fn assert_memory_accounted(rt: &Runtime) {
     let m = rt.memory();
     assert_eq!(m.blocks_allocated, 0, "leaked blocks: {m:?}");
     assert_eq!(m.double_frees, 0, "{m:?}");
@@ -469,209 +467,4 @@ fn global_operations_refuse_to_run_on_a_worker_thread() {
     // What a task calling `offline` would hit (it would wait for itself).
     worker::WORKER_OF.with(|w| w.set(Some(0)));
     worker::assert_not_on_worker("offline");
-}
-
-/// Counters of the stress test, indexed by task or call id.
-struct Tally {
-    steps: Vec<AtomicU32>,
-    done: Vec<AtomicU32>,
-    planned: Vec<u32>,
-    mem_errors: AtomicU32,
-    handled: Vec<AtomicU32>,
-}
-
-struct StressTask {
-    id: usize,
-    left: u32,
-    block: Option<Block>,
-    tally: Arc<Tally>,
-}
-
-impl Task for StressTask {
-    fn step(&mut self, cx: &mut Ctx<'_>) -> TaskPoll {
-        let t = &self.tally;
-        t.steps[self.id].fetch_add(1, Ordering::SeqCst);
-        // Hold a block across steps (and migrations): allocated on one CPU,
-        // often freed on another.
-        match self.block.as_mut() {
-            None => match cx.alloc() {
-                Ok(mut b) => {
-                    cx.bytes(&mut b)[..8].copy_from_slice(&(self.id as u64).to_le_bytes());
-                    self.block = Some(b);
-                }
-                Err(_) => {
-                    t.mem_errors.fetch_add(1, Ordering::SeqCst);
-                }
-            },
-            Some(b) => {
-                if cx.bytes(b)[..8] != (self.id as u64).to_le_bytes() {
-                    t.mem_errors.fetch_add(1, Ordering::SeqCst);
-                }
-            }
-        }
-        self.left -= 1;
-        if self.left > 0 {
-            return TaskPoll::Pending;
-        }
-        if let Some(b) = self.block.take()
-            && cx.free(b).is_err()
-        {
-            t.mem_errors.fetch_add(1, Ordering::SeqCst);
-        }
-        t.done[self.id].fetch_add(1, Ordering::SeqCst);
-        TaskPoll::Ready
-    }
-}
-
-/// Fails the whole test binary with a dump of every CPU if `done` is not
-/// set within `limit` (a deadlock must not hang the test run).
-fn deadlock_watchdog(
-    rt: Arc<Runtime>,
-    done: Arc<AtomicBool>,
-    limit: Duration,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let t0 = Instant::now();
-        while !done.load(Ordering::SeqCst) {
-            if t0.elapsed() > limit {
-                eprintln!("stress test made no progress for {limit:?}: deadlock?\n{}", rt.dump());
-                std::process::exit(101);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    })
-}
-
-#[test]
-fn stress_random_offline_online_while_tasks_calls_and_invalidations_flow() {
-    const CPUS: usize = 8;
-    const TASKS: usize = 1500;
-    const CALLS: usize = 2000;
-    const RECONFIGS: usize = 400;
-    let seed: u64 =
-        std::env::var("DYNCORE_STRESS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_b017);
-    eprintln!("stress seed {seed:#x} (set DYNCORE_STRESS_SEED to replay)");
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut cfg = config(CPUS);
-    cfg.cache_blocks = 8;
-    cfg.pool_blocks = Some(4096);
-    cfg.cache_keep = Some(Duration::from_millis(2));
-    let rt = Arc::new(Runtime::new(cfg).unwrap());
-    let finished = Arc::new(AtomicBool::new(false));
-    let dog = deadlock_watchdog(rt.clone(), finished.clone(), Duration::from_secs(120));
-
-    let planned: Vec<u32> = (0..TASKS).map(|_| rng.random_range(1..=12)).collect();
-    let tally = Arc::new(Tally {
-        steps: (0..TASKS).map(|_| AtomicU32::new(0)).collect(),
-        done: (0..TASKS).map(|_| AtomicU32::new(0)).collect(),
-        planned,
-        mem_errors: AtomicU32::new(0),
-        handled: (0..CALLS).map(|_| AtomicU32::new(0)).collect(),
-    });
-    let (mut spawner_rng, mut caller_rng) =
-        (ChaCha8Rng::seed_from_u64(rng.random()), ChaCha8Rng::seed_from_u64(rng.random()));
-
-    let spawner = {
-        let (rt, tally) = (rt.clone(), tally.clone());
-        std::thread::spawn(move || {
-            for id in 0..TASKS {
-                let task = StressTask { id, left: tally.planned[id], block: None, tally: tally.clone() };
-                let cpu = spawner_rng.random_range(0..CPUS);
-                // Pinned placement when the CPU is online, else anywhere.
-                if rt.spawn_on(cpu, StressTask { ..task }).is_err() {
-                    let task = StressTask { id, left: tally.planned[id], block: None, tally: tally.clone() };
-                    rt.spawn(task);
-                }
-                if id % 16 == 0 {
-                    std::thread::yield_now();
-                }
-            }
-        })
-    };
-    let syncs = Arc::new(AtomicUsize::new(0));
-    let caller = {
-        let (rt, tally, syncs) = (rt.clone(), tally.clone(), syncs.clone());
-        std::thread::spawn(move || {
-            for id in 0..CALLS {
-                let tally2 = tally.clone();
-                rt.call_on(caller_rng.random_range(0..CPUS), move |cx| {
-                    assert!(cx.stats().calls >= 1);
-                    tally2.handled[id].fetch_add(1, Ordering::SeqCst);
-                })
-                .unwrap();
-                if caller_rng.random_range(0..8) == 0 {
-                    rt.reschedule(caller_rng.random_range(0..CPUS)).unwrap();
-                }
-                if id % 20 == 0 {
-                    let r = rt.broadcast_invalidate().unwrap();
-                    for cpu in r.applied.iter() {
-                        assert!(rt.invalidation_seen(cpu).unwrap() >= r.generation, "CPU {cpu} applied it");
-                    }
-                    assert_eq!(r.applied.len() + r.skipped.len(), CPUS);
-                }
-                if id % 25 == 0 {
-                    let r = rt.synchronize().unwrap();
-                    assert_eq!(r.waited_for.len() + r.reported_by_proxy.len(), CPUS);
-                    syncs.fetch_add(1, Ordering::SeqCst);
-                }
-            }
-        })
-    };
-    let mut reconfigs = [[0usize; 2]; 2];
-    // At least RECONFIGS, and on until the spawner and the caller are done,
-    // so that reconfigurations overlap with all of their work.
-    let mut i = 0;
-    while i < RECONFIGS || !(spawner.is_finished() && caller.is_finished()) {
-        i += 1;
-        let mode = if rng.random_bool(0.5) { Mode::Bolt } else { Mode::Naive };
-        let size = if rng.random_bool(0.5) { 1 } else { rng.random_range(2..=4) };
-        let cpus: CpuSet = (0..size).map(|_| rng.random_range(0..CPUS)).collect();
-        let offline = rng.random_bool(0.55);
-        let r = if offline { rt.offline(&cpus, mode) } else { rt.online(&cpus, mode) };
-        match r {
-            Ok(r) => {
-                if !r.is_noop() {
-                    reconfigs[offline as usize][(mode == Mode::Bolt) as usize] += 1;
-                }
-            }
-            Err(ReconfigError::Refused(PlanError::LastOnline { .. })) if offline => {}
-            Err(e) => panic!("reconfiguration {i} ({mode}, {cpus}) failed: {e}\n{}", rt.dump()),
-        }
-        assert_eq!(rt.check(), Ok(()), "after reconfiguration {i}");
-        if i % 30 == 29 {
-            rt.reclaim_memory();
-        }
-    }
-    spawner.join().expect("spawner");
-    caller.join().expect("caller");
-    let _back = rt.online(&CpuSet::range(0, CPUS), Mode::Bolt).unwrap();
-
-    let t = &tally;
-    eventually(&rt, "every task finished", || t.done.iter().all(|d| d.load(Ordering::SeqCst) >= 1));
-    eventually(&rt, "every call handled", || t.handled.iter().all(|h| h.load(Ordering::SeqCst) >= 1));
-    let s = rt.synchronize().unwrap();
-    assert_eq!(s.waited_for, CpuSet::range(0, CPUS));
-    finished.store(true, Ordering::SeqCst);
-    dog.join().unwrap();
-
-    for id in 0..TASKS {
-        assert_eq!(t.done[id].load(Ordering::SeqCst), 1, "task {id} finished exactly once");
-        assert_eq!(t.steps[id].load(Ordering::SeqCst), t.planned[id], "task {id} stepped exactly as planned");
-    }
-    assert_eq!(t.mem_errors.load(Ordering::SeqCst), 0, "allocation failures or corrupted blocks");
-    assert_eq!(syncs.load(Ordering::SeqCst), CALLS.div_ceil(25), "every synchronize returned");
-    let stats = rt.stats();
-    assert_eq!(stats.tasks_done, TASKS as u64);
-    assert_eq!(stats.steps, t.planned.iter().map(|&p| u64::from(p)).sum::<u64>());
-    assert!(stats.calls >= CALLS as u64);
-    assert_memory_accounted(&rt);
-    let m = rt.memory();
-    assert_eq!(m.caches_created, m.caches_freed + CPUS as u64, "every cache freed once or held: {m:?}");
-    // The run really exercised all four kinds of reconfiguration.
-    eprintln!("reconfigurations [online, offline] × [naive, bolt]: {reconfigs:?}; {stats:?}; {m:?}");
-    assert!(reconfigs.iter().flatten().all(|&n| n > 0), "{reconfigs:?}");
-    // ... and proxies really handled calls and invalidations for offline CPUs
-    // (with 400 reconfigurations, over half of the calls land on one).
-    assert!(stats.calls_by_proxy > 0 && stats.invalidations_by_proxy > 0, "{stats:?}");
-    assert!(stats.reschedules > 0, "{stats:?}");
 }
