@@ -6,10 +6,11 @@
 //!
 //! Knobs (environment variables):
 //! * `DYNCORE_STRESS_SEED`: the seed (printed; replays a run).
-//! * `DYNCORE_STRESS_FLIPS`: how many reconfigurations to make (default
-//!   400); the traffic is scaled with it and paced by it, so that it flows
-//!   for the whole run. `DYNCORE_STRESS_FLIPS=100000` is the reliability run
-//!   of docs/results.md.
+//! * `DYNCORE_STRESS_FLIPS`: how many CPU state changes (a CPU going
+//!   offline or coming online; a bulk call changes several) to make at
+//!   least (default 400); the traffic is scaled with it and paced by it, so
+//!   that it flows for the whole run. `DYNCORE_STRESS_FLIPS=100000` is the
+//!   reliability run of docs/results.md.
 //!
 //! Coverage is made deterministic, not hoped for: every 25th
 //! reconfiguration that leaves a CPU offline is followed, while that CPU is
@@ -121,12 +122,12 @@ fn pace(id: usize, per_flip: usize, flips: &AtomicUsize, finished: &AtomicBool) 
 
 #[test]
 fn stress_random_offline_online_while_tasks_calls_and_invalidations_flow() {
-    let reconfigs = env_u64("DYNCORE_STRESS_FLIPS").map_or(400, |n| n.max(1) as usize);
-    // Per reconfiguration, as in the original 400-reconfiguration test.
-    let (tasks, calls) = (reconfigs * 15 / 4, reconfigs * 5);
+    let flips = env_u64("DYNCORE_STRESS_FLIPS").map_or(400, |n| n.max(1) as usize);
+    // Per flip, as in the original test of 400 reconfigurations.
+    let (tasks, calls) = (flips * 15 / 4, flips * 5);
     let seed = env_u64("DYNCORE_STRESS_SEED").unwrap_or(0x5eed_b017);
     eprintln!(
-        "stress seed {seed:#x}, {reconfigs} reconfigurations (DYNCORE_STRESS_SEED, DYNCORE_STRESS_FLIPS)"
+        "stress seed {seed:#x}, at least {flips} CPU state changes (DYNCORE_STRESS_SEED, DYNCORE_STRESS_FLIPS)"
     );
     let t0 = Instant::now();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -135,6 +136,8 @@ fn stress_random_offline_online_while_tasks_calls_and_invalidations_flow() {
     cfg.pool_blocks = Some(4096);
     cfg.cache_keep = Some(Duration::from_millis(2));
     let rt = Arc::new(Runtime::new(cfg).unwrap());
+    // CPU state changes so far: the pace of the traffic and the progress
+    // the deadlock watchdog watches.
     let (progress, finished) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
     let dog = deadlock_watchdog(rt.clone(), progress.clone(), finished.clone(), Duration::from_secs(120));
 
@@ -153,7 +156,7 @@ fn stress_random_offline_online_while_tasks_calls_and_invalidations_flow() {
         let (rt, tally, progress, finished) = (rt.clone(), tally.clone(), progress.clone(), finished.clone());
         std::thread::spawn(move || {
             for id in 0..tasks {
-                pace(id, tasks.div_ceil(reconfigs), &progress, &finished);
+                pace(id, tasks.div_ceil(flips), &progress, &finished);
                 let task = || StressTask { id, left: tally.planned[id], block: None, tally: tally.clone() };
                 let cpu = spawner_rng.random_range(0..CPUS);
                 // Pinned placement when the CPU is online, else anywhere.
@@ -172,7 +175,7 @@ fn stress_random_offline_online_while_tasks_calls_and_invalidations_flow() {
         let (progress, finished) = (progress.clone(), finished.clone());
         std::thread::spawn(move || {
             for id in 0..calls {
-                pace(id, calls.div_ceil(reconfigs), &progress, &finished);
+                pace(id, calls.div_ceil(flips), &progress, &finished);
                 let tally2 = tally.clone();
                 rt.call_on(caller_rng.random_range(0..CPUS), move |cx| {
                     assert!(cx.stats().calls >= 1);
@@ -199,12 +202,12 @@ fn stress_random_offline_online_while_tasks_calls_and_invalidations_flow() {
     };
     let mut counts = [[0usize; 2]; 2];
     let (mut cpu_flips, mut proxied_probes) = (0usize, 0usize);
-    // At least `reconfigs`, and on until the spawner and the caller are
-    // done, so that reconfigurations overlap with all of their work.
+    // At least `flips` state changes, and on until the spawner and the
+    // caller are done, so that reconfigurations overlap with all their work.
     let mut i = 0;
-    while i < reconfigs || !(spawner.is_finished() && caller.is_finished()) {
+    while cpu_flips < flips || !(spawner.is_finished() && caller.is_finished()) {
         i += 1;
-        progress.store(i, Ordering::SeqCst);
+        progress.store(cpu_flips, Ordering::SeqCst);
         let mode = if rng.random_bool(0.5) { Mode::Bolt } else { Mode::Naive };
         let size = if rng.random_bool(0.5) { 1 } else { rng.random_range(2..=4) };
         let cpus: CpuSet = (0..size).map(|_| rng.random_range(0..CPUS)).collect();

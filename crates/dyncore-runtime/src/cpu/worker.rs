@@ -112,8 +112,10 @@ pub(crate) fn worker_main(sh: Arc<Shared>, me: CpuId) {
         {
             throttle.interrupted();
             stw_seen = g;
-            c.stw_arrived.store(g, Ordering::SeqCst);
+            // Counted before it says which generation it arrived at: the
+            // controller, which waits for the latter, then sees the count.
             sh.stw.arrived.fetch_add(1, Ordering::SeqCst);
+            c.stw_arrived.store(g, Ordering::SeqCst);
             sh.stw.waiter.wait_until(&sh.cfg.idle_spin, None, || {
                 (sh.stw.generation.load(Ordering::SeqCst) != g || sh.shutdown.load(Ordering::Acquire))
                     .then_some(())
