@@ -265,7 +265,11 @@ mod tests {
 
     fn runtime(n: usize) -> Runtime {
         let real = crate::affinity::allowed_cpus().expect("the affinity mask is readable");
-        Runtime::new(RuntimeConfig::over(&real, n)).expect("a runtime")
+        let mut cfg = RuntimeConfig::over(&real, n);
+        // Not a test of stalls: a loaded machine must not make one.
+        cfg.stall_after = Duration::from_secs(30);
+        cfg.wait_deadline = Duration::from_secs(60);
+        Runtime::new(cfg).expect("a runtime")
     }
 
     /// The next event (there is no wall-clock bound on it: a lost event
@@ -280,13 +284,34 @@ mod tests {
         }
     }
 
+    /// A kernel that records the worker thread of each of its steps.
+    struct Traced {
+        inner: Fibonacci,
+        trace: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Kernel for Traced {
+        fn name(&self) -> &'static str {
+            self.inner.name()
+        }
+        fn step_units(&self) -> u64 {
+            self.inner.step_units()
+        }
+        fn step(&mut self) -> Progress {
+            let worker = std::thread::current().name().unwrap_or("?").to_string();
+            self.trace.lock().unwrap().push(worker);
+            self.inner.step()
+        }
+    }
+
     #[test]
     fn a_thread_runs_only_where_placed_and_moves_and_finishes_with_its_units() {
         let rt = runtime(3);
         let (mut threads, rx) = LiveThreads::new();
         // Long enough (about 10^8 calls) not to finish before it is moved.
         let jobs = FibJobs::new(38, 16);
-        let t = threads.add(Box::new(Fibonacci::new(jobs.clone())));
+        let trace = Arc::new(Mutex::new(Vec::new()));
+        let t = threads.add(Box::new(Traced { inner: Fibonacci::new(jobs.clone()), trace: trace.clone() }));
         assert_eq!((threads.placement(t), threads.units(t), threads.name(t)), (None, 0, "fibonacci"));
         // Not placed: nothing runs.
         std::thread::sleep(Duration::from_millis(5));
@@ -294,19 +319,22 @@ mod tests {
         threads.run_on(&rt, t, 1).unwrap();
         assert_eq!(threads.placement(t), Some(1));
         wait_until(|| threads.units(t) > 0);
-        // Moved: CPU 2's busy time grows, CPU 1's stops (after at most the
-        // step in progress).
-        threads.run_on(&rt, t, 2).unwrap();
         let before = rt.busy_sample();
-        wait_until(|| rt.busy_sample().busy_ns[2] > before.busy_ns[2]);
-        let a = rt.busy_sample();
-        wait_until(|| rt.busy_sample().busy_ns[2] > a.busy_ns[2] + 2_000_000);
-        let b = rt.busy_sample();
-        assert_eq!(a.busy_ns[1], b.busy_ns[1], "no step on CPU 1 after the move");
-        assert!(b.at_ns > a.at_ns);
+        threads.run_on(&rt, t, 2).unwrap();
+        let moved_at = trace.lock().unwrap().len();
         let ThreadEvent::Done { thread, cpu, units, .. } = next(&rx) else { panic!("done") };
         assert_eq!((thread, cpu, units), (t, 2, jobs.total_units()));
         assert_eq!(jobs.sum(), fib(38), "the kernel's result survived the move");
+        // Every step before the move on CPU 1; after it, at most the step
+        // in progress, then only CPU 2.
+        let trace = trace.lock().unwrap();
+        assert!(trace[..moved_at].iter().all(|w| w == "dyncore-cpu1"), "{:?}", &trace[..moved_at]);
+        let after = &trace[moved_at..];
+        let on_1 = after.iter().take_while(|w| *w == "dyncore-cpu1").count();
+        assert!(on_1 <= 1 && after[on_1..].iter().all(|w| w == "dyncore-cpu2"), "{after:?}");
+        assert!(after.len() > 100, "the rest ran on CPU 2");
+        let done = rt.busy_sample();
+        assert!(done.busy_ns[2] > before.busy_ns[2] && done.at_ns > before.at_ns);
         assert!(threads.is_finished(t) && threads.placement(t).is_none());
         // A finished thread is left alone.
         threads.run_on(&rt, t, 0).unwrap();

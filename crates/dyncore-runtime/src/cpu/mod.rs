@@ -124,9 +124,11 @@ pub struct RuntimeConfig {
     /// A worker with work and no progress for this long is *stalled*: its
     /// registry entry says so, subscribers are told, and controller waits on
     /// it fail at once instead of at the deadline (see [`CpuInfo::stalled`]).
-    /// Long compared with a step (≤ 50 µs for the kernels) and with a
-    /// scheduling delay on a loaded machine, so that a merely descheduled
-    /// worker is not called stalled.
+    /// Long compared with a step (≤ 50 µs for the kernels) and with the
+    /// scheduling delays of a loaded machine (a worker not run for hundreds
+    /// of milliseconds has been seen on the shared 2-CPU test machine), so
+    /// that a merely descheduled worker is not called stalled; shorter than
+    /// `wait_deadline`, so that later waits fail at once.
     pub stall_after: Duration,
     /// How an idle worker waits for work.
     pub idle_spin: SpinPolicy,
@@ -156,7 +158,7 @@ impl RuntimeConfig {
             pool_blocks: None,
             cache_keep: None,
             watchdog_period: Duration::from_millis(50),
-            stall_after: Duration::from_millis(200),
+            stall_after: Duration::from_secs(1),
             idle_spin: SpinPolicy { spin_iters: 2_000, yield_iters: 4, umwait: false },
             // Far above any legitimate wait (a Bolt offline takes a few
             // microseconds, a naive one a few milliseconds, a step at most

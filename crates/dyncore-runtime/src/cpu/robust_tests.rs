@@ -19,6 +19,10 @@ fn config(n: usize) -> RuntimeConfig {
     let real = crate::affinity::allowed_cpus().expect("the affinity mask is readable");
     let mut cfg = RuntimeConfig::over(&real, n);
     cfg.watchdog_period = Duration::from_millis(5);
+    // Generous unless a test is about them: a loaded machine must not make
+    // a stall or miss a deadline where the test does not expect one.
+    cfg.stall_after = Duration::from_secs(30);
+    cfg.wait_deadline = Duration::from_secs(60);
     cfg
 }
 

@@ -21,6 +21,12 @@ pub(super) fn config(n: usize) -> RuntimeConfig {
     let real = crate::affinity::allowed_cpus().expect("the affinity mask is readable");
     let mut cfg = RuntimeConfig::over(&real, n);
     cfg.watchdog_period = Duration::from_millis(5);
+    // These tests are not about stalls or deadlines (`robust_tests.rs` is):
+    // on a loaded machine a worker may go unscheduled for a long time, and
+    // that must not fail them. A real hang still fails, at `EVENTUALLY` or
+    // by a deadlock watchdog.
+    cfg.stall_after = Duration::from_secs(30);
+    cfg.wait_deadline = Duration::from_secs(60);
     cfg
 }
 
