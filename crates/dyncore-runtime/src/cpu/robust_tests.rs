@@ -11,24 +11,10 @@ use std::time::Duration;
 
 use dyncore_core::reconfig::Step;
 
+use super::tests::{config, set};
 use super::*;
 
 const HOUR: Duration = Duration::from_secs(3600);
-
-fn config(n: usize) -> RuntimeConfig {
-    let real = crate::affinity::allowed_cpus().expect("the affinity mask is readable");
-    let mut cfg = RuntimeConfig::over(&real, n);
-    cfg.watchdog_period = Duration::from_millis(5);
-    // Generous unless a test is about them: a loaded machine must not make
-    // a stall or miss a deadline where the test does not expect one.
-    cfg.stall_after = Duration::from_secs(30);
-    cfg.wait_deadline = Duration::from_secs(60);
-    cfg
-}
-
-fn set(s: &str) -> CpuSet {
-    s.parse().expect("a CPU list")
-}
 
 /// Fails the test binary with a dump if the test does not finish in time.
 struct HangGuard {

@@ -34,7 +34,7 @@ fn runtime(n: usize) -> Runtime {
     Runtime::new(config(n)).expect("a runtime over the allowed CPUs")
 }
 
-fn set(s: &str) -> CpuSet {
+pub(super) fn set(s: &str) -> CpuSet {
     s.parse().expect("a CPU list")
 }
 
