@@ -92,4 +92,13 @@ mod tests {
         let err = pin_current_thread(100_000).unwrap_err();
         assert!(err.to_string().contains("CPU 100000"), "{err}");
     }
+
+    #[test]
+    fn refuses_a_real_time_priority_outside_1_to_99() {
+        for p in [0, 100, 255] {
+            let err = set_current_thread_realtime(p).unwrap_err();
+            assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+            assert!(err.to_string().contains("outside 1-99"), "{err}");
+        }
+    }
 }

@@ -352,6 +352,10 @@ mod tests {
                     assert!(r.loaded_periods > 150, "{duty} step {step}: {r:?}");
                     // Per-period sums are off by the debt of the last one.
                     assert!(r.loaded_busy_ns.abs_diff(r.loaded_entitled_ns) <= step, "{r:?}");
+                    let (m, e) = (r.measured().unwrap(), r.entitled().unwrap());
+                    assert_eq!(e, duty.percent() / 100.0, "{r:?}");
+                    assert!((m - e).abs() * r.loaded_ns as f64 <= step as f64, "{r:?}");
+                    assert!((r.error_points().unwrap() - (m - e) * 100.0).abs() < 1e-9);
                 }
             }
         }
