@@ -321,6 +321,7 @@ impl ReconfigState {
 
 /// A reconfiguration to execute.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a plan does nothing unless executed"]
 pub struct Plan {
     pub mode: Mode,
     pub direction: Direction,

@@ -41,8 +41,43 @@ impl Duty {
         if per_mille == 0 || per_mille > 1000 { None } else { Some(Duty(per_mille)) }
     }
 
+    /// `per_mille` of full speed, refusing 0 and anything above 1000 with
+    /// the reason.
+    pub fn from_per_mille(per_mille: u32) -> Result<Duty, DutyError> {
+        u16::try_from(per_mille)
+            .ok()
+            .and_then(Duty::new)
+            .ok_or_else(|| DutyError(format!("duty cycle {per_mille}‰ is outside (0, 1000]‰ = (0, 100]%")))
+    }
+
+    /// `percent` of full speed, which must be in (0, 100] and a whole
+    /// number of per-mille (Table 2's 62.5% and 87.5% are; 33.33% is
+    /// refused rather than rounded).
+    pub fn from_percent(percent: f64) -> Result<Duty, DutyError> {
+        if !percent.is_finite() || percent <= 0.0 || percent > 100.0 {
+            return Err(DutyError(format!("duty cycle {percent}% is outside (0, 100]%")));
+        }
+        let per_mille = (percent * 10.0).round();
+        if (per_mille - percent * 10.0).abs() > 1e-6 {
+            return Err(DutyError(format!(
+                "duty cycle {percent}% is not a whole number of per-mille (the unit of a duty cycle)"
+            )));
+        }
+        Duty::from_per_mille(per_mille as u32)
+    }
+
     pub const fn per_mille(self) -> u16 {
         self.0
+    }
+
+    pub fn percent(self) -> f64 {
+        f64::from(self.0) / 10.0
+    }
+
+    /// `ns` scaled by the duty (rounded down): the busy time a CPU at this
+    /// duty is entitled to in `ns` of elapsed time.
+    pub fn of(self, ns: u64) -> u64 {
+        u64::try_from(u128::from(ns) * u128::from(self.0) / 1000).unwrap_or(u64::MAX)
     }
 
     /// Speed relative to the baseline CPU (duty / 50%): 1.0 at 50%, 2.0 at 100%.
@@ -50,6 +85,18 @@ impl Duty {
         f64::from(self.0) / f64::from(Duty::BASELINE.0)
     }
 }
+
+/// Why a duty cycle was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DutyError(String);
+
+impl std::fmt::Display for DutyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DutyError {}
 
 impl TryFrom<u16> for Duty {
     type Error = String;

@@ -174,7 +174,10 @@ impl<Req: Copy + Send, Resp: Copy + Send> CallChannel<Req, Resp> {
     }
 }
 
-/// A client's handle: owns one slot. `Send`, not `Sync`: one thread calls.
+/// A client's handle: owns one slot. It is `Send` and `Sync` (both derived
+/// from its fields); what keeps one call in flight per slot is that every
+/// call takes `&mut self`, so a shared `&CallClient` can only read
+/// [`CallClient::slot`]. Asserted at compile time below.
 pub struct CallClient<Req, Resp> {
     chan: Arc<CallChannel<Req, Resp>>,
     idx: usize,
@@ -182,6 +185,12 @@ pub struct CallClient<Req, Resp> {
     seq: u32,
     outstanding: bool,
 }
+
+// The doc above says `Send + Sync`; keep it true.
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<CallClient<u64, u64>>();
+};
 
 impl<Req: Copy + Send, Resp: Copy + Send> CallClient<Req, Resp> {
     /// Claims a free slot, or `None` when all are taken.

@@ -1,5 +1,7 @@
-//! Pinning threads to real CPUs, and asking the kernel which CPUs this
-//! process may use (its affinity mask, which cpusets and `taskset` narrow).
+//! Pinning threads to real CPUs, asking the kernel which CPUs this process
+//! may use (its affinity mask, which cpusets and `taskset` narrow), and
+//! real-time priority for threads that must not be preempted by the rest
+//! of the machine.
 
 use dyncore_core::{CpuId, CpuSet};
 use rustix::thread::{CpuSet as RawSet, sched_getaffinity, sched_setaffinity};
@@ -43,6 +45,31 @@ pub fn set_current_thread_affinity(cpus: &CpuSet) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Gives the calling thread real-time priority `priority` (1-99) under
+/// `SCHED_FIFO`: ordinary threads no longer preempt it (the kernel still
+/// keeps 5% of each second for them by default, `sched_rt_runtime_us`).
+/// Needs `CAP_SYS_NICE` (root); the error says so.
+pub fn set_current_thread_realtime(priority: u8) -> std::io::Result<()> {
+    if !(1..=99).contains(&priority) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("real-time priority {priority} is outside 1-99"),
+        ));
+    }
+    let param = libc::sched_param { sched_priority: i32::from(priority) };
+    // SAFETY: `param` is a valid `sched_param` that outlives the call; pid 0
+    // is the calling thread; the call reads `param` and nothing else.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    Err(std::io::Error::new(
+        e.kind(),
+        format!("cannot set SCHED_FIFO priority {priority}: {e} (needs root or CAP_SYS_NICE)"),
+    ))
+}
+
 /// The CPU the calling thread is running on now.
 pub fn current_cpu() -> CpuId {
     rustix::thread::sched_getcpu()
@@ -64,5 +91,14 @@ mod tests {
         .unwrap();
         let err = pin_current_thread(100_000).unwrap_err();
         assert!(err.to_string().contains("CPU 100000"), "{err}");
+    }
+
+    #[test]
+    fn refuses_a_real_time_priority_outside_1_to_99() {
+        for p in [0, 100, 255] {
+            let err = set_current_thread_realtime(p).unwrap_err();
+            assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+            assert!(err.to_string().contains("outside 1-99"), "{err}");
+        }
     }
 }

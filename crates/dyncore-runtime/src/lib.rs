@@ -4,8 +4,21 @@
 //!   sidecalls instead of traps (the Sidecore paper).
 //! * [`cpu`]: runtime CPUs (pinned workers) that go offline and online the Bolt
 //!   way, with processor proxies (Bolt; Chameleon §3.1, §4.1).
+//! * [`kernels`]: the Table 3 programs as compute kernels run in small
+//!   steps, counting their work in units.
+//! * [`threads`]: threads placed on runtime CPUs by a policy ("run thread
+//!   T on CPU c"), with events when they finish.
+//! * [`machine`]: the real machine's topology from sysfs, and whether a
+//!   fused pair can be a real SMT core.
 //! * [`affinity`]: pinning and the process's allowed CPUs.
+//! * [`wait`]: lock-free waiting with a deadline ([`spin_until`]).
 
 pub mod affinity;
 pub mod cpu;
+pub mod kernels;
+pub mod machine;
 pub mod sidecore;
+pub mod threads;
+pub mod wait;
+
+pub use wait::{Spin, spin_until, spin_until_with};

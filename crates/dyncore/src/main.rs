@@ -34,6 +34,7 @@ mod report;
 mod scenarios;
 mod seeds;
 mod table;
+mod topology;
 mod trace;
 
 #[derive(Debug, Parser)]
@@ -65,6 +66,8 @@ enum Cmd {
     /// Benchmarks on this machine (ratios against baselines measured in the same run).
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// What the live backend finds on this machine: usable CPUs, cores, kinds, NUMA nodes.
+    Topology(topology::TopologyArgs),
 }
 
 #[derive(Debug, Default, clap::Args)]
@@ -109,6 +112,7 @@ fn main() -> ExitCode {
         Some(Cmd::Run(a)) => run(a, &cli.out),
         Some(Cmd::Check { files }) => check(files),
         Some(Cmd::Bench(b)) => bench::run(b, &cli.out),
+        Some(Cmd::Topology(t)) => topology::run(t),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

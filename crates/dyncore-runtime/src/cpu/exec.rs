@@ -50,9 +50,35 @@ use std::time::Instant;
 use dyncore_core::reconfig::{self, CpuView, Deferral, Direction, HelperView, Kind, Step};
 use dyncore_core::{CpuId, CpuSet};
 
-use super::percpu::CpuState;
+use super::percpu::CpuLiveness;
+use super::report::Unresponsive;
 use super::sync::lock;
-use super::{Control, ReconfigError, ReconfigReport, RegistryEntry, Shared, spin_until, worker};
+use super::{Control, ReconfigError, ReconfigReport, RegistryEntry, Shared, worker};
+
+/// Why a step failed: a reason, and the CPU that did not answer if that was
+/// it.
+struct StepError {
+    reason: String,
+    unresponsive: Option<Box<Unresponsive>>,
+}
+
+impl From<String> for StepError {
+    fn from(reason: String) -> Self {
+        StepError { reason, unresponsive: None }
+    }
+}
+
+impl From<&str> for StepError {
+    fn from(reason: &str) -> Self {
+        StepError { reason: reason.to_string(), unresponsive: None }
+    }
+}
+
+impl From<Unresponsive> for StepError {
+    fn from(u: Unresponsive) -> Self {
+        StepError { reason: u.to_string(), unresponsive: Some(Box::new(u)) }
+    }
+}
 
 impl Shared {
     /// Spawns CPU `cpu`'s helper thread (the watchdog).
@@ -73,12 +99,24 @@ impl Shared {
         Ok(())
     }
 
-    /// Stops CPU `cpu`'s helper thread and joins it.
+    /// Stops CPU `cpu`'s helper thread and joins it (or gives up at the
+    /// deadline, leaving it running).
     fn stop_helper(&self, cpu: CpuId) -> Result<(), String> {
         let h = &self.cpus[cpu].helper;
-        let t = lock(&h.handle).take().ok_or_else(|| format!("CPU {cpu} has no helper thread"))?;
+        let mut handle = lock(&h.handle);
+        let t = handle.take().ok_or_else(|| format!("CPU {cpu} has no helper thread"))?;
         h.stop.store(true, Ordering::Release);
         h.waiter.notify();
+        let deadline = Instant::now() + self.cfg.wait_deadline;
+        if crate::wait::spin_until(Some(deadline), || t.is_finished()).is_err() {
+            h.stop.store(false, Ordering::Release);
+            *handle = Some(t);
+            return Err(format!(
+                "the helper thread of CPU {cpu} did not stop within {:?}",
+                self.cfg.wait_deadline
+            ));
+        }
+        drop(handle);
         t.join().map_err(|_| format!("the helper thread of CPU {cpu} panicked"))?;
         h.stop.store(false, Ordering::Release);
         h.park.store(false, Ordering::Release);
@@ -95,9 +133,7 @@ impl Shared {
             let online = c.online();
             *v = CpuView {
                 online,
-                // An online CPU holds a cache (invariant 2): do not wait for
-                // its worker, which holds `local` during a task step.
-                cache: online || lock(&c.local).cache.is_some(),
+                cache: c.has_cache.load(Ordering::Acquire),
                 registry_entry: reg.contains_key(&c.id),
                 helper: if lock(&c.helper.handle).is_none() {
                     HelperView::Stopped
@@ -118,7 +154,18 @@ impl Shared {
         cpus: &CpuSet,
     ) -> Result<ReconfigReport, ReconfigError> {
         let start = Instant::now();
+        let started_at_ns = self.now_ns();
         let mut ctl = lock(&self.ctl);
+        if dir == Direction::Offline
+            && let Some(cpu) = cpus.iter().find(|&c| c < self.cpus.len() && self.stall(c).is_some())
+        {
+            // Its step would never end: fail now, not at the deadline.
+            return Err(ReconfigError::Unresponsive(Box::new(self.unresponsive(
+                cpu,
+                "respond: its watchdog reports it stalled".into(),
+                0,
+            ))));
+        }
         self.refresh_view(&mut ctl);
         let plan = match dir {
             Direction::Offline => reconfig::plan_offline(mode, cpus, &ctl.state),
@@ -131,19 +178,23 @@ impl Shared {
         for (index, ps) in plan.steps.iter().enumerate().take_while(|(_, s)| s.kind == Kind::Critical) {
             let t0 = timing.then(Instant::now);
             let injected = ctl.fault.as_ref().is_some_and(|hook| hook(&ps.step));
-            let res =
-                if injected { Err("injected fault".to_string()) } else { self.run_step(&mut ctl, &ps.step) };
-            if let Err(reason) = res {
+            let res = if injected {
+                Err(StepError::from("injected fault"))
+            } else {
+                self.run_step(&mut ctl, &ps.step)
+            };
+            if let Err(StepError { reason, unresponsive }) = res {
                 let rollback = plan.rollback(index);
                 let rollback_errors = rollback
                     .iter()
-                    .filter_map(|s| self.run_step(&mut ctl, s).err().map(|e| format!("{s}: {e}")))
+                    .filter_map(|s| self.run_step(&mut ctl, s).err().map(|e| format!("{s}: {}", e.reason)))
                     .collect();
                 debug_assert_eq!(self.check(&ctl), Ok(()), "after rolling back {plan:?}");
                 return Err(ReconfigError::StepFailed {
                     step: ps.step.clone(),
                     index,
                     reason,
+                    unresponsive,
                     rollback,
                     rollback_errors,
                 });
@@ -159,9 +210,10 @@ impl Shared {
             self.hand_over(&ps.step, ps.kind);
         }
         let critical_ns = ns(start.elapsed());
+        let finished_at_ns = self.now_ns();
         debug_assert_eq!(self.check(&ctl), Ok(()), "after {plan:?}");
         drop(ctl);
-        Ok(ReconfigReport { plan, critical_ns, entry_ns, step_ns })
+        Ok(ReconfigReport { plan, critical_ns, entry_ns, step_ns, started_at_ns, finished_at_ns })
     }
 
     /// Step 3 of the module docs: a deferred step becomes a request.
@@ -190,128 +242,127 @@ impl Shared {
     }
 
     /// Runs one step now (a critical step, or an undo step of a rollback).
-    fn run_step(self: &Arc<Self>, ctl: &mut Control, step: &Step) -> Result<(), String> {
+    fn run_step(self: &Arc<Self>, ctl: &mut Control, step: &Step) -> Result<(), StepError> {
         match *step {
-            Step::StopTheWorld => self.stop_the_world(),
-            Step::ResumeTheWorld => {
-                let g = self.stw.generation.load(Ordering::SeqCst);
-                if g.is_multiple_of(2) {
-                    return Err("the world is not stopped".into());
-                }
-                self.stw.generation.store(g + 1, Ordering::SeqCst);
-                self.stw.waiter.notify();
-                Ok(())
-            }
+            Step::StopTheWorld => self.stop_the_world()?,
+            Step::ResumeTheWorld => self.resume_the_world()?,
             Step::Deactivate(ref s) => {
                 let mut a = lock(&self.active);
                 *a = a.difference(s);
-                Ok(())
             }
             Step::Activate(ref s) => {
                 let mut a = lock(&self.active);
                 *a = a.union(s);
-                Ok(())
             }
-            Step::InstallProxy { cpu, proxy } => self.install_proxy(ctl, cpu, proxy),
-            Step::RemoveProxy { cpu, proxy } => self.remove_proxy(ctl, cpu, proxy),
-            Step::StopDispatch { cpu } => {
-                // No wake-up: a worker inside a dispatch section sees the
-                // state when it re-checks; an idle one is already stopped
-                // and finds out when it next wakes (`StartDispatch` wakes it).
-                self.cpus[cpu].set_state(CpuState::Stopping);
-                Ok(())
-            }
+            Step::InstallProxy { cpu, proxy } => self.install_proxy(ctl, cpu, proxy)?,
+            Step::RemoveProxy { cpu, proxy } => self.remove_proxy(ctl, cpu, proxy)?,
+            // No wake-up: a worker inside a dispatch section sees the state
+            // when it re-checks; an idle one is already stopped and finds
+            // out when it next wakes (`StartDispatch` wakes it).
+            Step::StopDispatch { cpu } => self.cpus[cpu].gate.stop(),
             Step::AwaitStopped { cpu } => {
                 let c = &self.cpus[cpu];
                 if c.online() {
-                    return Err(format!("CPU {cpu} was not told to stop"));
+                    return Err(format!("CPU {cpu} was not told to stop").into());
                 }
-                // The Dekker handshake of `worker.rs`: after the state store,
-                // a clear `running` means no step starts any more.
-                spin_until(|| !c.running.load(Ordering::SeqCst));
-                Ok(())
+                // The handshake of `gate.rs`: once stopped, no step starts.
+                self.await_cpu(cpu, || "finish its current step".into(), || c.gate.stopped())?;
             }
-            Step::MigrateRunQueue { cpu } => self.migrate_run_queue(cpu),
+            Step::MigrateRunQueue { cpu } => self.migrate_run_queue(cpu)?,
             Step::StartDispatch { cpu } => {
                 let c = &self.cpus[cpu];
-                if lock(&c.local).cache.is_none() {
-                    return Err(format!("CPU {cpu} has no memory cache"));
+                if !c.has_cache.load(Ordering::Acquire) {
+                    return Err(format!("CPU {cpu} has no memory cache").into());
                 }
-                {
-                    let mut q = lock(&c.runq);
-                    q.open = true;
-                }
+                lock(&c.runq).open = true;
                 c.flush_on_return.store(true, Ordering::SeqCst);
-                c.set_state(CpuState::Online);
+                c.gate.set_liveness(CpuLiveness::Online);
                 c.waiter.notify();
-                Ok(())
             }
             Step::GracePeriod => {
-                self.synchronize();
-                Ok(())
+                self.synchronize()?;
             }
-            Step::FoldStats { cpu } => {
-                self.fold_stats(cpu);
-                Ok(())
-            }
+            Step::FoldStats { cpu } => self.fold_stats(cpu),
             Step::FreeCache { cpu } => {
-                self.free_cache(cpu).then_some(()).ok_or_else(|| format!("CPU {cpu} has no cache to free"))
+                if !self.free_cache(cpu) {
+                    return Err(format!("CPU {cpu} has no cache to free").into());
+                }
             }
             Step::CreateCache { cpu } => {
                 let mut local = lock(&self.cpus[cpu].local);
                 if local.cache.is_some() {
-                    return Err(format!("CPU {cpu} already has a cache"));
+                    return Err(format!("CPU {cpu} already has a cache").into());
                 }
                 local.cache = Some(self.pool.new_cache());
-                Ok(())
+                self.cpus[cpu].has_cache.store(true, Ordering::Release);
             }
-            Step::RemoveRegistryEntry { cpu } => match lock(&self.registry).remove(&cpu) {
-                Some(_) => Ok(()),
-                None => Err(format!("CPU {cpu} has no registry entry")),
-            },
+            Step::RemoveRegistryEntry { cpu } => {
+                if lock(&self.registry).remove(&cpu).is_none() {
+                    return Err(format!("CPU {cpu} has no registry entry").into());
+                }
+            }
             Step::CreateRegistryEntry { cpu } => {
                 let mut reg = lock(&self.registry);
                 if reg.contains_key(&cpu) {
-                    return Err(format!("CPU {cpu} already has a registry entry"));
+                    return Err(format!("CPU {cpu} already has a registry entry").into());
                 }
                 reg.insert(cpu, RegistryEntry::new(cpu, self.cpus[cpu].real));
-                Ok(())
             }
-            Step::StopHelper { cpu } => self.stop_helper(cpu),
+            Step::StopHelper { cpu } => self.stop_helper(cpu)?,
             Step::StartHelper { cpu } => self
                 .start_helper(cpu)
-                .map_err(|e| format!("cannot start the helper thread of CPU {cpu}: {e}")),
+                .map_err(|e| format!("cannot start the helper thread of CPU {cpu}: {e}"))?,
             Step::ParkHelper { cpu } => {
                 let h = &self.cpus[cpu].helper;
                 h.park.store(true, Ordering::Release);
                 h.waiter.notify();
-                Ok(())
             }
             Step::UnparkHelper { cpu } => {
                 let h = &self.cpus[cpu].helper;
                 h.park.store(false, Ordering::Release);
                 h.waiter.notify();
-                Ok(())
             }
         }
+        Ok(())
+    }
+
+    fn resume_the_world(&self) -> Result<(), String> {
+        let g = self.stw.generation.load(Ordering::SeqCst);
+        if g.is_multiple_of(2) {
+            return Err("the world is not stopped".into());
+        }
+        self.stw.generation.store(g + 1, Ordering::SeqCst);
+        self.stw.waiter.notify();
+        Ok(())
     }
 
     /// Naive mode's `stop_machine`: every online CPU stops between two
-    /// steps and waits at the barrier until `ResumeTheWorld`.
-    fn stop_the_world(&self) -> Result<(), String> {
+    /// steps and waits at the barrier until `ResumeTheWorld`. A CPU that
+    /// does not arrive in time fails the step, and the world is resumed
+    /// here (the failed step must leave no effect for the rollback).
+    fn stop_the_world(&self) -> Result<(), StepError> {
         let g = self.stw.generation.load(Ordering::SeqCst);
         if g % 2 == 1 {
             return Err("the world is already stopped".into());
         }
         // Online CPUs cannot change while the control lock is held, so this
         // is exactly who will arrive.
-        let expect = self.cpus.iter().filter(|c| c.online()).count();
+        let online: Vec<CpuId> = self.cpus.iter().filter(|c| c.online()).map(|c| c.id).collect();
         self.stw.arrived.store(0, Ordering::SeqCst);
         self.stw.generation.store(g + 1, Ordering::SeqCst);
-        for c in self.cpus.iter().filter(|c| c.online()) {
-            c.waiter.notify();
+        for &cpu in &online {
+            self.cpus[cpu].waiter.notify();
         }
-        spin_until(|| self.stw.arrived.load(Ordering::SeqCst) >= expect);
+        let arrived = self.await_all(
+            &online,
+            |_| format!("arrive at stop-the-world barrier {}", g + 1),
+            |c| self.cpus[c].stw_arrived.load(Ordering::SeqCst) == g + 1,
+        );
+        if let Err(u) = arrived {
+            self.resume_the_world()?;
+            return Err(u.into());
+        }
+        debug_assert_eq!(self.stw.arrived.load(Ordering::SeqCst), online.len());
         Ok(())
     }
 
@@ -361,7 +412,7 @@ impl Shared {
     /// Closes `cpu`'s run queue and deals its tasks over the active CPUs.
     fn migrate_run_queue(&self, cpu: CpuId) -> Result<(), String> {
         let c = &self.cpus[cpu];
-        if c.running.load(Ordering::SeqCst) || c.online() {
+        if !c.gate.stopped() || c.online() {
             return Err(format!("CPU {cpu} is still dispatching"));
         }
         let tasks = {
@@ -372,7 +423,7 @@ impl Shared {
         };
         if tasks.is_empty() {
             // Stopped, proxied, nothing queued: the CPU is offline.
-            c.set_state(CpuState::Offline);
+            c.gate.set_liveness(CpuLiveness::Offline);
             return Ok(());
         }
         let targets: Vec<CpuId> = lock(&self.active).iter().filter(|&t| t != cpu).collect();
@@ -392,7 +443,7 @@ impl Shared {
         }
         if stranded.is_empty() {
             // Stopped, proxied, emptied: the CPU is offline.
-            c.set_state(CpuState::Offline);
+            c.gate.set_liveness(CpuLiveness::Offline);
             return Ok(());
         }
         // No active CPU took them: keep them here rather than lose them.
@@ -408,7 +459,7 @@ impl Shared {
         ctl.state.proxies.check()?;
         let active = lock(&self.active).clone();
         let online: CpuSet =
-            self.cpus.iter().filter(|c| c.state() == CpuState::Online).map(|c| c.id).collect();
+            self.cpus.iter().filter(|c| c.state() == CpuLiveness::Online).map(|c| c.id).collect();
         if online.is_empty() {
             return Err("no CPU is online".into());
         }
@@ -433,7 +484,7 @@ impl Shared {
                 return Err(format!("CPU {cpu}: has_charges disagrees with its charges {{{charges}}}"));
             }
             match c.state() {
-                CpuState::Online => {
+                CpuLiveness::Online => {
                     if let Some(p) = ctl.state.proxies.proxied_by(cpu) {
                         return Err(format!("online CPU {cpu} still has proxy {p}"));
                     }
@@ -443,11 +494,11 @@ impl Shared {
                     if !open {
                         return Err(format!("online CPU {cpu} has a closed run queue"));
                     }
-                    if lock(&c.local).cache.is_none() {
+                    if !c.has_cache.load(Ordering::Acquire) {
                         return Err(format!("online CPU {cpu} has no cache"));
                     }
                 }
-                CpuState::Offline => {
+                CpuLiveness::Offline => {
                     let Some(p) = ctl.state.proxies.proxied_by(cpu) else {
                         return Err(format!("offline CPU {cpu} has no proxy"));
                     };
@@ -465,7 +516,7 @@ impl Shared {
                         ));
                     }
                 }
-                CpuState::Stopping => return Err(format!("CPU {cpu} is left stopping")),
+                CpuLiveness::Stopping => return Err(format!("CPU {cpu} is left stopping")),
             }
         }
         Ok(())

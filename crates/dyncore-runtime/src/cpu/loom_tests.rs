@@ -1,4 +1,5 @@
-//! loom models of the proxy install/teardown ordering of `mailbox.rs`. Run
+//! loom models of the proxy install/teardown ordering of `mailbox.rs` and of
+//! the worker/controller handshake of `gate.rs`. Run
 //! with `RUSTFLAGS="--cfg dyncore_loom" cargo test --release -p
 //! dyncore-runtime --lib -- loom`.
 //!
@@ -161,4 +162,105 @@ fn loom_checker_detects_a_stranded_message() {
         m.charged.store(true, Ordering::SeqCst);
         m.mailbox.redirect(0);
     });
+}
+
+// The worker/controller handshake of `gate.rs`, with the real `Gate`: the
+// worker's dispatch sections and the controller's calls are the ones the
+// runtime makes (`worker.rs`, `exec.rs`, `waits.rs`); only the loops around
+// them are the model's. A step and the controller's use of the run queue
+// touch a loom `UnsafeCell`, so loom reports any execution in which they
+// are not ordered by happens-before.
+
+mod gate_models {
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    use loom::thread;
+
+    use super::super::gate::Gate;
+
+    /// The run queue a step touches and `MigrateRunQueue` empties.
+    struct Cpu {
+        gate: Gate,
+        queue: UnsafeCell<u32>,
+    }
+
+    /// Two dispatch attempts, each a step on the queue when admitted.
+    fn worker(cpu: &Cpu) {
+        for _ in 0..2 {
+            if cpu.gate.enter() {
+                // SAFETY: loom checks the access (this is the model's claim).
+                cpu.queue.with_mut(|q| unsafe { *q += 1 });
+                cpu.gate.leave();
+            }
+        }
+    }
+
+    /// StopDispatch, then AwaitStopped if `wait`, then MigrateRunQueue,
+    /// while a worker makes two dispatch attempts.
+    fn stop_and_migrate(wait: bool) {
+        loom::model(move || {
+            let cpu = Arc::new(Cpu { gate: Gate::new(), queue: UnsafeCell::new(0) });
+            let w = {
+                let cpu = cpu.clone();
+                thread::spawn(move || worker(&cpu))
+            };
+            cpu.gate.stop();
+            while wait && !cpu.gate.stopped() {
+                thread::yield_now();
+            }
+            // SAFETY: checked by loom (unsound without the wait, which the
+            // checker must then report).
+            cpu.queue.with_mut(|q| unsafe { *q = 0 });
+            w.join().unwrap();
+        });
+    }
+
+    /// No step runs concurrently with the migration.
+    #[test]
+    fn loom_no_step_runs_after_the_controller_saw_the_worker_stopped() {
+        stop_and_migrate(true);
+    }
+
+    /// The checker is not vacuous: a controller that migrates without
+    /// waiting for the worker to stop races with a step.
+    #[test]
+    #[should_panic]
+    fn loom_checker_detects_a_migration_that_does_not_wait() {
+        stop_and_migrate(false);
+    }
+
+    /// A grace period (`synchronize`): after unpublishing an object, a
+    /// snapshot and a wait for `passed`, no dispatch section that could
+    /// have seen it published still reads it, so it may be freed.
+    #[test]
+    fn loom_grace_period_orders_readers_before_the_free() {
+        loom::model(|| {
+            let cpu = Arc::new(Cpu { gate: Gate::new(), queue: UnsafeCell::new(7) });
+            let published = Arc::new(AtomicBool::new(true));
+            let reader = {
+                let (cpu, published) = (cpu.clone(), published.clone());
+                thread::spawn(move || {
+                    for _ in 0..2 {
+                        if cpu.gate.enter() {
+                            if published.load(Ordering::Acquire) {
+                                // SAFETY: checked by loom.
+                                let v = cpu.queue.with(|q| unsafe { *q });
+                                assert_eq!(v, 7, "read a freed object");
+                            }
+                            cpu.gate.leave();
+                        }
+                    }
+                })
+            };
+            published.store(false, Ordering::Release);
+            let snap = cpu.gate.snapshot();
+            while !cpu.gate.passed(snap) {
+                thread::yield_now();
+            }
+            // SAFETY: checked by loom ("free" the object).
+            cpu.queue.with_mut(|q| unsafe { *q = 0 });
+            reader.join().unwrap();
+        });
+    }
 }

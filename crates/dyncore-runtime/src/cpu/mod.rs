@@ -9,7 +9,7 @@
 //! * a mailbox for remote calls ([`Runtime::call_on`]), reschedules and
 //!   invalidations — the IPI analogue (see `mailbox.rs`);
 //! * a memory cache over the runtime's block pool (see `cache.rs`);
-//! * statistics ([`CpuStats`]);
+//! * statistics ([`CpuCounters`]);
 //! * a helper thread, a watchdog that checks the worker makes progress;
 //! * an entry in the registry ([`Runtime::registry`], the sysfs analogue).
 //!
@@ -67,26 +67,39 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use dyncore_core::reconfig::{Plan, PlanError, ReconfigState, Step};
+use dyncore_core::reconfig::{ReconfigState, Step};
 use dyncore_core::{CpuId, CpuSet};
 use dyncore_ring::SpinPolicy;
 
 mod cache;
+mod events;
 mod exec;
+mod gate;
+mod inspect;
 mod mailbox;
 mod percpu;
+mod report;
 mod sync;
 mod task;
+mod throttle;
+mod waits;
 mod worker;
 
 pub use cache::{BLOCK_BYTES, Block, MemError, MemoryReport};
 pub use dyncore_core::reconfig::Mode;
-pub use percpu::{CpuState, CpuStats};
+pub use events::{FailedWork, RuntimeEvent, TaskFailure};
+pub use percpu::{CpuCounters, CpuLiveness};
+pub use report::{
+    CpuInfo, HelperState, InvalidateError, InvalidateReport, PlaceError, ReconfigError, ReconfigReport,
+    Stall, SyncReport, Unresponsive,
+};
 pub use task::{CallCx, Ctx, Task, TaskPoll};
+pub use throttle::{Duty, DutyError, DutyReport};
 
 use cache::Pool;
 use percpu::{Msg, PerCpu};
@@ -105,10 +118,33 @@ pub struct RuntimeConfig {
     /// Bolt: free an offline CPU's kept cache after this long (`None`: only
     /// under memory pressure, [`Runtime::reclaim_memory`]).
     pub cache_keep: Option<Duration>,
-    /// How often a helper thread checks its worker.
+    /// How often a helper thread checks its worker (a period in which the
+    /// worker had work and made no progress counts as a stall period).
     pub watchdog_period: Duration,
+    /// A worker with work and no progress for this long is *stalled*: its
+    /// registry entry says so, subscribers are told, and controller waits on
+    /// it fail at once instead of at the deadline (see [`CpuInfo::stalled`]).
+    /// Long compared with a step (≤ 50 µs for the kernels) and with the
+    /// scheduling delays of a loaded machine (a worker not run for hundreds
+    /// of milliseconds has been seen on the shared 2-CPU test machine), so
+    /// that a merely descheduled worker is not called stalled; shorter than
+    /// `wait_deadline`, so that later waits fail at once.
+    pub stall_after: Duration,
     /// How an idle worker waits for work.
     pub idle_spin: SpinPolicy,
+    /// How long the controller waits for a CPU (a step to finish, a
+    /// barrier, a grace period, an invalidation) before it gives up with
+    /// [`Unresponsive`] and rolls a reconfiguration back.
+    pub wait_deadline: Duration,
+    /// The duty-cycle throttle's period (see [`Duty`]).
+    pub throttle_period: Duration,
+    /// Run the workers under `SCHED_FIFO` at this priority (`None`: the
+    /// normal scheduler). A duty cycle is a share of a real CPU in wall
+    /// time; on a machine where other processes compete for the real CPUs,
+    /// only a real-time worker gets the share its duty says (see
+    /// `throttle.rs`). [`Runtime::new`] fails with the reason when this is
+    /// not permitted.
+    pub realtime_priority: Option<u8>,
 }
 
 impl RuntimeConfig {
@@ -122,147 +158,16 @@ impl RuntimeConfig {
             pool_blocks: None,
             cache_keep: None,
             watchdog_period: Duration::from_millis(50),
+            stall_after: Duration::from_secs(1),
             idle_spin: SpinPolicy { spin_iters: 2_000, yield_iters: 4, umwait: false },
+            // Far above any legitimate wait (a Bolt offline takes a few
+            // microseconds, a naive one a few milliseconds, a step at most
+            // tens of microseconds), short enough for a person to wait.
+            wait_deadline: Duration::from_secs(2),
+            throttle_period: Duration::from_millis(1),
+            realtime_priority: None,
         }
     }
-}
-
-/// What a helper thread is doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HelperState {
-    Running,
-    /// Asked to park; it has not seen the request yet.
-    ParkRequested,
-    Parked,
-    /// No thread (naive offline joined it).
-    Stopped,
-}
-
-/// A CPU's registry entry, as a user reads it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CpuInfo {
-    pub cpu: CpuId,
-    pub name: String,
-    pub real_cpu: CpuId,
-    pub state: CpuState,
-    /// The CPU handling this one's messages, when not itself.
-    pub proxied_by: Option<CpuId>,
-    /// Blocks in its cache (`None`: no cache).
-    pub cache_blocks: Option<usize>,
-    pub helper: HelperState,
-    /// Watchdog periods in which the worker had work but made no progress.
-    pub watchdog_stalls: u64,
-    /// Statistics not yet folded into the totals.
-    pub stats: CpuStats,
-}
-
-/// What a reconfiguration did.
-#[derive(Debug, Clone)]
-pub struct ReconfigReport {
-    pub plan: Plan,
-    /// Time from the call's start (waiting for the control lock and
-    /// planning included) to the end of its critical steps.
-    pub critical_ns: u64,
-    /// Time from the call's start until no task ran on the CPUs any more
-    /// (Bolt's entry latency); offline only.
-    pub entry_ns: Option<u64>,
-    /// Each critical step and its time (0 with step timing off, see
-    /// [`Runtime::set_step_timing`]).
-    pub step_ns: Vec<(Step, u64)>,
-}
-
-impl ReconfigReport {
-    /// The CPUs that changed state.
-    pub fn changed(&self) -> &CpuSet {
-        &self.plan.cpus
-    }
-
-    /// The CPUs already in the target state (a no-op for them).
-    pub fn already(&self) -> &CpuSet {
-        &self.plan.already
-    }
-
-    /// Nothing changed: every CPU asked for was already there.
-    pub fn is_noop(&self) -> bool {
-        self.plan.is_noop()
-    }
-}
-
-/// Why a reconfiguration did not happen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReconfigError {
-    /// Refused before any step ran (last online CPU, CPU not owned, empty set).
-    Refused(PlanError),
-    /// A critical step failed; the call was rolled back (`rollback` lists
-    /// the undo steps run; `rollback_errors` any that failed in turn).
-    StepFailed { step: Step, index: usize, reason: String, rollback: Vec<Step>, rollback_errors: Vec<String> },
-}
-
-impl std::fmt::Display for ReconfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ReconfigError::Refused(e) => e.fmt(f),
-            ReconfigError::StepFailed { step, index, reason, rollback, rollback_errors } => {
-                write!(
-                    f,
-                    "step {index} ({step}) failed: {reason}; rolled back with {} step(s)",
-                    rollback.len()
-                )?;
-                if !rollback_errors.is_empty() {
-                    write!(f, ", {} of which failed: {}", rollback_errors.len(), rollback_errors.join("; "))?;
-                }
-                Ok(())
-            }
-        }
-    }
-}
-
-impl std::error::Error for ReconfigError {}
-
-/// Why a task or message could not be placed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PlaceError {
-    NotOwned {
-        cpu: CpuId,
-        owned: usize,
-    },
-    /// Tasks go to online CPUs only (messages go anywhere: proxies).
-    Offline {
-        cpu: CpuId,
-    },
-}
-
-impl std::fmt::Display for PlaceError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            PlaceError::NotOwned { cpu, owned } => {
-                write!(f, "CPU {cpu} not owned by this runtime (it owns CPUs 0-{})", owned.saturating_sub(1))
-            }
-            PlaceError::Offline { cpu } => write!(f, "CPU {cpu} is offline"),
-        }
-    }
-}
-
-impl std::error::Error for PlaceError {}
-
-/// Who a grace period waited for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SyncReport {
-    /// Online CPUs that passed a quiescent point.
-    pub waited_for: CpuSet,
-    /// Offline CPUs, reported quiescent by their proxies (they run nothing).
-    pub reported_by_proxy: CpuSet,
-}
-
-/// Who applied an invalidation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvalidateReport {
-    pub generation: u64,
-    /// Online CPUs that applied it before the call returned.
-    pub applied: CpuSet,
-    /// Offline CPUs (or CPUs that went offline meanwhile); they apply it
-    /// when they return.
-    pub skipped: CpuSet,
 }
 
 /// Consulted before each critical step; `true` makes the step fail (tests).
@@ -279,7 +184,7 @@ pub(crate) struct Control {
     pub(crate) step_timing: bool,
 }
 
-struct RegistryEntry {
+pub(crate) struct RegistryEntry {
     name: String,
     real_cpu: CpuId,
 }
@@ -292,24 +197,13 @@ pub(crate) struct Shared {
     pub(crate) inval_gen: AtomicU64,
     pub(crate) shutdown: AtomicBool,
     pub(crate) active: Mutex<CpuSet>,
-    pub(crate) folded: Mutex<CpuStats>,
+    pub(crate) folded: Mutex<CpuCounters>,
     registry: Mutex<BTreeMap<CpuId, RegistryEntry>>,
     pub(crate) ctl: Mutex<Control>,
     spawn_rr: AtomicUsize,
-}
-
-/// Spins, then yields, until `done()` (the controller's waits: for a worker
-/// to finish a step, for a barrier, for a grace period).
-pub(crate) fn spin_until(mut done: impl FnMut() -> bool) {
-    let mut i = 0u32;
-    while !done() {
-        i = i.saturating_add(1);
-        if i < 128 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
+    /// The runtime's clock starts here ([`Runtime::now_ns`]).
+    pub(crate) epoch: Instant,
+    pub(crate) events: events::Events,
 }
 
 /// A set of runtime CPUs. See the module docs.
@@ -326,6 +220,12 @@ impl Runtime {
         if n == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "a runtime needs at least one CPU"));
         }
+        if cfg.throttle_period.is_zero() || cfg.wait_deadline.is_zero() || cfg.watchdog_period.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the throttle period, the wait deadline and the watchdog period must be positive",
+            ));
+        }
         crate::affinity::check_allowed(cfg.real_cpus.iter().copied())
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start the runtime: {e}")))?;
         let pool = Pool::new(cfg.pool_blocks.unwrap_or(n * cfg.cache_blocks * 4), cfg.cache_blocks);
@@ -339,18 +239,30 @@ impl Runtime {
             inval_gen: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             active: Mutex::new(CpuSet::range(0, n)),
-            folded: Mutex::new(CpuStats::default()),
+            folded: Mutex::new(CpuCounters::default()),
             registry: Mutex::new(registry),
             ctl: Mutex::new(Control { state: ReconfigState::all_online(n), fault: None, step_timing: true }),
             spawn_rr: AtomicUsize::new(0),
+            epoch: Instant::now(),
+            events: events::Events::default(),
         });
         let mut rt = Runtime { sh: sh.clone(), workers: Vec::with_capacity(n) };
         let (tx, rx) = std::sync::mpsc::channel();
         for i in 0..n {
             let (sh, tx) = (sh.clone(), tx.clone());
             let real = sh.cpus[i].real;
+            let rt_priority = sh.cfg.realtime_priority;
             let t = std::thread::Builder::new().name(format!("dyncore-cpu{i}")).spawn(move || {
-                let pinned = crate::affinity::pin_current_thread(real);
+                let pinned = crate::affinity::pin_current_thread(real).and_then(|()| {
+                    rt_priority.map_or(Ok(()), |p| {
+                        crate::affinity::set_current_thread_realtime(p).map_err(|e| {
+                            io::Error::new(
+                                e.kind(),
+                                format!("cannot start the worker of runtime CPU {i}: {e}"),
+                            )
+                        })
+                    })
+                });
                 let ok = pinned.is_ok();
                 // The receiver outlives every worker's first message.
                 let _ = tx.send(pinned);
@@ -436,37 +348,35 @@ impl Runtime {
 
     /// Waits until every online CPU has passed a quiescent point (was seen
     /// between task steps); offline CPUs are reported quiescent by their
-    /// proxies. Must not be called from a task.
-    pub fn synchronize(&self) -> SyncReport {
+    /// proxies. Fails, naming the CPU, if one does not within
+    /// [`RuntimeConfig::wait_deadline`] or is stalled. Must not be called
+    /// from a task.
+    pub fn synchronize(&self) -> Result<SyncReport, Unresponsive> {
         worker::assert_not_on_worker("synchronize");
         self.sh.synchronize()
     }
 
     /// Makes every online CPU apply a new invalidation generation before
     /// returning. Offline CPUs are skipped and apply it when they return.
-    /// Must not be called from a task.
-    pub fn broadcast_invalidate(&self) -> InvalidateReport {
+    /// Fails, naming the CPU, if one does not apply it within
+    /// [`RuntimeConfig::wait_deadline`] or is stalled. Must not be called
+    /// from a task.
+    pub fn broadcast_invalidate(&self) -> Result<InvalidateReport, Unresponsive> {
         worker::assert_not_on_worker("broadcast_invalidate");
-        let sh = &self.sh;
-        let g = sh.inval_gen.fetch_add(1, Ordering::SeqCst) + 1;
-        let (mut applied, mut skipped) = (CpuSet::new(), CpuSet::new());
-        for c in &sh.cpus {
-            if c.online() {
-                sh.post(c.id, Msg::Invalidate(g));
-                applied.insert(c.id);
-            } else {
-                skipped.insert(c.id);
-            }
+        self.sh.broadcast_invalidate()
+    }
+
+    /// A shootdown aimed at `cpus`, whatever their state (a TLB shootdown
+    /// to the CPUs in an address space's mask): each applies a new
+    /// generation before the call returns — an offline one through its
+    /// proxy, which applies it on its behalf and leaves it to flush when it
+    /// returns. Fails like [`Runtime::broadcast_invalidate`].
+    pub fn invalidate(&self, cpus: &CpuSet) -> Result<InvalidateReport, InvalidateError> {
+        worker::assert_not_on_worker("invalidate");
+        if let Some(cpu) = cpus.iter().find(|&c| c >= self.sh.cpus.len()) {
+            return Err(InvalidateError::NotOwned(PlaceError::NotOwned { cpu, owned: self.sh.cpus.len() }));
         }
-        for cpu in applied.clone().iter() {
-            let c = &sh.cpus[cpu];
-            spin_until(|| c.inval_seen.load(Ordering::SeqCst) >= g || !c.online());
-            if c.inval_seen.load(Ordering::SeqCst) < g {
-                applied.remove(cpu);
-                skipped.insert(cpu);
-            }
-        }
-        InvalidateReport { generation: g, applied, skipped }
+        self.sh.invalidate(cpus).map_err(InvalidateError::Unresponsive)
     }
 
     /// The newest invalidation generation `cpu` has applied.
@@ -512,6 +422,66 @@ impl Runtime {
         lock(&self.sh.ctl).fault = hook;
     }
 
+    /// Nanoseconds since the runtime started, on the monotonic clock that
+    /// every event, report and sample of this runtime uses.
+    pub fn now_ns(&self) -> u64 {
+        self.sh.now_ns()
+    }
+
+    /// The instant [`Runtime::now_ns`] counts from.
+    pub fn clock_start(&self) -> Instant {
+        self.sh.epoch
+    }
+
+    /// Sets `cpu`'s duty cycle (see [`Duty`]). Cheap (one store, and a wake
+    /// of a throttled worker) and immediate: the worker's next step obeys
+    /// it. Allowed in any state; an offline CPU keeps it for its return.
+    pub fn set_duty(&self, cpu: CpuId, duty: Duty) -> Result<(), PlaceError> {
+        let c = self.owned(cpu)?;
+        c.throttle.set_duty(duty);
+        c.waiter.notify();
+        Ok(())
+    }
+
+    /// `cpu`'s duty cycle.
+    pub fn duty(&self, cpu: CpuId) -> Result<Duty, PlaceError> {
+        Ok(self.owned(cpu)?.throttle.duty())
+    }
+
+    /// Tasks queued on `cpu` (not counting one being stepped).
+    pub fn queued(&self, cpu: CpuId) -> Result<usize, PlaceError> {
+        Ok(self.owned(cpu)?.runq_len.load(Ordering::Acquire))
+    }
+
+    /// [`RuntimeConfig::wait_deadline`].
+    pub fn wait_deadline(&self) -> Duration {
+        self.sh.cfg.wait_deadline
+    }
+
+    /// How well each CPU kept its duty cycle so far (see [`DutyReport`]).
+    pub fn duty_report(&self) -> Vec<DutyReport> {
+        let period = self.sh.throttle_period_ns();
+        self.sh.cpus.iter().map(|c| c.throttle.report(c.id, period)).collect()
+    }
+
+    /// Every CPU's busy time (time in task steps) so far, with the time of
+    /// the sample: the difference of two samples over the time between
+    /// them is each CPU's load.
+    pub fn busy_sample(&self) -> BusySample {
+        let busy_ns = self.sh.cpus.iter().map(|c| c.throttle.busy_ns.load(Ordering::Relaxed)).collect();
+        BusySample { at_ns: self.sh.now_ns(), busy_ns }
+    }
+
+    /// Every task and call that panicked so far (see [`TaskFailure`]).
+    pub fn failures(&self) -> Vec<TaskFailure> {
+        self.sh.events.failures()
+    }
+
+    /// Events from now on: failures, stalls and recoveries.
+    pub fn subscribe(&self) -> Receiver<RuntimeEvent> {
+        self.sh.events.subscribe()
+    }
+
     /// The registry: one entry per CPU that has one (naive offline removes
     /// it; Bolt keeps it, reading offline).
     pub fn registry(&self) -> Vec<CpuInfo> {
@@ -526,16 +496,20 @@ impl Runtime {
     }
 
     /// Statistics of the whole runtime: folded totals plus every CPU's
-    /// unfolded counters.
-    pub fn stats(&self) -> CpuStats {
+    /// unfolded counters (a CPU stalled inside a step holds its counters:
+    /// they are left out until it recovers).
+    pub fn stats(&self) -> CpuCounters {
         let mut s = *lock(&self.sh.folded);
         for c in &self.sh.cpus {
-            s.add(&lock(&c.local).stats);
+            if let Some(local) = self.sh.lock_local_unless_stalled(c) {
+                s.add(&local.stats);
+            }
         }
         s
     }
 
-    /// Memory accounting (exact: every cache is locked while counting).
+    /// Memory accounting (exact: every cache is locked while counting, so
+    /// this waits for running steps).
     pub fn memory(&self) -> MemoryReport {
         let locals: Vec<_> = self.sh.cpus.iter().map(|c| lock(&c.local)).collect();
         self.sh.pool.report(locals.iter().filter_map(|l| l.cache.as_ref()))
@@ -554,7 +528,20 @@ impl Runtime {
     }
 }
 
+/// Every CPU's busy time at one moment (see [`Runtime::busy_sample`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BusySample {
+    /// Runtime clock.
+    pub at_ns: u64,
+    /// Per runtime CPU, total time in task steps.
+    pub busy_ns: Vec<u64>,
+}
+
 impl Drop for Runtime {
+    /// Stops every thread. A worker stuck in a step past
+    /// [`RuntimeConfig::wait_deadline`] is left behind (detached, reported
+    /// on stderr) rather than hanging the caller; it exits when its step
+    /// returns.
     fn drop(&mut self) {
         let sh = &self.sh;
         sh.shutdown.store(true, Ordering::Release);
@@ -563,8 +550,13 @@ impl Drop for Runtime {
             c.waiter.notify();
             c.helper.waiter.notify();
         }
-        for w in self.workers.drain(..) {
-            let _ = w.join();
+        let deadline = Instant::now() + sh.cfg.wait_deadline;
+        for (cpu, w) in self.workers.drain(..).enumerate() {
+            if crate::wait::spin_until(Some(deadline), || w.is_finished()).is_ok() {
+                let _ = w.join();
+            } else {
+                eprintln!("dyncore runtime: the worker of CPU {cpu} is stuck in a step; leaving it behind");
+            }
         }
         for c in &sh.cpus {
             if let Some(h) = lock(&c.helper.handle).take() {
@@ -602,22 +594,17 @@ impl Shared {
         self.cpus[handler].waiter.notify();
     }
 
-    pub(crate) fn synchronize(&self) -> SyncReport {
-        let (mut waited_for, mut reported_by_proxy) = (CpuSet::new(), CpuSet::new());
-        let snaps: Vec<(CpuId, u64)> =
-            self.cpus.iter().map(|c| (c.id, c.qs.load(Ordering::SeqCst))).collect();
-        for (cpu, qs) in snaps {
-            let c = &self.cpus[cpu];
-            if c.state() == CpuState::Offline {
-                reported_by_proxy.insert(cpu);
-                continue;
-            }
-            // Quiescent once seen outside its dispatch section, or past
-            // another quiescent point.
-            spin_until(|| !c.running.load(Ordering::SeqCst) || c.qs.load(Ordering::SeqCst) != qs);
-            waited_for.insert(cpu);
-        }
-        SyncReport { waited_for, reported_by_proxy }
+    pub(crate) fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The instant `ns` on the runtime's clock.
+    pub(crate) fn instant_at(&self, ns: u64) -> Instant {
+        self.epoch + Duration::from_nanos(ns)
+    }
+
+    pub(crate) fn throttle_period_ns(&self) -> u64 {
+        u64::try_from(self.cfg.throttle_period.as_nanos()).unwrap_or(u64::MAX)
     }
 
     pub(crate) fn fold_stats(&self, cpu: CpuId) {
@@ -638,87 +625,29 @@ impl Shared {
                 Err(std::sync::TryLockError::WouldBlock) => return false,
             }
         };
-        self.cpus[cpu].state() == CpuState::Offline && self.free_cache(cpu)
+        self.cpus[cpu].state() == CpuLiveness::Offline && self.free_cache(cpu)
     }
 
     /// Returns `cpu`'s cache to the pool; false if it has none.
     pub(crate) fn free_cache(&self, cpu: CpuId) -> bool {
-        let cache = lock(&self.cpus[cpu].local).cache.take();
-        cache.map(|cache| self.pool.free_cache(cache)).is_some()
-    }
-
-    fn helper_state(&self, cpu: CpuId) -> HelperState {
-        let h = &self.cpus[cpu].helper;
-        if lock(&h.handle).is_none() {
-            HelperState::Stopped
-        } else if h.parked.load(Ordering::Acquire) {
-            HelperState::Parked
-        } else if h.park.load(Ordering::Acquire) {
-            HelperState::ParkRequested
-        } else {
-            HelperState::Running
-        }
-    }
-
-    fn info(&self, cpu: CpuId, e: &RegistryEntry) -> CpuInfo {
         let c = &self.cpus[cpu];
-        let handler = c.mailbox.handler();
-        let local = lock(&c.local);
-        CpuInfo {
-            cpu,
-            name: e.name.clone(),
-            real_cpu: e.real_cpu,
-            state: c.state(),
-            proxied_by: (handler != cpu).then_some(handler),
-            cache_blocks: local.cache.as_ref().map(|c| c.len()),
-            helper: self.helper_state(cpu),
-            watchdog_stalls: c.helper.stalls.load(Ordering::Relaxed),
-            stats: local.stats,
-        }
-    }
-
-    fn dump(&self) -> String {
-        use std::fmt::Write as _;
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "runtime: {} CPUs, stop-the-world gen {} (arrived {}), invalidation gen {}, control lock {}",
-            self.cpus.len(),
-            self.stw.generation.load(Ordering::SeqCst),
-            self.stw.arrived.load(Ordering::SeqCst),
-            self.inval_gen.load(Ordering::SeqCst),
-            if self.ctl.try_lock().is_ok() { "free" } else { "held" },
-        );
-        for c in &self.cpus {
-            let mb =
-                c.mailbox.try_peek().map_or("locked".into(), |(h, n)| format!("handler {h}, {n} pending"));
-            let h = &c.helper;
-            let _ = writeln!(
-                s,
-                "  cpu{} (real {}): {} running={} qs={} heartbeat={} runq={} mailbox[{mb}] charges={} inval_seen={} \
-                 helper[park={} parked={} stop={} ticks={} stalls={}]",
-                c.id,
-                c.real,
-                c.state(),
-                c.running.load(Ordering::SeqCst),
-                c.qs.load(Ordering::SeqCst),
-                c.heartbeat.load(Ordering::Relaxed),
-                c.runq_len.load(Ordering::Acquire),
-                c.charges.try_lock().map_or("locked".into(), |g| format!("{{{g}}}")),
-                c.inval_seen.load(Ordering::SeqCst),
-                h.park.load(Ordering::Acquire),
-                h.parked.load(Ordering::Acquire),
-                h.stop.load(Ordering::Acquire),
-                h.ticks.load(Ordering::Relaxed),
-                h.stalls.load(Ordering::Relaxed),
-            );
-        }
-        s
+        let cache = {
+            let mut local = lock(&c.local);
+            c.has_cache.store(false, Ordering::Release);
+            local.cache.take()
+        };
+        cache.map(|cache| self.pool.free_cache(cache)).is_some()
     }
 }
 
 #[cfg(all(test, not(dyncore_loom)))]
 mod tests;
+
+#[cfg(all(test, not(dyncore_loom)))]
+mod robust_tests;
+
+#[cfg(all(test, not(dyncore_loom)))]
+mod stress_tests;
 
 #[cfg(all(test, dyncore_loom))]
 mod loom_tests;

@@ -1,7 +1,8 @@
-//! The `sync` shim for the mailbox protocol (as in `dyncore-ring`, whose shim
-//! is private to that crate): [`model`] is `std`'s mutex and atomics
-//! normally and loom's under `cfg(dyncore_loom)`, so the code that routes
-//! messages to a CPU or its proxy (`mailbox.rs`) is both run and
+//! The `sync` shim for the runtime's lock-free protocols (as in
+//! `dyncore-ring`, whose shim is private to that crate): [`model`] is
+//! `std`'s mutex and atomics normally and loom's under `cfg(dyncore_loom)`,
+//! so the code that routes messages to a CPU or its proxy (`mailbox.rs`)
+//! and the worker/controller handshake (`gate.rs`) are both run and
 //! model-checked. The rest of the runtime uses `std` directly, with
 //! [`lock`].
 
@@ -24,10 +25,10 @@ pub(crate) mod model {
     #[cfg(not(dyncore_loom))]
     pub(crate) use std::sync::Mutex;
     #[cfg(not(dyncore_loom))]
-    pub(crate) use std::sync::atomic::AtomicUsize;
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, fence};
 
     #[cfg(dyncore_loom)]
-    pub(crate) use loom::sync::atomic::AtomicUsize;
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, fence};
     #[cfg(dyncore_loom)]
     pub(crate) use loom::sync::{Mutex, MutexGuard};
 

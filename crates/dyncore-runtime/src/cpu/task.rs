@@ -4,7 +4,7 @@
 use dyncore_core::CpuId;
 
 use super::cache::{BLOCK_BYTES, Block, MemError, Pool};
-use super::percpu::{CpuStats, Local};
+use super::percpu::{CpuCounters, Local};
 
 /// What a step returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +22,12 @@ pub enum TaskPoll {
 /// `synchronize`, … from inside a step).
 pub trait Task: Send + 'static {
     fn step(&mut self, cx: &mut Ctx<'_>) -> TaskPoll;
+
+    /// What the task is, for failure reports (called only when a step
+    /// panics).
+    fn name(&self) -> String {
+        std::any::type_name::<Self>().to_string()
+    }
 }
 
 impl<F> Task for F
@@ -40,6 +46,8 @@ pub struct Ctx<'a> {
     pub(crate) pool: &'a Pool,
     pub(crate) local: &'a mut Local,
     pub(crate) invalidation: u64,
+    /// The start of the runtime's clock.
+    pub(crate) epoch: std::time::Instant,
 }
 
 impl Ctx<'_> {
@@ -56,6 +64,11 @@ impl Ctx<'_> {
     /// The newest invalidation this CPU has applied.
     pub fn invalidation_generation(&self) -> u64 {
         self.invalidation
+    }
+
+    /// Now, on the runtime's clock (`Runtime::now_ns`).
+    pub fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// Allocates a block from this CPU's cache.
@@ -85,7 +98,7 @@ impl Ctx<'_> {
 pub struct CallCx<'a> {
     pub(crate) cpu: CpuId,
     pub(crate) handled_on: CpuId,
-    pub(crate) stats: &'a CpuStats,
+    pub(crate) stats: &'a CpuCounters,
 }
 
 impl CallCx<'_> {
@@ -106,7 +119,7 @@ impl CallCx<'_> {
 
     /// The addressed CPU's statistics, this call included: per-CPU state
     /// that a proxy reads on the offline CPU's behalf.
-    pub fn stats(&self) -> &CpuStats {
+    pub fn stats(&self) -> &CpuCounters {
         self.stats
     }
 }

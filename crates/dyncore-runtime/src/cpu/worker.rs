@@ -4,20 +4,33 @@
 //!
 //! Worker loop, one iteration:
 //!
+//! 0. Heartbeat: store the time (the watchdog and reports of an
+//!    unresponsive CPU read it).
 //! 1. Stop-the-world requested and this CPU online: arrive at the barrier,
 //!    wait for release.
 //! 2. Not online: park until the CPU is started again. Nothing runs here
 //!    while offline; the proxy serves the mailbox.
-//! 3. Dispatch section: set `running`, then re-check the state (SeqCst both:
-//!    the controller's `StopDispatch` store and `AwaitStopped` load of
-//!    `running` form a Dekker handshake with these, so a step never starts
-//!    after the controller saw the worker stopped). Outside this section
-//!    the CPU is quiescent (grace periods need only see `running` clear
-//!    once, or `qs` move). On the first section after returning, apply the
-//!    newest invalidation (offline CPUs skip broadcasts). Then drain the own mailbox and those of proxied CPUs,
-//!    run one step of one task, count a quiescent point, clear `running`.
-//! 4. Nothing done: park (spin, then futex) until something is ready.
+//! 3. Dispatch section, entered through the gate (`gate.rs`: the Dekker
+//!    handshake with the controller, so a step never starts after the
+//!    controller saw the worker stopped). Outside this section the CPU is
+//!    quiescent. On the first section after returning, apply the newest
+//!    invalidation (offline CPUs skip broadcasts). Then drain the own
+//!    mailbox and those of proxied CPUs; if a task is queued, ask the
+//!    throttle (`throttle.rs`) and run one step of it — inside
+//!    `catch_unwind`, so a panicking task is reported as failed and dropped
+//!    and the CPU goes on — or note when the throttle allows the next one.
+//!    Leave the section (a quiescent point).
+//! 4. Throttled: sleep until the period allows a step, waking early for
+//!    messages, a barrier, offline, a duty change or shutdown. Nothing done:
+//!    park (spin, then futex) until something is ready.
+//!
+//! If the worker thread itself unwinds (a defect of the runtime, not of a
+//! task), it marks itself dead and leaves the dispatch section, so that no
+//! controller waits for it: waits on it fail at once, naming it, and
+//! offline of it succeeds and moves its tasks to live CPUs.
 
+use std::num::NonZeroU64;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -26,9 +39,11 @@ use dyncore_core::CpuId;
 use dyncore_ring::SpinPolicy;
 
 use super::Shared;
-use super::percpu::Msg;
+use super::events::{FailedWork, RuntimeEvent, TaskFailure, panic_message};
+use super::percpu::{CpuLiveness, Msg, PerCpu};
 use super::sync::lock;
-use super::task::{CallCx, Ctx, TaskPoll};
+use super::task::{CallCx, Ctx, Task, TaskPoll};
+use super::throttle::{SPIN_BELOW_NS, Throttle};
 
 thread_local! {
     /// The runtime CPU this thread is the worker of, if any.
@@ -55,28 +70,52 @@ pub(crate) struct Stw {
 impl Stw {
     /// The generation of a stop-the-world in force that a worker which last
     /// arrived at generation `seen` has not arrived at yet.
-    fn stopping(&self, seen: u64) -> Option<u64> {
+    pub(crate) fn stopping(&self, seen: u64) -> Option<u64> {
         let g = self.generation.load(Ordering::SeqCst);
         (g % 2 == 1 && g != seen).then_some(g)
     }
 }
 
+/// Marks the worker dead if its thread unwinds (see the module docs).
+struct DeathWatch<'a>(&'a PerCpu);
+
+impl Drop for DeathWatch<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.worker_dead.store(true, Ordering::Release);
+            self.0.gate.leave();
+        }
+    }
+}
+
+/// Throttle sleeps last hundreds of microseconds; the default timer slack
+/// (50 µs) would make each overshoot by up to that much.
+const WORKER_TIMER_SLACK_NS: u64 = 1_000;
+
 pub(crate) fn worker_main(sh: Arc<Shared>, me: CpuId) {
     WORKER_OF.with(|w| w.set(Some(me)));
+    // Best effort: without it throttle sleeps are only less precise.
+    let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(WORKER_TIMER_SLACK_NS));
     let c = &sh.cpus[me];
+    let _death = DeathWatch(c);
     let mut stw_seen = 0u64;
+    let mut throttle = Throttle::new(sh.throttle_period_ns(), sh.now_ns());
     loop {
         if sh.shutdown.load(Ordering::Acquire) {
             break;
         }
-        // Only this thread writes it: no read-modify-write needed.
-        c.heartbeat.store(c.heartbeat.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        // 0. Only this thread writes it.
+        c.heartbeat_ns.store(sh.now_ns(), Ordering::Relaxed);
         // 1. Barrier.
         if let Some(g) = sh.stw.stopping(stw_seen)
             && c.online()
         {
+            throttle.interrupted();
             stw_seen = g;
+            // Counted before it says which generation it arrived at: the
+            // controller, which waits for the latter, then sees the count.
             sh.stw.arrived.fetch_add(1, Ordering::SeqCst);
+            c.stw_arrived.store(g, Ordering::SeqCst);
             sh.stw.waiter.wait_until(&sh.cfg.idle_spin, None, || {
                 (sh.stw.generation.load(Ordering::SeqCst) != g || sh.shutdown.load(Ordering::Acquire))
                     .then_some(())
@@ -85,15 +124,18 @@ pub(crate) fn worker_main(sh: Arc<Shared>, me: CpuId) {
         }
         // 2. Offline.
         if !c.online() {
+            throttle.interrupted();
             c.waiter.wait_until(&SpinPolicy::PARK, None, || {
                 (c.online() || sh.shutdown.load(Ordering::Acquire)).then_some(())
             });
             continue;
         }
         // 3. Dispatch section.
-        c.running.store(true, Ordering::SeqCst);
-        if !c.online() || sh.stw.stopping(stw_seen).is_some() {
-            c.running.store(false, Ordering::SeqCst);
+        if !c.gate.enter() {
+            continue;
+        }
+        if sh.stw.stopping(stw_seen).is_some() {
+            c.gate.leave();
             continue;
         }
         // A load first: the swap (a read-modify-write) only when set.
@@ -104,27 +146,57 @@ pub(crate) fn worker_main(sh: Arc<Shared>, me: CpuId) {
             c.inval_seen.fetch_max(sh.inval_gen.load(Ordering::SeqCst), Ordering::SeqCst);
         }
         let mut busy = serve_mailboxes(&sh, me);
-        busy |= run_one_step(&sh, me);
-        c.qs.fetch_add(1, Ordering::SeqCst);
-        c.running.store(false, Ordering::SeqCst);
+        let mut throttled_until = None;
+        if c.runq_len.load(Ordering::Acquire) > 0 {
+            let t0 = sh.now_ns();
+            match throttle.admit(t0, c.throttle.duty(), &c.throttle) {
+                None => busy |= run_one_step(&sh, me, &mut throttle, t0),
+                Some(until) => throttled_until = Some(until),
+            }
+        }
+        c.gate.leave();
         // 4. Idle.
-        if !busy {
+        if let Some(until) = throttled_until {
+            idle_throttled(&sh, me, stw_seen, until, &mut throttle);
+        } else if !busy {
+            throttle.interrupted();
             c.waiter.wait_until(&sh.cfg.idle_spin, None, || ready(&sh, me, stw_seen).then_some(()));
         }
     }
 }
 
-/// Whether the worker of `me` has anything to do (its park condition).
-fn ready(sh: &Shared, me: CpuId, stw_seen: u64) -> bool {
+/// Step 4, throttled: idle until `until_ns` (runtime clock), or until
+/// something other than a task needs the worker.
+fn idle_throttled(sh: &Shared, me: CpuId, stw_seen: u64, until_ns: u64, throttle: &mut Throttle) {
+    let c = &sh.cpus[me];
+    let t0 = sh.now_ns();
+    let duty = c.throttle.duty();
+    let interrupt = || other_work(sh, me, stw_seen) || c.throttle.duty() != duty;
+    let deadline = sh.instant_at(until_ns);
+    if until_ns.saturating_sub(t0) >= SPIN_BELOW_NS {
+        c.waiter.wait_until(&SpinPolicy::PARK, Some(deadline), || interrupt().then_some(()));
+    } else {
+        // Reaching the deadline is the normal end of this wait.
+        let _ = crate::wait::spin_until(Some(deadline), interrupt);
+    }
+    throttle.throttled(sh.now_ns().saturating_sub(t0), &c.throttle);
+}
+
+/// Whether the worker of `me` has anything to do but its run queue.
+fn other_work(sh: &Shared, me: CpuId, stw_seen: u64) -> bool {
     let c = &sh.cpus[me];
     sh.shutdown.load(Ordering::Acquire)
         || !c.online()
         || sh.stw.stopping(stw_seen).is_some()
-        || c.runq_len.load(Ordering::Acquire) > 0
         || c.mailbox.has_pending()
         || c.flush_on_return.load(Ordering::Acquire)
         || (c.has_charges.load(Ordering::Acquire)
             && lock(&c.charges).iter().any(|x| sh.cpus[x].mailbox.has_pending()))
+}
+
+/// Whether the worker of `me` has anything to do (its park condition).
+fn ready(sh: &Shared, me: CpuId, stw_seen: u64) -> bool {
+    sh.cpus[me].runq_len.load(Ordering::Acquire) > 0 || other_work(sh, me, stw_seen)
 }
 
 /// Drains this CPU's mailbox and, as a proxy, those of the CPUs it proxies
@@ -163,7 +235,19 @@ fn handle(sh: &Shared, to: CpuId, on: CpuId, m: Msg) {
             if by_proxy {
                 local.stats.calls_by_proxy += 1;
             }
-            f(&mut CallCx { cpu: to, handled_on: on, stats: &local.stats });
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                f(&mut CallCx { cpu: to, handled_on: on, stats: &local.stats })
+            }));
+            if let Err(payload) = r {
+                local.stats.calls_failed += 1;
+                drop(local);
+                sh.events.emit(RuntimeEvent::Failed(TaskFailure {
+                    at_ns: sh.now_ns(),
+                    cpu: to,
+                    work: FailedWork::Call { handled_on: on },
+                    message: panic_message(&*payload),
+                }));
+            }
         }
         Msg::Reschedule => lock(&target.local).stats.reschedules += 1,
         Msg::Invalidate(g) => {
@@ -182,12 +266,10 @@ fn handle(sh: &Shared, to: CpuId, on: CpuId, m: Msg) {
     }
 }
 
-/// Runs one step of the task at the head of the run queue.
-fn run_one_step(sh: &Shared, me: CpuId) -> bool {
+/// Runs one step of the task at the head of the run queue, which the
+/// throttle admitted at `t0` (runtime clock).
+fn run_one_step(sh: &Shared, me: CpuId, throttle: &mut Throttle, t0: u64) -> bool {
     let c = &sh.cpus[me];
-    if c.runq_len.load(Ordering::Acquire) == 0 {
-        return false;
-    }
     let task = {
         let mut q = lock(&c.runq);
         let t = q.tasks.pop_front();
@@ -195,27 +277,56 @@ fn run_one_step(sh: &Shared, me: CpuId) -> bool {
         t
     };
     let Some(mut task) = task else { return false };
-    let poll = {
+    let outcome = {
         let mut local = lock(&c.local);
         debug_assert!(local.cache.is_some(), "online CPU {me} has no cache");
         local.stats.steps += 1;
         let invalidation = c.inval_seen.load(Ordering::Acquire);
-        let mut cx = Ctx { cpu: me, real_cpu: c.real, pool: &sh.pool, local: &mut local, invalidation };
-        let p = task.step(&mut cx);
-        if p == TaskPoll::Ready {
-            local.stats.tasks_done += 1;
+        let mut cx = Ctx {
+            cpu: me,
+            real_cpu: c.real,
+            pool: &sh.pool,
+            local: &mut local,
+            invalidation,
+            epoch: sh.epoch,
+        };
+        let r = catch_unwind(AssertUnwindSafe(|| task.step(&mut cx)));
+        match r {
+            Ok(TaskPoll::Ready) => local.stats.tasks_done += 1,
+            Err(_) => local.stats.tasks_failed += 1,
+            Ok(TaskPoll::Pending) => {}
         }
-        p
+        r
     };
-    if poll == TaskPoll::Pending {
-        let mut q = lock(&c.runq);
-        // The queue closes only after `AwaitStopped` saw `running` clear,
-        // and we are still inside the dispatch section.
-        assert!(q.open, "run queue of CPU {me} closed during a step");
-        q.tasks.push_back(task);
-        c.runq_len.store(q.tasks.len(), Ordering::Release);
+    throttle.charge(sh.now_ns().saturating_sub(t0), &c.throttle);
+    match outcome {
+        Ok(TaskPoll::Pending) => {
+            let mut q = lock(&c.runq);
+            // The queue closes only after `AwaitStopped` saw the gate
+            // stopped, and we are still inside the dispatch section.
+            assert!(q.open, "run queue of CPU {me} closed during a step");
+            q.tasks.push_back(task);
+            c.runq_len.store(q.tasks.len(), Ordering::Release);
+        }
+        Ok(TaskPoll::Ready) => drop_task(task),
+        Err(payload) => {
+            let name = catch_unwind(AssertUnwindSafe(|| task.name()))
+                .unwrap_or_else(|_| "(a task whose name() panicked too)".to_string());
+            sh.events.emit(RuntimeEvent::Failed(TaskFailure {
+                at_ns: sh.now_ns(),
+                cpu: me,
+                work: FailedWork::Task { name },
+                message: panic_message(&*payload),
+            }));
+            drop_task(task);
+        }
     }
     true
+}
+
+/// Drops a finished or failed task; a panic in its `Drop` is contained too.
+fn drop_task(task: Box<dyn Task>) {
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(task)));
 }
 
 /// The helper thread: every `watchdog_period` it checks that its worker
@@ -226,7 +337,7 @@ pub(crate) fn helper_main(sh: Arc<Shared>, me: CpuId) {
     let c = &sh.cpus[me];
     let h = &c.helper;
     let period = sh.cfg.watchdog_period;
-    let mut last_beat = c.heartbeat.load(Ordering::Relaxed);
+    let mut last_beat = c.heartbeat_ns.load(Ordering::Relaxed);
     while !h.stop.load(Ordering::Acquire) && !sh.shutdown.load(Ordering::Acquire) {
         h.ticks.fetch_add(1, Ordering::Relaxed);
         if h.fold.swap(false, Ordering::AcqRel) {
@@ -242,13 +353,38 @@ pub(crate) fn helper_main(sh: Arc<Shared>, me: CpuId) {
                 || sh.shutdown.load(Ordering::Acquire))
             .then_some(())
         });
-        // Watchdog: work pending, and no loop iteration for a whole period.
-        let beat = c.heartbeat.load(Ordering::Relaxed);
-        let has_work = c.running.load(Ordering::Acquire) || c.runq_len.load(Ordering::Acquire) > 0;
-        if c.online() && has_work && beat == last_beat {
-            h.stalls.fetch_add(1, Ordering::Relaxed);
+        watch(&sh, me, last_beat);
+        last_beat = c.heartbeat_ns.load(Ordering::Relaxed);
+    }
+}
+
+/// The watchdog's check, once per period: work pending and no loop
+/// iteration since the last check (`last_beat`) is a stall period, counted.
+/// Once the worker has made no progress for `stall_after`, the CPU is
+/// marked stalled (controller waits on it then fail at once) and
+/// subscribers are told; the first check after the worker moves again
+/// clears the mark and tells them it recovered.
+fn watch(sh: &Shared, me: CpuId, last_beat: u64) {
+    let c = &sh.cpus[me];
+    let h = &c.helper;
+    let beat = c.heartbeat_ns.load(Ordering::Relaxed);
+    let g = sh.stw.generation.load(Ordering::SeqCst);
+    // Waiting at a stop-the-world barrier is not a stall of this CPU.
+    let at_barrier = g % 2 == 1 && c.stw_arrived.load(Ordering::SeqCst) == g;
+    let has_work = c.gate.running() || c.runq_len.load(Ordering::Acquire) > 0;
+    let now = sh.now_ns();
+    let flagged = h.stalled_since_ns.load(Ordering::Acquire);
+    if beat == last_beat && has_work && !at_barrier && c.state() != CpuLiveness::Offline {
+        h.stalls.fetch_add(1, Ordering::Relaxed);
+        let stuck_for = Duration::from_nanos(now.saturating_sub(beat));
+        if flagged == 0 && stuck_for >= sh.cfg.stall_after {
+            // 0 means "not stalled": a heartbeat at time 0 reads as 1 ns.
+            h.stalled_since_ns.store(beat.max(1), Ordering::Release);
+            sh.events.emit(RuntimeEvent::Stalled { at_ns: now, cpu: me, since_ns: beat });
         }
-        last_beat = beat;
+    } else if flagged != 0 && beat > flagged {
+        h.stalled_since_ns.store(0, Ordering::Release);
+        sh.events.emit(RuntimeEvent::Recovered { at_ns: now, cpu: me, stalled_ns: beat - flagged });
     }
 }
 

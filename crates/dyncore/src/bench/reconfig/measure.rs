@@ -160,7 +160,8 @@ impl ColdOnline {
         let mut on = Vec::with_capacity(n.cold);
         rt.set_step_timing(true);
         for _ in 0..n.cold {
-            rt.offline(&set, Mode::Bolt)?;
+            let off = rt.offline(&set, Mode::Bolt)?;
+            ensure!(!off.is_noop(), "CPU {set} was already offline before a cold online");
             ensure!(rt.reclaim_memory() >= 1, "reclaiming memory freed no kept cache of {set}");
             let t0 = Instant::now();
             let r = rt.online(&set, Mode::Bolt)?;
@@ -239,7 +240,8 @@ impl EntryExit {
             stop.store(true, Ordering::Relaxed);
             stop = Arc::new(AtomicBool::new(false));
             let t0 = Instant::now();
-            rt.online(&set, self.mode)?;
+            let back = rt.online(&set, self.mode)?;
+            ensure!(!back.is_noop(), "CPU {set} was already online again");
             let (t1, on) = first_step(&start_task(&stop)?)?;
             ensure!(on == cpu, "the probe task ran on CPU {on}, not {cpu}");
             if i >= 2 {
