@@ -8,6 +8,7 @@
 pub mod cpuset;
 pub mod exec;
 pub mod node;
+pub mod placement;
 pub mod profile;
 pub mod proxy;
 pub mod reconfig;

@@ -1,0 +1,309 @@
+//! Hosts for phase A: what runs the components until runtime CPUs do.
+//!
+//! * [`Supervised`] wraps a component: it polls it under `catch_unwind`,
+//!   and when the component panics (an injected crash or a bug), restarts
+//!   it in place — a fresh instance attached to the same ports — and counts
+//!   the restart and its duration. A component that cannot restart (TCP)
+//!   takes the host down with it, as it would take down NewtOS's stack.
+//! * [`RoundRobin`] polls every component and application in turn on the
+//!   calling thread (a consolidated core). With a virtual clock it is
+//!   deterministic: time advances a tick per round and, when a whole round
+//!   does nothing, jumps to the earliest timer (a core sleeping until its
+//!   next interrupt).
+//! * [`run_threads`] gives every component and application a plain thread
+//!   (temporary, for tests: phase B puts them on runtime CPUs). A thread
+//!   that finds no work for [`PARK_AFTER_EMPTY_POLLS`] polls in a row parks
+//!   on its bell until work or its deadline comes.
+
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Once};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use dyncore_core::Nanos;
+use dyncore_ring::SpinPolicy;
+
+use crate::app::App;
+use crate::component::{Component, INJECTED_CRASH, Progress};
+
+/// Installs (once) a panic hook that keeps injected crashes off stderr and
+/// passes every other panic to the previous hook.
+pub fn quiet_injected_crashes() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let msg = info
+                .payload()
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| info.payload().downcast_ref::<&str>().copied())
+                .unwrap_or("");
+            if !msg.starts_with(INJECTED_CRASH) {
+                prev(info);
+            }
+        }));
+    });
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// What a host measured about one component.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Load {
+    pub polls: u64,
+    pub empty_polls: u64,
+    /// Time spent in polls that did work (timed hosts only).
+    pub busy_ns: u64,
+    /// Times it parked for want of work.
+    pub parks: u64,
+    pub messages: u64,
+    pub bytes: u64,
+    pub restarts: u64,
+    /// Longest restart (catching the panic to the new instance ready).
+    pub restart_ns_max: u64,
+}
+
+/// A component under supervision (see the module docs).
+pub struct Supervised {
+    pub component: Box<dyn Component>,
+    pub load: Load,
+    /// The panic message of the last crash.
+    pub last_crash: Option<String>,
+}
+
+impl Supervised {
+    pub fn new(component: Box<dyn Component>) -> Self {
+        Supervised { component, load: Load::default(), last_crash: None }
+    }
+
+    /// Polls; on a panic, restarts the component (or re-raises the panic
+    /// if it cannot restart).
+    pub fn poll(&mut self, now_ns: Nanos) -> Progress {
+        let c = &mut self.component;
+        let p = match catch_unwind(AssertUnwindSafe(|| c.poll(now_ns))) {
+            Ok(p) => p,
+            Err(payload) => {
+                let t0 = Instant::now();
+                if self.component.restart().is_err() {
+                    resume_unwind(payload);
+                }
+                let ns = crate::elapsed_ns(t0);
+                self.load.restarts += 1;
+                self.load.restart_ns_max = self.load.restart_ns_max.max(ns);
+                self.last_crash = Some(panic_message(payload.as_ref()));
+                Progress::IDLE
+            }
+        };
+        self.load.polls += 1;
+        if p.is_idle() {
+            self.load.empty_polls += 1;
+        }
+        self.load.messages += p.messages;
+        self.load.bytes += p.bytes;
+        p
+    }
+}
+
+/// A host's clock.
+#[derive(Debug, Clone, Copy)]
+pub enum Clock {
+    /// Virtual time: `tick_ns` per round, starting at `now_ns`.
+    Virtual { now_ns: Nanos, tick_ns: Nanos },
+    /// Monotonic time since `epoch`.
+    Real { epoch: Instant },
+}
+
+/// The run ended without the condition becoming true.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stalled {
+    pub rounds: u64,
+    pub why: String,
+}
+
+impl std::fmt::Display for Stalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stalled after {} rounds: {}", self.rounds, self.why)
+    }
+}
+
+impl std::error::Error for Stalled {}
+
+/// Every component and application polled in turn on one thread.
+pub struct RoundRobin {
+    pub components: Vec<Supervised>,
+    pub apps: Vec<Box<dyn App>>,
+    clock: Clock,
+    rounds: u64,
+}
+
+impl RoundRobin {
+    pub fn new(components: Vec<Box<dyn Component>>, apps: Vec<Box<dyn App>>, clock: Clock) -> Self {
+        let components = components.into_iter().map(Supervised::new).collect();
+        RoundRobin { components, apps, clock, rounds: 0 }
+    }
+
+    pub fn now_ns(&self) -> Nanos {
+        match self.clock {
+            Clock::Virtual { now_ns, .. } => now_ns,
+            Clock::Real { epoch } => crate::elapsed_ns(epoch),
+        }
+    }
+
+    pub fn rounds(&self) -> u64 {
+        self.rounds
+    }
+
+    /// Polls everything once; returns whether anything did work.
+    pub fn round(&mut self) -> bool {
+        let now = self.now_ns();
+        let mut busy = false;
+        for s in &mut self.components {
+            busy |= !s.poll(now).is_idle();
+        }
+        for a in &mut self.apps {
+            busy |= !a.poll(now).is_idle();
+        }
+        self.rounds += 1;
+        if let Clock::Virtual { now_ns, tick_ns } = &mut self.clock {
+            let next = *now_ns + *tick_ns;
+            // An idle round: sleep until the earliest timer.
+            let wake = if busy {
+                next
+            } else {
+                self.components.iter().filter_map(|s| s.component.deadline_ns(*now_ns)).min().unwrap_or(next)
+            };
+            *now_ns = wake.max(next);
+        }
+        busy
+    }
+
+    /// Runs rounds until `done` (asked before every round) or `max_rounds`.
+    /// `done` may also act between rounds (arm a crash, change a rule).
+    pub fn run_until(
+        &mut self,
+        max_rounds: u64,
+        mut done: impl FnMut(&mut RoundRobin) -> bool,
+    ) -> Result<u64, Stalled> {
+        let start = self.rounds;
+        while self.rounds - start < max_rounds {
+            if done(self) {
+                return Ok(self.rounds - start);
+            }
+            self.round();
+        }
+        Err(Stalled { rounds: max_rounds, why: format!("condition not met by {} ns", self.now_ns()) })
+    }
+}
+
+/// A thread finding no work this many polls in a row parks.
+pub const PARK_AFTER_EMPTY_POLLS: u32 = 256;
+
+/// What [`run_threads`] returns: everything, back from the threads.
+pub struct ThreadRun {
+    pub components: Vec<Supervised>,
+    pub apps: Vec<Box<dyn App>>,
+    pub wall_ns: Nanos,
+    /// Whether every application finished within the time limit.
+    pub finished: bool,
+}
+
+/// Runs every component and application on its own thread until every
+/// application is done or `limit` passes, then stops and joins them all.
+pub fn run_threads(
+    components: Vec<Box<dyn Component>>,
+    apps: Vec<Box<dyn App>>,
+    limit: Duration,
+) -> ThreadRun {
+    let epoch = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let apps_done = Arc::new(AtomicUsize::new(0));
+    let n_apps = apps.len();
+    let mut bells = Vec::new();
+    let comp_threads: Vec<JoinHandle<Supervised>> = components
+        .into_iter()
+        .map(|c| {
+            bells.push(c.bell().clone());
+            let stop = stop.clone();
+            std::thread::spawn(move || component_thread(Supervised::new(c), epoch, &stop))
+        })
+        .collect();
+    let app_threads: Vec<JoinHandle<Box<dyn App>>> = apps
+        .into_iter()
+        .map(|a| {
+            bells.push(a.bell().clone());
+            let (stop, done) = (stop.clone(), apps_done.clone());
+            std::thread::spawn(move || app_thread(a, epoch, &stop, &done))
+        })
+        .collect();
+    let deadline = epoch + limit;
+    while apps_done.load(Ordering::Acquire) < n_apps && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let finished = apps_done.load(Ordering::Acquire) == n_apps;
+    let wall_ns = crate::elapsed_ns(epoch);
+    stop.store(true, Ordering::Release);
+    for b in &bells {
+        b.ring();
+    }
+    let components =
+        comp_threads.into_iter().map(|h| h.join().unwrap_or_else(|p| resume_unwind(p))).collect();
+    let apps = app_threads.into_iter().map(|h| h.join().unwrap_or_else(|p| resume_unwind(p))).collect();
+    ThreadRun { components, apps, wall_ns, finished }
+}
+
+fn deadline_at(epoch: Instant, ns: Option<Nanos>) -> Option<Instant> {
+    ns.map(|ns| epoch + Duration::from_nanos(ns))
+}
+
+fn component_thread(mut s: Supervised, epoch: Instant, stop: &AtomicBool) -> Supervised {
+    let bell = s.component.bell().clone();
+    let mut empty = 0;
+    while !stop.load(Ordering::Acquire) {
+        let t0 = Instant::now();
+        let now = t0.duration_since(epoch).as_nanos() as Nanos;
+        if s.poll(now).is_idle() {
+            empty += 1;
+        } else {
+            s.load.busy_ns += crate::elapsed_ns(t0);
+            empty = 0;
+        }
+        if empty >= PARK_AFTER_EMPTY_POLLS {
+            empty = 0;
+            s.load.parks += 1;
+            let deadline = deadline_at(epoch, s.component.deadline_ns(now));
+            let c = &s.component;
+            let _ = bell.waiter().wait_until(&SpinPolicy::PARK, deadline, || {
+                (c.has_work() || stop.load(Ordering::Acquire)).then_some(())
+            });
+        }
+    }
+    s
+}
+
+fn app_thread(mut a: Box<dyn App>, epoch: Instant, stop: &AtomicBool, done: &AtomicUsize) -> Box<dyn App> {
+    let bell = a.bell().clone();
+    let mut empty = 0;
+    while !stop.load(Ordering::Acquire) && !a.is_done() {
+        if a.poll(crate::elapsed_ns(epoch)).is_idle() {
+            empty += 1;
+        } else {
+            empty = 0;
+        }
+        if empty >= PARK_AFTER_EMPTY_POLLS {
+            empty = 0;
+            let app = &a;
+            let _ = bell.waiter().wait_until(&SpinPolicy::PARK, None, || {
+                (app.has_work() || stop.load(Ordering::Acquire)).then_some(())
+            });
+        }
+    }
+    done.fetch_add(1, Ordering::AcqRel);
+    a
+}
