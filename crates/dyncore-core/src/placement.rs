@@ -1,6 +1,54 @@
-//! Placement of a split network stack's components (NewtOS).
+//! Placement of a split network stack's components (NewtOS): which CPU runs
+//! each component, and how fast each CPU goes.
+//!
+//! [`PlacementPolicy`] is a state machine fed by load samples, each with its
+//! time; it owns no clock and does no I/O, so the live stack (phase B) and
+//! the simulator (issue 11) drive the same code, and a recorded run replays
+//! to the same decisions. One instance places one stack's components on the
+//! CPUs it is given.
+//!
+//! **Inputs** ([`LoadSample`]): per component, its busy fraction on its CPU,
+//! how full its inbound channels are, and whether a sender reported that it
+//! cannot keep up (the hint NewtOS §5 proposes); and the stream's bitrate.
+//! The policy knows each CPU's speed step (it set them).
+//!
+//! **Outputs** ([`Decision`]): an [`Action`] — dedicate a CPU to a component,
+//! consolidate components on a CPU, migrate one component, set a CPU's
+//! speed — each with the reason it was taken, for the log and the trace.
+//!
+//! **Modes** ([`Mode`]):
+//! * `spread`: every component on its own CPU at full speed (with fewer CPUs
+//!   than components, they share the CPUs, balanced by their measured work:
+//!   heaviest first, each onto the least-loaded CPU);
+//! * `consolidate`: everything on one CPU at full speed;
+//! * `efficient`: the fewest and slowest cores that hold a throughput
+//!   target, found by the paper's procedure (§4.3): start spread at the
+//!   slowest step, raise TCP's core a step; when the bitrate does not rise in
+//!   proportion, raise the other cores a step instead;
+//! * `dynamic`: consolidated while the load is light, spread as soon as a
+//!   burst shows (the shared CPU busy, channels filling, a hint), and
+//!   consolidated again only after the load has stayed light for several
+//!   samples and a minimum time since the last change (hysteresis);
+//! * `manual`: hold the layout; only explicit moves and speeds change it.
+//!
+//! *Work* is the policy's unit of load: a component busy a fraction `b` of
+//! the time on a CPU at a step of capacity `c` (its speed relative to the
+//! fastest step) needs `b · c` of a full-speed CPU. Work adds up across
+//! components, which is how the policy predicts what a consolidated CPU or a
+//! spread layout would carry.
+//!
+//! Invariants (checked by [`PlacementPolicy::check`] after every decision in
+//! debug builds): every component is on exactly one of the policy's CPUs;
+//! every one of its CPUs has a speed step from the table; a decision is
+//! emitted exactly when the layout changes, and the decisions, applied in
+//! order to the previous layout, give the new one.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+
+use crate::power::{SpeedTable, StepIdx};
+use crate::{CpuId, Nanos};
 
 /// The components of a NewtOS-style split network stack, in pipeline order
 /// from the application to the wire.
@@ -37,6 +85,18 @@ impl ComponentKind {
             ComponentKind::Driver => "driver",
         }
     }
+
+    /// Work assumed before the first sample, in full-speed CPUs: the
+    /// paper's §4.2 utilisations (TCP about 70%, IP and the driver under
+    /// 40%); the filter and the syscall server are light.
+    fn prior_work(self) -> f64 {
+        match self {
+            ComponentKind::Tcp => 0.7,
+            ComponentKind::Ip | ComponentKind::Driver => 0.4,
+            ComponentKind::Filter => 0.2,
+            ComponentKind::Syscall => 0.1,
+        }
+    }
 }
 
 impl std::fmt::Display for ComponentKind {
@@ -54,3 +114,651 @@ impl std::str::FromStr for ComponentKind {
         })
     }
 }
+
+/// One component's load over a sample period.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ComponentSample {
+    /// Fraction of the period it was busy on its CPU, 0 to 1.
+    pub busy: f64,
+    /// How full its fullest inbound channel is, 0 to 1.
+    pub fill: f64,
+    /// A sender to it reported that it cannot keep up.
+    pub behind: bool,
+}
+
+/// The load of a stack over a sample period. Components missing from the
+/// map count as idle.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadSample {
+    pub components: BTreeMap<ComponentKind, ComponentSample>,
+    /// The stream's bitrate over the period (what `efficient` holds).
+    pub bits_per_s: f64,
+}
+
+/// What the policy tries to do.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Spread,
+    Consolidate,
+    Efficient { target_bits_per_s: f64 },
+    Dynamic,
+    Manual,
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mode::Spread => f.write_str("spread"),
+            Mode::Consolidate => f.write_str("consolidate"),
+            Mode::Efficient { target_bits_per_s } => {
+                write!(f, "efficient ({:.2} Gbps)", target_bits_per_s / 1e9)
+            }
+            Mode::Dynamic => f.write_str("dynamic"),
+            Mode::Manual => f.write_str("manual"),
+        }
+    }
+}
+
+/// What a backend is asked to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Run `component` alone on `cpu`: it polls, and parks after a run of
+    /// empty polls.
+    Dedicate { component: ComponentKind, cpu: CpuId },
+    /// Run these components round-robin on `cpu`, with notifications.
+    Consolidate { components: Vec<ComponentKind>, cpu: CpuId },
+    /// Move one component to another CPU (sharing it with whatever runs there).
+    Migrate { component: ComponentKind, from: CpuId, to: CpuId },
+    /// Set a CPU's speed step.
+    SetSpeed { cpu: CpuId, step: StepIdx },
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::Dedicate { component, cpu } => write!(f, "dedicate cpu {cpu} to {component}"),
+            Action::Consolidate { components, cpu } => {
+                let names: Vec<_> = components.iter().map(|c| c.name()).collect();
+                write!(f, "consolidate {} on cpu {cpu}", names.join("+"))
+            }
+            Action::Migrate { component, from, to } => write!(f, "migrate {component} cpu {from} → {to}"),
+            Action::SetSpeed { cpu, step } => write!(f, "set cpu {cpu} to step {}", step.0),
+        }
+    }
+}
+
+/// An action, when it was decided and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub at_ns: Nanos,
+    pub action: Action,
+    pub reason: String,
+}
+
+/// Where every component runs and how fast every CPU goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layout {
+    pub cpu_of: BTreeMap<ComponentKind, CpuId>,
+    pub step_of: BTreeMap<CpuId, StepIdx>,
+}
+
+impl Layout {
+    /// The components on each CPU that has any.
+    pub fn groups(&self) -> BTreeMap<CpuId, BTreeSet<ComponentKind>> {
+        let mut g: BTreeMap<CpuId, BTreeSet<ComponentKind>> = BTreeMap::new();
+        for (&c, &cpu) in &self.cpu_of {
+            g.entry(cpu).or_default().insert(c);
+        }
+        g
+    }
+
+    /// CPUs that run at least one component (the others are power-gated).
+    pub fn cpus_in_use(&self) -> BTreeSet<CpuId> {
+        self.cpu_of.values().copied().collect()
+    }
+
+    /// Applies an action, as a backend would.
+    pub fn apply(&mut self, a: &Action) {
+        match a {
+            Action::Dedicate { component, cpu } => {
+                self.cpu_of.insert(*component, *cpu);
+            }
+            Action::Consolidate { components, cpu } => {
+                for c in components {
+                    self.cpu_of.insert(*c, *cpu);
+                }
+            }
+            Action::Migrate { component, to, .. } => {
+                self.cpu_of.insert(*component, *to);
+            }
+            Action::SetSpeed { cpu, step } => {
+                self.step_of.insert(*cpu, *step);
+            }
+        }
+    }
+}
+
+/// Thresholds of the `dynamic` mode.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DynamicTuning {
+    /// Spread when the consolidated CPU is at least this busy...
+    pub spread_busy: f64,
+    /// ... or any inbound channel is at least this full (a burst queues
+    /// before it shows as busy time) ...
+    pub spread_fill: f64,
+    /// ... for this many samples in a row (1: react at once).
+    pub spread_after: u32,
+    /// Consolidate when all components together need at most this much of
+    /// a full-speed CPU, no channel is filling and no hint is raised ...
+    pub consolidate_work: f64,
+    /// ... for this many samples in a row.
+    pub consolidate_after: u32,
+    /// No change sooner than this after the previous one.
+    pub min_dwell_ns: Nanos,
+}
+
+impl Default for DynamicTuning {
+    fn default() -> Self {
+        // Hysteresis: consolidating at ≤ 0.40 leaves the shared CPU about
+        // 0.40 busy, well under the 0.75 that spreads again.
+        DynamicTuning {
+            spread_busy: 0.75,
+            spread_fill: 0.5,
+            spread_after: 1,
+            consolidate_work: 0.4,
+            consolidate_after: 5,
+            min_dwell_ns: 50_000_000,
+        }
+    }
+}
+
+/// Parameters of the `efficient` mode's tuning procedure.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EfficientTuning {
+    /// Samples to let a speed change settle before judging it.
+    pub settle_samples: u32,
+    /// A step of TCP's core pays off when the bitrate rises by at least
+    /// this fraction of the step's relative speed increase.
+    pub proportion: f64,
+    /// The target counts as held within this fraction below it.
+    pub tolerance: f64,
+    /// A component at least this busy is saturated: the stack, not the
+    /// application, limits the bitrate.
+    pub saturated_busy: f64,
+}
+
+impl Default for EfficientTuning {
+    fn default() -> Self {
+        EfficientTuning { settle_samples: 1, proportion: 0.5, tolerance: 0.02, saturated_busy: 0.9 }
+    }
+}
+
+/// How to place a stack.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlacementConfig {
+    /// The CPUs the stack may use, in order of preference.
+    pub cpus: Vec<CpuId>,
+    pub mode: Mode,
+    pub dynamic: DynamicTuning,
+    pub efficient: EfficientTuning,
+}
+
+impl PlacementConfig {
+    pub fn new(cpus: Vec<CpuId>, mode: Mode) -> Self {
+        PlacementConfig {
+            cpus,
+            mode,
+            dynamic: DynamicTuning::default(),
+            efficient: EfficientTuning::default(),
+        }
+    }
+}
+
+/// A configuration the policy cannot work with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacementError(pub String);
+
+impl std::fmt::Display for PlacementError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PlacementError {}
+
+/// Where `efficient` is in its procedure.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Tuning {
+    /// Judging nothing yet (or the last change was not TCP's).
+    Searching,
+    /// TCP's core was raised from capacity `cap_before` at `bits_before`.
+    RaisedTcp { bits_before: f64, cap_before: f64, cap_after: f64 },
+    /// Everything is at full speed and the target is still not held.
+    Exhausted,
+}
+
+/// The placement policy (see the module docs).
+#[derive(Debug, Clone)]
+pub struct PlacementPolicy {
+    cfg: PlacementConfig,
+    speeds: SpeedTable,
+    kinds: Vec<ComponentKind>,
+    mode: Mode,
+    layout: Layout,
+    /// Each component's work in the last sample (full-speed CPUs).
+    work: BTreeMap<ComponentKind, f64>,
+    last_change_ns: Option<Nanos>,
+    /// Samples in a row that called for spreading / consolidating.
+    hot: u32,
+    cold: u32,
+    settle: u32,
+    tuning: Tuning,
+}
+
+impl PlacementPolicy {
+    /// A policy for `kinds` on `cfg.cpus`. Nothing is placed until
+    /// [`PlacementPolicy::start`].
+    pub fn new(
+        cfg: PlacementConfig,
+        kinds: &[ComponentKind],
+        speeds: SpeedTable,
+    ) -> Result<Self, PlacementError> {
+        if cfg.cpus.is_empty() {
+            return Err(PlacementError("the placement has no CPUs".into()));
+        }
+        if cfg.cpus.iter().collect::<BTreeSet<_>>().len() != cfg.cpus.len() {
+            return Err(PlacementError(format!("CPUs {:?} name a CPU twice", cfg.cpus)));
+        }
+        if kinds.is_empty() || kinds.iter().collect::<BTreeSet<_>>().len() != kinds.len() {
+            return Err(PlacementError(format!("components {kinds:?} are empty or name one twice")));
+        }
+        if speeds.is_empty() {
+            return Err(PlacementError("the speed table has no steps".into()));
+        }
+        if let Mode::Efficient { target_bits_per_s } = cfg.mode
+            && !(target_bits_per_s.is_finite() && target_bits_per_s > 0.0)
+        {
+            return Err(PlacementError(format!(
+                "efficient mode needs a positive target, not {target_bits_per_s}"
+            )));
+        }
+        let work = kinds.iter().map(|&k| (k, k.prior_work())).collect();
+        let layout = Layout { cpu_of: BTreeMap::new(), step_of: BTreeMap::new() };
+        Ok(PlacementPolicy {
+            mode: cfg.mode,
+            cfg,
+            speeds,
+            kinds: kinds.to_vec(),
+            layout,
+            work,
+            last_change_ns: None,
+            hot: 0,
+            cold: 0,
+            settle: 0,
+            tuning: Tuning::Searching,
+        })
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    pub fn speeds(&self) -> &SpeedTable {
+        &self.speeds
+    }
+
+    /// Whether `efficient` ran out of steps below its target.
+    pub fn target_unreachable(&self) -> bool {
+        self.tuning == Tuning::Exhausted
+    }
+
+    /// Places everything as the mode starts.
+    pub fn start(&mut self, now_ns: Nanos, out: &mut Vec<Decision>) {
+        self.enter(now_ns, self.mode, out);
+    }
+
+    /// Switches mode; the new mode's layout is decided at once.
+    pub fn set_mode(&mut self, now_ns: Nanos, mode: Mode, out: &mut Vec<Decision>) {
+        self.enter(now_ns, mode, out);
+    }
+
+    fn enter(&mut self, now_ns: Nanos, mode: Mode, out: &mut Vec<Decision>) {
+        self.mode = mode;
+        self.hot = 0;
+        self.cold = 0;
+        self.settle = 0;
+        self.tuning = Tuning::Searching;
+        let fastest = self.speeds.fastest();
+        let (target, reason) = match mode {
+            Mode::Spread => {
+                (self.spread_layout(fastest), "mode spread: each component its own CPU, full speed".into())
+            }
+            Mode::Consolidate | Mode::Dynamic => {
+                (self.consolidated_layout(), format!("mode {mode}: all components on one CPU, full speed"))
+            }
+            Mode::Efficient { .. } => (
+                self.spread_layout(self.speeds.slowest()),
+                format!("mode {mode}: start spread at the slowest step and raise TCP first"),
+            ),
+            Mode::Manual if !self.layout.cpu_of.is_empty() => return,
+            Mode::Manual => (self.spread_layout(fastest), "mode manual: start spread at full speed".into()),
+        };
+        self.transition(now_ns, target, &reason, out);
+    }
+
+    /// Moves one component by hand; the policy switches to `manual` so it
+    /// does not undo the move.
+    pub fn migrate(
+        &mut self,
+        now_ns: Nanos,
+        component: ComponentKind,
+        to: CpuId,
+        out: &mut Vec<Decision>,
+    ) -> Result<(), PlacementError> {
+        self.check_cpu(to)?;
+        let from = *self
+            .layout
+            .cpu_of
+            .get(&component)
+            .ok_or_else(|| PlacementError(format!("no component `{component}` in this stack")))?;
+        self.mode = Mode::Manual;
+        if from != to {
+            self.emit(now_ns, Action::Migrate { component, from, to }, "requested by hand".into(), out);
+        }
+        Ok(())
+    }
+
+    /// Sets one CPU's speed by hand (switches to `manual`).
+    pub fn set_speed(
+        &mut self,
+        now_ns: Nanos,
+        cpu: CpuId,
+        step: StepIdx,
+        out: &mut Vec<Decision>,
+    ) -> Result<(), PlacementError> {
+        self.check_cpu(cpu)?;
+        if usize::from(step.0) >= self.speeds.len() {
+            return Err(PlacementError(format!("no speed step {}", step.0)));
+        }
+        self.mode = Mode::Manual;
+        if self.layout.step_of.get(&cpu) != Some(&step) {
+            self.emit(now_ns, Action::SetSpeed { cpu, step }, "requested by hand".into(), out);
+        }
+        Ok(())
+    }
+
+    fn check_cpu(&self, cpu: CpuId) -> Result<(), PlacementError> {
+        if self.cfg.cpus.contains(&cpu) {
+            Ok(())
+        } else {
+            Err(PlacementError(format!("CPU {cpu} is not one of the placement's CPUs {:?}", self.cfg.cpus)))
+        }
+    }
+
+    /// Feeds one sample, taken at `now_ns`.
+    pub fn on_sample(&mut self, now_ns: Nanos, s: &LoadSample, out: &mut Vec<Decision>) {
+        if self.layout.cpu_of.is_empty() {
+            self.start(now_ns, out);
+        }
+        for &k in &self.kinds {
+            let busy = sample_of(s, k).busy;
+            let cap = self.speeds.capacity(self.layout.step_of[&self.layout.cpu_of[&k]]);
+            self.work.insert(k, busy * cap);
+        }
+        match self.mode {
+            Mode::Dynamic => self.dynamic(now_ns, s, out),
+            Mode::Efficient { target_bits_per_s } => self.efficient(now_ns, s, target_bits_per_s, out),
+            Mode::Spread | Mode::Consolidate | Mode::Manual => {}
+        }
+    }
+
+    /// `dynamic`: consolidate when light, spread on a burst, with hysteresis.
+    fn dynamic(&mut self, now_ns: Nanos, s: &LoadSample, out: &mut Vec<Decision>) {
+        let t = self.cfg.dynamic;
+        let consolidated = self.layout.cpus_in_use().len() == 1;
+        let max_fill = self.kinds.iter().map(|&k| sample_of(s, k).fill).fold(0.0, f64::max);
+        let behind: Vec<ComponentKind> =
+            self.kinds.iter().copied().filter(|&k| sample_of(s, k).behind).collect();
+        let total_work: f64 = self.work.values().sum();
+        // On one CPU the components' busy fractions add up to the CPU's.
+        let cpu_busy: f64 = self.kinds.iter().map(|&k| sample_of(s, k).busy).sum();
+        let dwelt = self.last_change_ns.is_none_or(|t0| now_ns.saturating_sub(t0) >= t.min_dwell_ns);
+        if consolidated {
+            let why = if cpu_busy >= t.spread_busy {
+                Some(format!("burst: the shared CPU is {cpu_busy:.2} busy ≥ {:.2}", t.spread_busy))
+            } else if max_fill >= t.spread_fill {
+                Some(format!("burst: a channel is {max_fill:.2} full ≥ {:.2}", t.spread_fill))
+            } else {
+                behind.first().map(|k| format!("burst: a sender reports {k} cannot keep up"))
+            };
+            self.hot = if why.is_some() { self.hot + 1 } else { 0 };
+            if let Some(why) = why
+                && self.hot >= t.spread_after
+                && dwelt
+            {
+                let target = self.spread_layout(self.speeds.fastest());
+                self.transition(now_ns, target, &format!("dynamic: spread — {why}"), out);
+            }
+        } else {
+            let light = total_work <= t.consolidate_work && max_fill < t.spread_fill && behind.is_empty();
+            self.cold = if light { self.cold + 1 } else { 0 };
+            if light && self.cold >= t.consolidate_after && dwelt {
+                let why = format!(
+                    "idle: all components need {total_work:.2} of a CPU ≤ {:.2} for {} samples",
+                    t.consolidate_work, self.cold
+                );
+                let target = self.consolidated_layout();
+                self.transition(now_ns, target, &format!("dynamic: consolidate — {why}"), out);
+            }
+        }
+    }
+
+    /// `efficient`: the paper's tuning procedure (module docs).
+    fn efficient(&mut self, now_ns: Nanos, s: &LoadSample, target: f64, out: &mut Vec<Decision>) {
+        let t = self.cfg.efficient;
+        if self.settle > 0 {
+            self.settle -= 1;
+            return;
+        }
+        let bits = s.bits_per_s;
+        if bits >= target * (1.0 - t.tolerance) {
+            return;
+        }
+        let saturated = self.kinds.iter().any(|&k| {
+            let c = sample_of(s, k);
+            c.busy >= t.saturated_busy || c.fill >= self.cfg.dynamic.spread_fill || c.behind
+        });
+        if !saturated {
+            // The application offers less than the target: speed would not help.
+            return;
+        }
+        let tcp_cpu = self.layout.cpu_of.get(&ComponentKind::Tcp).copied();
+        let hinted = self.kinds.iter().copied().find(|&k| sample_of(s, k).behind);
+        let tcp_paid_off = match self.tuning {
+            Tuning::RaisedTcp { bits_before, cap_before, cap_after } => {
+                // e.g. TCP 200 → 400 MHz doubles its speed (+100%); the step
+                // pays off if the bitrate rose by ≥ 0.5 · 100% = 50%.
+                let speedup = cap_after / cap_before - 1.0;
+                bits_before > 0.0 && bits / bits_before - 1.0 >= t.proportion * speedup
+            }
+            _ => true,
+        };
+        let (cpus, who, why) = if let Some(k) = hinted {
+            let cpu = self.layout.cpu_of[&k];
+            (vec![cpu], "hint", format!("a sender reports {k} cannot keep up"))
+        } else if let Some(cpu) = tcp_cpu.filter(|c| tcp_paid_off && self.faster(*c).is_some()) {
+            (
+                vec![cpu],
+                "tcp",
+                format!("{:.2} Gbps below the target {:.2}: raise TCP", bits / 1e9, target / 1e9),
+            )
+        } else {
+            let others: Vec<CpuId> =
+                self.layout.cpus_in_use().into_iter().filter(|c| Some(*c) != tcp_cpu).collect();
+            let why = if tcp_paid_off {
+                "TCP's core is at full speed: raise the others".to_string()
+            } else {
+                format!(
+                    "raising TCP did not raise the bitrate in proportion ({:.2} Gbps): raise the others",
+                    bits / 1e9
+                )
+            };
+            (others, "others", why)
+        };
+        let raise: Vec<CpuId> = cpus.into_iter().filter(|c| self.faster(*c).is_some()).collect();
+        if raise.is_empty() {
+            // Nothing left to raise where it was needed: try every core.
+            let any: Vec<CpuId> =
+                self.layout.cpus_in_use().into_iter().filter(|c| self.faster(*c).is_some()).collect();
+            if any.is_empty() {
+                self.tuning = Tuning::Exhausted;
+                return;
+            }
+            return self.raise(
+                now_ns,
+                &any,
+                "others",
+                "efficient: no core left to raise where needed",
+                bits,
+                out,
+            );
+        }
+        self.raise(now_ns, &raise, who, &format!("efficient: {why}"), bits, out);
+    }
+
+    fn faster(&self, cpu: CpuId) -> Option<StepIdx> {
+        self.speeds.faster(self.layout.step_of[&cpu])
+    }
+
+    /// Raises `cpus` one step each and remembers what to judge next.
+    fn raise(
+        &mut self,
+        now_ns: Nanos,
+        cpus: &[CpuId],
+        who: &str,
+        reason: &str,
+        bits: f64,
+        out: &mut Vec<Decision>,
+    ) {
+        let mut target = self.layout.clone();
+        for &cpu in cpus {
+            if let Some(s) = self.faster(cpu) {
+                target.step_of.insert(cpu, s);
+            }
+        }
+        self.tuning = match (who, self.layout.cpu_of.get(&ComponentKind::Tcp)) {
+            ("tcp", Some(&cpu)) => Tuning::RaisedTcp {
+                bits_before: bits,
+                cap_before: self.speeds.capacity(self.layout.step_of[&cpu]),
+                cap_after: self.speeds.capacity(target.step_of[&cpu]),
+            },
+            _ => Tuning::Searching,
+        };
+        self.settle = self.cfg.efficient.settle_samples;
+        self.transition(now_ns, target, reason, out);
+    }
+
+    /// Every component on the first CPU at full speed.
+    fn consolidated_layout(&self) -> Layout {
+        let cpu = self.cfg.cpus[0];
+        let mut l = self.layout.clone();
+        l.cpu_of = self.kinds.iter().map(|&k| (k, cpu)).collect();
+        l.step_of.insert(cpu, self.speeds.fastest());
+        self.fill_steps(&mut l);
+        l
+    }
+
+    /// One CPU per component where there are enough; otherwise the
+    /// heaviest first, each onto the least-loaded CPU (longest processing
+    /// time first). Used CPUs go to `step`.
+    fn spread_layout(&self, step: StepIdx) -> Layout {
+        let mut order = self.kinds.clone();
+        // Heaviest first; ties in pipeline order (stable sort).
+        order.sort_by(|a, b| self.work[b].total_cmp(&self.work[a]));
+        let mut load: Vec<f64> = vec![0.0; self.cfg.cpus.len()];
+        let mut cpu_of = BTreeMap::new();
+        for (i, k) in order.iter().enumerate() {
+            let slot = if i < self.cfg.cpus.len() {
+                i
+            } else {
+                (0..load.len()).min_by(|&a, &b| load[a].total_cmp(&load[b])).expect("at least one CPU")
+            };
+            load[slot] += self.work[k];
+            cpu_of.insert(*k, self.cfg.cpus[slot]);
+        }
+        let mut l = Layout { cpu_of, step_of: self.layout.step_of.clone() };
+        for cpu in l.cpus_in_use() {
+            l.step_of.insert(cpu, step);
+        }
+        self.fill_steps(&mut l);
+        l
+    }
+
+    /// CPUs without a step yet get the fastest (they are unused).
+    fn fill_steps(&self, l: &mut Layout) {
+        for &cpu in &self.cfg.cpus {
+            l.step_of.entry(cpu).or_insert(self.speeds.fastest());
+        }
+    }
+
+    /// Emits the actions that turn the current layout into `target`: per
+    /// CPU whose set of components changed, a Dedicate (one component) or
+    /// a Consolidate (several); per CPU whose step changed, a SetSpeed. A
+    /// backend applies one call's decisions as a whole.
+    fn transition(&mut self, now_ns: Nanos, target: Layout, reason: &str, out: &mut Vec<Decision>) {
+        let old = self.layout.groups();
+        for (cpu, group) in target.groups() {
+            if old.get(&cpu) == Some(&group) {
+                continue;
+            }
+            let action = if group.len() == 1 {
+                Action::Dedicate { component: *group.first().expect("non-empty"), cpu }
+            } else {
+                Action::Consolidate { components: group.into_iter().collect(), cpu }
+            };
+            self.emit(now_ns, action, reason.to_string(), out);
+        }
+        for (&cpu, &step) in &target.step_of {
+            if self.layout.step_of.get(&cpu) != Some(&step) {
+                self.emit(now_ns, Action::SetSpeed { cpu, step }, reason.to_string(), out);
+            }
+        }
+        debug_assert_eq!(self.layout, target, "the emitted actions must give the target layout");
+        self.layout = target;
+    }
+
+    fn emit(&mut self, now_ns: Nanos, action: Action, reason: String, out: &mut Vec<Decision>) {
+        self.layout.apply(&action);
+        self.last_change_ns = Some(now_ns);
+        out.push(Decision { at_ns: now_ns, action, reason });
+        #[cfg(debug_assertions)]
+        self.check();
+    }
+
+    /// Checks the invariants in the module docs (panics if broken).
+    pub fn check(&self) {
+        for (k, cpu) in &self.layout.cpu_of {
+            assert!(self.cfg.cpus.contains(cpu), "{k} is on CPU {cpu}, not one of the policy's");
+            assert!(self.kinds.contains(k), "{k} is not a component of this stack");
+        }
+        for (cpu, s) in &self.layout.step_of {
+            assert!(self.cfg.cpus.contains(cpu), "CPU {cpu} has a step but is not the policy's");
+            assert!(usize::from(s.0) < self.speeds.len(), "CPU {cpu} has no valid step");
+        }
+    }
+}
+
+fn sample_of(s: &LoadSample, k: ComponentKind) -> ComponentSample {
+    let c = s.components.get(&k).copied().unwrap_or_default();
+    let clean = |x: f64| if x.is_finite() { x.clamp(0.0, 1.0) } else { 0.0 };
+    ComponentSample { busy: clean(c.busy), fill: clean(c.fill), behind: c.behind }
+}
+
+#[cfg(test)]
+mod tests;

@@ -65,6 +65,12 @@ impl StreamReport {
     }
 }
 
+/// A refused connection is retried this often, so a sender started at the
+/// same time as its receiver waits for it to listen (as a client waits for a
+/// server coming up), for at most [`CONNECT_ATTEMPTS`] tries.
+pub const CONNECT_RETRY_NS: Nanos = 10_000_000;
+pub const CONNECT_ATTEMPTS: u32 = 100;
+
 /// Sends `total` bytes of the stream for `seed` to a peer, then closes.
 pub struct Sender {
     sock: Socket,
@@ -80,6 +86,9 @@ pub struct Sender {
     phase: Phase,
     started_ns: Option<Nanos>,
     finished_ns: Option<Nanos>,
+    attempts: u32,
+    /// When to try connecting again after a refusal.
+    retry_at_ns: Option<Nanos>,
 }
 
 impl Sender {
@@ -96,6 +105,8 @@ impl Sender {
             phase: Phase::Start,
             started_ns: None,
             finished_ns: None,
+            attempts: 0,
+            retry_at_ns: None,
         }
     }
 
@@ -137,6 +148,12 @@ impl Sender {
                 self.phase = Phase::Done;
                 self.finished_ns = Some(now_ns);
             }
+            (Phase::Connecting, Completion::Error(SockError::Refused))
+                if self.attempts < CONNECT_ATTEMPTS =>
+            {
+                self.phase = Phase::Start;
+                self.retry_at_ns = Some(now_ns + CONNECT_RETRY_NS);
+            }
             (_, Completion::Error(e)) => self.fail("call failed", e),
             (phase, c) => self.phase = Phase::Failed(format!("sender: unexpected {c:?} while {phase:?}")),
         }
@@ -146,10 +163,11 @@ impl Sender {
 impl App for Sender {
     fn poll(&mut self, now_ns: Nanos) -> Progress {
         let mut p = Progress::IDLE;
-        if self.phase == Phase::Start {
+        if self.phase == Phase::Start && self.retry_at_ns.is_none_or(|t| now_ns >= t) {
             let (addr, port) = self.peer;
             self.sock.submit(UserCall::Connect { addr, port }).expect("no call outstanding");
             self.phase = Phase::Connecting;
+            self.attempts += 1;
             p.add(1, 0);
         }
         let Some(c) = self.sock.poll_reply(&mut |_| ()) else { return p };

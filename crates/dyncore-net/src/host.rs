@@ -177,7 +177,8 @@ impl RoundRobin {
             let wake = if busy {
                 next
             } else {
-                self.components.iter().filter_map(|s| s.component.deadline_ns(*now_ns)).min().unwrap_or(next)
+                let comps = self.components.iter().filter_map(|s| s.component.deadline_ns(*now_ns));
+                comps.chain(self.apps.iter().filter_map(|a| a.deadline_ns())).min().unwrap_or(next)
             };
             *now_ns = wake.max(next);
         }
@@ -205,57 +206,110 @@ impl RoundRobin {
 /// A thread finding no work this many polls in a row parks.
 pub const PARK_AFTER_EMPTY_POLLS: u32 = 256;
 
-/// What [`run_threads`] returns: everything, back from the threads.
+/// What [`Threads::stop`] returns: everything, back from the threads.
 pub struct ThreadRun {
     pub components: Vec<Supervised>,
     pub apps: Vec<Box<dyn App>>,
     pub wall_ns: Nanos,
-    /// Whether every application finished within the time limit.
-    pub finished: bool,
+}
+
+/// Every component and application on a thread of its own.
+pub struct Threads {
+    epoch: Instant,
+    stop: Arc<AtomicBool>,
+    apps_done: Arc<AtomicUsize>,
+    n_apps: usize,
+    bells: Vec<Arc<crate::chan::Bell>>,
+    components: Vec<JoinHandle<Supervised>>,
+    apps: Vec<JoinHandle<Box<dyn App>>>,
+}
+
+impl Threads {
+    /// Starts a thread per component and per application.
+    pub fn start(components: Vec<Box<dyn Component>>, apps: Vec<Box<dyn App>>) -> Threads {
+        let epoch = Instant::now();
+        let stop = Arc::new(AtomicBool::new(false));
+        let apps_done = Arc::new(AtomicUsize::new(0));
+        let n_apps = apps.len();
+        let mut bells = Vec::new();
+        let components = components
+            .into_iter()
+            .map(|c| {
+                bells.push(c.bell().clone());
+                let stop = stop.clone();
+                std::thread::spawn(move || component_thread(Supervised::new(c), epoch, &stop))
+            })
+            .collect();
+        let apps = apps
+            .into_iter()
+            .map(|a| {
+                bells.push(a.bell().clone());
+                let (stop, done) = (stop.clone(), apps_done.clone());
+                std::thread::spawn(move || app_thread(a, epoch, &stop, &done))
+            })
+            .collect();
+        Threads { epoch, stop, apps_done, n_apps, bells, components, apps }
+    }
+
+    /// Waits until every application is done or `limit` passes; returns
+    /// whether they all finished.
+    pub fn wait_apps(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while self.apps_done.load(Ordering::Acquire) < self.n_apps {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+
+    /// Stops every thread and takes everything back.
+    pub fn stop(mut self) -> ThreadRun {
+        self.signal_stop();
+        let wall_ns = crate::elapsed_ns(self.epoch);
+        let components = std::mem::take(&mut self.components).into_iter().map(rejoin).collect();
+        let apps = std::mem::take(&mut self.apps).into_iter().map(rejoin).collect();
+        ThreadRun { components, apps, wall_ns }
+    }
+
+    fn signal_stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        for b in &self.bells {
+            b.ring();
+        }
+    }
+}
+
+impl Drop for Threads {
+    /// A host dropped without [`Threads::stop`] (a failing test) still
+    /// stops and joins its threads.
+    fn drop(&mut self) {
+        self.signal_stop();
+        for h in self.components.drain(..) {
+            let _ = h.join();
+        }
+        for h in self.apps.drain(..) {
+            let _ = h.join();
+        }
+    }
 }
 
 /// Runs every component and application on its own thread until every
-/// application is done or `limit` passes, then stops and joins them all.
+/// application is done or `limit` passes; returns whether they finished.
 pub fn run_threads(
     components: Vec<Box<dyn Component>>,
     apps: Vec<Box<dyn App>>,
     limit: Duration,
-) -> ThreadRun {
-    let epoch = Instant::now();
-    let stop = Arc::new(AtomicBool::new(false));
-    let apps_done = Arc::new(AtomicUsize::new(0));
-    let n_apps = apps.len();
-    let mut bells = Vec::new();
-    let comp_threads: Vec<JoinHandle<Supervised>> = components
-        .into_iter()
-        .map(|c| {
-            bells.push(c.bell().clone());
-            let stop = stop.clone();
-            std::thread::spawn(move || component_thread(Supervised::new(c), epoch, &stop))
-        })
-        .collect();
-    let app_threads: Vec<JoinHandle<Box<dyn App>>> = apps
-        .into_iter()
-        .map(|a| {
-            bells.push(a.bell().clone());
-            let (stop, done) = (stop.clone(), apps_done.clone());
-            std::thread::spawn(move || app_thread(a, epoch, &stop, &done))
-        })
-        .collect();
-    let deadline = epoch + limit;
-    while apps_done.load(Ordering::Acquire) < n_apps && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let finished = apps_done.load(Ordering::Acquire) == n_apps;
-    let wall_ns = crate::elapsed_ns(epoch);
-    stop.store(true, Ordering::Release);
-    for b in &bells {
-        b.ring();
-    }
-    let components =
-        comp_threads.into_iter().map(|h| h.join().unwrap_or_else(|p| resume_unwind(p))).collect();
-    let apps = app_threads.into_iter().map(|h| h.join().unwrap_or_else(|p| resume_unwind(p))).collect();
-    ThreadRun { components, apps, wall_ns, finished }
+) -> (ThreadRun, bool) {
+    let t = Threads::start(components, apps);
+    let finished = t.wait_apps(limit);
+    (t.stop(), finished)
+}
+
+/// Joins a thread, re-raising its panic (a component that could not restart).
+fn rejoin<T>(h: JoinHandle<T>) -> T {
+    h.join().unwrap_or_else(|p| resume_unwind(p))
 }
 
 fn deadline_at(epoch: Instant, ns: Option<Nanos>) -> Option<Instant> {

@@ -77,7 +77,7 @@ impl Pool {
         }
         // Free list in reverse so buffer 0 is handed out first (readable traces).
         let free = (0..count as BufId).rev().collect();
-        (Alloc { pool, free, returns, probes }, handles)
+        (Alloc { pool, free, starved: false, returns, probes }, handles)
     }
 
     pub fn name(&self) -> &'static str {
@@ -120,6 +120,9 @@ impl Pool {
 pub struct Alloc {
     pool: Arc<Pool>,
     free: Vec<BufId>,
+    /// The last allocation found no buffer (cleared by a reclaim that
+    /// finds some): the allocator waits for returns.
+    starved: bool,
     returns: Vec<Consumer<BufId>>,
     probes: Vec<Probe<BufId>>,
 }
@@ -134,7 +137,10 @@ impl Alloc {
         if self.free.is_empty() {
             self.reclaim();
         }
-        let id = self.free.pop()?;
+        let Some(id) = self.free.pop() else {
+            self.starved = true;
+            return None;
+        };
         self.pool.with(id, Vec::clear);
         Some(id)
     }
@@ -149,14 +155,17 @@ impl Alloc {
     pub fn available(&mut self) -> usize {
         if self.free.is_empty() {
             self.reclaim();
+            self.starved = self.free.is_empty();
         }
         self.free.len()
     }
 
-    /// Whether the allocator ran out and freers have returned buffers since:
-    /// the wake condition of a component parked for want of buffers.
+    /// Whether the allocator ran out (an allocation found nothing) and
+    /// freers have returned buffers since: the wake condition of a component
+    /// parked for want of buffers. An allocator that has not run out does
+    /// not wait for returns, so they do not count as work.
     pub fn refill_waiting(&self) -> bool {
-        self.free.is_empty() && self.probes.iter().any(|p| p.pending() > 0)
+        self.starved && self.probes.iter().any(|p| p.pending() > 0)
     }
 
     /// Buffers outside the allocator: in channels, return rings or held.
@@ -173,6 +182,9 @@ impl Alloc {
                 self.free.push(id);
             }
             r.release();
+        }
+        if !self.free.is_empty() {
+            self.starved = false;
         }
     }
 }
@@ -230,9 +242,15 @@ mod tests {
         assert!(!a.refill_waiting());
         f[0].flush();
         f[1].flush();
-        assert!(a.refill_waiting());
+        assert!(a.refill_waiting(), "it ran out, and buffers came back");
         assert_eq!(a.available(), 2);
+        assert!(!a.refill_waiting());
         assert_eq!(a.outstanding(), 2);
+        // Returns to an allocator that has not run out are not work.
+        let id = a.alloc().unwrap();
+        f[0].free(id);
+        f[0].flush();
+        assert!(!a.refill_waiting());
     }
 
     #[test]
@@ -278,6 +296,7 @@ mod tests {
         let b = bell();
         let (mut a, mut f) = Pool::create("t", 1, 8, 1, b.clone());
         let id = a.alloc().unwrap();
+        assert_eq!(a.alloc(), None, "the allocator runs out");
         let t = std::thread::spawn(move || {
             let woke = b
                 .waiter()

@@ -18,11 +18,7 @@ pub type Apps = Vec<Box<dyn App>>;
 
 /// Two split stacks: A sends `total` bytes to B. Components are returned
 /// A's then B's, each in pipeline order; apps are [sender, receiver].
-pub fn split_pair(
-    wire: MemWireConfig,
-    total: u64,
-    tune: impl Fn(&mut StackConfig),
-) -> (Components, Apps) {
+pub fn split_pair(wire: MemWireConfig, total: u64, tune: impl Fn(&mut StackConfig)) -> (Components, Apps) {
     let (wa, wb) = mem::pair(wire);
     let mut ca = StackConfig::new(A);
     let mut cb = StackConfig::new(B);
