@@ -9,6 +9,7 @@
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use dyncore_core::Nanos;
 
@@ -89,6 +90,8 @@ pub struct Sender {
     attempts: u32,
     /// When to try connecting again after a refusal.
     retry_at_ns: Option<Nanos>,
+    /// Set (by a Ctrl-C handler): stop sending and close cleanly.
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 impl Sender {
@@ -107,7 +110,19 @@ impl Sender {
             finished_ns: None,
             attempts: 0,
             retry_at_ns: None,
+            cancel: None,
         }
+    }
+
+    /// Stops the stream early, closing the connection cleanly, once `flag`
+    /// is set (the receiver still gets every byte sent, then EOF).
+    pub fn cancel_on(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.cancel = Some(flag);
+        self
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Acquire))
     }
 
     pub fn phase(&self) -> &Phase {
@@ -173,7 +188,7 @@ impl App for Sender {
         let Some(c) = self.sock.poll_reply(&mut |_| ()) else { return p };
         self.complete(c, now_ns, &mut p);
         if self.phase == Phase::Streaming {
-            if self.hash.digest().bytes == self.total {
+            if self.hash.digest().bytes == self.total || self.cancelled() {
                 self.sock.submit(UserCall::Close).expect("no call outstanding");
                 self.phase = Phase::Closing;
             } else {

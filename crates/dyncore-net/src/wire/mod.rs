@@ -5,7 +5,8 @@
 //!   default; no privileges). It can lose or corrupt frames on purpose.
 //! * [`tun`]: a TUN device (the layer-3 kind of TAP) whose other side is the
 //!   Linux kernel's own TCP, inside a network namespace that the code creates
-//!   and removes (root only; probed first).
+//!   and removes (root only; probed first); [`linux_peer`] runs the
+//!   kernel's end of the stream inside that namespace.
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use dyncore_core::Nanos;
 use crate::chan::Bell;
 use crate::component::Counters;
 
+pub mod linux_peer;
 pub mod mem;
 pub mod tun;
 

@@ -26,6 +26,7 @@ use std::io::{Read, Write};
 use std::net::Ipv4Addr;
 use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -188,10 +189,20 @@ impl TunNet {
         self.mtu
     }
 
+    /// The namespace's file (what `setns` takes).
+    pub fn namespace_path(&self) -> PathBuf {
+        PathBuf::from(format!("/var/run/netns/{}", self.ns))
+    }
+
     /// Moves the calling thread into the namespace, where its sockets see
     /// the device (and the kernel's address [`LINUX_ADDR`]).
     pub fn enter(&self) -> std::io::Result<()> {
-        let f = File::open(format!("/var/run/netns/{}", self.ns))?;
+        TunNet::enter_path(&self.namespace_path())
+    }
+
+    /// Moves the calling thread into the namespace at `path`.
+    pub fn enter_path(path: &Path) -> std::io::Result<()> {
+        let f = File::open(path)?;
         rustix::thread::move_into_link_name_space(
             f.as_fd(),
             Some(rustix::thread::LinkNameSpaceType::Network),
