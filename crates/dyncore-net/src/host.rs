@@ -66,7 +66,8 @@ pub struct Load {
     pub messages: u64,
     pub bytes: u64,
     pub restarts: u64,
-    /// Longest restart (catching the panic to the new instance ready).
+    /// Longest restart: from the start of the poll that crashed to the new
+    /// instance ready (unwinding included).
     pub restart_ns_max: u64,
 }
 
@@ -87,10 +88,12 @@ impl Supervised {
     /// if it cannot restart).
     pub fn poll(&mut self, now_ns: Nanos) -> Progress {
         let c = &mut self.component;
+        // The restart time counts from the start of the poll that crashed
+        // (the crash itself is not timed separately): unwinding included.
+        let t0 = Instant::now();
         let p = match catch_unwind(AssertUnwindSafe(|| c.poll(now_ns))) {
             Ok(p) => p,
             Err(payload) => {
-                let t0 = Instant::now();
                 if self.component.restart().is_err() {
                     resume_unwind(payload);
                 }

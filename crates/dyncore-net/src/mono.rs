@@ -164,6 +164,11 @@ impl Mono {
         &self.phase
     }
 
+    /// Frames the stack received and sent.
+    pub fn frames(&self) -> u64 {
+        self.dev.frames
+    }
+
     /// Where received bytes first differ from the stream (receiver with a seed).
     pub fn first_mismatch(&self) -> Option<u64> {
         self.verifier.as_ref().and_then(StreamVerifier::first_mismatch)
@@ -239,7 +244,10 @@ impl Mono {
                 }
             }
             (Phase::Closing, _) => {
-                if matches!(state, tcp::State::Closed | tcp::State::TimeWait | tcp::State::FinWait2) {
+                // Done once both FINs are acknowledged (by us too): an
+                // application that stopped polling at FIN-WAIT-2 would leave
+                // its peer's FIN unanswered, since here the stack stops with it.
+                if matches!(state, tcp::State::Closed | tcp::State::TimeWait) {
                     self.finished_ns.get_or_insert(now_ns);
                     self.phase = Phase::Done;
                 }

@@ -18,6 +18,7 @@ mod figure;
 mod plot;
 mod report;
 mod scenarios;
+mod stack_cmd;
 mod table;
 mod trace;
 
@@ -50,6 +51,8 @@ enum Cmd {
     /// Benchmarks on this machine (ratios against baselines measured in the same run).
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// A TCP stream through the NewtOS split network stack: throughput, per-component load, restarts.
+    Stack(stack_cmd::Args),
 }
 
 #[derive(Debug, Default, clap::Args)]
@@ -90,12 +93,15 @@ fn main() -> ExitCode {
         Some(Cmd::Run(a)) => run(a, &cli.out),
         Some(Cmd::Check { files }) => check(files),
         Some(Cmd::Bench(b)) => bench::run(b, &cli.out),
+        Some(Cmd::Stack(a)) => stack_cmd::run(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<BadInput>().is_some() { ExitCode::from(2) } else { ExitCode::FAILURE }
+            let bad =
+                e.downcast_ref::<BadInput>().is_some() || e.downcast_ref::<stack_cmd::BadArgs>().is_some();
+            if bad { ExitCode::from(2) } else { ExitCode::FAILURE }
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::table::Table;
 
 pub mod reconfig;
 pub mod sidecall;
+pub mod stack;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCmd {
@@ -21,6 +22,8 @@ pub enum BenchCmd {
     Sidecall(sidecall::Args),
     /// Runtime CPU offline/online (naive vs Bolt) against Linux hotplug, cpusets, affinity.
     Reconfig(reconfig::Args),
+    /// TCP streams: Linux loopback (B0) and the monolithic smoltcp stack (B1), in interleaved rounds.
+    Stack(stack::Args),
 }
 
 pub fn run(cmd: &BenchCmd, out: &Path) -> Result<()> {
@@ -28,6 +31,7 @@ pub fn run(cmd: &BenchCmd, out: &Path) -> Result<()> {
         BenchCmd::Sim(a) => crate::bench_sim::run(a, out),
         BenchCmd::Sidecall(a) => sidecall::run(a, out),
         BenchCmd::Reconfig(a) => reconfig::run(a, out),
+        BenchCmd::Stack(a) => stack::run(a, out),
     }
 }
 
