@@ -49,6 +49,48 @@ pub enum Phase {
     Failed(String),
 }
 
+/// What an application knows of its stream: where it is, the hash of the
+/// bytes so far, and when the stream started and ended.
+#[derive(Debug, Clone)]
+pub struct StreamState {
+    pub phase: Phase,
+    pub hash: StreamHash,
+    pub started_ns: Option<Nanos>,
+    pub finished_ns: Option<Nanos>,
+}
+
+impl Default for StreamState {
+    fn default() -> Self {
+        StreamState::new()
+    }
+}
+
+impl StreamState {
+    pub fn new() -> Self {
+        StreamState { phase: Phase::Start, hash: StreamHash::new(), started_ns: None, finished_ns: None }
+    }
+
+    pub fn report(&self) -> StreamReport {
+        StreamReport {
+            digest: self.hash.digest(),
+            started_ns: self.started_ns,
+            finished_ns: self.finished_ns,
+        }
+    }
+
+    pub fn error(&self) -> Option<&str> {
+        match &self.phase {
+            Phase::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Finished, successfully or not.
+    pub fn is_done(&self) -> bool {
+        matches!(self.phase, Phase::Done | Phase::Failed(_))
+    }
+}
+
 /// Timing and the digest of a finished (or running) stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamReport {
@@ -78,15 +120,12 @@ pub struct Sender {
     peer: (Ipv4Addr, u16),
     total: u64,
     stream: StreamGen,
-    hash: StreamHash,
     chunk: Vec<u8>,
     /// Bytes of `chunk` already taken by a send call.
     chunk_off: usize,
     /// Bytes of the outstanding send call.
     in_flight: usize,
-    phase: Phase,
-    started_ns: Option<Nanos>,
-    finished_ns: Option<Nanos>,
+    st: StreamState,
     attempts: u32,
     /// When to try connecting again after a refusal.
     retry_at_ns: Option<Nanos>,
@@ -101,13 +140,10 @@ impl Sender {
             peer,
             total,
             stream: StreamGen::new(seed),
-            hash: StreamHash::new(),
             chunk: Vec::new(),
             chunk_off: 0,
             in_flight: 0,
-            phase: Phase::Start,
-            started_ns: None,
-            finished_ns: None,
+            st: StreamState::new(),
             attempts: 0,
             retry_at_ns: None,
             cancel: None,
@@ -126,11 +162,11 @@ impl Sender {
     }
 
     pub fn phase(&self) -> &Phase {
-        &self.phase
+        &self.st.phase
     }
 
     fn fail(&mut self, what: &str, e: SockError) {
-        self.phase = Phase::Failed(format!("sender: {what}: {e}"));
+        self.st.phase = Phase::Failed(format!("sender: {what}: {e}"));
     }
 
     /// Submits the next send (refilling the chunk from the stream).
@@ -148,29 +184,29 @@ impl Sender {
 
     /// Handles a completion.
     fn complete(&mut self, c: Completion, now_ns: Nanos, p: &mut Progress) {
-        match (&self.phase, c) {
+        match (&self.st.phase, c) {
             (Phase::Connecting, Completion::Connected) => {
-                self.phase = Phase::Streaming;
-                self.started_ns = Some(now_ns);
+                self.st.phase = Phase::Streaming;
+                self.st.started_ns = Some(now_ns);
             }
             (Phase::Streaming, Completion::Sent(n)) => {
                 debug_assert_eq!(n, self.in_flight);
-                self.hash.update(&self.chunk[self.chunk_off..self.chunk_off + n]);
+                self.st.hash.update(&self.chunk[self.chunk_off..self.chunk_off + n]);
                 self.chunk_off += n;
                 p.add(1, n as u64);
             }
             (Phase::Closing, Completion::Closed) => {
-                self.phase = Phase::Done;
-                self.finished_ns = Some(now_ns);
+                self.st.phase = Phase::Done;
+                self.st.finished_ns = Some(now_ns);
             }
             (Phase::Connecting, Completion::Error(SockError::Refused))
                 if self.attempts < CONNECT_ATTEMPTS =>
             {
-                self.phase = Phase::Start;
+                self.st.phase = Phase::Start;
                 self.retry_at_ns = Some(now_ns + CONNECT_RETRY_NS);
             }
             (_, Completion::Error(e)) => self.fail("call failed", e),
-            (phase, c) => self.phase = Phase::Failed(format!("sender: unexpected {c:?} while {phase:?}")),
+            (phase, c) => self.st.phase = Phase::Failed(format!("sender: unexpected {c:?} while {phase:?}")),
         }
     }
 }
@@ -178,19 +214,19 @@ impl Sender {
 impl App for Sender {
     fn poll(&mut self, now_ns: Nanos) -> Progress {
         let mut p = Progress::IDLE;
-        if self.phase == Phase::Start && self.retry_at_ns.is_none_or(|t| now_ns >= t) {
+        if self.st.phase == Phase::Start && self.retry_at_ns.is_none_or(|t| now_ns >= t) {
             let (addr, port) = self.peer;
             self.sock.submit(UserCall::Connect { addr, port }).expect("no call outstanding");
-            self.phase = Phase::Connecting;
+            self.st.phase = Phase::Connecting;
             self.attempts += 1;
             p.add(1, 0);
         }
         let Some(c) = self.sock.poll_reply(&mut |_| ()) else { return p };
         self.complete(c, now_ns, &mut p);
-        if self.phase == Phase::Streaming {
-            if self.hash.digest().bytes == self.total || self.cancelled() {
+        if self.st.phase == Phase::Streaming {
+            if self.st.hash.digest().bytes == self.total || self.cancelled() {
                 self.sock.submit(UserCall::Close).expect("no call outstanding");
-                self.phase = Phase::Closing;
+                self.st.phase = Phase::Closing;
             } else {
                 self.send_next();
             }
@@ -199,11 +235,17 @@ impl App for Sender {
     }
 
     fn is_done(&self) -> bool {
-        matches!(self.phase, Phase::Done | Phase::Failed(_))
+        self.st.is_done()
     }
 
     fn has_work(&self) -> bool {
-        self.phase == Phase::Start || self.sock.has_reply()
+        // A sender waiting to retry a refused connection has no work
+        // before its deadline.
+        (self.st.phase == Phase::Start && self.retry_at_ns.is_none()) || self.sock.has_reply()
+    }
+
+    fn deadline_ns(&self) -> Option<Nanos> {
+        if self.st.phase == Phase::Start { self.retry_at_ns } else { None }
     }
 
     fn bell(&self) -> &Arc<Bell> {
@@ -211,18 +253,11 @@ impl App for Sender {
     }
 
     fn report(&self) -> StreamReport {
-        StreamReport {
-            digest: self.hash.digest(),
-            started_ns: self.started_ns,
-            finished_ns: self.finished_ns,
-        }
+        self.st.report()
     }
 
     fn error(&self) -> Option<&str> {
-        match &self.phase {
-            Phase::Failed(e) => Some(e.as_str()),
-            _ => None,
-        }
+        self.st.error()
     }
 }
 
@@ -231,29 +266,18 @@ impl App for Sender {
 pub struct Receiver {
     sock: Socket,
     port: u16,
-    hash: StreamHash,
     verifier: Option<StreamVerifier>,
-    phase: Phase,
-    started_ns: Option<Nanos>,
-    finished_ns: Option<Nanos>,
+    st: StreamState,
 }
 
 impl Receiver {
     /// `verify_seed`: compare with the stream for that seed as bytes arrive.
     pub fn new(sock: Socket, port: u16, verify_seed: Option<u64>) -> Self {
-        Receiver {
-            sock,
-            port,
-            hash: StreamHash::new(),
-            verifier: verify_seed.map(StreamVerifier::new),
-            phase: Phase::Start,
-            started_ns: None,
-            finished_ns: None,
-        }
+        Receiver { sock, port, verifier: verify_seed.map(StreamVerifier::new), st: StreamState::new() }
     }
 
     pub fn phase(&self) -> &Phase {
-        &self.phase
+        &self.st.phase
     }
 
     /// Where the received bytes first differ from the stream (with a seed).
@@ -265,12 +289,12 @@ impl Receiver {
 impl App for Receiver {
     fn poll(&mut self, now_ns: Nanos) -> Progress {
         let mut p = Progress::IDLE;
-        if self.phase == Phase::Start {
+        if self.st.phase == Phase::Start {
             self.sock.submit(UserCall::Accept { port: self.port }).expect("no call outstanding");
-            self.phase = Phase::Connecting;
+            self.st.phase = Phase::Connecting;
             p.add(1, 0);
         }
-        let (hash, verifier) = (&mut self.hash, &mut self.verifier);
+        let (hash, verifier) = (&mut self.st.hash, &mut self.verifier);
         let Some(c) = self.sock.poll_reply(&mut |d| {
             hash.update(d);
             if let Some(v) = verifier {
@@ -279,10 +303,10 @@ impl App for Receiver {
         }) else {
             return p;
         };
-        let next = match (&self.phase, c) {
+        let next = match (&self.st.phase, c) {
             (Phase::Connecting, Completion::Connected) => {
-                self.phase = Phase::Streaming;
-                self.started_ns = Some(now_ns);
+                self.st.phase = Phase::Streaming;
+                self.st.started_ns = Some(now_ns);
                 Some(UserCall::Recv)
             }
             (Phase::Streaming, Completion::Received(n)) => {
@@ -290,20 +314,20 @@ impl App for Receiver {
                 Some(UserCall::Recv)
             }
             (Phase::Streaming, Completion::Eof) => {
-                self.finished_ns = Some(now_ns);
-                self.phase = Phase::Closing;
+                self.st.finished_ns = Some(now_ns);
+                self.st.phase = Phase::Closing;
                 Some(UserCall::Close)
             }
             (Phase::Closing, Completion::Closed) => {
-                self.phase = Phase::Done;
+                self.st.phase = Phase::Done;
                 None
             }
             (_, Completion::Error(e)) => {
-                self.phase = Phase::Failed(format!("receiver: call failed: {e}"));
+                self.st.phase = Phase::Failed(format!("receiver: call failed: {e}"));
                 None
             }
             (phase, c) => {
-                self.phase = Phase::Failed(format!("receiver: unexpected {c:?} while {phase:?}"));
+                self.st.phase = Phase::Failed(format!("receiver: unexpected {c:?} while {phase:?}"));
                 None
             }
         };
@@ -314,11 +338,11 @@ impl App for Receiver {
     }
 
     fn is_done(&self) -> bool {
-        matches!(self.phase, Phase::Done | Phase::Failed(_))
+        self.st.is_done()
     }
 
     fn has_work(&self) -> bool {
-        self.phase == Phase::Start || self.sock.has_reply()
+        self.st.phase == Phase::Start || self.sock.has_reply()
     }
 
     fn bell(&self) -> &Arc<Bell> {
@@ -326,17 +350,10 @@ impl App for Receiver {
     }
 
     fn report(&self) -> StreamReport {
-        StreamReport {
-            digest: self.hash.digest(),
-            started_ns: self.started_ns,
-            finished_ns: self.finished_ns,
-        }
+        self.st.report()
     }
 
     fn error(&self) -> Option<&str> {
-        match &self.phase {
-            Phase::Failed(e) => Some(e.as_str()),
-            _ => None,
-        }
+        self.st.error()
     }
 }

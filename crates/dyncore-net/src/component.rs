@@ -79,8 +79,13 @@ pub trait Component: Send {
         None
     }
 
+    /// Its bell, counters and crash switch.
+    fn common(&self) -> &Common;
+
     /// The bell its producers ring.
-    fn bell(&self) -> &Arc<Bell>;
+    fn bell(&self) -> &Arc<Bell> {
+        &self.common().bell
+    }
 
     /// How full its fullest inbound channel is, 0 to 1.
     fn inbound_fill(&self) -> f64;
@@ -104,10 +109,29 @@ pub trait Component: Send {
     }
 
     /// Its counters (shared, they outlive restarts).
-    fn counters(&self) -> &Arc<Counters>;
+    fn counters(&self) -> &Arc<Counters> {
+        &self.common().counters
+    }
 
     /// Its crash switch (shared, so a controller thread can arm it).
-    fn crash_switch(&self) -> &Arc<CrashSwitch>;
+    fn crash_switch(&self) -> &Arc<CrashSwitch> {
+        &self.common().crash
+    }
+}
+
+/// What every component has besides its channels, shared with whoever
+/// hosts it and kept across restarts: the bell it parks on, its counters
+/// and its crash switch.
+pub struct Common {
+    pub bell: Arc<Bell>,
+    pub counters: Arc<Counters>,
+    pub crash: Arc<CrashSwitch>,
+}
+
+impl Common {
+    pub fn new(bell: Arc<Bell>, counter_names: &'static [&'static str]) -> Self {
+        Common { bell, counters: Counters::new(counter_names), crash: Arc::new(CrashSwitch::default()) }
+    }
 }
 
 /// A command to crash: armed from anywhere, it makes the component panic in

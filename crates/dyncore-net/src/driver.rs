@@ -10,12 +10,10 @@
 //! Its state is nothing beyond its ports: the wire port is one of them, so
 //! a restarted driver is attached to the same wire.
 
-use std::sync::Arc;
-
 use dyncore_core::Nanos;
 
-use crate::chan::{Bell, Frame, Inbox, Outbox};
-use crate::component::{Component, ComponentKind, Counters, CrashSwitch, NotRestartable, Progress};
+use crate::chan::{Frame, Inbox, Outbox};
+use crate::component::{Common, Component, ComponentKind, NotRestartable, Progress};
 use crate::pool::{Alloc, Freer};
 use crate::wire::WirePort;
 
@@ -28,8 +26,8 @@ pub struct DriverPorts {
     pub to_filter: Outbox<Frame>,
     pub rx_alloc: Alloc,
     pub wire: Box<dyn WirePort>,
-    pub counters: Arc<Counters>,
-    pub crash: Arc<CrashSwitch>,
+    /// Its bell is the wire's (arrivals ring it).
+    pub common: Common,
 }
 
 pub const COUNTERS: &[&str] = &["sent", "received", "oversize", "wire_full", "no_rx_buffer"];
@@ -62,7 +60,7 @@ impl Driver {
         let f = p.from_filter.peek()?;
         let mtu = p.wire.mtu();
         let out = p.tx_free.pool().clone().with(f.buf, |b| {
-            p.crash.check(ComponentKind::Driver);
+            p.common.crash.check(ComponentKind::Driver);
             let frame = &b[..f.len as usize];
             if frame.len() > mtu {
                 Out::Oversize
@@ -74,11 +72,11 @@ impl Driver {
         });
         match out {
             Out::WireFull => {
-                p.counters.add(WIRE_FULL, 1);
+                p.common.counters.add(WIRE_FULL, 1);
                 return Some(out);
             }
-            Out::Oversize => p.counters.add(OVERSIZE, 1),
-            Out::Sent(_) => p.counters.add(SENT, 1),
+            Out::Oversize => p.common.counters.add(OVERSIZE, 1),
+            Out::Sent(_) => p.common.counters.add(SENT, 1),
         }
         p.tx_free.free(f.buf);
         p.from_filter.commit();
@@ -92,7 +90,7 @@ impl Driver {
             return None;
         }
         let Some(buf) = p.rx_alloc.alloc() else {
-            p.counters.add(NO_RX_BUFFER, 1);
+            p.common.counters.add(NO_RX_BUFFER, 1);
             return None;
         };
         let pool = p.rx_alloc.pool().clone();
@@ -102,7 +100,7 @@ impl Driver {
             return None;
         };
         p.to_filter.push(Frame { buf, len: len as u32 });
-        p.counters.add(RECEIVED, 1);
+        p.common.counters.add(RECEIVED, 1);
         Some(len as u64)
     }
 }
@@ -148,10 +146,6 @@ impl Component for Driver {
         self.ports.wire.park_limit_ns().map(|l| now_ns + l)
     }
 
-    fn bell(&self) -> &Arc<Bell> {
-        self.ports.wire.bell()
-    }
-
     fn inbound_fill(&self) -> f64 {
         self.ports.from_filter.fill()
     }
@@ -165,11 +159,7 @@ impl Component for Driver {
         Ok(())
     }
 
-    fn counters(&self) -> &Arc<Counters> {
-        &self.ports.counters
-    }
-
-    fn crash_switch(&self) -> &Arc<CrashSwitch> {
-        &self.ports.crash
+    fn common(&self) -> &Common {
+        &self.ports.common
     }
 }

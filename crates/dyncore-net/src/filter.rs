@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use dyncore_core::Nanos;
 use smoltcp::wire::{IpProtocol, Ipv4Packet, TcpPacket};
 
-use crate::chan::{Bell, Frame, Inbox, Outbox};
-use crate::component::{Component, ComponentKind, Counters, CrashSwitch, NotRestartable, Progress};
+use crate::chan::{Frame, Inbox, Outbox};
+use crate::component::{Common, Component, ComponentKind, NotRestartable, Progress};
 use crate::pool::Freer;
 
 /// Which way a packet goes, seen from the stack.
@@ -187,9 +187,7 @@ pub struct FilterPorts {
     pub to_ip: Outbox<Frame>,
     pub tx_free: Freer,
     pub rx_free: Freer,
-    pub bell: Arc<Bell>,
-    pub counters: Arc<Counters>,
-    pub crash: Arc<CrashSwitch>,
+    pub common: Common,
     /// Hits per rule, in rule order.
     pub hits: Arc<[AtomicU64]>,
 }
@@ -224,7 +222,7 @@ impl Filter {
         };
         let f = inbox.peek()?;
         let (rule, verdict) = freer.pool().with(f.buf, |b| {
-            p.crash.check(ComponentKind::Filter);
+            p.common.crash.check(ComponentKind::Filter);
             decide(&self.rules, dir, &b[..f.len as usize])
         });
         if let Some(i) = rule {
@@ -236,7 +234,7 @@ impl Filter {
             (Verdict::Deny, Direction::In) => 2,
             (Verdict::Deny, Direction::Out) => 3,
         };
-        p.counters.add(counter, 1);
+        p.common.counters.add(counter, 1);
         match verdict {
             Verdict::Allow => outbox.push(f),
             Verdict::Deny => freer.free(f.buf),
@@ -273,10 +271,6 @@ impl Component for Filter {
         self.ports.from_ip.has_work() || self.ports.from_driver.has_work()
     }
 
-    fn bell(&self) -> &Arc<Bell> {
-        &self.ports.bell
-    }
-
     fn inbound_fill(&self) -> f64 {
         self.ports.from_ip.fill().max(self.ports.from_driver.fill())
     }
@@ -286,12 +280,8 @@ impl Component for Filter {
         Ok(())
     }
 
-    fn counters(&self) -> &Arc<Counters> {
-        &self.ports.counters
-    }
-
-    fn crash_switch(&self) -> &Arc<CrashSwitch> {
-        &self.ports.crash
+    fn common(&self) -> &Common {
+        &self.ports.common
     }
 }
 

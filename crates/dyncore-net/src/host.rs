@@ -356,7 +356,10 @@ fn app_thread(mut a: Box<dyn App>, epoch: Instant, stop: &AtomicBool, done: &Ato
         if empty >= PARK_AFTER_EMPTY_POLLS {
             empty = 0;
             let app = &a;
-            let _ = bell.waiter().wait_until(&SpinPolicy::PARK, None, || {
+            // Until work, or the application's own timer (a monolithic
+            // stack's TCP timers, a connection retry).
+            let deadline = deadline_at(epoch, app.deadline_ns());
+            let _ = bell.waiter().wait_until(&SpinPolicy::PARK, deadline, || {
                 (app.has_work() || stop.load(Ordering::Acquire)).then_some(())
             });
         }

@@ -18,13 +18,12 @@
 //! checksums is idempotent, so a crash mid-fill is repaired by doing it again.
 
 use std::net::Ipv4Addr;
-use std::sync::Arc;
 
 use dyncore_core::Nanos;
 use smoltcp::wire::{IpAddress, IpProtocol, Ipv4Packet, TcpPacket};
 
-use crate::chan::{Bell, Frame, Inbox, Outbox};
-use crate::component::{Component, ComponentKind, Counters, CrashSwitch, NotRestartable, Progress};
+use crate::chan::{Frame, Inbox, Outbox};
+use crate::component::{Common, Component, ComponentKind, NotRestartable, Progress};
 use crate::pool::Freer;
 
 /// The IP component's channels and pools.
@@ -39,9 +38,7 @@ pub struct IpPorts {
     pub tx_free: Freer,
     /// Frees receive buffers (dropped inbound packets).
     pub rx_free: Freer,
-    pub bell: Arc<Bell>,
-    pub counters: Arc<Counters>,
-    pub crash: Arc<CrashSwitch>,
+    pub common: Common,
 }
 
 /// Counter names, in index order.
@@ -137,17 +134,17 @@ impl Ip {
         let f = self.ports.from_tcp.peek()?;
         let pool = self.ports.tx_free.pool().clone();
         let verdict = pool.with(f.buf, |b| {
-            self.ports.crash.check(ComponentKind::Ip);
+            self.ports.common.crash.check(ComponentKind::Ip);
             self.logic.fill_outbound(&mut b[..f.len as usize])
         });
         match verdict {
             Ok(_) => {
                 self.ports.to_filter.push(f);
-                self.ports.counters.add(SENT, 1);
+                self.ports.common.counters.add(SENT, 1);
             }
             Err(why) => {
                 self.ports.tx_free.free(f.buf);
-                self.ports.counters.add(why as usize, 1);
+                self.ports.common.counters.add(why as usize, 1);
             }
         }
         self.ports.from_tcp.commit();
@@ -159,17 +156,17 @@ impl Ip {
         let f = self.ports.from_filter.peek()?;
         let pool = self.ports.rx_free.pool().clone();
         let verdict = pool.with(f.buf, |b| {
-            self.ports.crash.check(ComponentKind::Ip);
+            self.ports.common.crash.check(ComponentKind::Ip);
             self.logic.check_inbound(&b[..f.len as usize])
         });
         match verdict {
             Ok(_) => {
                 self.ports.to_tcp.push(f);
-                self.ports.counters.add(RECEIVED, 1);
+                self.ports.common.counters.add(RECEIVED, 1);
             }
             Err(why) => {
                 self.ports.rx_free.free(f.buf);
-                self.ports.counters.add(why as usize, 1);
+                self.ports.common.counters.add(why as usize, 1);
             }
         }
         self.ports.from_filter.commit();
@@ -204,10 +201,6 @@ impl Component for Ip {
         self.ports.from_tcp.has_work() || self.ports.from_filter.has_work()
     }
 
-    fn bell(&self) -> &Arc<Bell> {
-        &self.ports.bell
-    }
-
     fn inbound_fill(&self) -> f64 {
         self.ports.from_tcp.fill().max(self.ports.from_filter.fill())
     }
@@ -217,12 +210,8 @@ impl Component for Ip {
         Ok(())
     }
 
-    fn counters(&self) -> &Arc<Counters> {
-        &self.ports.counters
-    }
-
-    fn crash_switch(&self) -> &Arc<CrashSwitch> {
-        &self.ports.crash
+    fn common(&self) -> &Common {
+        &self.ports.common
     }
 }
 

@@ -16,10 +16,10 @@ use smoltcp::phy::{self, Device, DeviceCapabilities};
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant as SmolInstant;
 
-use crate::app::{App, Phase, StreamReport};
+use crate::app::{App, Phase, StreamReport, StreamState};
 use crate::chan::Bell;
 use crate::component::Progress;
-use crate::stream::{StreamGen, StreamHash, StreamVerifier};
+use crate::stream::{StreamGen, StreamVerifier};
 use crate::tcp::{SocketConfig, capabilities, nanos_of, new_interface, new_socket, smol_now};
 use crate::wire::WirePort;
 
@@ -109,14 +109,11 @@ pub struct Mono {
     handle: SocketHandle,
     role: MonoRole,
     stream: Option<StreamGen>,
-    hash: StreamHash,
     verifier: Option<StreamVerifier>,
     /// The application's buffer (what a `send`/`recv` call would copy).
     chunk: Vec<u8>,
     chunk_off: usize,
-    phase: Phase,
-    started_ns: Option<Nanos>,
-    finished_ns: Option<Nanos>,
+    st: StreamState,
     next_poll_ns: Option<Nanos>,
     local_port: u16,
 }
@@ -148,20 +145,17 @@ impl Mono {
             handle,
             role,
             stream,
-            hash: StreamHash::new(),
             verifier,
             chunk: Vec::new(),
             chunk_off: 0,
-            phase: Phase::Start,
-            started_ns: None,
-            finished_ns: None,
+            st: StreamState::new(),
             next_poll_ns: None,
             local_port: 49152 + (seed % 1000) as u16,
         }
     }
 
     pub fn phase(&self) -> &Phase {
-        &self.phase
+        &self.st.phase
     }
 
     /// Frames the stack received and sent.
@@ -178,27 +172,27 @@ impl Mono {
     fn app(&mut self, now_ns: Nanos) -> u64 {
         let sock = self.sockets.get_mut::<tcp::Socket>(self.handle);
         let state = sock.state();
-        match (&self.phase, self.role) {
+        match (&self.st.phase, self.role) {
             (Phase::Start, MonoRole::Send { peer, .. }) => {
                 match sock.connect(self.iface.context(), peer, self.local_port) {
-                    Ok(()) => self.phase = Phase::Connecting,
-                    Err(e) => self.phase = Phase::Failed(format!("connect: {e:?}")),
+                    Ok(()) => self.st.phase = Phase::Connecting,
+                    Err(e) => self.st.phase = Phase::Failed(format!("connect: {e:?}")),
                 }
                 0
             }
             (Phase::Start, MonoRole::Receive { port, .. }) => {
                 match sock.listen(port) {
-                    Ok(()) => self.phase = Phase::Connecting,
-                    Err(e) => self.phase = Phase::Failed(format!("listen: {e:?}")),
+                    Ok(()) => self.st.phase = Phase::Connecting,
+                    Err(e) => self.st.phase = Phase::Failed(format!("listen: {e:?}")),
                 }
                 0
             }
             (Phase::Connecting, _) => {
                 if matches!(state, tcp::State::Established | tcp::State::CloseWait) {
-                    self.phase = Phase::Streaming;
-                    self.started_ns = Some(now_ns);
+                    self.st.phase = Phase::Streaming;
+                    self.st.started_ns = Some(now_ns);
                 } else if state == tcp::State::Closed {
-                    self.phase = Phase::Failed("connection refused or reset".into());
+                    self.st.phase = Phase::Failed("connection refused or reset".into());
                 }
                 0
             }
@@ -211,13 +205,13 @@ impl Mono {
                     self.chunk_off = 0;
                 }
                 let n = sock.send_slice(&self.chunk[self.chunk_off..]).unwrap_or(0);
-                self.hash.update(&self.chunk[self.chunk_off..self.chunk_off + n]);
+                self.st.hash.update(&self.chunk[self.chunk_off..self.chunk_off + n]);
                 self.chunk_off += n;
-                if self.hash.digest().bytes == total {
+                if self.st.hash.digest().bytes == total {
                     sock.close();
-                    self.phase = Phase::Closing;
+                    self.st.phase = Phase::Closing;
                 } else if !sock.may_send() {
-                    self.phase = Phase::Failed("connection reset while sending".into());
+                    self.st.phase = Phase::Failed("connection reset while sending".into());
                 }
                 n as u64
             }
@@ -225,20 +219,20 @@ impl Mono {
                 self.chunk.resize(CHUNK_BYTES, 0);
                 match sock.recv_slice(&mut self.chunk) {
                     Ok(n) => {
-                        self.hash.update(&self.chunk[..n]);
+                        self.st.hash.update(&self.chunk[..n]);
                         if let Some(v) = &mut self.verifier {
                             v.update(&self.chunk[..n]);
                         }
                         n as u64
                     }
                     Err(tcp::RecvError::Finished) => {
-                        self.finished_ns = Some(now_ns);
+                        self.st.finished_ns = Some(now_ns);
                         sock.close();
-                        self.phase = Phase::Closing;
+                        self.st.phase = Phase::Closing;
                         0
                     }
                     Err(tcp::RecvError::InvalidState) => {
-                        self.phase = Phase::Failed("connection reset while receiving".into());
+                        self.st.phase = Phase::Failed("connection reset while receiving".into());
                         0
                     }
                 }
@@ -248,8 +242,8 @@ impl Mono {
                 // application that stopped polling at FIN-WAIT-2 would leave
                 // its peer's FIN unanswered, since here the stack stops with it.
                 if matches!(state, tcp::State::Closed | tcp::State::TimeWait) {
-                    self.finished_ns.get_or_insert(now_ns);
-                    self.phase = Phase::Done;
+                    self.st.finished_ns.get_or_insert(now_ns);
+                    self.st.phase = Phase::Done;
                 }
                 0
             }
@@ -271,7 +265,7 @@ impl App for Mono {
     }
 
     fn is_done(&self) -> bool {
-        matches!(self.phase, Phase::Done | Phase::Failed(_))
+        self.st.is_done()
     }
 
     fn has_work(&self) -> bool {
@@ -287,17 +281,10 @@ impl App for Mono {
     }
 
     fn report(&self) -> StreamReport {
-        StreamReport {
-            digest: self.hash.digest(),
-            started_ns: self.started_ns,
-            finished_ns: self.finished_ns,
-        }
+        self.st.report()
     }
 
     fn error(&self) -> Option<&str> {
-        match &self.phase {
-            Phase::Failed(e) => Some(e.as_str()),
-            _ => None,
-        }
+        self.st.error()
     }
 }

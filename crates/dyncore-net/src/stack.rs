@@ -25,7 +25,7 @@ use std::sync::atomic::AtomicU64;
 use dyncore_core::Nanos;
 
 use crate::chan::{Bell, Frame, channel};
-use crate::component::{Component, Counters, CrashSwitch};
+use crate::component::{Common, Component};
 use crate::driver::{Driver, DriverPorts};
 use crate::filter::{Filter, FilterPorts, Rule};
 use crate::ip::{Ip, IpPorts};
@@ -123,15 +123,12 @@ impl Stack {
 
         let rules: Arc<[Rule]> = cfg.rules.clone().into();
         let rule_hits = Filter::hit_counters(&rules);
-        let crash = || Arc::new(CrashSwitch::default());
         let components: Vec<Box<dyn Component>> = vec![
             Box::new(SyscallServer::new(SyscallPorts {
                 clients: links,
                 to_tcp: sc_to_tcp,
                 from_tcp: sc_from_tcp,
-                bell: sc_bell,
-                counters: Counters::new(crate::syscall::COUNTERS),
-                crash: crash(),
+                common: Common::new(sc_bell, crate::syscall::COUNTERS),
             })),
             Box::new(Tcp::new(
                 TcpPorts {
@@ -142,9 +139,7 @@ impl Stack {
                     from_sc: tcp_from_sc,
                     to_sc: tcp_to_sc,
                     clients: pools,
-                    bell: tcp_bell,
-                    counters: Counters::new(crate::tcp::COUNTERS),
-                    crash: crash(),
+                    common: Common::new(tcp_bell, crate::tcp::COUNTERS),
                 },
                 TcpConfig { addr: cfg.addr, mtu, socket: cfg.socket, seed: cfg.seed },
                 now_ns,
@@ -157,9 +152,7 @@ impl Stack {
                     to_tcp: ip_to_tcp,
                     tx_free: ip_tx_free,
                     rx_free: ip_rx_free,
-                    bell: ip_bell,
-                    counters: Counters::new(crate::ip::COUNTERS),
-                    crash: crash(),
+                    common: Common::new(ip_bell, crate::ip::COUNTERS),
                 },
                 cfg.addr,
             )),
@@ -171,9 +164,7 @@ impl Stack {
                     to_ip: filter_to_ip,
                     tx_free: filter_tx_free,
                     rx_free: filter_rx_free,
-                    bell: filter_bell,
-                    counters: Counters::new(crate::filter::COUNTERS),
-                    crash: crash(),
+                    common: Common::new(filter_bell, crate::filter::COUNTERS),
                     hits: rule_hits.clone(),
                 },
                 rules.clone(),
@@ -183,9 +174,8 @@ impl Stack {
                 tx_free: driver_tx_free,
                 to_filter: driver_to_filter,
                 rx_alloc,
+                common: Common::new(driver_bell, crate::driver::COUNTERS),
                 wire,
-                counters: Counters::new(crate::driver::COUNTERS),
-                crash: crash(),
             })),
         ];
         Stack { components, sockets, rules, rule_hits }

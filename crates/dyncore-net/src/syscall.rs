@@ -24,7 +24,7 @@ use dyncore_core::Nanos;
 use dyncore_ring::SpinPolicy;
 
 use crate::chan::{Bell, Frame, Inbox, Outbox};
-use crate::component::{Component, ComponentKind, Counters, CrashSwitch, NotRestartable, Progress};
+use crate::component::{Common, Component, ComponentKind, NotRestartable, Progress};
 use crate::pool::{Alloc, Freer};
 use crate::proto::{Call, Reply, SockError, Tagged};
 
@@ -39,9 +39,7 @@ pub struct SyscallPorts {
     pub clients: Vec<ClientLink>,
     pub to_tcp: Outbox<Tagged<Call>>,
     pub from_tcp: Inbox<Tagged<Reply>>,
-    pub bell: Arc<Bell>,
-    pub counters: Arc<Counters>,
-    pub crash: Arc<CrashSwitch>,
+    pub common: Common,
 }
 
 pub const COUNTERS: &[&str] = &["calls", "replies"];
@@ -69,20 +67,20 @@ impl Component for SyscallServer {
         let ports = &mut self.ports;
         for (client, link) in ports.clients.iter_mut().enumerate() {
             while let Some(call) = link.calls.peek() {
-                ports.crash.check(ComponentKind::Syscall);
+                ports.common.crash.check(ComponentKind::Syscall);
                 ports.to_tcp.push(Tagged { client: client as u16, msg: call });
                 link.calls.commit();
-                ports.counters.add(CALLS, 1);
+                ports.common.counters.add(CALLS, 1);
                 p.add(1, 0);
             }
             link.calls.release();
         }
         while let Some(t) = ports.from_tcp.peek() {
-            ports.crash.check(ComponentKind::Syscall);
+            ports.common.crash.check(ComponentKind::Syscall);
             let link = ports.clients.get_mut(t.client as usize).expect("TCP replies only to known clients");
             link.replies.push(t.msg);
             ports.from_tcp.commit();
-            ports.counters.add(REPLIES, 1);
+            ports.common.counters.add(REPLIES, 1);
             p.add(1, 0);
         }
         ports.from_tcp.release();
@@ -97,10 +95,6 @@ impl Component for SyscallServer {
         self.ports.from_tcp.has_work() || self.ports.clients.iter().any(|c| c.calls.has_work())
     }
 
-    fn bell(&self) -> &Arc<Bell> {
-        &self.ports.bell
-    }
-
     fn inbound_fill(&self) -> f64 {
         self.ports.clients.iter().map(|c| c.calls.fill()).fold(self.ports.from_tcp.fill(), f64::max)
     }
@@ -109,12 +103,8 @@ impl Component for SyscallServer {
         Ok(())
     }
 
-    fn counters(&self) -> &Arc<Counters> {
-        &self.ports.counters
-    }
-
-    fn crash_switch(&self) -> &Arc<CrashSwitch> {
-        &self.ports.crash
+    fn common(&self) -> &Common {
+        &self.ports.common
     }
 }
 

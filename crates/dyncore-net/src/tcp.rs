@@ -17,7 +17,6 @@
 //! the driver are replaced under it.
 
 use std::net::Ipv4Addr;
-use std::sync::Arc;
 
 use dyncore_core::Nanos;
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
@@ -26,8 +25,8 @@ use smoltcp::socket::tcp;
 use smoltcp::time::{Duration as SmolDuration, Instant as SmolInstant};
 use smoltcp::wire::{HardwareAddress, IpCidr};
 
-use crate::chan::{Bell, Frame, Inbox, Outbox};
-use crate::component::{Component, ComponentKind, Counters, CrashSwitch, NotRestartable, Progress};
+use crate::chan::{Frame, Inbox, Outbox};
+use crate::component::{Common, Component, ComponentKind, NotRestartable, Progress};
 use crate::pool::{Alloc, Freer};
 use crate::proto::{Call, Reply, SockError, Tagged};
 
@@ -109,9 +108,7 @@ pub struct TcpPorts {
     pub from_sc: Inbox<Tagged<Call>>,
     pub to_sc: Outbox<Tagged<Reply>>,
     pub clients: Vec<ClientPools>,
-    pub bell: Arc<Bell>,
-    pub counters: Arc<Counters>,
-    pub crash: Arc<CrashSwitch>,
+    pub common: Common,
 }
 
 pub const COUNTERS: &[&str] =
@@ -403,7 +400,7 @@ impl Tcp {
             if copied > 0 {
                 // Only a completed receive copies out; a send copies in.
                 let out = matches!(reply, Some(Reply::Data { .. }));
-                self.ports.counters.add(if out { BYTES_RECEIVED } else { BYTES_SENT }, copied);
+                self.ports.common.counters.add(if out { BYTES_RECEIVED } else { BYTES_SENT }, copied);
                 p.add(0, copied);
             }
         }
@@ -414,7 +411,7 @@ impl Tcp {
         let mut dev = device(&mut self.ports, self.mtu);
         self.iface.poll(smol_now(now_ns), &mut dev, &mut self.sockets);
         let (i, o, n) = (dev.frames_in, dev.frames_out, dev.no_tx_buffer);
-        let c = &self.ports.counters;
+        let c = &self.ports.common.counters;
         c.add(FRAMES_IN, i);
         c.add(FRAMES_OUT, o);
         c.add(NO_TX_BUFFER, n);
@@ -443,12 +440,12 @@ impl Component for Tcp {
     fn poll(&mut self, now_ns: Nanos) -> Progress {
         // TCP's crash point: there is no message to keep, its state is the
         // connections, and a crash loses them (the host does not restart it).
-        self.ports.crash.check(ComponentKind::Tcp);
+        self.ports.common.crash.check(ComponentKind::Tcp);
         let mut p = Progress::IDLE;
         // 1. New calls from the syscall server.
         while let Some(t) = self.ports.from_sc.peek() {
             self.ports.from_sc.commit();
-            self.ports.counters.add(CALLS, 1);
+            self.ports.common.counters.add(CALLS, 1);
             p.add(1, 0);
             if let Some(r) = self.start(t.client as usize, t.msg) {
                 self.ports.to_sc.push(Tagged { client: t.client, msg: r });
@@ -492,10 +489,6 @@ impl Component for Tcp {
         self.next_poll_ns
     }
 
-    fn bell(&self) -> &Arc<Bell> {
-        &self.ports.bell
-    }
-
     fn inbound_fill(&self) -> f64 {
         self.ports.from_ip.fill().max(self.ports.from_sc.fill())
     }
@@ -509,11 +502,7 @@ impl Component for Tcp {
         Err(NotRestartable(ComponentKind::Tcp))
     }
 
-    fn counters(&self) -> &Arc<Counters> {
-        &self.ports.counters
-    }
-
-    fn crash_switch(&self) -> &Arc<CrashSwitch> {
-        &self.ports.crash
+    fn common(&self) -> &Common {
+        &self.ports.common
     }
 }

@@ -230,3 +230,24 @@ fn a_split_stack_sends_to_a_monolithic_one() {
 fn a_split_stack_receives_from_a_monolithic_one() {
     split_and_mono(false);
 }
+
+#[test]
+fn a_sender_started_before_its_receiver_listens_retries_and_connects() {
+    let total = 1 << 20;
+    let (comps, mut apps) = split_pair(MemWireConfig::default(), total, |_| ());
+    let receiver = apps.pop().unwrap();
+    let mut rr = host(comps, apps);
+    // 30 ms of virtual time with nobody listening: refused, retried every 10 ms.
+    rr.run_until(1_000_000, |rr| rr.now_ns() >= 30_000_000).unwrap();
+    assert!(
+        !rr.apps[0].is_done() && rr.apps[0].error().is_none(),
+        "the sender gave up: {:?}",
+        rr.apps[0].error()
+    );
+    let tcp_b = &rr.components[6];
+    assert_eq!(tcp_b.component.kind(), ComponentKind::Tcp);
+    assert!(tcp_b.component.counters().get("frames_out") >= 3, "B's TCP refused (RST) each attempt");
+    rr.apps.push(receiver);
+    finish(&mut rr, 4_000_000, |_| ());
+    assert_stream_intact(&rr.apps, total);
+}

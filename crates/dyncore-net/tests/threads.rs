@@ -143,3 +143,18 @@ fn an_application_makes_blocking_calls_from_its_own_thread() {
     assert_eq!(run.apps[0].report().digest, hash.digest());
     assert_eq!(hash.digest().bytes, total);
 }
+
+#[test]
+fn a_split_stack_streams_to_a_monolithic_stack_on_threads() {
+    let total = 4 << 20;
+    let (wa, wb) = mem::pair(MemWireConfig::default());
+    let mut a = Stack::build(&StackConfig::new(A), Box::new(wa), 0);
+    let sender: Box<dyn App> =
+        Box::new(dyncore_net::app::Sender::new(a.sockets.remove(0), (B, PORT), total, SEED));
+    let role = dyncore_net::mono::MonoRole::Receive { port: PORT, verify_seed: Some(SEED) };
+    let mono = dyncore_net::mono::Mono::new(Box::new(wb), B, Default::default(), 5, role, 0);
+    // The monolithic stack parks between frames with its TCP timers as deadline.
+    let (run, finished) = run_threads(a.components, vec![sender, Box::new(mono)], LIMIT);
+    assert_finished(&run, finished);
+    assert_stream_intact(&run.apps, total);
+}

@@ -59,6 +59,25 @@ pub fn measure(cpus: (CpuId, CpuId), mtu: usize, frames: usize) -> Result<Vec<Tr
     ])
 }
 
+/// Runs a producer and a consumer on two pinned threads; returns the
+/// seconds until both are done (the consumer returns a checksum of what it
+/// read, so its copies are not optimised away).
+fn timed_pair(
+    cpus: (CpuId, CpuId),
+    producer: impl FnOnce() -> Result<()> + Send,
+    consumer: impl FnOnce() -> Result<u64> + Send,
+) -> Result<f64> {
+    let t0 = Instant::now();
+    std::thread::scope(|s| -> Result<()> {
+        let p = pinned(s, cpus.0, producer);
+        let c = pinned(s, cpus.1, consumer);
+        join(p)?;
+        std::hint::black_box(join(c)?);
+        Ok(())
+    })?;
+    Ok(t0.elapsed().as_secs_f64())
+}
+
 /// A frame's worth of bytes that differ from frame to frame.
 fn source(mtu: usize) -> Vec<u8> {
     (0..mtu).map(|i| i as u8).collect()
@@ -70,9 +89,9 @@ fn pool_indices(cpus: (CpuId, CpuId), mtu: usize, frames: usize) -> Result<f64> 
     let mut free = freers.pop().expect("one freer");
     let (mut tx, mut rx) = channel::<Frame>("bench", FRAMES_IN_FLIGHT, bell);
     let src = source(mtu);
-    let t0 = Instant::now();
-    std::thread::scope(|s| -> Result<()> {
-        let p = pinned(s, cpus.0, || {
+    timed_pair(
+        cpus,
+        || {
             for i in 0..frames {
                 let buf = loop {
                     if let Some(b) = alloc.alloc() {
@@ -89,8 +108,8 @@ fn pool_indices(cpus: (CpuId, CpuId), mtu: usize, frames: usize) -> Result<f64> 
             }
             tx.publish();
             Ok(())
-        });
-        let c = pinned(s, cpus.1, || {
+        },
+        || {
             let mut dst = vec![0u8; mtu];
             let mut got = 0;
             let mut check = 0u64;
@@ -111,20 +130,16 @@ fn pool_indices(cpus: (CpuId, CpuId), mtu: usize, frames: usize) -> Result<f64> 
                 }
             }
             Ok(check)
-        });
-        join(p)?;
-        std::hint::black_box(join(c)?);
-        Ok(())
-    })?;
-    Ok(t0.elapsed().as_secs_f64())
+        },
+    )
 }
 
 fn chunked(cpus: (CpuId, CpuId), mtu: usize, frames: usize) -> Result<f64> {
     let (mut tx, mut rx) = ring::<Chunk>(FRAMES_IN_FLIGHT * mtu.div_ceil(CHUNK_BYTES));
     let src = source(mtu);
-    let t0 = Instant::now();
-    std::thread::scope(|s| -> Result<()> {
-        let p = pinned(s, cpus.0, || {
+    timed_pair(
+        cpus,
+        || {
             for i in 0..frames {
                 let mut pieces = src.chunks(CHUNK_BYTES).peekable();
                 while let Some(piece) = pieces.next() {
@@ -145,8 +160,8 @@ fn chunked(cpus: (CpuId, CpuId), mtu: usize, frames: usize) -> Result<f64> {
             }
             tx.publish();
             Ok(())
-        });
-        let c = pinned(s, cpus.1, || {
+        },
+        || {
             let mut dst = Vec::with_capacity(mtu);
             let mut got = 0;
             let mut check = 0u64;
@@ -173,10 +188,6 @@ fn chunked(cpus: (CpuId, CpuId), mtu: usize, frames: usize) -> Result<f64> {
                 }
             }
             Ok(check)
-        });
-        join(p)?;
-        std::hint::black_box(join(c)?);
-        Ok(())
-    })?;
-    Ok(t0.elapsed().as_secs_f64())
+        },
+    )
 }
