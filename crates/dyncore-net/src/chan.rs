@@ -93,7 +93,11 @@ pub fn channel<T: Copy + Send>(
     let cap = capacity_for(messages);
     let (tx, rx) = ring(cap);
     let probe = rx.probe();
-    (Outbox { name, tx, staged: false, bell }, Inbox { name, rx, held: None, taken: 0, probe, messages })
+    let tx_probe = rx.probe();
+    (
+        Outbox { name, tx, staged: false, bell, probe: tx_probe, messages },
+        Inbox { name, rx, held: None, taken: 0, probe, messages },
+    )
 }
 
 /// The sending end of a channel.
@@ -102,6 +106,8 @@ pub struct Outbox<T> {
     tx: Producer<T>,
     staged: bool,
     bell: Arc<Bell>,
+    probe: Probe<T>,
+    messages: usize,
 }
 
 impl<T: Copy + Send> Outbox<T> {
@@ -129,6 +135,16 @@ impl<T: Copy + Send> Outbox<T> {
     pub fn name(&self) -> &'static str {
         self.name
     }
+
+    /// How full the channel is, 0 to 1 (published, not yet released by the
+    /// consumer), against the most messages it can hold.
+    pub fn fill(&self) -> f64 {
+        fill(&self.probe, self.messages)
+    }
+}
+
+fn fill<T>(probe: &Probe<T>, messages: usize) -> f64 {
+    (probe.pending() as f64 / messages.max(1) as f64).min(1.0)
 }
 
 /// The receiving end of a channel; see the module docs for peek/commit.
@@ -179,7 +195,7 @@ impl<T: Copy + Send> Inbox<T> {
     pub fn fill(&self) -> f64 {
         // `pending` counts cells not yet released, which includes a held
         // message (its cell is released at the end of the poll).
-        (self.probe.pending() as f64 / self.messages.max(1) as f64).min(1.0)
+        fill(&self.probe, self.messages)
     }
 
     pub fn name(&self) -> &'static str {
@@ -252,8 +268,10 @@ mod tests {
         assert_eq!(rx.fill(), 0.0);
         tx.push(1);
         tx.push(2);
+        assert_eq!(tx.fill(), 0.0, "staged messages are not in the channel yet");
         tx.publish();
         assert_eq!(rx.fill(), 0.5);
+        assert_eq!(tx.fill(), 0.5, "both ends see the same fill");
         rx.peek();
         assert_eq!(rx.fill(), 0.5, "a held message still counts");
         rx.commit();

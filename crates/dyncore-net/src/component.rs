@@ -90,11 +90,10 @@ pub trait Component: Send {
     /// How full its fullest inbound channel is, 0 to 1.
     fn inbound_fill(&self) -> f64;
 
-    /// Whether a channel it sends on is full enough that its receiver
-    /// evidently cannot keep up (NewtOS §5's hint for the placement policy).
-    fn receiver_lagging(&self) -> bool {
-        false
-    }
+    /// How full each channel it sends on is, with the component receiving
+    /// on it: a full one says that receiver cannot keep up (NewtOS §5's
+    /// hint for the placement policy; see [`crate::host::load_sample`]).
+    fn outbound_fill(&self) -> Vec<(ComponentKind, f64)>;
 
     /// Replaces the component's state with a fresh instance's, attached to
     /// the same ports. Components with large state (TCP's connections, the

@@ -150,6 +150,10 @@ impl Component for Driver {
         self.ports.from_filter.fill()
     }
 
+    fn outbound_fill(&self) -> Vec<(ComponentKind, f64)> {
+        vec![(ComponentKind::Filter, self.ports.to_filter.fill())]
+    }
+
     fn buffers_out(&mut self) -> usize {
         self.ports.rx_alloc.outstanding()
     }

@@ -275,6 +275,13 @@ impl Component for Filter {
         self.ports.from_ip.fill().max(self.ports.from_driver.fill())
     }
 
+    fn outbound_fill(&self) -> Vec<(ComponentKind, f64)> {
+        vec![
+            (ComponentKind::Driver, self.ports.to_driver.fill()),
+            (ComponentKind::Ip, self.ports.to_ip.fill()),
+        ]
+    }
+
     fn restart(&mut self) -> Result<(), NotRestartable> {
         self.rules = self.config.to_vec();
         Ok(())

@@ -15,6 +15,7 @@
 //!   that finds no work for [`PARK_AFTER_EMPTY_POLLS`] polls in a row parks
 //!   on its bell until work or its deadline comes.
 
+use std::collections::BTreeSet;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
@@ -22,10 +23,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use dyncore_core::Nanos;
+use dyncore_core::placement::{ComponentSample, LoadSample};
 use dyncore_ring::SpinPolicy;
 
 use crate::app::App;
-use crate::component::{Component, INJECTED_CRASH, Progress};
+use crate::component::{Component, ComponentKind, INJECTED_CRASH, Progress};
 
 /// Installs (once) a panic hook that keeps injected crashes off stderr and
 /// passes every other panic to the previous hook.
@@ -112,6 +114,44 @@ impl Supervised {
         self.load.bytes += p.bytes;
         p
     }
+}
+
+/// A placement sample of one stack's components over a window that began
+/// when their loads were `before` (same order) and lasted `window_ns`: each
+/// component's busy fraction (from the host's busy time, so timed hosts
+/// only), how full its inbound channels are, and whether a sender's channel
+/// to it is at least `behind_fill` full (the "cannot keep up" hint).
+pub fn load_sample(
+    stack: &[Supervised],
+    before: &[Load],
+    window_ns: Nanos,
+    bits_per_s: f64,
+    behind_fill: f64,
+) -> LoadSample {
+    assert_eq!(stack.len(), before.len(), "one earlier load per component");
+    let behind: BTreeSet<ComponentKind> = stack
+        .iter()
+        .flat_map(|s| s.component.outbound_fill())
+        .filter(|&(_, fill)| fill >= behind_fill)
+        .map(|(k, _)| k)
+        .collect();
+    let components = stack
+        .iter()
+        .zip(before)
+        .map(|(s, b)| {
+            let k = s.component.kind();
+            let busy = s.load.busy_ns.saturating_sub(b.busy_ns) as f64 / window_ns.max(1) as f64;
+            (
+                k,
+                ComponentSample {
+                    busy: busy.min(1.0),
+                    fill: s.component.inbound_fill(),
+                    behind: behind.contains(&k),
+                },
+            )
+        })
+        .collect();
+    LoadSample { components, bits_per_s }
 }
 
 /// A host's clock.

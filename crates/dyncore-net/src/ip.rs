@@ -205,6 +205,13 @@ impl Component for Ip {
         self.ports.from_tcp.fill().max(self.ports.from_filter.fill())
     }
 
+    fn outbound_fill(&self) -> Vec<(ComponentKind, f64)> {
+        vec![
+            (ComponentKind::Filter, self.ports.to_filter.fill()),
+            (ComponentKind::Tcp, self.ports.to_tcp.fill()),
+        ]
+    }
+
     fn restart(&mut self) -> Result<(), NotRestartable> {
         self.logic = Logic { addr: self.addr };
         Ok(())

@@ -99,6 +99,11 @@ impl Component for SyscallServer {
         self.ports.clients.iter().map(|c| c.calls.fill()).fold(self.ports.from_tcp.fill(), f64::max)
     }
 
+    fn outbound_fill(&self) -> Vec<(ComponentKind, f64)> {
+        // Replies to clients go to applications, not components.
+        vec![(ComponentKind::Tcp, self.ports.to_tcp.fill())]
+    }
+
     fn restart(&mut self) -> Result<(), NotRestartable> {
         Ok(())
     }

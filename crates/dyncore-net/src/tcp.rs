@@ -493,6 +493,10 @@ impl Component for Tcp {
         self.ports.from_ip.fill().max(self.ports.from_sc.fill())
     }
 
+    fn outbound_fill(&self) -> Vec<(ComponentKind, f64)> {
+        vec![(ComponentKind::Ip, self.ports.to_ip.fill()), (ComponentKind::Syscall, self.ports.to_sc.fill())]
+    }
+
     fn buffers_out(&mut self) -> usize {
         let p = &mut self.ports;
         p.tx_alloc.outstanding() + p.clients.iter_mut().map(|c| c.recv_alloc.outstanding()).sum::<usize>()

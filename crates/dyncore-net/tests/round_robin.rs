@@ -251,3 +251,36 @@ fn a_sender_started_before_its_receiver_listens_retries_and_connects() {
     finish(&mut rr, 4_000_000, |_| ());
     assert_stream_intact(&rr.apps, total);
 }
+
+#[test]
+fn a_component_that_falls_behind_shows_in_the_placement_sample() {
+    let (comps, apps) = split_pair(MemWireConfig::default(), 8 << 20, |_| ());
+    let mut rr = host(comps, apps);
+    rr.run_until(100_000, |rr| rr.apps[0].report().digest.bytes > 1 << 20).unwrap();
+    // Then stack A's IP (index 2) gets one poll in 50: TCP's channel to it
+    // fills to the window.
+    let mut now = rr.now_ns();
+    for round in 0..2_000 {
+        now += TICK_NS;
+        for (i, s) in rr.components.iter_mut().enumerate() {
+            if i != 2 || round % 50 == 0 {
+                let _ = s.poll(now);
+            }
+        }
+        for a in &mut rr.apps {
+            let _ = a.poll(now);
+        }
+    }
+    let before = vec![Default::default(); 5];
+    // The window (about 50 frames here) queues in front of IP: a fifth of
+    // the 256 the channel can hold.
+    let s = dyncore_net::host::load_sample(&rr.components[..5], &before, 1_000_000, 0.0, 0.15);
+    let ip = s.components[&ComponentKind::Ip];
+    assert!(ip.behind, "TCP's filling channel names IP: {s:?}");
+    assert!(ip.fill >= 0.15, "{s:?}");
+    assert!(
+        !s.components[&ComponentKind::Tcp].behind && !s.components[&ComponentKind::Driver].behind,
+        "{s:?}"
+    );
+    assert_eq!(s.components.len(), 5);
+}
