@@ -22,9 +22,13 @@
 //!   heaviest first, each onto the least-loaded CPU);
 //! * `consolidate`: everything on one CPU at full speed;
 //! * `efficient`: the fewest and slowest cores that hold a throughput
-//!   target, found by the paper's procedure (§4.3): start spread at the
-//!   slowest step, raise TCP's core a step; when the bitrate does not rise in
-//!   proportion, raise the other cores a step instead;
+//!   target. It starts on one core at the slowest step and raises speeds by
+//!   the paper's procedure (§4.3): raise TCP's core a step; when the bitrate
+//!   does not rise in proportion, raise the other cores a step instead. A
+//!   core goes past the fastest duty step (into the chip-wide frequencies,
+//!   whose power grows with the cube) only when no core can be added; until
+//!   then, a stack whose cores are all at that step gets one more core,
+//!   spread so that each core's step holds the work it carries;
 //! * `dynamic`: consolidated while the load is light, spread as soon as a
 //!   burst shows (the shared CPU busy, channels filling, a hint), and
 //!   consolidated again only after the load has stayed light for several
@@ -284,7 +288,7 @@ pub struct EfficientTuning {
     pub proportion: f64,
     /// The target counts as held within this fraction below it.
     pub tolerance: f64,
-    /// A component at least this busy is saturated: the stack, not the
+    /// A CPU at least this busy is saturated: the stack, not the
     /// application, limits the bitrate.
     pub saturated_busy: f64,
 }
@@ -442,10 +446,11 @@ impl PlacementPolicy {
             Mode::Consolidate | Mode::Dynamic => {
                 (self.consolidated_layout(), format!("mode {mode}: all components on one CPU, full speed"))
             }
-            Mode::Efficient { .. } => (
-                self.spread_layout(self.speeds.slowest()),
-                format!("mode {mode}: start spread at the slowest step and raise TCP first"),
-            ),
+            Mode::Efficient { .. } => {
+                let mut l = self.consolidated_layout();
+                l.step_of.insert(self.cfg.cpus[0], self.speeds.slowest());
+                (l, format!("mode {mode}: start on one core at the slowest step"))
+            }
             Mode::Manual if !self.layout.cpu_of.is_empty() => return,
             Mode::Manual => (self.spread_layout(fastest), "mode manual: start spread at full speed".into()),
         };
@@ -559,7 +564,8 @@ impl PlacementPolicy {
         }
     }
 
-    /// `efficient`: the paper's tuning procedure (module docs).
+    /// `efficient`: the fewest cores, then the paper's tuning procedure
+    /// on their speeds (module docs).
     fn efficient(&mut self, now_ns: Nanos, s: &LoadSample, target: f64, out: &mut Vec<Decision>) {
         let t = self.cfg.efficient;
         if self.settle > 0 {
@@ -570,14 +576,31 @@ impl PlacementPolicy {
         if bits >= target * (1.0 - t.tolerance) {
             return;
         }
-        let saturated = self.kinds.iter().any(|&k| {
-            let c = sample_of(s, k);
-            c.busy >= t.saturated_busy || c.fill >= self.cfg.dynamic.spread_fill || c.behind
-        });
+        // Saturated: a CPU is busy (its components' busy fractions add up),
+        // a channel is filling or a hint is raised.
+        let busiest_cpu = self
+            .layout
+            .groups()
+            .values()
+            .map(|g| g.iter().map(|&k| sample_of(s, k).busy).sum::<f64>())
+            .fold(0.0, f64::max);
+        let saturated = busiest_cpu >= t.saturated_busy
+            || self.kinds.iter().any(|&k| {
+                let c = sample_of(s, k);
+                c.fill >= self.cfg.dynamic.spread_fill || c.behind
+            });
         if !saturated {
             // The application offers less than the target: speed would not help.
             return;
         }
+        // While a core can be added, a core is not raised past the fastest
+        // duty step (1600 MHz): above it the chip frequency rises, and its
+        // power with the cube of it, so a second core at a low duty costs
+        // less (e.g. 800 + 1000 MHz: 5.38 + 6.16 = 11.5 W against one core
+        // at 1867 MHz: 12.2 W).
+        let can_grow = self.layout.cpus_in_use().len() < self.cfg.cpus.len().min(self.kinds.len());
+        let limit = if can_grow { self.duty_floor() } else { self.speeds.fastest() };
+        let raisable = |p: &Self, cpu: CpuId| p.faster(cpu).is_some_and(|f| f >= limit);
         let tcp_cpu = self.layout.cpu_of.get(&ComponentKind::Tcp).copied();
         let hinted = self.kinds.iter().copied().find(|&k| sample_of(s, k).behind);
         let tcp_paid_off = match self.tuning {
@@ -592,7 +615,7 @@ impl PlacementPolicy {
         let (cpus, who, why) = if let Some(k) = hinted {
             let cpu = self.layout.cpu_of[&k];
             (vec![cpu], "hint", format!("a sender reports {k} cannot keep up"))
-        } else if let Some(cpu) = tcp_cpu.filter(|c| tcp_paid_off && self.faster(*c).is_some()) {
+        } else if let Some(cpu) = tcp_cpu.filter(|&c| tcp_paid_off && raisable(self, c)) {
             (
                 vec![cpu],
                 "tcp",
@@ -602,7 +625,7 @@ impl PlacementPolicy {
             let others: Vec<CpuId> =
                 self.layout.cpus_in_use().into_iter().filter(|c| Some(*c) != tcp_cpu).collect();
             let why = if tcp_paid_off {
-                "TCP's core is at full speed: raise the others".to_string()
+                "TCP's core is at its limit: raise the others".to_string()
             } else {
                 format!(
                     "raising TCP did not raise the bitrate in proportion ({:.2} Gbps): raise the others",
@@ -611,25 +634,56 @@ impl PlacementPolicy {
             };
             (others, "others", why)
         };
-        let raise: Vec<CpuId> = cpus.into_iter().filter(|c| self.faster(*c).is_some()).collect();
+        let mut raise: Vec<CpuId> = cpus.into_iter().filter(|&c| raisable(self, c)).collect();
+        let mut why = format!("efficient: {why}");
         if raise.is_empty() {
-            // Nothing left to raise where it was needed: try every core.
-            let any: Vec<CpuId> =
-                self.layout.cpus_in_use().into_iter().filter(|c| self.faster(*c).is_some()).collect();
-            if any.is_empty() {
-                self.tuning = Tuning::Exhausted;
-                return;
-            }
-            return self.raise(
-                now_ns,
-                &any,
-                "others",
-                "efficient: no core left to raise where needed",
-                bits,
-                out,
-            );
+            // Nothing left to raise where it was needed: any core that can be.
+            raise = self.layout.cpus_in_use().into_iter().filter(|&c| raisable(self, c)).collect();
+            why = "efficient: no core left to raise where needed: raise any".into();
         }
-        self.raise(now_ns, &raise, who, &format!("efficient: {why}"), bits, out);
+        if !raise.is_empty() {
+            return self.raise(now_ns, &raise, who, &why, bits, out);
+        }
+        if can_grow {
+            return self.grow(now_ns, bits, target, out);
+        }
+        self.tuning = Tuning::Exhausted;
+    }
+
+    /// The fastest step that only throttles (the chip at its lowest
+    /// frequency): 1600 MHz on NewtOS's machine.
+    fn duty_floor(&self) -> StepIdx {
+        let chip = self.speeds.get(self.speeds.slowest()).chip_mhz;
+        (0..self.speeds.len() as u8)
+            .map(StepIdx)
+            .find(|&i| self.speeds.get(i).chip_mhz == chip)
+            .expect("the slowest step is at the lowest chip frequency")
+    }
+
+    /// Adds a core: spreads over one more CPU, each CPU at the slowest step
+    /// that holds the work its components did in the last sample (so the
+    /// bitrate does not dip), and goes on tuning from there.
+    fn grow(&mut self, now_ns: Nanos, bits: f64, target: f64, out: &mut Vec<Decision>) {
+        let n = self.layout.cpus_in_use().len() + 1;
+        let mut l = self.spread_over(n);
+        for (cpu, group) in l.groups() {
+            let work: f64 = group.iter().map(|k| self.work[k]).sum();
+            let step = (0..self.speeds.len() as u8)
+                .rev()
+                .map(StepIdx)
+                .find(|&i| self.speeds.capacity(i) >= work)
+                .unwrap_or(self.speeds.fastest());
+            l.step_of.insert(cpu, step);
+        }
+        self.tuning = Tuning::Searching;
+        self.settle = self.cfg.efficient.settle_samples;
+        let why = format!(
+            "efficient: {:.2} Gbps below the target {:.2} with {} core(s) at their duty limit: add a core",
+            bits / 1e9,
+            target / 1e9,
+            n - 1
+        );
+        self.transition(now_ns, l, &why, out);
     }
 
     fn faster(&self, cpu: CpuId) -> Option<StepIdx> {
@@ -674,28 +728,35 @@ impl PlacementPolicy {
         l
     }
 
-    /// One CPU per component where there are enough; otherwise the
-    /// heaviest first, each onto the least-loaded CPU (longest processing
-    /// time first). Used CPUs go to `step`.
+    /// Every CPU (up to one per component) at `step`; see [`Self::spread_over`].
     fn spread_layout(&self, step: StepIdx) -> Layout {
+        let mut l = self.spread_over(self.cfg.cpus.len());
+        for cpu in l.cpus_in_use() {
+            l.step_of.insert(cpu, step);
+        }
+        l
+    }
+
+    /// The components over the first `n` CPUs: one each where there are
+    /// enough; otherwise the heaviest first, each onto the least-loaded CPU
+    /// (longest processing time first). Steps are left as they are.
+    fn spread_over(&self, n: usize) -> Layout {
+        let n = n.clamp(1, self.cfg.cpus.len());
         let mut order = self.kinds.clone();
         // Heaviest first; ties in pipeline order (stable sort).
         order.sort_by(|a, b| self.work[b].total_cmp(&self.work[a]));
-        let mut load: Vec<f64> = vec![0.0; self.cfg.cpus.len()];
+        let mut load: Vec<f64> = vec![0.0; n];
         let mut cpu_of = BTreeMap::new();
         for (i, k) in order.iter().enumerate() {
-            let slot = if i < self.cfg.cpus.len() {
+            let slot = if i < n {
                 i
             } else {
-                (0..load.len()).min_by(|&a, &b| load[a].total_cmp(&load[b])).expect("at least one CPU")
+                (0..n).min_by(|&a, &b| load[a].total_cmp(&load[b])).expect("at least one CPU")
             };
             load[slot] += self.work[k];
             cpu_of.insert(*k, self.cfg.cpus[slot]);
         }
         let mut l = Layout { cpu_of, step_of: self.layout.step_of.clone() };
-        for cpu in l.cpus_in_use() {
-            l.step_of.insert(cpu, step);
-        }
         self.fill_steps(&mut l);
         l
     }
