@@ -332,8 +332,9 @@ fn write_report(
     writeln!(md, "Power sources: {}.  ", power.describe())?;
     writeln!(
         md,
-        "Cycles per byte use the clock /proc/cpuinfo states ({}); joules are {MODELLED}, every CPU-second \
-         counted as a busy core at 2267 MHz.\n",
+        "CPU time is the two threads' CPU clocks: kernel work done in interrupt context or by kernel \
+         threads (softirq) is not in it. Cycles per byte use the clock /proc/cpuinfo states ({}); joules \
+         are {MODELLED}, every CPU-second counted as a busy core at 2267 MHz.\n",
         mhz.map_or("none stated".into(), |m| format!("{m:.0} MHz"))
     )?;
     writeln!(
