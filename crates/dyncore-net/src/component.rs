@@ -10,6 +10,16 @@
 //! Components hold no reference to each other: everything they exchange goes
 //! through their ports (channels, pools, the wire), which are built by
 //! [`crate::stack`] and outlive a crashed instance.
+//!
+//! Hosting rules: a component is `Send` and may move to another thread (a
+//! runtime CPU) between two polls, never during one — its channel ends are
+//! single-producer single-consumer, so exactly one host polls it at a time.
+//! A host that parks it waits on [`Component::bell`] with
+//! [`Component::deadline_ns`] as the deadline and `has_work` as the
+//! condition (the waiter's protocol makes that free of lost wake-ups). One
+//! bell per component means a CPU that hosts several components has several
+//! wait points; phase B decides how such a CPU sleeps (a short deadline, or
+//! a bell that forwards to the CPU's).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
