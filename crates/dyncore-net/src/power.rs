@@ -51,6 +51,36 @@ pub struct PowerSources {
     pub cpufreq: Vec<CpuFreq>,
 }
 
+/// Measures the energy of the RAPL package zones over an interval.
+#[derive(Debug, Clone)]
+pub struct EnergyMeter {
+    zones: Vec<RaplZone>,
+    start_uj: Vec<u64>,
+}
+
+impl EnergyMeter {
+    /// Starts measuring, or `None` where the machine has no package zone
+    /// (or a counter cannot be read).
+    pub fn start(sources: &PowerSources) -> Option<EnergyMeter> {
+        let zones: Vec<RaplZone> =
+            sources.rapl.iter().filter(|z| z.name.starts_with("package")).cloned().collect();
+        if zones.is_empty() {
+            return None;
+        }
+        let start_uj = zones.iter().map(RaplZone::read_uj).collect::<io::Result<_>>().ok()?;
+        Some(EnergyMeter { zones, start_uj })
+    }
+
+    /// Joules since [`EnergyMeter::start`] (each counter's wrap undone).
+    pub fn joules(&self) -> io::Result<f64> {
+        let mut uj = 0;
+        for (z, &s) in self.zones.iter().zip(&self.start_uj) {
+            uj += energy_delta_uj(s, z.read_uj()?, z.max_energy_range_uj);
+        }
+        Ok(uj as f64 / 1e6)
+    }
+}
+
 fn read_u64(p: &Path) -> io::Result<u64> {
     std::fs::read_to_string(p)?
         .trim()
@@ -161,6 +191,29 @@ mod tests {
         assert_eq!((s.cpufreq[0].cpu, s.cpufreq[0].read_khz().unwrap()), (1, 1600000));
         assert_eq!(s.cpufreq[0].available_khz, [2267000, 1600000]);
         assert!(s.describe().contains("measured by RAPL"), "{}", s.describe());
+        std::fs::remove_dir_all(sys).unwrap();
+    }
+
+    #[test]
+    fn an_energy_meter_sums_the_packages_across_a_wrap() {
+        let sys = fake_sys("meter");
+        let zone = |n: usize, name: &str, uj: u64| {
+            let z = sys.join(format!("class/powercap/intel-rapl:{n}"));
+            write(z.join("name"), name);
+            write(z.join("energy_uj"), &uj.to_string());
+            write(z.join("max_energy_range_uj"), "1000000000");
+        };
+        zone(0, "package-0", 999_000_000);
+        zone(1, "package-1", 5_000_000);
+        zone(2, "dram", 0);
+        let s = PowerSources::probe_at(&sys);
+        let m = EnergyMeter::start(&s).unwrap();
+        // Package 0 wraps: 999 J → 1000 J (wrap) → 2 J: 3 J; package 1: 7 J; DRAM is not a package.
+        zone(0, "package-0", 2_000_000);
+        zone(1, "package-1", 12_000_000);
+        zone(2, "dram", 50_000_000);
+        assert!((m.joules().unwrap() - 10.0).abs() < 1e-9);
+        assert!(EnergyMeter::start(&PowerSources::default()).is_none());
         std::fs::remove_dir_all(sys).unwrap();
     }
 

@@ -33,7 +33,7 @@ use dyncore_core::CpuId;
 use dyncore_core::power::{MODELLED, PowerModel, SpeedTable};
 use dyncore_net::app::App;
 use dyncore_net::mono::{Mono, MonoRole};
-use dyncore_net::power::PowerSources;
+use dyncore_net::power::{EnergyMeter, PowerSources};
 use dyncore_net::stream::{Digest, StreamGen, StreamHash};
 use dyncore_net::tcp::SocketConfig;
 use dyncore_net::wire::mem::{self, MemWireConfig};
@@ -75,6 +75,8 @@ struct Run {
     wall_ns: u64,
     /// CPU time of both threads.
     cpu_ns: u64,
+    /// Package energy measured by RAPL, where the machine has it.
+    joules: Option<f64>,
 }
 
 impl Run {
@@ -95,6 +97,9 @@ struct Row {
     cpu_s_per_gb: f64,
     cycles_per_byte: Option<f64>,
     joules_per_gb_modelled: f64,
+    /// From RAPL, where the machine has it (the whole package, not only
+    /// these threads).
+    joules_per_gb_measured: Option<f64>,
 }
 
 /// The CPU time the calling thread has used.
@@ -167,7 +172,7 @@ fn linux_loopback(bytes: u64, cpus: (CpuId, CpuId)) -> Result<Run> {
     })?;
     let wall_ns = super::ns(t0.elapsed());
     check_digests("B0", sent.0, got.0)?;
-    Ok(Run { bytes, wall_ns, cpu_ns: sent.1 + got.1 })
+    Ok(Run { bytes, wall_ns, cpu_ns: sent.1 + got.1, joules: None })
 }
 
 fn check_digests(what: &str, sent: Digest, got: Digest) -> Result<()> {
@@ -204,7 +209,15 @@ fn smoltcp_mono(bytes: u64, mtu: usize, cpus: (CpuId, CpuId)) -> Result<Run> {
     })?;
     let wall_ns = super::ns(epoch.elapsed());
     check_digests("B1", tx.0.report().digest, rx.0.report().digest)?;
-    Ok(Run { bytes, wall_ns, cpu_ns: tx.1 + rx.1 })
+    Ok(Run { bytes, wall_ns, cpu_ns: tx.1 + rx.1, joules: None })
+}
+
+/// Runs `f`, adding the package energy RAPL measured where there is RAPL.
+fn with_energy(power: &PowerSources, f: impl FnOnce() -> Result<Run>) -> Result<Run> {
+    let meter = EnergyMeter::start(power);
+    let mut run = f()?;
+    run.joules = meter.map(|m| m.joules()).transpose().context("reading RAPL")?;
+    Ok(run)
 }
 
 fn summarise(key: &'static str, what: &'static str, runs: Vec<Run>, mhz: Option<f64>) -> Row {
@@ -212,7 +225,9 @@ fn summarise(key: &'static str, what: &'static str, runs: Vec<Run>, mhz: Option<
     g.sort_unstable();
     let bytes: u64 = runs.iter().map(|r| r.bytes).sum();
     let cpu_ns: u64 = runs.iter().map(|r| r.cpu_ns).sum();
-    let cpu_s_per_gb = cpu_ns as f64 / 1e9 / (bytes as f64 / 1e9);
+    let gb = bytes as f64 / 1e9;
+    let cpu_s_per_gb = cpu_ns as f64 / 1e9 / gb;
+    let measured: Option<f64> = runs.iter().map(|r| r.joules).sum();
     // Every CPU-second modelled as a busy core at the fastest step.
     let model = PowerModel::newtos();
     let busy_w = model.busy_w(SpeedTable::newtos().get(SpeedTable::newtos().fastest()));
@@ -225,6 +240,7 @@ fn summarise(key: &'static str, what: &'static str, runs: Vec<Run>, mhz: Option<
         cpu_s_per_gb,
         cycles_per_byte: mhz.map(|m| cpu_ns as f64 * m / 1e3 / bytes as f64),
         joules_per_gb_modelled: cpu_s_per_gb * busy_w,
+        joules_per_gb_measured: measured.map(|j| j / gb),
         runs,
     }
 }
@@ -257,8 +273,10 @@ pub fn run(args: &Args, out: &Path) -> Result<()> {
     let cpus = (tx_cpu, rx_cpu);
     let (mut b0, mut b1) = (Vec::new(), Vec::new());
     for round in 1..=args.runs {
-        b0.push(linux_loopback(bytes, cpus).context("B0 (Linux loopback)")?);
-        b1.push(smoltcp_mono(bytes, args.mtu, cpus).context("B1 (monolithic smoltcp)")?);
+        b0.push(with_energy(&power, || linux_loopback(bytes, cpus)).context("B0 (Linux loopback)")?);
+        b1.push(
+            with_energy(&power, || smoltcp_mono(bytes, args.mtu, cpus)).context("B1 (monolithic smoltcp)")?,
+        );
         println!(
             "  round {round}/{}: B0 {:.2} Gbps, B1 {:.2} Gbps",
             args.runs,
@@ -290,7 +308,7 @@ fn write_report(
 ) -> Result<()> {
     let mut t = Table::new(
         format!("TCP streams, {} rounds of {} MiB (median, min–max)", args.runs, bytes >> 20),
-        &["", "configuration", "Gbps", "spread", "CPU-s/GB", "cycles/B", "J/GB (modelled)"],
+        &["", "configuration", "Gbps", "spread", "CPU-s/GB", "cycles/B", "J/GB (modelled)", "J/GB (RAPL)"],
     );
     for r in rows {
         t.row(vec![
@@ -301,6 +319,7 @@ fn write_report(
             format!("{:.2}", r.cpu_s_per_gb),
             r.cycles_per_byte.map_or("–".into(), |c| format!("{c:.1}")),
             format!("{:.1}", r.joules_per_gb_modelled),
+            r.joules_per_gb_measured.map_or("no RAPL".into(), |j| format!("{j:.1}")),
         ]);
     }
     let mut tt = Table::new(
