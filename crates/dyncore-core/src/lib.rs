@@ -8,7 +8,9 @@
 pub mod cpuset;
 pub mod exec;
 pub mod node;
+pub mod placement;
 pub mod policy;
+pub mod power;
 pub mod profile;
 pub mod proxy;
 pub mod reconfig;

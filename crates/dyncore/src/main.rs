@@ -33,6 +33,7 @@ mod plot;
 mod report;
 mod scenarios;
 mod seeds;
+mod stack_cmd;
 mod table;
 mod topology;
 mod trace;
@@ -68,6 +69,8 @@ enum Cmd {
     Bench(bench::BenchCmd),
     /// What the live backend finds on this machine: usable CPUs, cores, kinds, NUMA nodes.
     Topology(topology::TopologyArgs),
+    /// A TCP stream through the NewtOS split network stack: throughput, per-component load, restarts.
+    Stack(stack_cmd::Args),
 }
 
 #[derive(Debug, Default, clap::Args)]
@@ -113,12 +116,15 @@ fn main() -> ExitCode {
         Some(Cmd::Check { files }) => check(files),
         Some(Cmd::Bench(b)) => bench::run(b, &cli.out),
         Some(Cmd::Topology(t)) => topology::run(t),
+        Some(Cmd::Stack(a)) => stack_cmd::run(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<BadInput>().is_some() { ExitCode::from(2) } else { ExitCode::FAILURE }
+            let bad =
+                e.downcast_ref::<BadInput>().is_some() || e.downcast_ref::<stack_cmd::BadArgs>().is_some();
+            if bad { ExitCode::from(2) } else { ExitCode::FAILURE }
         }
     }
 }

@@ -354,3 +354,20 @@ fn a_run_past_its_event_budget_stops_and_writes_nothing() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains(&format!("{f}:11:14: run[0].sim.max_events: ")), "{}", stderr(&o));
 }
+
+#[test]
+fn stack_streams_through_the_split_stack_and_refuses_bad_input() {
+    let o = dyncore(&["stack", "--bytes", "4M", "--crash", "ip", "--crash-every-ms", "1"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}{out}", stderr(&o));
+    assert!(out.contains("the stream checksums match") && out.contains("restarts"), "{out}");
+    for (args, needle) in [
+        (&["stack", "--crash", "nic"][..], "unknown component `nic`; known components: syscall, tcp, ip"),
+        (&["stack", "--crash", "tcp"][..], "cannot be restarted"),
+        (&["stack", "--filter", "permit in"][..], "expected `allow` or `deny`"),
+    ] {
+        let o = dyncore(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+}

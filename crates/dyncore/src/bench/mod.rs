@@ -14,6 +14,7 @@ pub mod goal;
 pub mod reconfig;
 pub mod sidecall;
 pub mod sim;
+pub mod stack;
 pub mod stats;
 
 pub use goal::{Gate, Goal, goals_table};
@@ -27,6 +28,8 @@ pub enum BenchCmd {
     Sidecall(sidecall::Args),
     /// Runtime CPU offline/online (naive vs Bolt) against Linux hotplug, cpusets, affinity.
     Reconfig(reconfig::Args),
+    /// TCP streams: Linux loopback (B0) and the monolithic smoltcp stack (B1), in interleaved rounds.
+    Stack(stack::Args),
 }
 
 /// Runs a bench; with `--strict`, fails when a goal's verdict is not the
@@ -36,6 +39,7 @@ pub fn run(cmd: &BenchCmd, out: &Path) -> Result<()> {
         BenchCmd::Sim(a) => ("sim", a.gate, sim::run(a, out)?),
         BenchCmd::Sidecall(a) => ("sidecall", a.gate, sidecall::run(a, out)?),
         BenchCmd::Reconfig(a) => ("reconfig", a.gate, reconfig::run(a, out)?),
+        BenchCmd::Stack(a) => ("stack", a.gate, stack::run(a, out)?),
     };
     if gate.strict { goal::strict_check(name, &goals) } else { Ok(()) }
 }

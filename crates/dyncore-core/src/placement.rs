@@ -1,0 +1,340 @@
+//! Placement of a split network stack's components (NewtOS): which CPU runs
+//! each component, and how fast each CPU goes.
+//!
+//! [`PlacementPolicy`] is a state machine fed by load samples, each with its
+//! time; it owns no clock and does no I/O, so the live stack (phase B) and
+//! the simulator (issue 11) drive the same code, and a recorded run replays
+//! to the same decisions. One instance places one stack's components on the
+//! CPUs it is given.
+//!
+//! **Inputs** ([`LoadSample`]): per component, its busy fraction on its CPU,
+//! how full its inbound channels are, and whether a sender reported that it
+//! cannot keep up (the hint NewtOS §5 proposes); and the stream's bitrate.
+//! The policy knows each CPU's speed step (it set them).
+//!
+//! **Outputs** ([`Decision`]): an [`Action`] — dedicate a CPU to a component,
+//! consolidate components on a CPU, migrate one component, set a CPU's
+//! speed — each with the reason it was taken, for the log and the trace.
+//!
+//! **Modes** ([`Mode`]):
+//! * `spread`: every component on its own CPU at full speed (with fewer CPUs
+//!   than components, they share the CPUs, balanced by their measured work:
+//!   heaviest first, each onto the least-loaded CPU);
+//! * `consolidate`: everything on one CPU at full speed;
+//! * `efficient`: the fewest and slowest cores that hold a throughput
+//!   target. It starts on one core at the slowest step and raises speeds by
+//!   the paper's procedure (§4.3): raise TCP's core a step; when the bitrate
+//!   does not rise in proportion, raise the other cores a step instead. A
+//!   core goes past the fastest duty step (into the chip-wide frequencies,
+//!   whose power grows with the cube) only when no core can be added; until
+//!   then, a stack whose cores are all at that step gets one more core,
+//!   spread so that each core's step holds the work it carries;
+//! * `dynamic`: consolidated while the load is light, spread as soon as a
+//!   burst shows (the shared CPU busy, channels filling, a hint), and
+//!   consolidated again only after the load has stayed light for several
+//!   samples and a minimum time since the last change (hysteresis);
+//! * `manual`: hold the layout; only explicit moves and speeds change it.
+//!
+//! *Work* is the policy's unit of load: a component busy a fraction `b` of
+//! the time on a CPU at a step of capacity `c` (its speed relative to the
+//! fastest step) needs `b · c` of a full-speed CPU. Work adds up across
+//! components, which is how the policy predicts what a consolidated CPU or a
+//! spread layout would carry.
+//!
+//! Invariants (checked by [`PlacementPolicy::check`] after every decision in
+//! debug builds): every component is on exactly one of the policy's CPUs;
+//! every one of its CPUs has a speed step from the table; a decision is
+//! emitted exactly when the layout changes, and the decisions, applied in
+//! order to the previous layout, give the new one.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::power::StepIdx;
+use crate::{CpuId, Nanos};
+
+/// The components of a NewtOS-style split network stack, in pipeline order
+/// from the application to the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ComponentKind {
+    /// The syscall server: applications' synchronous calls to messages.
+    Syscall,
+    /// TCP (smoltcp's sockets): the component that copies payload.
+    Tcp,
+    /// IP: checksums and header checks.
+    Ip,
+    /// The packet filter.
+    Filter,
+    /// The driver: frames between the stack and the wire.
+    Driver,
+}
+
+impl ComponentKind {
+    pub const ALL: [ComponentKind; 5] = [
+        ComponentKind::Syscall,
+        ComponentKind::Tcp,
+        ComponentKind::Ip,
+        ComponentKind::Filter,
+        ComponentKind::Driver,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ComponentKind::Syscall => "syscall",
+            ComponentKind::Tcp => "tcp",
+            ComponentKind::Ip => "ip",
+            ComponentKind::Filter => "filter",
+            ComponentKind::Driver => "driver",
+        }
+    }
+
+    /// Work assumed before the first sample, in full-speed CPUs: the
+    /// paper's §4.2 utilisations (TCP about 70%, IP and the driver under
+    /// 40%); the filter and the syscall server are light.
+    fn prior_work(self) -> f64 {
+        match self {
+            ComponentKind::Tcp => 0.7,
+            ComponentKind::Ip | ComponentKind::Driver => 0.4,
+            ComponentKind::Filter => 0.2,
+            ComponentKind::Syscall => 0.1,
+        }
+    }
+}
+
+impl std::fmt::Display for ComponentKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ComponentKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ComponentKind::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
+            let known: Vec<_> = ComponentKind::ALL.iter().map(|k| k.name()).collect();
+            format!("unknown component `{s}`; known components: {}", known.join(", "))
+        })
+    }
+}
+
+/// One component's load over a sample period.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ComponentSample {
+    /// Fraction of the period it was busy on its CPU, 0 to 1.
+    pub busy: f64,
+    /// How full its fullest inbound channel is, 0 to 1.
+    pub fill: f64,
+    /// A sender to it reported that it cannot keep up.
+    pub behind: bool,
+}
+
+/// The load of a stack over a sample period. Components missing from the
+/// map count as idle.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadSample {
+    pub components: BTreeMap<ComponentKind, ComponentSample>,
+    /// The stream's bitrate over the period (what `efficient` holds).
+    pub bits_per_s: f64,
+}
+
+/// What the policy tries to do.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Spread,
+    Consolidate,
+    Efficient { target_bits_per_s: f64 },
+    Dynamic,
+    Manual,
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mode::Spread => f.write_str("spread"),
+            Mode::Consolidate => f.write_str("consolidate"),
+            Mode::Efficient { target_bits_per_s } => {
+                write!(f, "efficient ({:.2} Gbps)", target_bits_per_s / 1e9)
+            }
+            Mode::Dynamic => f.write_str("dynamic"),
+            Mode::Manual => f.write_str("manual"),
+        }
+    }
+}
+
+/// What a backend is asked to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Run `component` alone on `cpu`: it polls, and parks after a run of
+    /// empty polls.
+    Dedicate { component: ComponentKind, cpu: CpuId },
+    /// Run these components round-robin on `cpu`, with notifications.
+    Consolidate { components: Vec<ComponentKind>, cpu: CpuId },
+    /// Move one component to another CPU (sharing it with whatever runs there).
+    Migrate { component: ComponentKind, from: CpuId, to: CpuId },
+    /// Set a CPU's speed step.
+    SetSpeed { cpu: CpuId, step: StepIdx },
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::Dedicate { component, cpu } => write!(f, "dedicate cpu {cpu} to {component}"),
+            Action::Consolidate { components, cpu } => {
+                let names: Vec<_> = components.iter().map(|c| c.name()).collect();
+                write!(f, "consolidate {} on cpu {cpu}", names.join("+"))
+            }
+            Action::Migrate { component, from, to } => write!(f, "migrate {component} cpu {from} → {to}"),
+            Action::SetSpeed { cpu, step } => write!(f, "set cpu {cpu} to step {}", step.0),
+        }
+    }
+}
+
+/// An action, when it was decided and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub at_ns: Nanos,
+    pub action: Action,
+    pub reason: String,
+}
+
+/// Where every component runs and how fast every CPU goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layout {
+    pub cpu_of: BTreeMap<ComponentKind, CpuId>,
+    pub step_of: BTreeMap<CpuId, StepIdx>,
+}
+
+impl Layout {
+    /// The components on each CPU that has any.
+    pub fn groups(&self) -> BTreeMap<CpuId, BTreeSet<ComponentKind>> {
+        let mut g: BTreeMap<CpuId, BTreeSet<ComponentKind>> = BTreeMap::new();
+        for (&c, &cpu) in &self.cpu_of {
+            g.entry(cpu).or_default().insert(c);
+        }
+        g
+    }
+
+    /// CPUs that run at least one component (the others are power-gated).
+    pub fn cpus_in_use(&self) -> BTreeSet<CpuId> {
+        self.cpu_of.values().copied().collect()
+    }
+
+    /// Applies an action, as a backend would.
+    pub fn apply(&mut self, a: &Action) {
+        match a {
+            Action::Dedicate { component, cpu } => {
+                self.cpu_of.insert(*component, *cpu);
+            }
+            Action::Consolidate { components, cpu } => {
+                for c in components {
+                    self.cpu_of.insert(*c, *cpu);
+                }
+            }
+            Action::Migrate { component, to, .. } => {
+                self.cpu_of.insert(*component, *to);
+            }
+            Action::SetSpeed { cpu, step } => {
+                self.step_of.insert(*cpu, *step);
+            }
+        }
+    }
+}
+
+/// Thresholds of the `dynamic` mode.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DynamicTuning {
+    /// Spread when the consolidated CPU is at least this busy...
+    pub spread_busy: f64,
+    /// ... or any inbound channel is at least this full (a burst queues
+    /// before it shows as busy time) ...
+    pub spread_fill: f64,
+    /// ... for this many samples in a row (1: react at once).
+    pub spread_after: u32,
+    /// Consolidate when all components together need at most this much of
+    /// a full-speed CPU, no channel is filling and no hint is raised ...
+    pub consolidate_work: f64,
+    /// ... for this many samples in a row.
+    pub consolidate_after: u32,
+    /// No change sooner than this after the previous one.
+    pub min_dwell_ns: Nanos,
+}
+
+impl Default for DynamicTuning {
+    fn default() -> Self {
+        // Hysteresis: consolidating at ≤ 0.40 leaves the shared CPU about
+        // 0.40 busy, well under the 0.75 that spreads again.
+        DynamicTuning {
+            spread_busy: 0.75,
+            spread_fill: 0.5,
+            spread_after: 1,
+            consolidate_work: 0.4,
+            consolidate_after: 5,
+            min_dwell_ns: 50_000_000,
+        }
+    }
+}
+
+/// Parameters of the `efficient` mode's tuning procedure.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EfficientTuning {
+    /// Samples to let a speed change settle before judging it.
+    pub settle_samples: u32,
+    /// A step of TCP's core pays off when the bitrate rises by at least
+    /// this fraction of the step's relative speed increase.
+    pub proportion: f64,
+    /// The target counts as held within this fraction below it.
+    pub tolerance: f64,
+    /// A CPU at least this busy is saturated: the stack, not the
+    /// application, limits the bitrate.
+    pub saturated_busy: f64,
+}
+
+impl Default for EfficientTuning {
+    fn default() -> Self {
+        EfficientTuning { settle_samples: 1, proportion: 0.5, tolerance: 0.02, saturated_busy: 0.9 }
+    }
+}
+
+/// How to place a stack.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlacementConfig {
+    /// The CPUs the stack may use, in order of preference.
+    pub cpus: Vec<CpuId>,
+    pub mode: Mode,
+    pub dynamic: DynamicTuning,
+    pub efficient: EfficientTuning,
+}
+
+impl PlacementConfig {
+    pub fn new(cpus: Vec<CpuId>, mode: Mode) -> Self {
+        PlacementConfig {
+            cpus,
+            mode,
+            dynamic: DynamicTuning::default(),
+            efficient: EfficientTuning::default(),
+        }
+    }
+}
+
+/// A configuration the policy cannot work with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacementError(pub String);
+
+impl std::fmt::Display for PlacementError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PlacementError {}
+
+mod machine;
+
+pub use machine::PlacementPolicy;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,395 @@
+//! The placement policy's decisions, with the arithmetic behind each.
+
+use super::*;
+use crate::power::SpeedTable;
+
+use ComponentKind::{Driver, Filter, Ip, Syscall, Tcp};
+
+const MS: Nanos = 1_000_000;
+
+fn policy(cpus: &[CpuId], mode: Mode, kinds: &[ComponentKind]) -> PlacementPolicy {
+    PlacementPolicy::new(PlacementConfig::new(cpus.to_vec(), mode), kinds, SpeedTable::newtos()).unwrap()
+}
+
+fn sample(busy: &[(ComponentKind, f64)]) -> LoadSample {
+    LoadSample {
+        components: busy
+            .iter()
+            .map(|&(k, b)| (k, ComponentSample { busy: b, ..Default::default() }))
+            .collect(),
+        bits_per_s: 0.0,
+    }
+}
+
+fn groups(p: &PlacementPolicy) -> Vec<(CpuId, Vec<ComponentKind>)> {
+    p.layout().groups().into_iter().map(|(c, g)| (c, g.into_iter().collect())).collect()
+}
+
+fn mhz(p: &PlacementPolicy, cpu: CpuId) -> u32 {
+    p.speeds().get(p.layout().step_of[&cpu]).mhz
+}
+
+#[test]
+fn spread_gives_each_component_a_cpu_at_full_speed() {
+    let mut p = policy(&[0, 1, 2, 3, 4], Mode::Spread, &ComponentKind::ALL);
+    let mut out = Vec::new();
+    p.start(0, &mut out);
+    assert_eq!(p.layout().cpus_in_use().len(), 5);
+    assert!((0..5).all(|c| mhz(&p, c) == 2267));
+    // Five dedications and five speeds, all with the mode as the reason.
+    assert_eq!(out.iter().filter(|d| matches!(d.action, Action::Dedicate { .. })).count(), 5);
+    assert_eq!(out.iter().filter(|d| matches!(d.action, Action::SetSpeed { .. })).count(), 5);
+    assert!(out.iter().all(|d| d.reason.contains("spread")));
+    // Samples do not move a spread stack.
+    out.clear();
+    p.on_sample(10 * MS, &sample(&[(Tcp, 1.0)]), &mut out);
+    assert!(out.is_empty());
+}
+
+#[test]
+fn spread_on_fewer_cpus_balances_the_work() {
+    // Prior work: TCP 0.7, IP 0.4, driver 0.4, filter 0.2, syscall 0.1.
+    // Heaviest first onto the least-loaded CPU:
+    //   tcp → 0 (0.7); ip → 1 (0.4); driver → 1 (0.4 < 0.7: 0.8);
+    //   filter → 0 (0.7 < 0.8: 0.9); syscall → 1 (0.8 < 0.9: 0.9).
+    let mut p = policy(&[0, 1], Mode::Spread, &ComponentKind::ALL);
+    p.start(0, &mut Vec::new());
+    assert_eq!(groups(&p), [(0, vec![Tcp, Filter]), (1, vec![Syscall, Ip, Driver])]);
+}
+
+#[test]
+fn consolidate_puts_everything_on_the_first_cpu() {
+    let mut p = policy(&[3, 1], Mode::Consolidate, &ComponentKind::ALL);
+    let mut out = Vec::new();
+    p.start(0, &mut out);
+    assert_eq!(groups(&p), [(3, ComponentKind::ALL.to_vec())]);
+    assert_eq!(out[0].action, Action::Consolidate { components: ComponentKind::ALL.to_vec(), cpu: 3 });
+    assert_eq!(mhz(&p, 3), 2267);
+}
+
+#[test]
+fn dynamic_spreads_at_once_on_a_burst_and_consolidates_only_after_a_calm_spell() {
+    let kinds = [Tcp, Ip, Driver];
+    let mut p = policy(&[0, 1, 2], Mode::Dynamic, &kinds);
+    let mut out = Vec::new();
+    p.start(0, &mut out);
+    assert_eq!(p.layout().cpus_in_use().len(), 1, "dynamic starts consolidated");
+    // Light: 0.2 + 0.1 + 0.1 = 0.4 of the shared CPU < 0.75: stay.
+    out.clear();
+    p.on_sample(10 * MS, &sample(&[(Tcp, 0.2), (Ip, 0.1), (Driver, 0.1)]), &mut out);
+    assert!(out.is_empty());
+    // Burst: 0.5 + 0.2 + 0.1 = 0.8 ≥ 0.75: spread in the same sample.
+    p.on_sample(60 * MS, &sample(&[(Tcp, 0.5), (Ip, 0.2), (Driver, 0.1)]), &mut out);
+    assert_eq!(p.layout().cpus_in_use().len(), 3);
+    assert!(out[0].reason.contains("burst: the shared CPU is 0.80 busy"), "{}", out[0].reason);
+    // Calm again. Spread at full speed, work = busy × 1.0:
+    // 0.2 + 0.1 + 0.05 = 0.35 ≤ 0.40. Five such samples are needed; the
+    // fifth comes at 110 ms, 50 ms after the spread (the dwell): consolidate.
+    out.clear();
+    let calm = sample(&[(Tcp, 0.2), (Ip, 0.1), (Driver, 0.05)]);
+    for i in 1..=4 {
+        p.on_sample((60 + 10 * i) * MS, &calm, &mut out);
+        assert!(out.is_empty(), "consolidated after only {i} calm samples");
+    }
+    p.on_sample(110 * MS, &calm, &mut out);
+    assert_eq!(p.layout().cpus_in_use().len(), 1);
+    assert!(
+        out[0].reason.contains("idle: all components need 0.35 of a CPU ≤ 0.40 for 5 samples"),
+        "{}",
+        out[0].reason
+    );
+}
+
+#[test]
+fn dynamic_does_not_flap_between_the_thresholds() {
+    let kinds = [Tcp, Ip, Driver];
+    let mut p = policy(&[0, 1, 2], Mode::Dynamic, &kinds);
+    let mut out = Vec::new();
+    p.start(0, &mut out);
+    out.clear();
+    // A load that needs 0.6 of a CPU: consolidated it keeps the shared CPU
+    // 0.6 busy (< 0.75, no spread); spread it needs 0.6 (> 0.40, no
+    // consolidation). Whatever the state, it stays.
+    let mid = sample(&[(Tcp, 0.3), (Ip, 0.2), (Driver, 0.1)]);
+    for i in 0..100 {
+        p.on_sample(i * 10 * MS, &mid, &mut out);
+    }
+    assert!(out.is_empty(), "{out:?}");
+    // Same from the spread state.
+    p.on_sample(1000 * MS, &sample(&[(Tcp, 0.9)]), &mut out);
+    assert_eq!(p.layout().cpus_in_use().len(), 3);
+    out.clear();
+    for i in 0..100 {
+        p.on_sample((1100 + i * 10) * MS, &mid, &mut out);
+    }
+    assert!(out.is_empty(), "{out:?}");
+}
+
+#[test]
+fn dynamic_spreads_on_a_filling_channel_or_a_hint_and_respects_the_dwell() {
+    let kinds = [Tcp, Ip, Driver];
+    let mut p = policy(&[0, 1, 2], Mode::Dynamic, &kinds);
+    let mut out = Vec::new();
+    p.start(0, &mut out);
+    out.clear();
+    // Within 50 ms of the start, nothing changes, whatever the load.
+    let mut s = sample(&[(Tcp, 0.1)]);
+    s.components.get_mut(&Tcp).unwrap().fill = 0.6;
+    p.on_sample(10 * MS, &s, &mut out);
+    assert!(out.is_empty(), "changed within the dwell");
+    p.on_sample(60 * MS, &s, &mut out);
+    assert!(out[0].reason.contains("a channel is 0.60 full"), "{}", out[0].reason);
+    // From consolidated again, a hint alone spreads.
+    let mut q = policy(&[0, 1, 2], Mode::Dynamic, &kinds);
+    q.start(0, &mut Vec::new());
+    let mut h = sample(&[]);
+    h.components.insert(Ip, ComponentSample { busy: 0.1, fill: 0.0, behind: true });
+    let mut out = Vec::new();
+    q.on_sample(100 * MS, &h, &mut out);
+    assert!(out[0].reason.contains("ip cannot keep up"), "{}", out[0].reason);
+}
+
+/// A stand-in for a stack (the plant the policy controls): costs TCP 0.7,
+/// IP 0.4, driver 0.4 (full-speed CPUs per 10 Gbps). A CPU of capacity `c`
+/// carrying components of total cost `w` allows 10 · c / w Gbps; the stack
+/// runs at the slowest CPU's rate, and each component is busy
+/// rate · cost / (10 · c) — the slowest CPU's components add up to 1.0.
+fn plant(p: &PlacementPolicy) -> LoadSample {
+    let cost = |k| match k {
+        Tcp => 0.7,
+        _ => 0.4,
+    };
+    let l = p.layout();
+    let cap = |cpu: CpuId| p.speeds().capacity(l.step_of[&cpu]);
+    let groups = l.groups();
+    let gbps = groups
+        .iter()
+        .map(|(&cpu, g)| 10.0 * cap(cpu) / g.iter().map(|&k| cost(k)).sum::<f64>())
+        .fold(f64::INFINITY, f64::min);
+    LoadSample {
+        components: l
+            .cpu_of
+            .iter()
+            .map(|(&k, &cpu)| {
+                (k, ComponentSample { busy: gbps * cost(k) / (10.0 * cap(cpu)), ..Default::default() })
+            })
+            .collect(),
+        bits_per_s: gbps * 1e9,
+    }
+}
+
+/// One decision batch of a tuning run: speeds (MHz by CPU in use), bitrate
+/// before and after.
+type Step = (Vec<(CpuId, u32)>, f64, f64);
+
+/// Feeds the plant's samples until the target holds; returns, per decision
+/// batch, the CPUs' speeds (MHz by CPU, unused CPUs left out) and the
+/// bitrate before and after it.
+fn tune(p: &mut PlacementPolicy, target: f64) -> Vec<Step> {
+    let mut path = Vec::new();
+    for t in 1..500 {
+        let before = plant(p);
+        if before.bits_per_s >= target * 0.98 {
+            break;
+        }
+        let mut out = Vec::new();
+        p.on_sample(t * 10 * MS, &before, &mut out);
+        if !out.is_empty() {
+            let speeds = p.layout().cpus_in_use().into_iter().map(|c| (c, mhz(p, c))).collect();
+            path.push((speeds, before.bits_per_s, plant(p).bits_per_s));
+        }
+    }
+    path
+}
+
+#[test]
+fn efficient_uses_the_fewest_cores_then_the_slowest_steps() {
+    let target = 5e9;
+    let mut p = policy(&[0, 1, 2], Mode::Efficient { target_bits_per_s: target }, &[Tcp, Ip, Driver]);
+    p.start(0, &mut Vec::new());
+    assert_eq!(groups(&p), [(0, vec![Tcp, Ip, Driver])], "efficient starts on one core");
+    assert_eq!(mhz(&p, 0), 200);
+    let path = tune(&mut p, target);
+    // One core carries cost 1.5: 10 · c / 1.5 Gbps. Its duty steps 400 …
+    // 1600 MHz (capacity 0.706) give 4.71 Gbps at most: short of 5.
+    let single: Vec<u32> = path.iter().take(7).map(|(s, _, _)| s[0].1).collect();
+    assert_eq!(single, [400, 600, 800, 1000, 1200, 1400, 1600]);
+    assert!((path[6].2 / 1e9 - 4.71).abs() < 0.01);
+    // So a second core rather than 1867 MHz. Work at 1600 MHz: TCP
+    // 0.467 · 0.706 = 0.329 of a CPU, IP and the driver 0.188 each. TCP
+    // alone on CPU 0 needs a step ≥ 0.329: 800 MHz (0.353); IP + driver
+    // (0.376) on CPU 1: 1000 MHz (0.441). Rates 10 · 0.353 / 0.7 = 5.04 and
+    // 10 · 0.441 / 0.8 = 5.51: 5.04 Gbps holds the target.
+    assert_eq!(path.len(), 8, "{path:?}");
+    assert_eq!(path[7].0, [(0, 800), (1, 1000)]);
+    assert_eq!(groups(&p), [(0, vec![Tcp]), (1, vec![Ip, Driver])]);
+    assert!((path[7].2 / 1e9 - 5.04).abs() < 0.01);
+    // Holding: further samples change nothing.
+    let mut out = Vec::new();
+    for i in 0..10 {
+        p.on_sample((1000 + i) * 10 * MS, &plant(&p), &mut out);
+    }
+    assert!(out.is_empty());
+}
+
+#[test]
+fn efficient_follows_the_papers_procedure_on_several_cores() {
+    // 8 Gbps needs more than two cores at 800/1000 MHz (5.04 Gbps).
+    let target = 8e9;
+    let mut p = policy(&[0, 1], Mode::Efficient { target_bits_per_s: target }, &[Tcp, Ip, Driver]);
+    p.start(0, &mut Vec::new());
+    let path = tune(&mut p, target);
+    let last = path.last().unwrap();
+    assert!(last.2 >= target * 0.98, "not reached: {path:?}");
+    // After the second core is added (decision 7), every decision follows
+    // the rule: a raise of TCP's core (CPU 0) that did not lift the bitrate
+    // by half its speed-up is followed by a raise of the other core.
+    let added = path.iter().position(|(s, _, _)| s.len() == 2).unwrap();
+    let mut tcp_raises = 0;
+    for w in path[added..].windows(2) {
+        let ((a, _, _), (b, before, after)) = (&w[0], &w[1]);
+        let tcp_step = a[0].1 != b[0].1;
+        if tcp_step {
+            tcp_raises += 1;
+            let speedup = f64::from(b[0].1) / f64::from(a[0].1) - 1.0;
+            let paid = after / before - 1.0 >= 0.5 * speedup;
+            // The next decision (if any) raises TCP again only if this paid.
+            if let Some(next) = path.iter().skip_while(|x| x.0 != *b).nth(1) {
+                assert_eq!(next.0[0].1 != b[0].1, paid, "{path:?}");
+            }
+        }
+    }
+    assert!(tcp_raises > 0, "{path:?}");
+}
+
+#[test]
+fn efficient_goes_past_the_duty_steps_only_on_the_last_core() {
+    // One CPU only: nothing to add, so 1867 MHz it is. 5 Gbps needs
+    // capacity 0.75 of a core carrying 1.5: 1867 MHz (0.824) gives 5.49.
+    let mut p = policy(&[0], Mode::Efficient { target_bits_per_s: 5e9 }, &[Tcp, Ip, Driver]);
+    p.start(0, &mut Vec::new());
+    let path = tune(&mut p, 5e9);
+    assert_eq!(path.last().unwrap().0, [(0, 1867)]);
+    assert!((path.last().unwrap().2 / 1e9 - 5.49).abs() < 0.01);
+}
+
+#[test]
+fn efficient_leaves_an_application_limited_stack_alone() {
+    let mut p = policy(&[0, 1, 2], Mode::Efficient { target_bits_per_s: 5e9 }, &[Tcp, Ip, Driver]);
+    p.start(0, &mut Vec::new());
+    let mut out = Vec::new();
+    // 1 Gbps offered; on the one core they share, 0.3 + 0.2 + 0.2 = 0.7
+    // busy < 0.9: the core is not the limit, speed would not help.
+    let mut s = sample(&[(Tcp, 0.3), (Ip, 0.2), (Driver, 0.2)]);
+    s.bits_per_s = 1e9;
+    for i in 0..10 {
+        p.on_sample(i * 10 * MS, &s, &mut out);
+    }
+    assert!(out.is_empty());
+}
+
+#[test]
+fn efficient_says_when_the_target_is_out_of_reach() {
+    // 20 Gbps: more than full speed gives (10 · 1 / 0.7 = 14.3 Gbps).
+    let mut p = policy(&[0, 1, 2], Mode::Efficient { target_bits_per_s: 20e9 }, &[Tcp, Ip, Driver]);
+    p.start(0, &mut Vec::new());
+    let mut out = Vec::new();
+    for i in 0..200 {
+        p.on_sample(i * 10 * MS, &plant(&p), &mut out);
+    }
+    assert!(p.target_unreachable());
+    assert!((0..3).all(|c| mhz(&p, c) == 2267));
+}
+
+#[test]
+fn efficient_raises_the_core_a_hint_names() {
+    let mut p = policy(&[0, 1, 2], Mode::Efficient { target_bits_per_s: 5e9 }, &[Tcp, Ip, Driver]);
+    p.start(0, &mut Vec::new());
+    // Two cores in use (TCP alone, IP and the driver together), at 800 MHz.
+    let mut out = Vec::new();
+    p.migrate(0, Ip, 1, &mut out).unwrap();
+    p.migrate(0, Driver, 1, &mut out).unwrap();
+    p.set_speed(0, 0, StepIdx(6), &mut out).unwrap();
+    p.set_speed(0, 1, StepIdx(6), &mut out).unwrap();
+    p.set_mode(0, Mode::Efficient { target_bits_per_s: 5e9 }, &mut out);
+    // set_mode restarts the procedure from one core; put the layout back.
+    out.clear();
+    let mut s = plant(&p);
+    s.components.get_mut(&Driver).unwrap().behind = true;
+    p.on_sample(10 * MS, &s, &mut out);
+    let driver_cpu = p.layout().cpu_of[&Driver];
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert!(matches!(out[0].action, Action::SetSpeed { cpu, .. } if cpu == driver_cpu), "{out:?}");
+    assert!(out[0].reason.contains("driver cannot keep up"));
+}
+
+#[test]
+fn moves_and_speeds_by_hand_switch_to_manual_and_are_checked() {
+    let mut p = policy(&[0, 1], Mode::Dynamic, &ComponentKind::ALL);
+    p.start(0, &mut Vec::new());
+    let mut out = Vec::new();
+    p.migrate(MS, Tcp, 1, &mut out).unwrap();
+    assert_eq!(out[0].action, Action::Migrate { component: Tcp, from: 0, to: 1 });
+    assert_eq!(p.mode(), Mode::Manual);
+    p.set_speed(MS, 1, StepIdx(9), &mut out).unwrap();
+    assert_eq!(mhz(&p, 1), 200);
+    assert!(p.migrate(MS, Tcp, 7, &mut out).unwrap_err().0.contains("CPU 7 is not one of"));
+    assert!(p.set_speed(MS, 0, StepIdx(10), &mut out).unwrap_err().0.contains("no speed step 10"));
+    // Manual holds against any load.
+    out.clear();
+    p.on_sample(100 * MS, &sample(&[(Tcp, 1.0), (Ip, 1.0)]), &mut out);
+    assert!(out.is_empty());
+}
+
+#[test]
+fn bad_configurations_are_refused() {
+    let k = ComponentKind::ALL;
+    let t = SpeedTable::newtos();
+    let new = |cpus: Vec<CpuId>, mode, kinds: &[ComponentKind]| {
+        PlacementPolicy::new(PlacementConfig::new(cpus, mode), kinds, t.clone()).unwrap_err().0
+    };
+    assert!(new(vec![], Mode::Spread, &k).contains("no CPUs"));
+    assert!(new(vec![1, 1], Mode::Spread, &k).contains("twice"));
+    assert!(new(vec![0], Mode::Spread, &[Tcp, Tcp]).contains("twice"));
+    assert!(new(vec![0], Mode::Efficient { target_bits_per_s: 0.0 }, &k).contains("positive target"));
+    assert_eq!(
+        "tpc".parse::<ComponentKind>().unwrap_err(),
+        "unknown component `tpc`; known components: syscall, tcp, ip, filter, driver"
+    );
+}
+
+#[test]
+fn replaying_the_samples_gives_the_same_decisions() {
+    // A recorded run: samples with their times, and the decisions taken.
+    let run = |samples: &[(Nanos, LoadSample)]| {
+        let mut p = policy(&[0, 1, 2], Mode::Dynamic, &[Tcp, Ip, Driver]);
+        let mut out = Vec::new();
+        p.start(0, &mut out);
+        for (t, s) in samples {
+            p.on_sample(*t, s, &mut out);
+        }
+        out
+    };
+    let samples: Vec<(Nanos, LoadSample)> = (0..200u64)
+        .map(|i| {
+            // Bursts every 50 samples.
+            let b = if (i / 25) % 2 == 1 { 0.9 } else { 0.05 };
+            (i * 10 * MS, sample(&[(Tcp, b), (Ip, b / 2.0), (Driver, b / 3.0)]))
+        })
+        .collect();
+    let first = run(&samples);
+    assert!(first.len() >= 8, "bursts should spread and calm should consolidate: {first:?}");
+    assert_eq!(run(&samples), first);
+    // And every decision applied in order to the start gives the final layout.
+    let mut p = policy(&[0, 1, 2], Mode::Dynamic, &[Tcp, Ip, Driver]);
+    let mut out = Vec::new();
+    p.start(0, &mut out);
+    for (t, s) in &samples {
+        p.on_sample(*t, s, &mut out);
+    }
+    let mut replayed = Layout { cpu_of: BTreeMap::new(), step_of: BTreeMap::new() };
+    for d in &out {
+        replayed.apply(&d.action);
+    }
+    assert_eq!(&replayed, p.layout());
+}

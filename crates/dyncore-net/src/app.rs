@@ -1,0 +1,359 @@
+//! The application: an iperf-like sender and receiver over the syscall
+//! server's sockets, each hashing the stream it sends or receives (see
+//! [`crate::stream`]) so the two digests can be compared.
+//!
+//! Both are state machines polled like components (one call outstanding at
+//! a time, as a synchronous caller), so they run in the one-thread host as
+//! well as on threads of their own, where a host parks them on their
+//! socket's bell between replies.
+
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use dyncore_core::Nanos;
+
+use crate::chan::Bell;
+use crate::component::Progress;
+use crate::proto::SockError;
+use crate::stream::{Digest, StreamGen, StreamHash, StreamVerifier};
+use crate::syscall::{Completion, Socket, UserCall};
+
+/// Anything a host polls besides components: the applications.
+pub trait App: Send {
+    fn poll(&mut self, now_ns: Nanos) -> Progress;
+    /// Finished, successfully or not.
+    fn is_done(&self) -> bool;
+    /// Whether a reply waits (a parked application's wake condition).
+    fn has_work(&self) -> bool;
+    /// The latest time it must be polled again without work (timers of a
+    /// stack it runs itself, as the monolithic stack does).
+    fn deadline_ns(&self) -> Option<Nanos> {
+        None
+    }
+    fn bell(&self) -> &Arc<Bell>;
+    /// The stream so far.
+    fn report(&self) -> StreamReport;
+    /// Why it failed, if it did.
+    fn error(&self) -> Option<&str>;
+}
+
+/// Where an application is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    Start,
+    Connecting,
+    Streaming,
+    Closing,
+    Done,
+    Failed(String),
+}
+
+/// What an application knows of its stream: where it is, the hash of the
+/// bytes so far, and when the stream started and ended.
+#[derive(Debug, Clone)]
+pub struct StreamState {
+    pub phase: Phase,
+    pub hash: StreamHash,
+    pub started_ns: Option<Nanos>,
+    pub finished_ns: Option<Nanos>,
+}
+
+impl Default for StreamState {
+    fn default() -> Self {
+        StreamState::new()
+    }
+}
+
+impl StreamState {
+    pub fn new() -> Self {
+        StreamState { phase: Phase::Start, hash: StreamHash::new(), started_ns: None, finished_ns: None }
+    }
+
+    pub fn report(&self) -> StreamReport {
+        StreamReport {
+            digest: self.hash.digest(),
+            started_ns: self.started_ns,
+            finished_ns: self.finished_ns,
+        }
+    }
+
+    pub fn error(&self) -> Option<&str> {
+        match &self.phase {
+            Phase::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Finished, successfully or not.
+    pub fn is_done(&self) -> bool {
+        matches!(self.phase, Phase::Done | Phase::Failed(_))
+    }
+}
+
+/// Timing and the digest of a finished (or running) stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamReport {
+    pub digest: Digest,
+    /// When the connection was established and when the stream ended.
+    pub started_ns: Option<Nanos>,
+    pub finished_ns: Option<Nanos>,
+}
+
+impl StreamReport {
+    /// Payload bits per second over the stream's duration.
+    pub fn bits_per_s(&self) -> Option<f64> {
+        let (s, f) = (self.started_ns?, self.finished_ns?);
+        (f > s).then(|| self.digest.bytes as f64 * 8.0 * 1e9 / (f - s) as f64)
+    }
+}
+
+/// A refused connection is retried this often, so a sender started at the
+/// same time as its receiver waits for it to listen (as a client waits for a
+/// server coming up), for at most [`CONNECT_ATTEMPTS`] tries.
+pub const CONNECT_RETRY_NS: Nanos = 10_000_000;
+pub const CONNECT_ATTEMPTS: u32 = 100;
+
+/// Sends `total` bytes of the stream for `seed` to a peer, then closes.
+pub struct Sender {
+    sock: Socket,
+    peer: (Ipv4Addr, u16),
+    total: u64,
+    stream: StreamGen,
+    chunk: Vec<u8>,
+    /// Bytes of `chunk` already taken by a send call.
+    chunk_off: usize,
+    /// Bytes of the outstanding send call.
+    in_flight: usize,
+    st: StreamState,
+    attempts: u32,
+    /// When to try connecting again after a refusal.
+    retry_at_ns: Option<Nanos>,
+    /// Set (by a Ctrl-C handler): stop sending and close cleanly.
+    cancel: Option<Arc<AtomicBool>>,
+}
+
+impl Sender {
+    pub fn new(sock: Socket, peer: (Ipv4Addr, u16), total: u64, seed: u64) -> Self {
+        Sender {
+            sock,
+            peer,
+            total,
+            stream: StreamGen::new(seed),
+            chunk: Vec::new(),
+            chunk_off: 0,
+            in_flight: 0,
+            st: StreamState::new(),
+            attempts: 0,
+            retry_at_ns: None,
+            cancel: None,
+        }
+    }
+
+    /// Stops the stream early, closing the connection cleanly, once `flag`
+    /// is set (the receiver still gets every byte sent, then EOF).
+    pub fn cancel_on(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.cancel = Some(flag);
+        self
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Acquire))
+    }
+
+    pub fn phase(&self) -> &Phase {
+        &self.st.phase
+    }
+
+    fn fail(&mut self, what: &str, e: SockError) {
+        self.st.phase = Phase::Failed(format!("sender: {what}: {e}"));
+    }
+
+    /// Submits the next send (refilling the chunk from the stream).
+    fn send_next(&mut self) {
+        if self.chunk_off == self.chunk.len() {
+            let n = (self.total - self.stream.position()).min(self.sock.send_max() as u64) as usize;
+            self.chunk.resize(n, 0);
+            self.stream.fill(&mut self.chunk);
+            self.chunk_off = 0;
+        }
+        let taken =
+            self.sock.submit(UserCall::Send(&self.chunk[self.chunk_off..])).expect("no call outstanding");
+        self.in_flight = taken;
+    }
+
+    /// Handles a completion.
+    fn complete(&mut self, c: Completion, now_ns: Nanos, p: &mut Progress) {
+        match (&self.st.phase, c) {
+            (Phase::Connecting, Completion::Connected) => {
+                self.st.phase = Phase::Streaming;
+                self.st.started_ns = Some(now_ns);
+            }
+            (Phase::Streaming, Completion::Sent(n)) => {
+                debug_assert_eq!(n, self.in_flight);
+                self.st.hash.update(&self.chunk[self.chunk_off..self.chunk_off + n]);
+                self.chunk_off += n;
+                p.add(1, n as u64);
+            }
+            (Phase::Closing, Completion::Closed) => {
+                self.st.phase = Phase::Done;
+                self.st.finished_ns = Some(now_ns);
+            }
+            (Phase::Connecting, Completion::Error(SockError::Refused))
+                if self.attempts < CONNECT_ATTEMPTS =>
+            {
+                self.st.phase = Phase::Start;
+                self.retry_at_ns = Some(now_ns + CONNECT_RETRY_NS);
+            }
+            (_, Completion::Error(e)) => self.fail("call failed", e),
+            (phase, c) => self.st.phase = Phase::Failed(format!("sender: unexpected {c:?} while {phase:?}")),
+        }
+    }
+}
+
+impl App for Sender {
+    fn poll(&mut self, now_ns: Nanos) -> Progress {
+        let mut p = Progress::IDLE;
+        if self.st.phase == Phase::Start && self.retry_at_ns.is_none_or(|t| now_ns >= t) {
+            let (addr, port) = self.peer;
+            self.sock.submit(UserCall::Connect { addr, port }).expect("no call outstanding");
+            self.st.phase = Phase::Connecting;
+            self.attempts += 1;
+            p.add(1, 0);
+        }
+        let Some(c) = self.sock.poll_reply(&mut |_| ()) else { return p };
+        self.complete(c, now_ns, &mut p);
+        if self.st.phase == Phase::Streaming {
+            if self.st.hash.digest().bytes == self.total || self.cancelled() {
+                self.sock.submit(UserCall::Close).expect("no call outstanding");
+                self.st.phase = Phase::Closing;
+            } else {
+                self.send_next();
+            }
+        }
+        p
+    }
+
+    fn is_done(&self) -> bool {
+        self.st.is_done()
+    }
+
+    fn has_work(&self) -> bool {
+        // A sender waiting to retry a refused connection has no work
+        // before its deadline.
+        (self.st.phase == Phase::Start && self.retry_at_ns.is_none()) || self.sock.has_reply()
+    }
+
+    fn deadline_ns(&self) -> Option<Nanos> {
+        if self.st.phase == Phase::Start { self.retry_at_ns } else { None }
+    }
+
+    fn bell(&self) -> &Arc<Bell> {
+        self.sock.bell()
+    }
+
+    fn report(&self) -> StreamReport {
+        self.st.report()
+    }
+
+    fn error(&self) -> Option<&str> {
+        self.st.error()
+    }
+}
+
+/// Accepts one connection, receives until the peer closes, hashes what it
+/// got (and, optionally, compares it with the stream byte by byte).
+pub struct Receiver {
+    sock: Socket,
+    port: u16,
+    verifier: Option<StreamVerifier>,
+    st: StreamState,
+}
+
+impl Receiver {
+    /// `verify_seed`: compare with the stream for that seed as bytes arrive.
+    pub fn new(sock: Socket, port: u16, verify_seed: Option<u64>) -> Self {
+        Receiver { sock, port, verifier: verify_seed.map(StreamVerifier::new), st: StreamState::new() }
+    }
+
+    pub fn phase(&self) -> &Phase {
+        &self.st.phase
+    }
+
+    /// Where the received bytes first differ from the stream (with a seed).
+    pub fn first_mismatch(&self) -> Option<u64> {
+        self.verifier.as_ref().and_then(StreamVerifier::first_mismatch)
+    }
+}
+
+impl App for Receiver {
+    fn poll(&mut self, now_ns: Nanos) -> Progress {
+        let mut p = Progress::IDLE;
+        if self.st.phase == Phase::Start {
+            self.sock.submit(UserCall::Accept { port: self.port }).expect("no call outstanding");
+            self.st.phase = Phase::Connecting;
+            p.add(1, 0);
+        }
+        let (hash, verifier) = (&mut self.st.hash, &mut self.verifier);
+        let Some(c) = self.sock.poll_reply(&mut |d| {
+            hash.update(d);
+            if let Some(v) = verifier {
+                v.update(d);
+            }
+        }) else {
+            return p;
+        };
+        let next = match (&self.st.phase, c) {
+            (Phase::Connecting, Completion::Connected) => {
+                self.st.phase = Phase::Streaming;
+                self.st.started_ns = Some(now_ns);
+                Some(UserCall::Recv)
+            }
+            (Phase::Streaming, Completion::Received(n)) => {
+                p.add(1, n as u64);
+                Some(UserCall::Recv)
+            }
+            (Phase::Streaming, Completion::Eof) => {
+                self.st.finished_ns = Some(now_ns);
+                self.st.phase = Phase::Closing;
+                Some(UserCall::Close)
+            }
+            (Phase::Closing, Completion::Closed) => {
+                self.st.phase = Phase::Done;
+                None
+            }
+            (_, Completion::Error(e)) => {
+                self.st.phase = Phase::Failed(format!("receiver: call failed: {e}"));
+                None
+            }
+            (phase, c) => {
+                self.st.phase = Phase::Failed(format!("receiver: unexpected {c:?} while {phase:?}"));
+                None
+            }
+        };
+        if let Some(call) = next {
+            self.sock.submit(call).expect("no call outstanding");
+        }
+        p
+    }
+
+    fn is_done(&self) -> bool {
+        self.st.is_done()
+    }
+
+    fn has_work(&self) -> bool {
+        self.st.phase == Phase::Start || self.sock.has_reply()
+    }
+
+    fn bell(&self) -> &Arc<Bell> {
+        self.sock.bell()
+    }
+
+    fn report(&self) -> StreamReport {
+        self.st.report()
+    }
+
+    fn error(&self) -> Option<&str> {
+        self.st.error()
+    }
+}
