@@ -70,6 +70,23 @@ pub fn set_current_thread_realtime(priority: u8) -> std::io::Result<()> {
     ))
 }
 
+/// Puts the calling thread back under the normal scheduler (`SCHED_OTHER`),
+/// undoing [`set_current_thread_realtime`].
+pub fn set_current_thread_normal() -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: as in `set_current_thread_realtime`: a valid `sched_param`
+    // that outlives the call, pid 0 = the calling thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+/// The calling thread's scheduling policy is `SCHED_FIFO` or `SCHED_RR`.
+pub fn current_thread_is_realtime() -> bool {
+    // SAFETY: no arguments to get wrong; pid 0 = the calling thread.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    policy == libc::SCHED_FIFO || policy == libc::SCHED_RR
+}
+
 /// The CPU the calling thread is running on now.
 pub fn current_cpu() -> CpuId {
     rustix::thread::sched_getcpu()
@@ -100,5 +117,21 @@ mod tests {
             assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
             assert!(err.to_string().contains("outside 1-99"), "{err}");
         }
+    }
+
+    #[test]
+    fn real_time_priority_is_undone() {
+        std::thread::spawn(|| {
+            assert!(!current_thread_is_realtime());
+            if let Err(e) = set_current_thread_realtime(1) {
+                eprintln!("skipped: {e}");
+                return;
+            }
+            assert!(current_thread_is_realtime());
+            set_current_thread_normal().unwrap();
+            assert!(!current_thread_is_realtime());
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -8,12 +8,15 @@
 //!   steps, counting their work in units.
 //! * [`threads`]: threads placed on runtime CPUs by a policy ("run thread
 //!   T on CPU c"), with events when they finish.
+//! * [`backend`]: the live backend of the policy boundary: a policy's
+//!   actions executed on runtime CPUs, events fed back on the runtime's clock.
 //! * [`machine`]: the real machine's topology from sysfs, and whether a
 //!   fused pair can be a real SMT core.
 //! * [`affinity`]: pinning and the process's allowed CPUs.
 //! * [`wait`]: lock-free waiting with a deadline ([`spin_until`]).
 
 pub mod affinity;
+pub mod backend;
 pub mod cpu;
 pub mod kernels;
 pub mod machine;

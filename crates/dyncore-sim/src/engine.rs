@@ -52,9 +52,8 @@ use dyncore_core::exec::ExecObject;
 use dyncore_core::policy::trace::TraceWriter;
 use dyncore_core::policy::{Action, CpuState, Event, Policy, ReconfigId, ThreadSpec};
 use dyncore_core::reconfig::Mode;
-use dyncore_core::sched::{ClusterScheduler, Config, auto_tax};
+use dyncore_core::sched::{ClusterScheduler, Config};
 use dyncore_core::speed::Duty;
-use dyncore_core::topology::CoreKind;
 use dyncore_core::{CpuSet, Nanos};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -62,12 +61,13 @@ use rand_chacha::ChaCha8Rng;
 use crate::control::{EventBudgetExceeded, RunProgress, Watch};
 use crate::cost::Mechanism;
 use crate::machine::{MachineSpec, progress_rate};
+use crate::programs::{DealtWork, ProgramPlan, deal_work, plan_programs};
 use crate::reconfigure::Reconfigurer;
 use crate::result::{
     AllocSample, CpuStats, PolicyTrace, ProgramResult, ReconfigStats, RunResult, TraceEvent,
 };
-use crate::scenario::{PolicyKind, RunSpec, Scenario, TaxSpec};
-use crate::workload::{Binding, Program, Shape, program};
+use crate::scenario::{PolicyKind, RunSpec, Scenario};
+use crate::workload::Program;
 
 /// Period of the `Load` samples fed to the policy, per CPU.
 pub const LOAD_SAMPLE_NS: Nanos = 100_000_000;
@@ -325,104 +325,39 @@ impl Sim {
             machine,
             policy,
         };
-        for w in &spec.workloads {
-            sim.add_workload(w, spec.policy == PolicyKind::Chameleon);
+        for plan in plan_programs(spec, &sim.machine) {
+            sim.add_program(plan);
         }
-        sim.name_programs();
         for cpu in 0..ncpus {
             sim.push(0, Ev::Tick(cpu));
         }
         sim
     }
 
-    /// Queues the arrival of `w`'s instances.
-    fn add_workload(&mut self, w: &crate::scenario::WorkloadSpec, chameleon: bool) {
-        let ncpus = self.cpus.len();
-        let prog = program(&w.program).expect("validated");
-        let threads = if prog.is_sequential() { 1 } else { w.threads.unwrap_or(ncpus as u32) };
-        let work_ns = (w.work_ms.unwrap_or(prog.work_ms) * 1e6) as u64;
-        let start_ns = (w.start_ms * 1e6) as u64;
-        let smt_factor = w.smt_factor.unwrap_or(prog.smt_factor);
-        let wants_object = chameleon && self.machine.max_fuse > 1;
-        // Thread specs are created at arrival; remember the knobs now.
-        let want_cpus = if !wants_object {
-            1
-        } else if let Some(l) = w.seq_level {
-            1usize << l
-        } else if prog.is_sequential() {
-            self.machine.max_fuse
-        } else {
-            1
-        };
-        // The benefit of the object: its speed over a native CPU; on SMT,
-        // the gain of a core alone over a shared one.
-        let speedup = if self.machine.smt {
-            1.0 / smt_factor
-        } else {
-            self.machine.speed.duty(CoreKind::Little, want_cpus, prog.class).speedup()
-        };
-        let weight = w.weight.unwrap_or(speedup);
-        let tax = match w.tax {
-            TaxSpec::Rate(r) => r,
-            TaxSpec::Auto(_) => auto_tax(want_cpus, speedup),
-        };
-        let affinity = w.pin.as_ref().map(|p| {
-            if p == "fast" {
-                let f = self.machine.topology.cpus_of_kind(CoreKind::Big);
-                if f.is_empty() { self.machine.topology.node_cpus(0) } else { f }
-            } else {
-                let s: CpuSet = p.parse().expect("validated cpulist");
-                assert!(
-                    s.last().is_some_and(|l| l < ncpus),
-                    "validated: pin `{p}` names CPUs of the machine"
-                );
-                s
-            }
+    /// Queues the arrival of one program instance.
+    fn add_program(&mut self, plan: ProgramPlan) {
+        let idx = self.progs.len();
+        let start_ns = plan.start_ns;
+        self.progs.push(ProgState {
+            name: plan.name,
+            label: plan.label,
+            instance: plan.instance,
+            prog: plan.program,
+            start_ns,
+            threads: Vec::new(),
+            pool: Vec::new(),
+            work_ns: plan.work_ns,
+            live: 0,
+            finish_ns: None,
+            fused_ns: 0,
+            smt_factor: plan.smt_factor,
+            wants_object: plan.wants_object,
+            spec_threads: plan.threads,
+            template: plan.template,
         });
-        let template = ThreadSpec { nice: w.nice, tax, want_cpus, weight, affinity, class: prog.class };
-        for inst in 0..w.count {
-            let idx = self.progs.len();
-            self.progs.push(ProgState {
-                name: String::new(),
-                label: w.label.clone().unwrap_or_else(|| prog.name.to_string()),
-                instance: inst,
-                prog,
-                start_ns,
-                threads: Vec::new(),
-                pool: Vec::new(),
-                work_ns,
-                live: 0,
-                finish_ns: None,
-                fused_ns: 0,
-                smt_factor,
-                wants_object,
-                spec_threads: threads,
-                template: template.clone(),
-            });
-            self.pending_arrivals += 1;
-            self.live_programs += 1;
-            self.push(start_ns, Ev::Arrive(idx));
-        }
-    }
-
-    /// Names in traces: the label, with `#n` (n-th program of that label) when several share it.
-    fn name_programs(&mut self) {
-        let mut per_label: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-        for pr in &self.progs {
-            *per_label.entry(pr.label.clone()).or_default() += 1;
-        }
-        // Numbered in program order across the whole run, so two workloads
-        // with the same label get #1 and #2, not #1 twice.
-        let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-        for pr in &mut self.progs {
-            pr.name = if per_label[&pr.label] > 1 {
-                let k = seen.entry(pr.label.clone()).or_default();
-                *k += 1;
-                format!("{}#{k}", pr.label)
-            } else {
-                pr.label.clone()
-            };
-        }
+        self.pending_arrivals += 1;
+        self.live_programs += 1;
+        self.push(start_ns, Ev::Arrive(idx));
     }
 
     fn push(&mut self, t: Nanos, ev: Ev) {
@@ -516,51 +451,8 @@ impl Sim {
         }
         let (shape, nthreads, work) =
             (self.progs[p].prog.shape, self.progs[p].spec_threads, self.progs[p].work_ns);
-        // Work per thread.
-        let mut initial: Vec<u64> = Vec::with_capacity(nthreads as usize);
-        match shape {
-            Shape::Sequential => initial.push(work),
-            Shape::Parallel { binding: Binding::Static, imbalance, .. } => {
-                let share = work as f64 / nthreads as f64;
-                let mut shares: Vec<f64> = (0..nthreads)
-                    .map(|_| {
-                        if imbalance > 0.0 {
-                            share * (1.0 + self.rng.random_range(-imbalance..imbalance))
-                        } else {
-                            share
-                        }
-                    })
-                    .collect();
-                // Keep the total exact: scale so the shares sum to `work`.
-                let sum: f64 = shares.iter().sum();
-                for s in &mut shares {
-                    *s *= work as f64 / sum;
-                }
-                initial.extend(shares.into_iter().map(|s| s.max(1.0) as u64));
-            }
-            Shape::Parallel { binding: Binding::Dynamic | Binding::Processes, task_ns, imbalance } => {
-                let mut pool = Vec::new();
-                let mut left = work;
-                while left > 0 {
-                    let f = if imbalance > 0.0 {
-                        1.0 + self.rng.random_range(-imbalance..imbalance)
-                    } else {
-                        1.0
-                    };
-                    let len = ((task_ns as f64 * f) as u64).clamp(1, left);
-                    pool.push(len);
-                    left -= len;
-                }
-                pool.reverse(); // pop() takes tasks in creation order
-                for _ in 0..nthreads {
-                    match pool.pop() {
-                        Some(t) => initial.push(t),
-                        None => break,
-                    }
-                }
-                self.progs[p].pool = pool;
-            }
-        }
+        let DealtWork { initial, pool } = deal_work(shape, work, nthreads, &mut self.rng);
+        self.progs[p].pool = pool;
         self.trace_push(|s| TraceEvent::Instant { name: format!("start {}", s.progs[p].name), t_ns: s.now });
         for work in initial {
             let tid = self.threads.len();

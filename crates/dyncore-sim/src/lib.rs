@@ -10,6 +10,7 @@ pub mod cost;
 pub mod engine;
 pub mod machine;
 mod profiles;
+pub mod programs;
 pub mod reconfigure;
 pub mod result;
 pub mod scenario;

@@ -22,6 +22,9 @@
 //! * can be checked: a kernel's result is compared with a known value or a
 //!   plain (unstepped) computation in the tests.
 //!
+//! [`Portion`] turns a kernel into a thread's share of a program's work (its
+//! own piece, then tasks from a pool shared with the other threads).
+//!
 //! [`KernelTask`] runs a kernel as a runtime [`Task`](crate::cpu::Task),
 //! one kernel step per runtime step; [`calibrate`] measures a kernel's
 //! units per second alone at a duty cycle on one runtime CPU (the baseline
@@ -34,6 +37,7 @@ mod mandelbrot;
 mod nqueens;
 mod pmake;
 mod pool;
+mod portion;
 
 pub use blackscholes::{BlackScholes, OptionSpec, Prices, black_scholes};
 pub use calibrate::{Calibration, CalibrationError, KernelTask, calibrate};
@@ -42,6 +46,7 @@ pub use mandelbrot::{Grid, Mandelbrot, MandelbrotSums, Rows};
 pub use nqueens::NQueens;
 pub use pmake::{Pmake, PmakeJobs};
 pub use pool::Pool;
+pub use portion::{Portion, TaskPool};
 
 /// Makes a fresh kernel (a calibration starts one over when it finishes;
 /// a program makes one per thread).

@@ -1,0 +1,122 @@
+//! What the live backend measured while it executed a policy: the slices
+//! each CPU ran, every reconfiguration with what it really took, every
+//! fuse with the mechanism that carried it out, each thread's life and
+//! units, and how late the ticks came. Times are ns since the executor
+//! started (the policy's clock), from the runtime's monotonic clock.
+
+use dyncore_core::exec::ExecObject;
+use dyncore_core::policy::{ReconfigId, ThreadId};
+use dyncore_core::{CpuId, CpuSet, Nanos};
+
+use crate::cpu::DutyReport;
+use crate::machine::fuse::FuseMechanism;
+
+/// A thread ran on a CPU (as the policy dispatched it) from start to end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slice {
+    pub cpu: CpuId,
+    pub thread: ThreadId,
+    pub start_ns: Nanos,
+    pub end_ns: Nanos,
+    /// CPUs of the object it ran on (1 = native).
+    pub object_cpus: usize,
+}
+
+/// One `Offline` or `Online`, executed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconfigRecord {
+    pub id: ReconfigId,
+    /// `Online` (a split) rather than `Offline` (a fuse).
+    pub online: bool,
+    pub cpus: CpuSet,
+    /// The representative of the object fused or split.
+    pub representative: CpuId,
+    /// The call's start and the end of its critical steps.
+    pub started_ns: Nanos,
+    pub finished_ns: Nanos,
+    /// What the runtime reported as its critical path (what the policy's
+    /// `ReconfigDone` says it took).
+    pub critical_ns: Nanos,
+}
+
+/// A fused object's life, and how the fuse was carried out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FuseRecord {
+    pub thread: ThreadId,
+    pub object: ExecObject,
+    pub fused_ns: Nanos,
+    /// When it was split (`None`: still fused when the run ended).
+    pub split_ns: Option<Nanos>,
+    /// Chameleon §5.5: a real SMT core (the sibling parked) or throttling.
+    pub mechanism: FuseMechanism,
+}
+
+/// A thread's life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadRecord {
+    pub spawned_ns: Nanos,
+    /// When its kernel finished its work (`None`: it did not).
+    pub done_ns: Option<Nanos>,
+    /// Its kernel panicked.
+    pub failed: bool,
+    /// Units done (all of its work once done).
+    pub units: u64,
+}
+
+/// How punctual the ticks were. A tick round (every CPU's tick) is due
+/// every `tick_ns`; it is fed when the controller gets to it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TickStats {
+    pub tick_ns: Nanos,
+    /// Rounds fed.
+    pub rounds: u64,
+    /// Rounds skipped because the controller came more than a tick late
+    /// (the next round is fed instead).
+    pub missed: u64,
+    /// Lateness of each round fed (ns after it was due).
+    pub late_ns: Vec<Nanos>,
+}
+
+impl TickStats {
+    pub fn mean_late_ns(&self) -> f64 {
+        self.late_ns.iter().sum::<u64>() as f64 / self.late_ns.len().max(1) as f64
+    }
+
+    /// The `q`-quantile (0..=1) of the lateness.
+    pub fn late_quantile_ns(&self, q: f64) -> Nanos {
+        let mut v = self.late_ns.clone();
+        v.sort_unstable();
+        v.get(((v.len().max(1) - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize).copied().unwrap_or(0)
+    }
+}
+
+/// Everything the executor measured.
+#[derive(Debug, Clone, Default)]
+pub struct RunLog {
+    pub slices: Vec<Slice>,
+    pub reconfigs: Vec<ReconfigRecord>,
+    pub fuses: Vec<FuseRecord>,
+    pub threads: Vec<ThreadRecord>,
+    pub ticks: TickStats,
+    /// Times a CPU went offline under a thread the policy had placed there
+    /// and the runtime moved its runner (it then waited for the policy's
+    /// next `Dispatch`).
+    pub displaced: u64,
+    /// CPU time the controller thread used (the policy and the executor).
+    pub controller_cpu_ns: Nanos,
+}
+
+/// A finished (or stopped) live run.
+#[derive(Debug, Clone)]
+pub struct LiveRun {
+    pub log: RunLog,
+    /// The policy's traffic in the trace format of
+    /// `dyncore_core::policy::trace`: JSON lines.
+    pub events: String,
+    pub actions: String,
+    /// When the run ended (ns since the executor started).
+    pub end_ns: Nanos,
+    /// How well each runtime CPU kept its duty cycles over the run (its
+    /// `busy_ns` is the CPU's time in task steps over the run).
+    pub duty: Vec<DutyReport>,
+}

@@ -1,0 +1,174 @@
+//! The executor drives Chameleon's policy on runtime CPUs: the traffic it
+//! records keeps the boundary's contract and replays byte for byte; a fuse
+//! takes the borrowed CPU offline for real and the policy hears what it
+//! took; exits and failures reach the policy. No test asserts a time.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use dyncore_core::policy::contract::{Checker, check_replay};
+use dyncore_core::policy::trace::{DecisionKind, decision_kinds, parse_actions, parse_events, replay};
+use dyncore_core::policy::{Action, Event, ThreadSpec};
+use dyncore_core::reconfig::Mode;
+use dyncore_core::sched::{ClusterScheduler, Config};
+use dyncore_core::speed::{Duty, SpeedClass, SpeedModel};
+use dyncore_core::topology::Topology;
+
+use super::*;
+use crate::cpu::RuntimeConfig;
+use crate::kernels::{MakeKernel, NQueens, Portion, Progress};
+use crate::machine::Machine;
+
+const MS: u64 = 1_000_000;
+
+fn chameleon() -> ClusterScheduler {
+    ClusterScheduler::new(
+        Topology::uniform(1, 2),
+        Config {
+            min_granularity_ns: 4 * MS,
+            chameleon: true,
+            notify_on_exit: true,
+            max_fuse: 2,
+            speed: SpeedModel::DYNAMIC,
+            reconfig_mode: Mode::Bolt,
+        },
+    )
+}
+
+/// Two runtime CPUs over the real ones, real-time where permitted (the
+/// traffic does not depend on it; the run is quicker on a busy machine).
+fn runtime() -> Runtime {
+    let real = crate::affinity::allowed_cpus().expect("the affinity mask is readable");
+    let mut cfg = RuntimeConfig::over(&real, 2);
+    cfg.stall_after = Duration::from_secs(30);
+    cfg.wait_deadline = Duration::from_secs(60);
+    cfg.realtime_priority = Some(10);
+    Runtime::new(cfg.clone()).unwrap_or_else(|e| {
+        eprintln!("running the workers at normal priority: {e}");
+        cfg.realtime_priority = None;
+        Runtime::new(cfg).expect("a runtime")
+    })
+}
+
+fn config() -> BackendConfig {
+    BackendConfig {
+        tick_ns: MS,
+        load_sample_ns: 5 * MS,
+        duty_scale: DutyScale::default(),
+        machine: Machine::detect().expect("sysfs").topology,
+    }
+}
+
+fn spec(want_cpus: usize) -> ThreadSpec {
+    ThreadSpec { nice: 0, tax: 1.0, want_cpus, weight: 1.5, affinity: None, class: SpeedClass::High }
+}
+
+fn queens(units: u64) -> Box<dyn Kernel> {
+    let make: MakeKernel = Arc::new(|| Box::new(NQueens::new(10)) as Box<dyn Kernel>);
+    Box::new(Portion::new(make, units, None))
+}
+
+#[test]
+fn a_live_run_keeps_the_contract_and_replays_byte_for_byte() {
+    let rt = runtime();
+    let mut ex = Executor::new(&rt, chameleon(), config());
+    let stop = AtomicBool::new(false);
+    // A thread that wants the pair, alone: it fuses; a second one arrives
+    // and (at tax 1) takes its CPU back in turns; both finish.
+    ex.spawn(queens(2_000_000), spec(2)).unwrap();
+    assert_eq!(ex.run_until(20 * MS, false, &stop).unwrap(), Stopped::Time);
+    ex.spawn(queens(1_000_000), spec(1)).unwrap();
+    assert_eq!(ex.run_until(u64::MAX, true, &stop).unwrap(), Stopped::Idle);
+    let run = ex.finish();
+
+    let events = parse_events(&run.events).expect("the event trace parses");
+    let replayed = replay(&events, &mut chameleon());
+    assert!(replayed == run.actions, "the replay differs from the live run's actions");
+    let mut checker = Checker::with_speeds(SpeedModel::DYNAMIC, Topology::uniform(1, 2));
+    check_replay(&events, &mut chameleon(), &mut checker).expect("the live traffic keeps the contract");
+
+    // It fused, for real: the offline is in the log with what it took, and
+    // the policy was told exactly that.
+    let actions = parse_actions(&run.actions).unwrap();
+    let kinds = decision_kinds(actions.iter().map(|(_, a)| a));
+    assert_eq!(kinds.iter().filter(|k| **k == DecisionKind::Fuse).count(), run.log.fuses.len());
+    assert!(!run.log.fuses.is_empty() && !run.log.reconfigs.is_empty());
+    for r in &run.log.reconfigs {
+        let told = events.iter().find_map(|(_, e)| match e {
+            Event::ReconfigDone { id, took_ns } if *id == r.id => Some(*took_ns),
+            _ => None,
+        });
+        assert_eq!(told, Some(r.critical_ns), "{r:?}");
+        assert!(r.started_ns <= r.finished_ns);
+    }
+    let offline = actions.iter().filter(|(_, a)| matches!(a, Action::Offline { .. })).count();
+    assert_eq!(
+        offline + actions.iter().filter(|(_, a)| matches!(a, Action::Online { .. })).count(),
+        run.log.reconfigs.len()
+    );
+    // Both threads did their units and the policy heard of both exits.
+    for (t, want) in [(0, 2_000_000), (1, 1_000_000)] {
+        let r = &run.log.threads[t];
+        assert!(r.done_ns.is_some() && !r.failed && r.units >= want, "thread {t}: {r:?}");
+        assert!(events.iter().any(|(_, e)| *e == Event::Exit { thread: t }));
+    }
+    // The fused object ran at the fused duty: slices on 2 CPUs exist.
+    assert!(run.log.slices.iter().any(|s| s.object_cpus == 2));
+    assert!(run.log.ticks.rounds > 0 && run.end_ns > 0);
+}
+
+struct Bomb;
+
+impl Kernel for Bomb {
+    fn name(&self) -> &'static str {
+        "bomb"
+    }
+    fn step_units(&self) -> u64 {
+        1
+    }
+    fn step(&mut self) -> Progress {
+        panic!("the bomb went off")
+    }
+}
+
+#[test]
+fn a_failed_thread_exits_and_the_run_goes_on() {
+    let rt = runtime();
+    let mut ex = Executor::new(&rt, chameleon(), config());
+    let stop = AtomicBool::new(false);
+    ex.spawn(Box::new(Bomb), spec(1)).unwrap();
+    ex.spawn(queens(200_000), spec(1)).unwrap();
+    assert_eq!(ex.run_until(u64::MAX, true, &stop).unwrap(), Stopped::Idle);
+    let run = ex.finish();
+    assert!(run.log.threads[0].failed && !run.log.threads[1].failed);
+    assert!(run.events.contains(r#"{"kind":"exit","thread":0}"#), "{}", run.events);
+}
+
+#[test]
+fn a_raised_stop_flag_returns_at_once() {
+    let rt = runtime();
+    let mut ex = Executor::new(&rt, chameleon(), config());
+    ex.spawn(queens(u64::MAX / 2), spec(2)).unwrap();
+    let stop = AtomicBool::new(true);
+    assert_eq!(ex.run_until(u64::MAX, true, &stop).unwrap(), Stopped::Interrupted);
+    let run = ex.finish();
+    assert_eq!(run.log.threads[0].done_ns, None);
+}
+
+#[test]
+fn duty_scale_keeps_ratios_and_refuses_what_cannot_run() {
+    let d = |pm| Duty::from_per_mille(pm).unwrap();
+    let identity = DutyScale::default();
+    for pm in [500, 625, 750, 875, 1000] {
+        assert_eq!(identity.apply(d(pm)).unwrap(), d(pm));
+    }
+    // A 45% baseline: 50% → 45%, 75% → 67.5%, 100% → 90%.
+    let s = DutyScale { baseline: d(450) };
+    assert_eq!(
+        (s.apply(d(500)).unwrap(), s.apply(d(750)).unwrap(), s.apply(d(1000)).unwrap()),
+        (d(450), d(675), d(900))
+    );
+    // A 60% baseline cannot run a 100% duty (120%).
+    assert!(DutyScale { baseline: d(600) }.apply(d(1000)).is_err());
+}
