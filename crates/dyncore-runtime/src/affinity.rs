@@ -80,11 +80,19 @@ pub fn set_current_thread_normal() -> std::io::Result<()> {
     if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }
 
-/// The calling thread's scheduling policy is `SCHED_FIFO` or `SCHED_RR`.
-pub fn current_thread_is_realtime() -> bool {
+/// The calling thread's real-time priority, if it runs under `SCHED_FIFO`
+/// or `SCHED_RR`.
+pub fn current_thread_realtime_priority() -> Option<u8> {
     // SAFETY: no arguments to get wrong; pid 0 = the calling thread.
     let policy = unsafe { libc::sched_getscheduler(0) };
-    policy == libc::SCHED_FIFO || policy == libc::SCHED_RR
+    if policy != libc::SCHED_FIFO && policy != libc::SCHED_RR {
+        return None;
+    }
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid, writable `sched_param`; pid 0 = the
+    // calling thread.
+    let rc = unsafe { libc::sched_getparam(0, &mut param) };
+    (rc == 0).then(|| u8::try_from(param.sched_priority).unwrap_or(0))
 }
 
 /// The CPU the calling thread is running on now.
@@ -122,14 +130,14 @@ mod tests {
     #[test]
     fn real_time_priority_is_undone() {
         std::thread::spawn(|| {
-            assert!(!current_thread_is_realtime());
-            if let Err(e) = set_current_thread_realtime(1) {
+            assert_eq!(current_thread_realtime_priority(), None);
+            if let Err(e) = set_current_thread_realtime(3) {
                 eprintln!("skipped: {e}");
                 return;
             }
-            assert!(current_thread_is_realtime());
+            assert_eq!(current_thread_realtime_priority(), Some(3));
             set_current_thread_normal().unwrap();
-            assert!(!current_thread_is_realtime());
+            assert_eq!(current_thread_realtime_priority(), None);
         })
         .join()
         .unwrap();

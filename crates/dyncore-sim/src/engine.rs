@@ -29,9 +29,11 @@
 //! `Migrate` and `Object` are counted and sampled.
 //!
 //! The queue is ordered by (time, sequence number), so equal-time events run
-//! in the order they were scheduled. Randomness (task lengths, IPI targets
-//! and gaps) comes from one ChaCha generator seeded from the scenario seed
-//! and the run index. Nothing reads a wall clock.
+//! in the order they were scheduled. Randomness comes from ChaCha
+//! generators seeded from the scenario seed and the run index: IPI targets
+//! and gaps from the run's, each program's task lengths from its own
+//! (`programs::work_rng`, which the live backend uses too, so both deal a
+//! program the same tasks). Nothing reads a wall clock.
 //!
 //! ## Progress
 //! A thread's task has `remaining` baseline-nanoseconds of work and advances
@@ -61,7 +63,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::control::{EventBudgetExceeded, RunProgress, Watch};
 use crate::cost::Mechanism;
 use crate::machine::{MachineSpec, progress_rate};
-use crate::programs::{DealtWork, ProgramPlan, deal_work, plan_programs};
+use crate::programs::{DealtWork, ProgramPlan, deal_work, plan_programs, work_rng};
 use crate::reconfigure::Reconfigurer;
 use crate::result::{
     AllocSample, CpuStats, PolicyTrace, ProgramResult, ReconfigStats, RunResult, TraceEvent,
@@ -144,8 +146,9 @@ struct PendingReconfig {
 }
 
 struct Sim {
-    /// Which run of the scenario this is.
+    /// Which run of the scenario this is, and the scenario's seed.
     index: usize,
+    seed: u64,
     now: Nanos,
     seq: u64,
     queue: BinaryHeap<Reverse<(Key, Ev)>>,
@@ -279,6 +282,7 @@ impl Sim {
 
         let mut sim = Sim {
             index,
+            seed: scenario.seed,
             now: 0,
             seq: 0,
             queue: BinaryHeap::new(),
@@ -451,7 +455,8 @@ impl Sim {
         }
         let (shape, nthreads, work) =
             (self.progs[p].prog.shape, self.progs[p].spec_threads, self.progs[p].work_ns);
-        let DealtWork { initial, pool } = deal_work(shape, work, nthreads, &mut self.rng);
+        let mut rng = work_rng(self.seed, p);
+        let DealtWork { initial, pool } = deal_work(shape, work, nthreads, &mut rng);
         self.progs[p].pool = pool;
         self.trace_push(|s| TraceEvent::Instant { name: format!("start {}", s.progs[p].name), t_ns: s.now });
         for work in initial {

@@ -9,7 +9,8 @@ use dyncore_core::CpuSet;
 use dyncore_core::policy::ThreadSpec;
 use dyncore_core::sched::auto_tax;
 use dyncore_core::topology::CoreKind;
-use rand::Rng;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 use crate::machine::MachineSpec;
 use crate::scenario::{PolicyKind, RunSpec, TaxSpec, WorkloadSpec};
@@ -129,6 +130,22 @@ pub fn instance_names<'a>(labels: impl Iterator<Item = &'a str> + Clone) -> Vec<
         .collect()
 }
 
+/// The generator that deals the work of the `program`-th program of a run
+/// (in [`plan_programs`] order) of a scenario with `seed`. One of its own,
+/// so that what a program is given depends on the seed alone: not on what
+/// else drew numbers before it started (the simulator's IPIs), nor on the
+/// run — the same program in two runs of a scenario (the same workload on
+/// two machines or under two policies) gets the same tasks, so the runs
+/// differ by the machine and the policy, not by the draw — and a live run
+/// deals the same tasks as the simulator.
+pub fn work_rng(seed: u64, program: usize) -> ChaCha8Rng {
+    // One splitmix64 step over the two, as the engine seeds its own generator.
+    let mut z = seed ^ (program as u64 + 1).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ChaCha8Rng::seed_from_u64(z ^ (z >> 31))
+}
+
 /// A program's work dealt to its threads when it starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DealtWork {
@@ -191,9 +208,6 @@ pub fn deal_work(shape: Shape, work_ns: u64, threads: u32, rng: &mut impl Rng) -
 
 #[cfg(test)]
 mod tests {
-    use rand::SeedableRng;
-    use rand_chacha::ChaCha8Rng;
-
     use super::*;
     use crate::scenario::Scenario;
 
@@ -219,6 +233,17 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn each_program_draws_from_its_own_stream() {
+        let draw = |seed, p| {
+            let shape = crate::workload::program("pmake").unwrap().shape;
+            deal_work(shape, 4_800_000_000, 4, &mut work_rng(seed, p))
+        };
+        assert_eq!(draw(1, 0), draw(1, 0), "the same seed and program: the same tasks");
+        assert_ne!(draw(1, 0), draw(1, 1));
+        assert_ne!(draw(1, 0), draw(2, 0));
     }
 
     #[test]

@@ -58,6 +58,19 @@ nav.toc table { font-size: 0.92em; }
 }
 "#;
 
+/// How a scenario ran, for its section of the page: `ran` says where
+/// ("simulated", "live"), `lead` is HTML put after the description (the
+/// live backend's side-by-side table).
+#[derive(Debug, Clone, Copy)]
+pub struct Ran<'a> {
+    pub ran: &'a str,
+    pub lead: &'a str,
+}
+
+impl Ran<'static> {
+    pub const SIMULATED: Ran<'static> = Ran { ran: "simulated", lead: "" };
+}
+
 /// A scenario's section of the page; links are relative to `out/`.
 pub fn scenario_section(
     scenario: &Scenario,
@@ -65,18 +78,21 @@ pub fn scenario_section(
     plots: &[Plot],
     timeline: Option<(&str, &[TimelineRow])>,
     first_seed: u64,
+    ran: Ran<'_>,
 ) -> String {
     let name = esc(&scenario.name);
     let mut s = format!("<section id=\"{name}\">\n<h2>{}</h2>\n", esc(&scenario.title));
     let _ = writeln!(
         s,
-        "<p class=\"meta\"><code>{name}</code> · simulated, {} · <a href=\"{name}/report.md\">report.md</a> · \
+        "<p class=\"meta\"><code>{name}</code> · {}, {} · <a href=\"{name}/report.md\">report.md</a> · \
          <a href=\"{name}/results.json\">results.json</a> · <a href=\"{name}/trace.json\">trace.json</a></p>",
+        esc(ran.ran),
         esc(&seeds_phrase(&fig.seeds)),
     );
     if !scenario.description.trim().is_empty() {
         let _ = writeln!(s, "<p>{}</p>", esc(scenario.description.trim()));
     }
+    s += ran.lead;
     for p in plots {
         let _ = writeln!(
             s,

@@ -28,6 +28,7 @@ mod events;
 mod figure;
 mod figure_plot;
 mod html;
+mod live;
 mod markdown;
 mod plot;
 mod report;
@@ -87,6 +88,32 @@ struct RunArgs {
     /// Print only the summary, not a table per scenario.
     #[arg(long, short)]
     quiet: bool,
+    /// Where the runs run: the simulator, the live runtime (real threads on this machine's CPUs,
+    /// each figure beside the simulator's prediction), or both in one report.
+    #[arg(long, value_enum, default_value_t = Backend::Sim)]
+    backend: Backend,
+    /// Multiply every duration of the scenario by X (work, start times, tick, minimum
+    /// granularity, safety stop), e.g. 0.25 for a live run four times shorter.
+    #[arg(long, value_name = "X")]
+    time_scale: Option<f64>,
+    /// Live: the duty cycle (percent) that stands for one baseline CPU; every duty the
+    /// policy sets is scaled with it (default 50, Table 2's baseline).
+    #[arg(long, value_name = "PERCENT")]
+    baseline_duty: Option<f64>,
+    /// Live: the real CPUs to run on, a cpulist (default: every CPU this process may use).
+    #[arg(long, value_name = "LIST")]
+    real_cpus: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Backend {
+    /// The deterministic simulator.
+    #[default]
+    Sim,
+    /// The live runtime, with the simulator's prediction beside every figure.
+    Live,
+    /// Both, in one report.
+    Both,
 }
 
 /// Bad input: exit status 2.
@@ -120,6 +147,10 @@ fn main() -> ExitCode {
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<live::Interrupted>().is_some() => {
+            eprintln!("{e}");
+            ExitCode::from(130)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             let bad =
@@ -169,7 +200,17 @@ fn check(files: &[PathBuf]) -> Result<()> {
 }
 
 fn run(args: &RunArgs, out: &Path) -> Result<()> {
+    match args.backend {
+        Backend::Sim if args.baseline_duty.is_some() || args.real_cpus.is_some() => {
+            let message = "--baseline-duty and --real-cpus are for --backend live or both".to_string();
+            return Err(BadInput(vec![scenarios::LoadError::new(Path::new("dyncore run"), message)]).into());
+        }
+        Backend::Sim => {}
+        Backend::Live => return live::run(args, live::Kind::Live, out),
+        Backend::Both => return live::run(args, live::Kind::Both, out),
+    }
     let mut loaded = load_all(&args.files)?;
+    live::apply_time_scale(&mut loaded, args.time_scale)?;
     let seeds = seeds_of(args, &mut loaded)?;
     std::fs::create_dir_all(out).with_context(|| format!("creating the report folder {}", out.display()))?;
     let total: usize = loaded.iter().zip(&seeds).map(|((_, s), k)| s.runs.len() * k.len()).sum();

@@ -176,29 +176,7 @@ pub fn write_scenario(
     let first = &results[0];
 
     write_file(&dir.join("results.json"), results_json(scenario, results, fig)?.as_bytes())?;
-
-    let mut bars = bar_figure(scenario, results, fig);
-    let (plots, timeline_rows) = match scenario.report.kind {
-        PlotKind::Bars => {
-            write_chart(&dir.join("plot"), &bars)?;
-            (vec![Plot { file: "plot", size: bars.size() }], None)
-        }
-        PlotKind::Allocation => {
-            let run = timeline_run(scenario, first);
-            let rows = timeline_rows(scenario, run);
-            let chart = timeline(scenario, run, &rows, first.seed);
-            bars.title =
-                format!("{}: {} per program", scenario.title, crate::figure::metric_short(fig.metric));
-            write_chart(&dir.join("plot"), &chart)?;
-            write_chart(&dir.join("plot-bars"), &bars)?;
-            let plots = vec![
-                Plot { file: "plot", size: crate::plot::Chart::size(&chart) },
-                Plot { file: "plot-bars", size: bars.size() },
-            ];
-            (plots, Some((run.label.as_str(), rows)))
-        }
-    };
-
+    let (plots, timeline_rows) = write_plots(&dir, scenario, results, fig, None)?;
     crate::trace::write_chrome_trace(&dir.join("trace.json"), first)?;
     let timeline = timeline_rows.as_ref().map(|(label, rows)| (*label, rows.as_slice()));
     let md = report_md(source, scenario, results, fig, &plots, timeline);
@@ -211,7 +189,57 @@ pub fn write_scenario(
         seeds: fig.seeds.clone(),
         counts: fig.paper_counts(scenario),
         all_finished,
-        html: crate::html::scenario_section(scenario, fig, &plots, timeline, first.seed),
+        html: crate::html::scenario_section(
+            scenario,
+            fig,
+            &plots,
+            timeline,
+            first.seed,
+            crate::html::Ran::SIMULATED,
+        ),
+    })
+}
+
+/// A scenario's plots in `dir` — the figure (`plot`), or for an allocation
+/// figure the timeline of the first seed (`plot`) and the figure
+/// (`plot-bars`) — and the timeline's rows with its run's label.
+/// `subtitle`, if given, replaces the plots' line under the title (which
+/// otherwise says they are dyncore-sim's).
+pub fn write_plots<'a>(
+    dir: &Path,
+    scenario: &Scenario,
+    results: &'a [ScenarioResult],
+    fig: &Figure,
+    subtitle: Option<&str>,
+) -> Result<(Vec<Plot>, Option<(&'a str, Vec<TimelineRow>)>)> {
+    let first = &results[0];
+    let mut bars = bar_figure(scenario, results, fig);
+    if let Some(s) = subtitle {
+        bars.subtitle = s.to_string();
+    }
+    Ok(match scenario.report.kind {
+        PlotKind::Bars => {
+            write_chart(&dir.join("plot"), &bars)?;
+            (vec![Plot { file: "plot", size: bars.size() }], None)
+        }
+        PlotKind::Allocation => {
+            let run = timeline_run(scenario, first);
+            let rows = timeline_rows(scenario, run);
+            let mut chart = timeline(scenario, run, &rows, first.seed);
+            if let Some(s) = subtitle {
+                chart.subtitle = s.to_string();
+                chart.x_label = "time (s)".into();
+            }
+            bars.title =
+                format!("{}: {} per program", scenario.title, crate::figure::metric_short(fig.metric));
+            write_chart(&dir.join("plot"), &chart)?;
+            write_chart(&dir.join("plot-bars"), &bars)?;
+            let plots = vec![
+                Plot { file: "plot", size: crate::plot::Chart::size(&chart) },
+                Plot { file: "plot-bars", size: bars.size() },
+            ];
+            (plots, Some((run.label.as_str(), rows)))
+        }
     })
 }
 
@@ -379,7 +407,7 @@ pub fn trace_hint(seed: u64) -> String {
     )
 }
 
-fn runs_table(result: &ScenarioResult) -> Table {
+pub fn runs_table(result: &ScenarioResult) -> Table {
     let mut t = Table::new(
         "",
         &[
@@ -423,7 +451,7 @@ fn runs_table(result: &ScenarioResult) -> Table {
     t
 }
 
-fn programs_table(result: &ScenarioResult) -> Table {
+pub fn programs_table(result: &ScenarioResult) -> Table {
     let mut t = Table::new(
         "",
         &[

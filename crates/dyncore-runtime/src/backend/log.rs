@@ -97,6 +97,8 @@ pub struct RunLog {
     pub reconfigs: Vec<ReconfigRecord>,
     pub fuses: Vec<FuseRecord>,
     pub threads: Vec<ThreadRecord>,
+    /// Per CPU, time borrowed into a fused object (offline).
+    pub borrowed_ns: Vec<Nanos>,
     pub ticks: TickStats,
     /// Times a CPU went offline under a thread the policy had placed there
     /// and the runtime moved its runner (it then waited for the policy's

@@ -104,6 +104,13 @@ pub struct BackendConfig {
     /// The real machine's topology (of the usable CPUs, as
     /// `machine::Machine` reads it), for the fuse decision.
     pub machine: Topology,
+    /// The workers' real-time priority, if they have one. A controller
+    /// running above it drops to it while it waits for the workers (a
+    /// reconfiguration waits for a worker to finish its step): its waits
+    /// yield, and under `SCHED_FIFO` a yield goes only to threads of the
+    /// same priority, so a controller above a worker that shares its real
+    /// CPU would wait for it for ever.
+    pub worker_priority: Option<u8>,
 }
 
 /// Why a live run stopped before its end.
@@ -215,7 +222,7 @@ impl<'rt, P: Policy> Executor<'rt, P> {
             pending_object: None,
             live: 0,
             out: Vec::new(),
-            log: RunLog { ticks, ..RunLog::default() },
+            log: RunLog { ticks, borrowed_ns: vec![0; n], ..RunLog::default() },
             duty_before: rt.duty_report(),
             cpu_time_before: thread_cpu_ns(),
             cfg,
@@ -398,7 +405,8 @@ impl<'rt, P: Policy> Executor<'rt, P> {
     ) -> Result<(), BackendError> {
         let i = self.pending_object.take().expect("contract: Offline/Online follows its Fuse/Split");
         let representative = self.log.fuses[i].object.representative;
-        let r = if online { self.rt.online(&cpus, mode) } else { self.rt.offline(&cpus, mode) };
+        let r = self
+            .at_worker_priority(|rt| if online { rt.online(&cpus, mode) } else { rt.offline(&cpus, mode) });
         let report = r.map_err(|error| BackendError::Reconfig {
             action: format!("{} of CPUs {cpus} ({mode:?})", if online { "online" } else { "offline" }),
             error: Box::new(error),
@@ -417,12 +425,25 @@ impl<'rt, P: Policy> Executor<'rt, P> {
         Ok(())
     }
 
+    /// Runs `f` with the controller at the workers' priority, if it runs
+    /// above it (see [`BackendConfig::worker_priority`]).
+    fn at_worker_priority<T>(&self, f: impl FnOnce(&Runtime) -> T) -> T {
+        let own = crate::affinity::current_thread_realtime_priority();
+        let lower = match (own, self.cfg.worker_priority) {
+            (Some(own), Some(w)) if own > w => crate::affinity::set_current_thread_realtime(w).is_ok(),
+            _ => false,
+        };
+        let r = f(self.rt);
+        if lower && let Some(own) = own {
+            let _ = crate::affinity::set_current_thread_realtime(own);
+        }
+        r
+    }
+
     fn dispatch(&mut self, now: Nanos, cpu: CpuId, state: CpuState) -> Result<(), BackendError> {
         let old = std::mem::replace(&mut self.cpus[cpu], CpuMirror { state, since: now });
-        if let CpuState::Running { thread, object_cpus } = old.state {
-            if old.since < now {
-                self.log.slices.push(Slice { cpu, thread, start_ns: old.since, end_ns: now, object_cpus });
-            }
+        self.close(cpu, old, now);
+        if let CpuState::Running { thread, .. } = old.state {
             let stays = matches!(state, CpuState::Running { thread: t, .. } if t == thread);
             if !stays && self.threads.placement(thread) == Some(cpu) {
                 self.threads.stop(thread);
@@ -438,32 +459,38 @@ impl<'rt, P: Policy> Executor<'rt, P> {
         Ok(())
     }
 
-    /// Stops every thread and returns what was measured and recorded.
-    /// The runtime keeps running (its CPUs idle) until the caller drops it.
-    pub fn finish(mut self) -> LiveRun {
+    /// Accounts `cpu`'s time in state `m` up to `now`: a slice of the
+    /// thread it ran, or time borrowed into a fused object.
+    fn close(&mut self, cpu: CpuId, m: CpuMirror, now: Nanos) {
+        match m.state {
+            CpuState::Running { thread, object_cpus } if m.since < now => {
+                self.log.slices.push(Slice { cpu, thread, start_ns: m.since, end_ns: now, object_cpus });
+            }
+            CpuState::Borrowed { .. } => self.log.borrowed_ns[cpu] += now - m.since,
+            _ => {}
+        }
+    }
+
+    /// Stops every thread and returns what was measured and recorded, and
+    /// the policy. The runtime keeps running (its CPUs idle) until the
+    /// caller drops it.
+    pub fn finish(mut self) -> (LiveRun, P) {
         let end = self.now_ns();
         for t in 0..self.threads.len() {
             self.threads.stop(t);
             self.log.threads[t].units = self.threads.units(t);
         }
         for cpu in 0..self.cpus.len() {
-            let m = self.cpus[cpu];
-            if let CpuState::Running { thread, object_cpus } = m.state
-                && m.since < end
-            {
-                self.log.slices.push(Slice { cpu, thread, start_ns: m.since, end_ns: end, object_cpus });
-            }
+            self.close(cpu, self.cpus[cpu], end);
         }
         self.log.controller_cpu_ns = thread_cpu_ns().saturating_sub(self.cpu_time_before);
         let duty = self.rt.duty_report().iter().zip(&self.duty_before).map(|(a, b)| since(a, b)).collect();
         let (events, actions) = self.record.finish().expect("writing to memory does not fail");
         let text = |b: Vec<u8>| String::from_utf8(b).expect("serde_json writes UTF-8");
-        LiveRun { log: self.log, events: text(events), actions: text(actions), end_ns: end, duty }
-    }
-
-    /// The policy (for a caller that asks it about its state).
-    pub fn policy(&self) -> &P {
-        &self.policy
+        (
+            LiveRun { log: self.log, events: text(events), actions: text(actions), end_ns: end, duty },
+            self.policy,
+        )
     }
 }
 

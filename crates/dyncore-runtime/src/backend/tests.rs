@@ -57,6 +57,7 @@ fn config() -> BackendConfig {
         load_sample_ns: 5 * MS,
         duty_scale: DutyScale::default(),
         machine: Machine::detect().expect("sysfs").topology,
+        worker_priority: Some(10),
     }
 }
 
@@ -80,7 +81,7 @@ fn a_live_run_keeps_the_contract_and_replays_byte_for_byte() {
     assert_eq!(ex.run_until(20 * MS, false, &stop).unwrap(), Stopped::Time);
     ex.spawn(queens(1_000_000), spec(1)).unwrap();
     assert_eq!(ex.run_until(u64::MAX, true, &stop).unwrap(), Stopped::Idle);
-    let run = ex.finish();
+    let (run, _) = ex.finish();
 
     let events = parse_events(&run.events).expect("the event trace parses");
     let replayed = replay(&events, &mut chameleon());
@@ -140,7 +141,7 @@ fn a_failed_thread_exits_and_the_run_goes_on() {
     ex.spawn(Box::new(Bomb), spec(1)).unwrap();
     ex.spawn(queens(200_000), spec(1)).unwrap();
     assert_eq!(ex.run_until(u64::MAX, true, &stop).unwrap(), Stopped::Idle);
-    let run = ex.finish();
+    let (run, _) = ex.finish();
     assert!(run.log.threads[0].failed && !run.log.threads[1].failed);
     assert!(run.events.contains(r#"{"kind":"exit","thread":0}"#), "{}", run.events);
 }
@@ -152,7 +153,7 @@ fn a_raised_stop_flag_returns_at_once() {
     ex.spawn(queens(u64::MAX / 2), spec(2)).unwrap();
     let stop = AtomicBool::new(true);
     assert_eq!(ex.run_until(u64::MAX, true, &stop).unwrap(), Stopped::Interrupted);
-    let run = ex.finish();
+    let (run, _) = ex.finish();
     assert_eq!(run.log.threads[0].done_ns, None);
 }
 
