@@ -200,6 +200,9 @@ pub fn write_scenario(
     })
 }
 
+/// An allocation timeline's run label and rows.
+pub type Timeline<'a> = (&'a str, Vec<TimelineRow>);
+
 /// A scenario's plots in `dir` — the figure (`plot`), or for an allocation
 /// figure the timeline of the first seed (`plot`) and the figure
 /// (`plot-bars`) — and the timeline's rows with its run's label.
@@ -211,7 +214,7 @@ pub fn write_plots<'a>(
     results: &'a [ScenarioResult],
     fig: &Figure,
     subtitle: Option<&str>,
-) -> Result<(Vec<Plot>, Option<(&'a str, Vec<TimelineRow>)>)> {
+) -> Result<(Vec<Plot>, Option<Timeline<'a>>)> {
     let first = &results[0];
     let mut bars = bar_figure(scenario, results, fig);
     if let Some(s) = subtitle {

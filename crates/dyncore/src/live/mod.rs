@@ -93,9 +93,10 @@ fn duty_scale(percent: Option<f64>, loaded: &[(PathBuf, Scenario)]) -> Result<Du
                             return Err(bad(
                                 path,
                                 format!(
-                                    "--baseline-duty {p}: run[{i}] (`{}`) can ask for a {d} duty ({class:?} \
+                                    "--baseline-duty {p}: run[{i}] (`{}`) can ask for a {d} duty ({} \
                                      speed class on {size} CPU(s)), which becomes {:.1}%, outside (0, 100]%",
                                     spec.label,
+                                    format!("{class:?}").to_lowercase(),
                                     f64::from(pm) / 10.0
                                 ),
                             ));
