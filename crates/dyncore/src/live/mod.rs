@@ -274,7 +274,7 @@ fn print_scenario(r: &report::LiveReport<'_>) {
         say!("INCOMPLETE: {why}");
     }
     for o in r.live.iter().filter(|o| o.fit.oversubscribed) {
-        say!("OVERSUBSCRIBED: run `{}`: {}", sc.runs[o.index].label, o.fit.describe());
+        say!("OVERSUBSCRIBED: run `{}`: {}", sc.runs[o.index].label, o.fit.crowded());
     }
 }
 

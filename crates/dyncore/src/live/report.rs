@@ -217,12 +217,16 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     let (plots, timeline) = if shown[0].runs.is_empty() {
         (Vec::new(), None)
     } else {
+        let crowded =
+            if r.live.iter().any(|o| o.fit.oversubscribed) { "; OVERSUBSCRIBED live runs" } else { "" };
         let subtitle = match r.kind {
             Kind::Both => format!(
-                "live on this machine and dyncore-sim's prediction, seed {}, time scale {}",
+                "live on this machine and dyncore-sim's prediction, seed {}, time scale {}{crowded}",
                 sc.seed, r.time_scale
             ),
-            Kind::Live => format!("live on this machine, seed {}, time scale {}", sc.seed, r.time_scale),
+            Kind::Live => {
+                format!("live on this machine, seed {}, time scale {}{crowded}", sc.seed, r.time_scale)
+            }
         };
         write_plots(&dir, &shown_sc, shown, &shown_fig, Some(&subtitle))?
     };
@@ -298,13 +302,34 @@ fn banners(r: &LiveReport<'_>) -> Vec<String> {
         .live
         .iter()
         .filter(|o| o.fit.oversubscribed)
-        .map(|o| format!("`{}` ({})", r.scenario.runs[o.index].label, o.fit.describe()))
+        .map(|o| format!("run `{}`: {}", r.scenario.runs[o.index].label, o.fit.crowded()))
         .collect();
     if !over.is_empty() {
         out.push(format!(
-            "**OVERSUBSCRIBED**: {} — more runtime CPUs than real CPUs, so runtime CPUs share real ones and their \
-             duty cycles are not what the policy set; these figures are never counted as agreeing.",
+            "**OVERSUBSCRIBED**: {} — so their duty cycles are not what the policy set, and these figures are \
+             never counted as agreeing with the simulator.",
             over.join("; ")
+        ));
+    }
+    let limit: Vec<String> = r
+        .live
+        .iter()
+        .flat_map(|o| {
+            o.fit.over_limit().into_iter().map(move |(real, p)| {
+                format!(
+                    "`{}`: real CPU {real} can be asked for {:.1}%",
+                    r.scenario.runs[o.index].label,
+                    p * 100.0
+                )
+            })
+        })
+        .collect();
+    if let Some(o) = r.live.first().filter(|_| !limit.is_empty()) {
+        out.push(format!(
+            "**DUTY ABOVE THE REAL-TIME LIMIT**: {} — real-time threads may use {:.0}% of a real CPU, so such a \
+             duty is cut short (the duty error below measures it); `--baseline-duty 45` keeps every duty under it.",
+            limit.join("; "),
+            o.fit.capacity * 100.0
         ));
     }
     let not_rt: Vec<String> = r

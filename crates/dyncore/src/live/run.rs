@@ -37,7 +37,7 @@ use dyncore_sim::machine::MachineSpec;
 use dyncore_sim::programs::{ProgramPlan, deal_work, plan_programs, work_rng};
 use rand_chacha::ChaCha8Rng;
 
-use super::fit::Fit;
+use super::fit::{Fit, realtime_capacity};
 use super::kernels::{Rate, kernel_for, measure, units};
 
 /// `SCHED_FIFO` priority of the workers; the controller runs one above.
@@ -154,7 +154,7 @@ pub fn run(
     let spec = &scenario.runs[index];
     let params = scenario.sim.with(&spec.sim);
     let machine = MachineSpec::build(spec).expect("validated");
-    let fit = Fit::new(machine.topology.ncpus(), &opts.real);
+    let fit = Fit::new(&machine, &opts.real, opts.duty_scale, realtime_capacity());
     let throttle_period_ns = throttle_period_ns(params.tick_ns);
     let (rt, realtime) = start_runtime(&fit, throttle_period_ns)?;
     let baseline = opts.duty_scale.apply(Duty::BASELINE).map_err(|e| format!("the baseline duty: {e}"))?;
