@@ -171,8 +171,8 @@ fn bench_sections(out: &Path) -> Result<Vec<(String, String)>> {
         .collect()
 }
 
-/// The whole page.
-pub fn page(out: &Path, written: &[Written], total: &PaperCounts) -> Result<String> {
+/// The whole page; `what_ran` says what the invocation ran.
+pub fn page(out: &Path, written: &[Written], total: &PaperCounts, what_ran: &str) -> Result<String> {
     let benches = bench_sections(out)?;
     let mut s = String::from("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     s += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
@@ -182,11 +182,11 @@ pub fn page(out: &Path, written: &[Written], total: &PaperCounts) -> Result<Stri
     let several = written.iter().any(|w| w.seeds.len() > 1);
     let _ = writeln!(
         s,
-        "<p>Scenarios of Chameleon's evaluation (and others) run on dyncore's deterministic simulator: every run \
-         once per seed, each figure the median over the seeds with its min–max range (whiskers on the plots, a \
-         column in the tables). The paper's values, where its text states them, are the hollow diamonds on the \
-         plots and the <em>paper</em> column in the tables; rows that differ by more than 25% are shaded. \
-         docs/results.md explains every difference.</p>\n<p><strong>{}.</strong></p>\n</header>",
+        "<p>{} Every run is run once per seed, each figure the median over the seeds with its min–max range \
+         (whiskers on the plots, a column in the tables). The paper's values, where its text states them, are the \
+         hollow diamonds on the plots and the <em>paper</em> column in the tables; rows that differ by more than \
+         25% are shaded. docs/results.md explains every difference.</p>\n<p><strong>{}.</strong></p>\n</header>",
+        crate::markdown::inline(what_ran, ""),
         esc(&summary_sentence(total, several))
     );
     s += "<nav class=\"toc\">\n<h2>Contents</h2>\n<div class=\"table-wrap\">\n";

@@ -156,7 +156,7 @@ fn target(url: &str, base: &str) -> String {
 }
 
 /// Inline spans: images, links, `<autolinks>`, `code`, **bold**.
-fn inline(text: &str, base: &str) -> String {
+pub fn inline(text: &str, base: &str) -> String {
     let mut out = String::new();
     let mut rest = text;
     while !rest.is_empty() {

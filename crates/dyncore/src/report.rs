@@ -550,7 +550,7 @@ pub fn write_index(out: &Path, written: &[Written], what_ran: &str) -> Result<()
     let _ = writeln!(s, "\n{}.", summary_sentence(&total, several));
     s += "\nWhere dyncore differs from the paper, docs/results.md explains why.\n";
     write_file(&out.join("index.md"), s.as_bytes())?;
-    write_file(&out.join("index.html"), crate::html::page(out, written, &total)?.as_bytes())
+    write_file(&out.join("index.html"), crate::html::page(out, written, &total, what_ran)?.as_bytes())
 }
 
 #[cfg(test)]
