@@ -37,6 +37,8 @@ pub struct ReconfigRecord {
     /// What the runtime reported as its critical path (what the policy's
     /// `ReconfigDone` says it took).
     pub critical_ns: Nanos,
+    /// Each critical step (`Step::name`) and what it took.
+    pub steps_ns: Vec<(&'static str, Nanos)>,
 }
 
 /// A fused object's life, and how the fuse was carried out.

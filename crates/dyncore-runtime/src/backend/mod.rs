@@ -420,6 +420,7 @@ impl<'rt, P: Policy> Executor<'rt, P> {
             started_ns: at(report.started_at_ns),
             finished_ns: at(report.finished_at_ns),
             critical_ns: report.critical_ns,
+            steps_ns: report.step_ns.iter().map(|(step, ns)| (step.name(), *ns)).collect(),
         });
         self.queued.push_back(Event::ReconfigDone { id, took_ns: report.critical_ns });
         Ok(())

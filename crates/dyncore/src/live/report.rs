@@ -489,12 +489,13 @@ fn live_runs_md(r: &LiveReport<'_>) -> String {
             let _ = writeln!(
                 s,
                 "  * {} fuse(s): {}; {} reconfiguration(s) (Bolt offline/online of the borrowed CPUs, proxies \
-                 installed), critical path median {}, longest {}.",
+                 installed), critical path median {}, longest {}; {}.",
                 log.fuses.len(),
                 kinds.join("; "),
                 crit.len(),
                 fmt_ns(median(&crit)),
-                fmt_ns(crit.iter().copied().max().unwrap_or(0))
+                fmt_ns(crit.iter().copied().max().unwrap_or(0)),
+                step_medians(&log.reconfigs)
             );
         }
         let t = &log.ticks;
@@ -511,6 +512,29 @@ fn live_runs_md(r: &LiveReport<'_>) -> String {
         );
     }
     s
+}
+
+/// "medians: await-stopped 9.8 µs, install-proxy 0.3 µs, ..., the rest
+/// (lock, planning, timing) 2.1 µs": where the critical paths went.
+fn step_medians(reconfigs: &[dyncore_runtime::backend::ReconfigRecord]) -> String {
+    let mut by_step: std::collections::BTreeMap<&str, Vec<u64>> = std::collections::BTreeMap::new();
+    for r in reconfigs {
+        for (name, ns) in &r.steps_ns {
+            by_step.entry(name).or_default().push(*ns);
+        }
+    }
+    let rest: Vec<u64> = reconfigs
+        .iter()
+        .map(|r| r.critical_ns.saturating_sub(r.steps_ns.iter().map(|s| s.1).sum()))
+        .collect();
+    let mut steps: Vec<(&str, u64)> = by_step.into_iter().map(|(n, v)| (n, median(&v))).collect();
+    steps.sort_by_key(|s| std::cmp::Reverse(s.1));
+    let parts: Vec<String> = steps.iter().map(|(n, ns)| format!("{n} {}", fmt_ns(*ns))).collect();
+    format!(
+        "step medians: {}; the rest of the call (lock, planning) {}",
+        parts.join(", "),
+        fmt_ns(median(&rest))
+    )
 }
 
 fn median(v: &[u64]) -> u64 {
