@@ -150,7 +150,7 @@ impl Fit {
             .map(|(r, cpus, p)| format!("{cpus} on real CPU {r} (peak {:.1}%)", p * 100.0))
             .collect();
         let mut s = format!(
-            "runtime CPUs {}; real-time threads may use {:.0}% of a real CPU",
+            "runtime CPUs: {}; real-time threads may use {:.0}% of a real CPU",
             blocks.join(", "),
             self.capacity * 100.0
         );

@@ -62,9 +62,27 @@ fn tagged(s: &str, which: &str) -> String {
     format!("{s} ({which})")
 }
 
-/// The scenario and result with every run twice — live, then simulated —
-/// relabelled, for the plot and the trace of `--backend both`.
-fn combined(s: &Scenario, live: &ScenarioResult, sim: &ScenarioResult) -> (Scenario, ScenarioResult) {
+/// How [`combined`] marks which backend a result comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    /// Every run's label and series (the trace, the runs and programs
+    /// tables: each run is its own process, row, ...).
+    Runs,
+    /// What the figure tells apart: the series when the x axis is the
+    /// program, the program labels when it is the run — so that a run's
+    /// live and simulated bars stand side by side in two colours.
+    Figure,
+}
+
+/// The scenario and result with every run twice, live then simulated,
+/// marked ` (live)` or ` (simulator)` as `mark` says, for `--backend both`.
+fn combined(
+    s: &Scenario,
+    live: &ScenarioResult,
+    sim: &ScenarioResult,
+    mark: Mark,
+) -> (Scenario, ScenarioResult) {
+    let by_program = mark == Mark::Figure && s.report.group_by == GroupBy::Run;
     let mut sc = s.clone();
     sc.runs.clear();
     let mut runs = Vec::new();
@@ -73,28 +91,32 @@ fn combined(s: &Scenario, live: &ScenarioResult, sim: &ScenarioResult) -> (Scena
         for (which, r) in std::iter::once((LIVE, live.runs.get(i))).chain(sims) {
             let Some(r) = r else { continue };
             let mut spec = spec.clone();
-            let series = spec.series.clone().unwrap_or_else(|| spec.label.clone());
-            spec.label = tagged(&spec.label, which);
-            spec.series = Some(tagged(&series, which));
+            let mut r = r.clone();
+            if by_program {
+                for w in &mut spec.workloads {
+                    w.label = Some(tagged(w.label.as_deref().unwrap_or(&w.program), which));
+                }
+                for p in &mut r.programs {
+                    p.label = tagged(&p.label, which);
+                }
+            } else {
+                let series = spec.series.clone().unwrap_or_else(|| spec.label.clone());
+                spec.label = tagged(&spec.label, which);
+                spec.series = Some(tagged(&series, which));
+                (r.label, r.series) = (tagged(&r.label, which), tagged(&r.series, which));
+            }
             sc.runs.push(spec);
-            runs.push(RunResult {
-                label: tagged(&r.label, which),
-                series: tagged(&r.series, which),
-                ..r.clone()
-            });
+            runs.push(r);
         }
     }
     sc.paper = s
         .paper
         .iter()
-        .flat_map(|p| {
-            [LIVE, SIM].map(|which| match s.report.group_by {
-                GroupBy::Program => PaperFigure { series: tagged(&p.series, which), ..p.clone() },
-                GroupBy::Run => PaperFigure { x: tagged(&p.x, which), ..p.clone() },
-            })
-        })
+        .flat_map(|p| [LIVE, SIM].map(|which| PaperFigure { series: tagged(&p.series, which), ..p.clone() }))
         .collect();
-    sc.report.timeline_run = s.report.timeline_run.as_ref().map(|l| tagged(l, LIVE));
+    if !by_program {
+        sc.report.timeline_run = s.report.timeline_run.as_ref().map(|l| tagged(l, LIVE));
+    }
     (sc, ScenarioResult { runs, ..live.clone() })
 }
 
@@ -207,14 +229,19 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     }
     let sides = side_by_side(sc, &live_fig, &sim_fig, &diags);
 
-    // The plot, the trace and the figure the page shows: both backends or live only.
-    let (shown_sc, shown) = match r.kind {
-        Kind::Both => combined(sc, r.live_result, r.predicted),
-        Kind::Live => (sc.clone(), r.live_result.clone()),
+    // The plot, the trace and the figure the page shows: both backends or
+    // live only (`shown` marks each run, `drawn` what the figure tells apart).
+    let ((_, shown), (drawn_sc, drawn)) = match r.kind {
+        Kind::Both => (
+            combined(sc, r.live_result, r.predicted, Mark::Runs),
+            combined(sc, r.live_result, r.predicted, Mark::Figure),
+        ),
+        Kind::Live => ((sc.clone(), r.live_result.clone()), (sc.clone(), r.live_result.clone())),
     };
     let shown = std::slice::from_ref(&shown);
-    let shown_fig = Figure::build(&shown_sc, shown);
-    let (plots, timeline) = if shown[0].runs.is_empty() {
+    let drawn = std::slice::from_ref(&drawn);
+    let drawn_fig = Figure::build(&drawn_sc, drawn);
+    let (plots, timeline) = if drawn[0].runs.is_empty() {
         (Vec::new(), None)
     } else {
         let crowded =
@@ -228,7 +255,7 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
                 format!("live on this machine, seed {}, time scale {}{crowded}", sc.seed, r.time_scale)
             }
         };
-        write_plots(&dir, &shown_sc, shown, &shown_fig, Some(&subtitle))?
+        write_plots(&dir, &drawn_sc, drawn, &drawn_fig, Some(&subtitle))?
     };
     crate::trace::write_chrome_trace(&dir.join("trace.json"), &shown[0])?;
     for o in r.live {
@@ -268,7 +295,7 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     write_file(&dir.join("results.json"), text.as_bytes())?;
 
     let diag_list: Vec<Diag> = diags.into_iter().flatten().collect();
-    let md = report_md(r, &live_fig, &sides, &diag_list, &shown_sc, &shown_fig, &plots, shown);
+    let md = report_md(r, &live_fig, &sides, &diag_list, &drawn_sc, &drawn_fig, &plots, shown);
     write_file(&dir.join("report.md"), md.as_bytes())?;
 
     let lead = lead_html(r, &live_fig, &sides, &diag_list);
@@ -278,11 +305,11 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
         name: sc.name.clone(),
         title: sc.title.clone(),
         seeds: vec![sc.seed],
-        counts: shown_fig.paper_counts(&shown_sc),
+        counts: drawn_fig.paper_counts(&drawn_sc),
         all_finished: r.incomplete.is_none() && r.live_result.runs.iter().all(|x| x.finished),
         html: crate::html::scenario_section(
-            &shown_sc,
-            &shown_fig,
+            &drawn_sc,
+            &drawn_fig,
             &plots,
             timeline_ref,
             sc.seed,
@@ -355,8 +382,8 @@ fn report_md(
     live_fig: &Figure,
     sides: &[Side],
     diags: &[Diag],
-    shown_sc: &Scenario,
-    shown_fig: &Figure,
+    drawn_sc: &Scenario,
+    drawn_fig: &Figure,
     plots: &[crate::report::Plot],
     shown: &[ScenarioResult],
 ) -> String {
@@ -398,10 +425,10 @@ fn report_md(
         }
         s.push('\n');
     }
-    if shown_fig.has_paper() {
+    if drawn_fig.has_paper() {
         let _ = writeln!(s, "## Beside the paper\n");
-        s += &comparison_table("", shown_fig).to_markdown();
-        let _ = writeln!(s, "\n{}\n", paper_verdict(shown_sc, shown_fig));
+        s += &comparison_table("", drawn_fig).to_markdown();
+        let _ = writeln!(s, "\n{}\n", paper_verdict(drawn_sc, drawn_fig));
     }
     let _ = writeln!(s, "## How the live runs went\n");
     s += &live_runs_md(r);
