@@ -5,8 +5,11 @@
 //!
 //! The mechanisms, measured in every live run ([`Diag`]):
 //!
-//! * **throttling error**: how far each runtime CPU's busy time was from
-//!   its duty over the periods it had work (the runtime's duty report);
+//! * **throttling error**: how far each thread's work was from what its
+//!   live schedule at its duties promised ([`work_error`]: what the real
+//!   CPUs delivered, whatever took it — the throttle, the hypervisor,
+//!   other load), and how far each runtime CPU's busy time was from its
+//!   duty over the periods it had work (the runtime's duty report);
 //! * **machine drift**: how far a kernel's rate alone at the baseline duty
 //!   moved between the calibrations before and after the run (a shared
 //!   machine under a hypervisor changes speed; speedups are measured
@@ -24,6 +27,7 @@
 //! oversubscribed run is never counted as agreeing, whatever its value.
 
 use dyncore_sim::RunResult;
+use dyncore_sim::machine::MachineSpec;
 use dyncore_sim::scenario::{GroupBy, Scenario};
 
 use super::run::LiveRunOutput;
@@ -41,6 +45,9 @@ pub struct Diag {
     pub oversubscribed: bool,
     /// Largest |busy / entitled − 1| over the CPUs with loaded periods.
     pub duty_error: f64,
+    /// Largest |units done / units the schedule promised − 1| over the
+    /// run's threads (see [`work_error`]).
+    pub work_error: f64,
     /// Largest |rate after / rate before − 1| over the run's kernels.
     pub drift: f64,
     /// Reconfigurations live and in the prediction, and their total cost.
@@ -72,6 +79,7 @@ impl Diag {
             .filter_map(|d| Some(d.measured()? / d.entitled()? - 1.0))
             .map(f64::abs)
             .fold(0.0, f64::max);
+        let work_error = work_error(scenario, live);
         let drift = live.rates.iter().filter_map(|r| r.drift()).map(f64::abs).fold(0.0, f64::max);
         let reconfig_live_ns: u64 = log.reconfigs.iter().map(|r| r.critical_ns).sum();
         let tick_late_mean_ns = log.ticks.mean_late_ns();
@@ -79,6 +87,7 @@ impl Diag {
             label: scenario.runs[live.index].label.clone(),
             oversubscribed: live.fit.oversubscribed,
             duty_error,
+            work_error,
             drift,
             reconfigs_live: log.reconfigs.len(),
             reconfigs_sim: sim.reconfig.fuses + sim.reconfig.splits,
@@ -96,8 +105,13 @@ impl Diag {
     /// The mechanism with the largest measured effect, in words.
     pub fn largest(&self) -> String {
         let candidates = [
-            (self.duty_error, "throttling error", {
-                format!("a runtime CPU's busy time off its duty by {:.2}%", self.duty_error * 100.0)
+            (self.duty_error.max(self.work_error), "throttling error", {
+                format!(
+                    "a thread did {:.1}% more or less work than its schedule at its duties promised; a runtime \
+                     CPU's busy time was off its duty by {:.2}%",
+                    self.work_error * 100.0,
+                    self.duty_error * 100.0
+                )
             }),
             (self.drift, "machine drift", {
                 format!(
@@ -124,6 +138,42 @@ impl Diag {
         let (_, what, detail) = candidates.into_iter().max_by(|a, b| a.0.total_cmp(&b.0)).expect("three");
         format!("{what}: {detail}")
     }
+}
+
+/// How far the runtime CPUs' work was from what their duties promised: for
+/// each thread, the units it did over the units its live schedule promised
+/// — every slice the policy ran it for, at the rate the duty of that slice
+/// gives (`duty / 50%` times its kernel's calibrated baseline rate) — minus
+/// 1; the largest over the threads that had at least a hundredth of the
+/// run's work. The schedule is the live one, so this isolates what the
+/// real CPUs delivered (throttling, the hypervisor, other load) from what
+/// the policy decided.
+fn work_error(scenario: &Scenario, live: &LiveRunOutput) -> f64 {
+    let machine = MachineSpec::build(&scenario.runs[live.index]).expect("validated");
+    let log = &live.run.log;
+    let mut per_thread: Vec<(f64, f64)> = vec![(0.0, 0.0); log.threads.len()];
+    for (p, ts) in live.threads.iter().enumerate() {
+        let rate = live.rates[live.kernel[p]].units_per_s() / 1e9;
+        let class = live.programs[p].template.class;
+        for &t in ts {
+            per_thread[t].0 = log.threads[t].units as f64;
+            per_thread[t].1 = log
+                .slices
+                .iter()
+                .filter(|s| s.thread == t)
+                .map(|s| {
+                    let duty = machine.speed.duty(machine.topology.kind(s.cpu), s.object_cpus, class);
+                    (s.end_ns - s.start_ns) as f64 * duty.speedup() * rate
+                })
+                .sum();
+        }
+    }
+    let total: f64 = per_thread.iter().map(|t| t.1).sum();
+    per_thread
+        .iter()
+        .filter(|(_, promised)| *promised > 0.01 * total)
+        .map(|(done, promised)| (done / promised - 1.0).abs())
+        .fold(0.0, f64::max)
 }
 
 /// `12.3 µs` style.
@@ -270,6 +320,7 @@ pub fn diag_table(diags: &[Diag]) -> Table {
         &[
             "run",
             "duty error",
+            "work error",
             "machine drift",
             "reconfigurations live / predicted",
             "reconfiguration time live / predicted",
@@ -286,6 +337,7 @@ pub fn diag_table(diags: &[Diag]) -> Table {
         t.row(vec![
             label,
             format!("{:.2}%", d.duty_error * 100.0),
+            format!("{:.1}%", d.work_error * 100.0),
             format!("{:.2}%", d.drift * 100.0),
             format!("{} / {}", d.reconfigs_live, d.reconfigs_sim),
             format!("{} / {}", fmt_ns(d.reconfig_live_ns), fmt_ns(d.reconfig_sim_ns)),
@@ -330,6 +382,7 @@ mod tests {
             label: "r".into(),
             oversubscribed: false,
             duty_error: 0.01,
+            work_error: 0.005,
             drift: 0.02,
             reconfigs_live: 4,
             reconfigs_sim: 4,

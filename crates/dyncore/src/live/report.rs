@@ -437,7 +437,9 @@ fn report_md(
     let _ = writeln!(
         s,
         "\nDuty error: the largest relative difference between a runtime CPU's busy time and its duty, over \
-         the throttle periods it had work throughout. Machine drift: how much a kernel's rate alone at the \
+         the throttle periods it had work throughout. Work error: the largest relative difference between the \
+         units a thread did and the units its live schedule promised at its duties (each slice's length × \
+         duty / 50% × its kernel's calibrated rate): what the real CPUs delivered, whatever took it. Machine drift: how much a kernel's rate alone at the \
          baseline duty changed between the calibrations before and after the run. Reconfigurations: what the \
          runtime's critical paths took live against what the simulator charged for the same plans. Tick \
          lateness: how late the controller fed each round of ticks. A figure outside {:.0}% names the largest \
