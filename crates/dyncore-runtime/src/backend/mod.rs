@@ -44,6 +44,11 @@
 //! A reconfiguration the runtime refuses or rolls back, or a placement on
 //! a CPU the runtime says is offline, breaks the contract and stops the run
 //! with a [`BackendError`]: the policy has no way to hear of a failure.
+//!
+//! In debug builds every call — the event, and the actions the policy
+//! answered it with — goes through the contract's checker
+//! (`dyncore_core::policy::contract::Checker`): a broken promise, on either
+//! side, panics there and then.
 
 mod log;
 
@@ -188,6 +193,9 @@ pub struct Executor<'rt, P: Policy> {
     log: RunLog,
     duty_before: Vec<DutyReport>,
     cpu_time_before: Nanos,
+    /// The boundary's contract, checked on every call in debug builds.
+    #[cfg(debug_assertions)]
+    contract: dyncore_core::policy::contract::Checker,
 }
 
 fn thread_cpu_ns() -> Nanos {
@@ -225,6 +233,8 @@ impl<'rt, P: Policy> Executor<'rt, P> {
             log: RunLog { ticks, borrowed_ns: vec![0; n], ..RunLog::default() },
             duty_before: rt.duty_report(),
             cpu_time_before: thread_cpu_ns(),
+            #[cfg(debug_assertions)]
+            contract: dyncore_core::policy::contract::Checker::new(),
             cfg,
         }
     }
@@ -351,6 +361,10 @@ impl<'rt, P: Policy> Executor<'rt, P> {
         out.clear();
         self.policy.handle(now, &event, &mut out);
         self.record.record(now, &event, &out);
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.contract.step(now, &event, &out) {
+            panic!("the live traffic breaks the policy boundary's contract: {e}");
+        }
         let r = out.drain(..).try_for_each(|a| self.execute(now, a));
         self.out = out;
         r

@@ -280,12 +280,13 @@ fn print_scenario(r: &report::LiveReport<'_>) {
 
 /// The first line of index.md.
 fn what_ran(args: &RunArgs, kind: Kind) -> String {
-    let files: Vec<String> = args.files.iter().map(|f| f.display().to_string()).collect();
+    let files: Vec<String> = args.files.iter().map(|f| format!(" {}", f.display())).collect();
     let backend = if kind == Kind::Both { "both" } else { "live" };
     let scale = args.time_scale.map(|x| format!(" --time-scale {x}")).unwrap_or_default();
+    let which = if files.is_empty() { "Every shipped scenario" } else { "Scenarios" };
     format!(
-        "Scenarios run live on this machine's runtime CPUs, beside the simulator's prediction (`cargo run \
-         --release -- run --backend {backend}{scale} {}`).",
-        files.join(" ")
+        "{which} run live on this machine's runtime CPUs, beside the simulator's prediction (`cargo run \
+         --release -- run --backend {backend}{scale}{}`).",
+        files.concat()
     )
 }
