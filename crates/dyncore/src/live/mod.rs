@@ -259,13 +259,7 @@ fn run_live(
 
 fn print_scenario(r: &report::LiveReport<'_>) {
     let sc = r.scenario;
-    let live_fig = crate::figure::Figure::build(sc, std::slice::from_ref(r.live_result));
-    let sim_fig = crate::figure::Figure::build(sc, std::slice::from_ref(r.predicted));
-    let mut diags = vec![None; sc.runs.len()];
-    for o in r.live {
-        diags[o.index] = Some(compare::Diag::of(sc, o, &r.predicted.runs[o.index]));
-    }
-    let sides = compare::side_by_side(sc, &live_fig, &sim_fig, &diags);
+    let (live_fig, sides, _) = report::comparison(r);
     let mut table = compare::side_table(live_fig.x_name, &sides);
     table.title = format!("{} — {} (live, time scale {}, seed {})", sc.name, sc.title, r.time_scale, sc.seed);
     say!("\n{}", table.to_terminal());

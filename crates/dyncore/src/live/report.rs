@@ -216,11 +216,10 @@ pub fn outcome_words(o: &Outcome) -> String {
     }
 }
 
-/// Writes the report folder; returns what the index needs.
-pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
+/// The live figure, each of its cells beside the prediction, and each
+/// live run's measurements (by run index).
+pub fn comparison(r: &LiveReport<'_>) -> (Figure, Vec<Side>, Vec<Option<Diag>>) {
     let sc = r.scenario;
-    let dir = report_dir(out, &sc.name)?;
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let live_fig = Figure::build(sc, std::slice::from_ref(r.live_result));
     let sim_fig = Figure::build(sc, std::slice::from_ref(r.predicted));
     let mut diags: Vec<Option<Diag>> = vec![None; sc.runs.len()];
@@ -228,6 +227,15 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
         diags[o.index] = Some(Diag::of(sc, o, &r.predicted.runs[o.index]));
     }
     let sides = side_by_side(sc, &live_fig, &sim_fig, &diags);
+    (live_fig, sides, diags)
+}
+
+/// Writes the report folder; returns what the index needs.
+pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
+    let sc = r.scenario;
+    let dir = report_dir(out, &sc.name)?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let (live_fig, sides, diags) = comparison(r);
 
     // The plot, the trace and the figure the page shows: both backends or
     // live only (`shown` marks each run, `drawn` what the figure tells apart).

@@ -206,13 +206,18 @@ pub fn run(
         // (its arrivals come before anything else at their time).
         let due = programs[p].start_ns;
         if due > ex.now_ns() {
-            match step_until(&mut ex, due, false, stop, &tell) {
+            match step_until(&mut ex, due.min(params.max_time_ns), false, stop, &tell) {
                 Ok(Stopped::Time) => {}
                 other => {
                     outcome = Some(outcome_of(other, false));
                     break;
                 }
             }
+        }
+        if due > params.max_time_ns {
+            // As in the simulator: a program due after the safety stop never starts.
+            outcome = Some(Outcome::TimedOut);
+            break;
         }
         match spawn_program(
             &mut ex,
