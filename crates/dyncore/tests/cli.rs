@@ -1,29 +1,15 @@
 //! The `dyncore` command as a user runs it: exit statuses, error messages
 //! that name file, line and field, and byte-identical reports.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn dyncore(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dyncore"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the dyncore binary runs")
-}
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{dyncore, stderr, tmp};
 
 fn scenarios_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
-}
-
-/// A fresh folder, removed when the returned guard drops (also when the
-/// test fails), so `cargo test` leaves nothing in /tmp.
-fn tmp(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new().prefix(&format!("dyncore-cli-{name}-")).tempdir().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 const GOOD: &str = r#"name = "tiny"

@@ -4,21 +4,17 @@
 //! INCOMPLETE and no thread behind. The runs that go live need real-time
 //! priority and two CPUs; without them those tests say so and skip.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use common::{dyncore, stderr, tmp};
+
 /// One live run at a time: two would take each other's CPUs.
 static LIVE: Mutex<()> = Mutex::new(());
-
-fn dyncore(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dyncore"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the dyncore binary runs")
-}
 
 fn scenarios() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
@@ -26,14 +22,6 @@ fn scenarios() -> PathBuf {
 
 fn scenario(name: &str) -> String {
     scenarios().join(name).to_string_lossy().into_owned()
-}
-
-fn tmp(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new().prefix(&format!("dyncore-live-{name}-")).tempdir().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Why a live run cannot go here, if it cannot.
