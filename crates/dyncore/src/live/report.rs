@@ -337,7 +337,10 @@ fn banners(r: &LiveReport<'_>) -> Vec<String> {
         .live
         .iter()
         .filter(|o| o.fit.oversubscribed)
-        .map(|o| format!("run `{}`: {}", r.scenario.runs[o.index].label, o.fit.crowded()))
+        .map(|o| {
+            let hint = o.fit_hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default();
+            format!("run `{}`: {}{hint}", r.scenario.runs[o.index].label, o.fit.crowded())
+        })
         .collect();
     if !over.is_empty() {
         out.push(format!(
@@ -411,7 +414,8 @@ fn report_md(
         "Scenario `{}`, seed {}, run live on runtime CPUs with real threads and real kernels on {} — time scale \
          {} (every duration of the scenario multiplied by it: work, start times, tick, minimum granularity, \
          safety stop). Beside every live figure is the simulator's prediction for the same scaled scenario and \
-         seed{}. Reproduce with `cargo run --release -- run --backend {backend} --time-scale {} {}`.\n",
+         seed{} — the same scaled scenario, so that the tick and the minimum granularity keep the proportion \
+         to the work that they have live. Reproduce with `cargo run --release -- run --backend {backend} --time-scale {} {}`.\n",
         sc.name,
         sc.seed,
         r.machine,

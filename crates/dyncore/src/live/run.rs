@@ -70,6 +70,8 @@ pub enum Outcome {
 pub struct LiveRunOutput {
     pub index: usize,
     pub fit: Fit,
+    /// For an oversubscribed run: the baseline duty at which it would fit.
+    pub fit_hint: Option<String>,
     /// The workers' real-time priority, or why they ran without.
     pub realtime: Result<u8, String>,
     pub throttle_period_ns: Nanos,
@@ -154,7 +156,20 @@ pub fn run(
     let spec = &scenario.runs[index];
     let params = scenario.sim.with(&spec.sim);
     let machine = MachineSpec::build(spec).expect("validated");
-    let fit = Fit::new(&machine, &opts.real, opts.duty_scale, realtime_capacity());
+    let capacity = realtime_capacity();
+    let fit = Fit::new(&machine, &opts.real, opts.duty_scale, capacity);
+    // Would a lower baseline (every ratio kept) make it fit?
+    let fit_hint = fit.oversubscribed.then(|| {
+        [450, 400, 350, 300]
+            .into_iter()
+            .filter(|&pm| pm < u32::from(opts.duty_scale.baseline.per_mille()))
+            .map(|pm| DutyScale { baseline: Duty::from_per_mille(pm).expect("in range") })
+            .find(|s| !Fit::new(&machine, &opts.real, *s, capacity).oversubscribed)
+            .map_or_else(
+                || "no baseline down to 30% makes it fit these real CPUs".to_string(),
+                |s| format!("it would fit with --baseline-duty {}", s.baseline.percent()),
+            )
+    });
     let throttle_period_ns = throttle_period_ns(params.tick_ns);
     let (rt, realtime) = start_runtime(&fit, throttle_period_ns)?;
     let baseline = opts.duty_scale.apply(Duty::BASELINE).map_err(|e| format!("the baseline duty: {e}"))?;
@@ -248,6 +263,7 @@ pub fn run(
     Ok(LiveRunOutput {
         index,
         fit,
+        fit_hint,
         realtime,
         throttle_period_ns,
         baseline,
