@@ -156,36 +156,12 @@ pub fn run(
     let spec = &scenario.runs[index];
     let params = scenario.sim.with(&spec.sim);
     let machine = MachineSpec::build(spec).expect("validated");
-    let capacity = realtime_capacity();
-    let fit = Fit::new(&machine, &opts.real, opts.duty_scale, capacity);
-    // Would a lower baseline (every ratio kept) make it fit?
-    let fit_hint = fit.oversubscribed.then(|| {
-        [450, 400, 350, 300]
-            .into_iter()
-            .filter(|&pm| pm < u32::from(opts.duty_scale.baseline.per_mille()))
-            .map(|pm| DutyScale { baseline: Duty::from_per_mille(pm).expect("in range") })
-            .find(|s| !Fit::new(&machine, &opts.real, *s, capacity).oversubscribed)
-            .map_or_else(
-                || "no baseline down to 30% makes it fit these real CPUs".to_string(),
-                |s| format!("it would fit with --baseline-duty {}", s.baseline.percent()),
-            )
-    });
+    let (fit, fit_hint) = fit_for(&machine, opts);
     let throttle_period_ns = throttle_period_ns(params.tick_ns);
     let (rt, realtime) = start_runtime(&fit, throttle_period_ns)?;
     let baseline = opts.duty_scale.apply(Duty::BASELINE).map_err(|e| format!("the baseline duty: {e}"))?;
-
     let programs = plan_programs(spec, &machine);
-    let mut kinds: Vec<(&'static str, MakeKernel)> = Vec::new();
-    let kernel: Vec<usize> = programs
-        .iter()
-        .map(|p| {
-            let (name, make) = kernel_for(p.program);
-            kinds.iter().position(|(n, _)| *n == name).unwrap_or_else(|| {
-                kinds.push((name, make));
-                kinds.len() - 1
-            })
-        })
-        .collect();
+    let (kinds, kernel) = kernels_of(&programs);
     let mut rates = Vec::with_capacity(kinds.len());
     for (name, make) in &kinds {
         progress(format!("run {}/{} `{}`: calibrating {name}", index + 1, scenario.runs.len(), spec.label));
@@ -202,9 +178,6 @@ pub fn run(
         worker_priority: realtime.as_ref().ok().copied(),
     };
     let mut ex = Executor::new(&rt, policy_for(scenario, index), cfg);
-    let mut threads = vec![Vec::new(); programs.len()];
-    let mut order: Vec<usize> = (0..programs.len()).collect();
-    order.sort_by_key(|&p| programs[p].start_ns);
     let tell = |ex: &Executor<'_, ClusterScheduler>| {
         progress(format!(
             "run {}/{} `{}`: {:.2} s, {} thread(s) running",
@@ -215,43 +188,9 @@ pub fn run(
             ex.live_threads()
         ))
     };
-    let mut outcome = None;
-    for &p in &order {
-        // Programs due now start together, as the simulator starts them
-        // (its arrivals come before anything else at their time).
-        let due = programs[p].start_ns;
-        if due > ex.now_ns() {
-            match step_until(&mut ex, due.min(params.max_time_ns), false, stop, &tell) {
-                Ok(Stopped::Time) => {}
-                other => {
-                    outcome = Some(outcome_of(other, false));
-                    break;
-                }
-            }
-        }
-        if due > params.max_time_ns {
-            // As in the simulator: a program due after the safety stop never starts.
-            outcome = Some(Outcome::TimedOut);
-            break;
-        }
-        match spawn_program(
-            &mut ex,
-            &programs[p],
-            &kinds[kernel[p]].1,
-            rates[kernel[p]].sizing_units_per_s(),
-            &mut work_rng(scenario.seed, p),
-        ) {
-            Ok(ts) => threads[p] = ts,
-            Err(e) => {
-                outcome = Some(Outcome::Failed(e));
-                break;
-            }
-        }
-    }
-    let outcome = outcome.unwrap_or_else(|| {
-        let r = step_until(&mut ex, params.max_time_ns, true, stop, &tell);
-        outcome_of(r, true)
-    });
+    let work =
+        Work { programs: &programs, kinds: &kinds, kernel: &kernel, rates: &rates, seed: scenario.seed };
+    let (threads, outcome) = drive(&mut ex, &work, params.max_time_ns, stop, &tell);
     let (run, policy) = ex.finish();
     drop(controller);
     if matches!(outcome, Outcome::Finished | Outcome::TimedOut) {
@@ -275,6 +214,89 @@ pub fn run(
         decisions: policy.decisions(),
         outcome,
     })
+}
+
+/// Where the run's runtime CPUs go and, if that oversubscribes the real
+/// CPUs, the lower baseline duty (every ratio kept) at which it would fit.
+fn fit_for(machine: &MachineSpec, opts: &LiveOptions) -> (Fit, Option<String>) {
+    let capacity = realtime_capacity();
+    let fit = Fit::new(machine, &opts.real, opts.duty_scale, capacity);
+    let hint = fit.oversubscribed.then(|| {
+        [450, 400, 350, 300]
+            .into_iter()
+            .filter(|&pm| pm < u32::from(opts.duty_scale.baseline.per_mille()))
+            .map(|pm| DutyScale { baseline: Duty::from_per_mille(pm).expect("in range") })
+            .find(|s| !Fit::new(machine, &opts.real, *s, capacity).oversubscribed)
+            .map_or_else(
+                || "no baseline down to 30% makes it fit these real CPUs".to_string(),
+                |s| format!("it would fit with --baseline-duty {}", s.baseline.percent()),
+            )
+    });
+    (fit, hint)
+}
+
+/// The kernels the programs run, once each, and each program's (an index).
+fn kernels_of(programs: &[ProgramPlan]) -> (Vec<(&'static str, MakeKernel)>, Vec<usize>) {
+    let mut kinds: Vec<(&'static str, MakeKernel)> = Vec::new();
+    let kernel = programs
+        .iter()
+        .map(|p| {
+            let (name, make) = kernel_for(p.program);
+            kinds.iter().position(|(n, _)| *n == name).unwrap_or_else(|| {
+                kinds.push((name, make));
+                kinds.len() - 1
+            })
+        })
+        .collect();
+    (kinds, kernel)
+}
+
+/// A run's programs and what their work is made of.
+struct Work<'a> {
+    programs: &'a [ProgramPlan],
+    kinds: &'a [(&'static str, MakeKernel)],
+    kernel: &'a [usize],
+    rates: &'a [Rate],
+    seed: u64,
+}
+
+/// Starts the programs at their times and runs until every thread is done,
+/// the safety stop, Ctrl-C or an error; each program's threads, and how it
+/// ended.
+fn drive(
+    ex: &mut Executor<'_, ClusterScheduler>,
+    work: &Work<'_>,
+    max_time_ns: Nanos,
+    stop: &AtomicBool,
+    tell: &dyn Fn(&Executor<'_, ClusterScheduler>),
+) -> (Vec<Vec<ThreadId>>, Outcome) {
+    let programs = work.programs;
+    let mut threads = vec![Vec::new(); programs.len()];
+    let mut order: Vec<usize> = (0..programs.len()).collect();
+    order.sort_by_key(|&p| programs[p].start_ns);
+    for p in order {
+        // Programs due now start together, as the simulator starts them
+        // (its arrivals come before anything else at their time).
+        let due = programs[p].start_ns;
+        if due > ex.now_ns() {
+            match step_until(ex, due.min(max_time_ns), false, stop, tell) {
+                Ok(Stopped::Time) => {}
+                other => return (threads, outcome_of(other, false)),
+            }
+        }
+        if due > max_time_ns {
+            // As in the simulator: a program due after the safety stop never starts.
+            return (threads, Outcome::TimedOut);
+        }
+        let k = work.kernel[p];
+        let rate = work.rates[k].sizing_units_per_s();
+        match spawn_program(ex, &programs[p], &work.kinds[k].1, rate, &mut work_rng(work.seed, p)) {
+            Ok(ts) => threads[p] = ts,
+            Err(e) => return (threads, Outcome::Failed(e)),
+        }
+    }
+    let r = step_until(ex, max_time_ns, true, stop, tell);
+    (threads, outcome_of(r, true))
 }
 
 /// Runs the executor towards `until_ns` in slices of a quarter second,
