@@ -9,6 +9,7 @@ pub mod control;
 pub mod cost;
 pub mod engine;
 pub mod machine;
+pub mod netstack;
 mod profiles;
 pub mod programs;
 pub mod reconfigure;
