@@ -30,6 +30,7 @@ mod figure_plot;
 mod html;
 mod live;
 mod markdown;
+mod newtos;
 mod plot;
 mod report;
 mod scenarios;
@@ -162,7 +163,9 @@ fn main() -> ExitCode {
 
 /// Loads every scenario, reporting all bad files (not just the first).
 pub(crate) fn load_all(files: &[PathBuf]) -> Result<Vec<(PathBuf, Scenario)>> {
-    let paths = scenarios::discover(files).map_err(|e| BadInput(vec![e]))?;
+    let mut paths = scenarios::discover(files).map_err(|e| BadInput(vec![e]))?;
+    // Network-stack scenarios are NewtOS's (`newtos::load_nets`).
+    paths.retain(|p| !newtos::is_net_file(p));
     let mut ok = Vec::new();
     let mut bad = Vec::new();
     for p in paths {
@@ -193,10 +196,30 @@ pub(crate) fn load_all(files: &[PathBuf]) -> Result<Vec<(PathBuf, Scenario)>> {
 
 fn check(files: &[PathBuf]) -> Result<()> {
     let loaded = load_all(files)?;
+    let nets = load_nets(files)?;
     for (p, s) in &loaded {
         say!("ok  {}  ({}: {} runs)", p.display(), s.name, s.runs.len());
     }
+    for (p, s) in &nets {
+        say!("ok  {}  ({}: {} runs)", p.display(), s.name, s.runs.len());
+    }
     Ok(())
+}
+
+/// The network-stack (NewtOS) scenarios among `files`, or the shipped ones.
+fn load_nets(files: &[PathBuf]) -> Result<Vec<(PathBuf, dyncore_sim::netstack::scenario::NetScenario)>> {
+    let mut ok = Vec::new();
+    let mut bad = Vec::new();
+    for p in newtos::discover(files) {
+        match newtos::load(&p) {
+            Ok(s) => ok.push((p, s)),
+            Err(e) => bad.push(e),
+        }
+    }
+    if !bad.is_empty() {
+        return Err(BadInput(bad).into());
+    }
+    Ok(ok)
 }
 
 fn run(args: &RunArgs, out: &Path) -> Result<()> {
@@ -210,6 +233,7 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
         Backend::Both => return live::run(args, live::Kind::Both, out),
     }
     let mut loaded = load_all(&args.files)?;
+    let nets = load_nets(&args.files)?;
     live::apply_time_scale(&mut loaded, args.time_scale)?;
     let seeds = seeds_of(args, &mut loaded)?;
     std::fs::create_dir_all(out).with_context(|| format!("creating the report folder {}", out.display()))?;
@@ -253,6 +277,20 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
             .with_context(|| format!("writing the report of {}", sc.name))?;
         if !args.quiet {
             bar.suspend(|| print_scenario(sc, seeds, &results, &fig));
+        }
+        written.push(w);
+    }
+    for (path, sc) in &nets {
+        bar.set_message(sc.name.clone());
+        let (w, rows) = newtos::write_scenario(out, path, sc)
+            .with_context(|| format!("writing the report of {}", sc.name))?;
+        if !args.quiet {
+            bar.suspend(|| {
+                say!("\n{} ({})", sc.title, sc.name);
+                for r in &rows {
+                    say!("  {:<28} {:>8.0} Mbps {:>6.1} W", r.label, r.mbps.median, r.power_w.median);
+                }
+            });
         }
         written.push(w);
     }

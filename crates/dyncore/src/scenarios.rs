@@ -121,7 +121,7 @@ pub fn error_in(file: &Path, text: &str, path: &[String], message: String) -> Lo
 
 /// A TOML or serde error: located by its span, with the full path of the
 /// field there, and serde's wording replaced by what the field accepts.
-fn syntax_error(file: &Path, text: &str, e: &toml::de::Error) -> LoadError {
+pub(crate) fn syntax_error(file: &Path, text: &str, e: &toml::de::Error) -> LoadError {
     let span = e.span();
     let doc = ImDocument::parse(text).ok();
     let path = span.clone().and_then(|s| match &doc {

@@ -44,9 +44,14 @@ fn check_accepts_every_shipped_scenario() {
         .unwrap()
         .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "toml"))
         .count();
+    let newtos = std::fs::read_dir(scenarios_dir().join("newtos"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "toml"))
+        .count();
     let ok_lines = String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with("ok")).count();
     assert!(shipped >= 8, "the issue asks for 8 scenarios, found {shipped}");
-    assert_eq!(ok_lines, shipped);
+    assert!(newtos >= 6, "issue 11 ships the NewtOS scenarios, found {newtos}");
+    assert_eq!(ok_lines, shipped + newtos);
 }
 
 #[test]
@@ -355,5 +360,26 @@ fn stack_streams_through_the_split_stack_and_refuses_bad_input() {
         let o = dyncore(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+}
+
+/// A NewtOS scenario with a bad value: file:line:col, the field, exit 2.
+#[test]
+fn a_bad_newtos_scenario_names_file_line_and_field() {
+    let guard = tmp("newtos-bad");
+    let d = guard.path();
+    let good = std::fs::read_to_string(scenarios_dir().join("newtos/single.toml")).unwrap();
+    for (from, to, field) in [
+        ("wakeup_ns = 20000", "wakeup_ns = -5", "stack.wakeup_ns"),
+        ("mhz = 1600", "mhz = 1700", "run[1].cpu[0].mhz"),
+    ] {
+        assert!(good.contains(from), "{from}");
+        let p = d.join("bad.toml");
+        std::fs::write(&p, good.replacen(from, to, 1)).unwrap();
+        let o = dyncore(&["check", p.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let e = stderr(&o);
+        let line = good.lines().position(|l| l.contains(from)).unwrap() + 1;
+        assert!(e.contains(&format!("bad.toml:{line}:")) && e.contains(field), "{e}");
     }
 }
