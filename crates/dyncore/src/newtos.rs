@@ -467,6 +467,7 @@ impl Chart for NetChart<'_> {
             .map_err(e)?;
         c.configure_mesh()
             .disable_x_mesh()
+            .light_line_style(WHITE)
             .x_labels(n.max(2))
             .x_label_formatter(&|_| String::new())
             .y_desc("Gbit/s (line: dyncore median, bars: range; ◆ paper)")
@@ -529,6 +530,7 @@ impl Chart for NetChart<'_> {
             .map_err(e)?;
         b.configure_mesh()
             .disable_x_mesh()
+            .light_line_style(WHITE)
             .x_labels(n.max(2))
             .x_label_formatter(&fmt_x)
             .x_desc(&self.sc.report.x_title)

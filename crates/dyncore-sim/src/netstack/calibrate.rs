@@ -152,6 +152,32 @@ pub fn fit(net: &NetParams) -> Fit {
     }
 }
 
+/// The other fit: `scale` to the single core, `wakeup_ns` to configuration
+/// #1, `turn_cycles` as `net` has it.
+pub fn fit_wake(net: &NetParams) -> Fit {
+    let base = base_costs();
+    let (mut scale, mut wake) = (1.0, 0.0);
+    for _ in 0..8 {
+        scale =
+            bisect(0.3, 5.0, PAPER_SINGLE_2267_MBPS, |s| mbps(&scaled(&base, s, wake), net, &single(2267)));
+        wake = bisect(0.0, 500_000.0, PAPER_CONFIG1_2267_MBPS, |w| {
+            mbps(&scaled(&base, scale, w), net, &config1(2267, 2267))
+        });
+        let s = mbps(&scaled(&base, scale, wake), net, &single(2267));
+        if (s / PAPER_SINGLE_2267_MBPS - 1.0).abs() < 0.005 {
+            break;
+        }
+    }
+    let costs = scaled(&base, scale, wake);
+    Fit {
+        scale,
+        turn_cycles: net.turn_cycles,
+        wakeup_ns: wake,
+        config1_mbps: mbps(&costs, net, &config1(2267, 2267)),
+        single_mbps: mbps(&costs, net, &single(2267)),
+    }
+}
+
 /// The wake-up latency from MWAIT, assumed: Linux's `intel_idle` gives
 /// Nehalem's C3 an exit latency of 20 µs.
 pub const ASSUMED_WAKEUP_NS: f64 = 20_000.0;

@@ -84,7 +84,12 @@ fn explore() {
         ..NetParams::default()
     };
     let t = std::time::Instant::now();
-    let f = super::calibrate::fit(&net);
+    let net = NetParams { turn_cycles: env("TURN", 0.0), ..net };
+    let f = if std::env::var("FITWAKE").is_ok() {
+        super::calibrate::fit_wake(&net)
+    } else {
+        super::calibrate::fit(&net)
+    };
     eprintln!("{f:?} in {:?}", t.elapsed());
     let c = scaled(&base_costs(), f.scale, f.wakeup_ns);
     let net = NetParams { turn_cycles: f.turn_cycles, ..net };
@@ -111,4 +116,34 @@ fn explore() {
     for m in [2267, 1600, 200] {
         show(&format!("single {m}"), single(m));
     }
+}
+
+/// The shipped NewtOS scenarios carry the fit: the same `[stack]` and
+/// `turn_cycles` in every file, equal (to the 4 digits written) to what
+/// `calibrate::fit` finds now, and reproducing the two fitted points.
+#[test]
+fn the_shipped_scenarios_carry_the_calibration() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/newtos");
+    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(files.len() >= 6, "{files:?}");
+    let scs: Vec<super::scenario::NetScenario> = files
+        .iter()
+        .map(|f| super::scenario::NetScenario::from_toml(&std::fs::read_to_string(f).unwrap()).unwrap())
+        .collect();
+    for s in &scs {
+        s.validate().unwrap();
+        assert_eq!(s.stack, scs[0].stack, "{}", s.name);
+        assert_eq!(s.net.turn_cycles, scs[0].net.turn_cycles, "{}", s.name);
+    }
+    let net = NetParams::default();
+    let f = super::calibrate::fit(&net);
+    let close = |a: f64, b: f64| (a / b - 1.0).abs() < 2e-3;
+    let shipped = &scs[0].stack;
+    assert!(close(shipped.tcp.cycles_per_packet, 700.0 * f.scale), "{shipped:?} {f:?}");
+    assert!(close(shipped.ip.cycles_per_packet, 350.0 * f.scale), "{shipped:?} {f:?}");
+    assert!(close(scs[0].net.turn_cycles, f.turn_cycles), "{} {f:?}", scs[0].net.turn_cycles);
+    assert_eq!(shipped.wakeup_ns, super::calibrate::ASSUMED_WAKEUP_NS);
+    assert!((f.config1_mbps / super::calibrate::PAPER_CONFIG1_2267_MBPS - 1.0).abs() < 0.01, "{f:?}");
+    assert!((f.single_mbps / super::calibrate::PAPER_SINGLE_2267_MBPS - 1.0).abs() < 0.01, "{f:?}");
 }
