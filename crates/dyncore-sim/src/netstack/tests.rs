@@ -21,7 +21,7 @@ fn a_busy_single_core_goes_as_fast_as_its_work_per_packet_allows() {
     // No wake-ups, a window that never runs dry: the core is busy all the
     // time and each segment costs TCP + IP + driver + half an ACK's trip.
     let c = costs(0.0);
-    let net = NetParams { streams: 64, ..NetParams::default() };
+    let net = NetParams { streams: 64, turn_cycles: 0.0, ..NetParams::default() };
     let o = simulate(&RunInput { costs: &c, net: &net, cpus: &single(1600), load: &[], seed: 1 });
     assert!(o.cpus[0].busy > 0.99, "{o:?}");
     let per_seg = c.tcp.cycles(1448)
@@ -84,15 +84,9 @@ fn explore() {
         ..NetParams::default()
     };
     let t = std::time::Instant::now();
-    let net = NetParams { turn_cycles: env("TURN", 0.0), ..net };
-    let f = if std::env::var("FITWAKE").is_ok() {
-        super::calibrate::fit_wake(&net)
-    } else {
-        super::calibrate::fit(&net)
-    };
+    let f = super::calibrate::fit(&net);
     eprintln!("{f:?} in {:?}", t.elapsed());
     let c = scaled(&base_costs(), f.scale, f.wakeup_ns);
-    let net = NetParams { turn_cycles: f.turn_cycles, ..net };
     let show = |name: &str, cpus: Vec<CpuSpec>| {
         let o = simulate(&RunInput { costs: &c, net: &net, cpus: &cpus, load: &[], seed: 1 });
         let b: Vec<String> = o.cpus.iter().map(|c| format!("{:.2}/{}w", c.busy, c.wakeups)).collect();
@@ -142,8 +136,8 @@ fn the_shipped_scenarios_carry_the_calibration() {
     let shipped = &scs[0].stack;
     assert!(close(shipped.tcp.cycles_per_packet, 700.0 * f.scale), "{shipped:?} {f:?}");
     assert!(close(shipped.ip.cycles_per_packet, 350.0 * f.scale), "{shipped:?} {f:?}");
-    assert!(close(scs[0].net.turn_cycles, f.turn_cycles), "{} {f:?}", scs[0].net.turn_cycles);
-    assert_eq!(shipped.wakeup_ns, super::calibrate::ASSUMED_WAKEUP_NS);
+    assert!(close(shipped.wakeup_ns, f.wakeup_ns), "{shipped:?} {f:?}");
+    assert_eq!(scs[0].net.turn_cycles, super::calibrate::ASSUMED_TURN_CYCLES);
     assert!((f.config1_mbps / super::calibrate::PAPER_CONFIG1_2267_MBPS - 1.0).abs() < 0.01, "{f:?}");
     assert!((f.single_mbps / super::calibrate::PAPER_SINGLE_2267_MBPS - 1.0).abs() < 0.01, "{f:?}");
 }
