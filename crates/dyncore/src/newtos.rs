@@ -521,7 +521,8 @@ impl Chart for NetChart<'_> {
                 ("W (modelled)", vec![("power".into(), self.rows.iter().map(|r| r.power_w.median).collect())])
             }
         };
-        let bmax = series.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.1, f64::max) * 1.15;
+        // Headroom above the bars for the legend.
+        let bmax = series.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.1, f64::max) * 1.45;
         let mut b = ChartBuilder::on(&bottom)
             .margin(10)
             .x_label_area_size(70)
@@ -551,6 +552,7 @@ impl Chart for NetChart<'_> {
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], col.filled()));
         }
         b.configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .label_font(("sans-serif", 12))

@@ -370,7 +370,7 @@ fn a_bad_newtos_scenario_names_file_line_and_field() {
     let d = guard.path();
     let good = std::fs::read_to_string(scenarios_dir().join("newtos/single.toml")).unwrap();
     for (from, to, field) in [
-        ("wakeup_ns = 20000", "wakeup_ns = -5", "stack.wakeup_ns"),
+        ("wakeup_ns = 111900.0", "wakeup_ns = -5", "stack.wakeup_ns"),
         ("mhz = 1600", "mhz = 1700", "run[1].cpu[0].mhz"),
     ] {
         assert!(good.contains(from), "{from}");

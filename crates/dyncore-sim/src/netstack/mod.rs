@@ -58,6 +58,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod calibrate;
 pub mod policy;
+pub mod scale;
 pub mod scenario;
 
 /// Traffic and machine parameters of the model; every field has a default.
