@@ -11,6 +11,7 @@ use clap::Subcommand;
 
 pub mod chart;
 pub mod goal;
+pub mod newtos;
 pub mod reconfig;
 pub mod sidecall;
 pub mod sim;
@@ -30,6 +31,8 @@ pub enum BenchCmd {
     Reconfig(reconfig::Args),
     /// TCP streams: Linux loopback (B0) and the monolithic smoltcp stack (B1), in interleaved rounds.
     Stack(stack::Args),
+    /// NewtOS at scale in the simulator: 64 stacks, 1024 CPUs, a diurnal load; energy and simulator speed.
+    Newtos(newtos::Args),
 }
 
 /// Runs a bench; with `--strict`, fails when a goal's verdict is not the
@@ -40,6 +43,7 @@ pub fn run(cmd: &BenchCmd, out: &Path) -> Result<()> {
         BenchCmd::Sidecall(a) => ("sidecall", a.gate, sidecall::run(a, out)?),
         BenchCmd::Reconfig(a) => ("reconfig", a.gate, reconfig::run(a, out)?),
         BenchCmd::Stack(a) => ("stack", a.gate, stack::run(a, out)?),
+        BenchCmd::Newtos(a) => ("newtos", a.gate, newtos::run(a, out)?),
     };
     if gate.strict { goal::strict_check(name, &goals) } else { Ok(()) }
 }
