@@ -58,6 +58,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod calibrate;
 pub mod policy;
+pub mod predict;
 pub mod scale;
 pub mod scenario;
 
