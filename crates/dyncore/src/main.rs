@@ -237,7 +237,8 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
     live::apply_time_scale(&mut loaded, args.time_scale)?;
     let seeds = seeds_of(args, &mut loaded)?;
     std::fs::create_dir_all(out).with_context(|| format!("creating the report folder {}", out.display()))?;
-    let total: usize = loaded.iter().zip(&seeds).map(|((_, s), k)| s.runs.len() * k.len()).sum();
+    let total: usize = loaded.iter().zip(&seeds).map(|((_, s), k)| s.runs.len() * k.len()).sum::<usize>()
+        + nets.iter().map(|(_, s)| s.runs.len() * s.seeds as usize).sum::<usize>();
     let bar = ProgressBar::new(total as u64);
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}")
@@ -284,6 +285,7 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
         bar.set_message(sc.name.clone());
         let (w, rows) = newtos::write_scenario(out, path, sc)
             .with_context(|| format!("writing the report of {}", sc.name))?;
+        bar.inc((sc.runs.len() * sc.seeds as usize) as u64);
         if !args.quiet {
             bar.suspend(|| {
                 say!("\n{} ({})", sc.title, sc.name);
@@ -307,13 +309,15 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
         let several = written.iter().any(|w| w.seeds.len() > 1);
         format!(" {} (see docs/results.md).", figure::summary_sentence(&counts, several))
     };
-    let per_run = seeds.iter().map(Vec::len).max().unwrap_or(1);
+    let counts: Vec<usize> =
+        seeds.iter().map(Vec::len).chain(nets.iter().map(|(_, s)| s.seeds as usize)).collect();
+    let per_run = counts.iter().copied().max().unwrap_or(1);
     say!(
         "\n{}, {} ({} each{}) in {:.1} s.{diff_note}",
         n(written.len(), "scenario"),
         n(total, "run"),
         n(per_run, "seed"),
-        if seeds.iter().all(|k| k.len() == per_run) { "" } else { " at most" },
+        if counts.iter().all(|&k| k == per_run) { "" } else { " at most" },
         started.elapsed().as_secs_f64(),
     );
     say!("Report: {} (and index.md)", out.join("index.html").display());
