@@ -48,6 +48,7 @@
 pub mod app;
 pub mod chan;
 pub mod component;
+pub mod control;
 pub mod driver;
 pub mod filter;
 pub mod host;

@@ -210,3 +210,82 @@ fn bad_placements_are_refused() {
     let e = host.place(ComponentKind::Ip, 9).unwrap_err();
     assert!(e.0.contains("CPU 9 is not one of the host's CPUs"), "{e}");
 }
+
+/// The live controller: requests (a mode, a move, a speed) and load
+/// samples go to the policy through the boundary while the stream flows;
+/// its decisions move the slots and set the duties, with a reason each;
+/// idle, `dynamic` consolidates the stack. (Whether
+/// a burst spreads a `dynamic` stack depends on this machine's speed:
+/// `dyncore bench stack` B4 measures it.)
+#[test]
+fn the_controller_carries_out_requests_and_consolidates_an_idle_dynamic_stack() {
+    use dyncore_core::placement::{Action, Mode, PlacementConfig, PlacementPolicy};
+    use dyncore_net::control::{Control, Controller};
+
+    let cpus = vec![0, 1, 2];
+    let cfg = PlacementConfig::new(cpus.clone(), Mode::Dynamic);
+    let speeds = SpeedTable::newtos();
+    let policy = PlacementPolicy::new(cfg, &ComponentKind::ALL, speeds.clone()).unwrap();
+    let mut ctl = Controller::new(policy);
+    let layout = ctl.start(0);
+    assert_eq!(layout.cpus_in_use().len(), 1, "dynamic starts consolidated");
+
+    let (wa, wb) = mem::pair(MemWireConfig::default());
+    let mut ca = StackConfig::new(A);
+    ca.seed = 11;
+    let mut cb = StackConfig::new(B);
+    cb.seed = 22;
+    let mut a = Stack::build(&ca, Box::new(wa), 0);
+    let mut b = Stack::build(&cb, Box::new(wb), 0);
+    let total = 32 << 20;
+    let sender = Sender::new(a.sockets.remove(0), (B, PORT), total, SEED);
+    let receiver = Receiver::new(b.sockets.remove(0), PORT, Some(SEED));
+    let host = CpuHost::start(HostConfig::new(cpus), a.components, &layout.cpu_of).unwrap();
+    ctl.attach(&host).unwrap();
+    let threads = Threads::start(b.components, vec![Box::new(sender), Box::new(receiver)]);
+    let t0 = Instant::now();
+    let _ = ctl.sample(&host, host.now_ns()).unwrap();
+    let step600 = speeds.by_mhz(600).unwrap();
+    let mut i = 0;
+    while !threads.wait_apps(Duration::from_millis(5)) {
+        assert!(t0.elapsed() < LIMIT);
+        let now = host.now_ns();
+        match i {
+            2 => ctl.control(&host, now, Control::SetMode { mode: Mode::Spread }).unwrap(),
+            4 => ctl.control(&host, now, Control::Migrate { component: ComponentKind::Tcp, to: 2 }).unwrap(),
+            6 => ctl.control(&host, now, Control::SetSpeed { cpu: 2, step: step600 }).unwrap(),
+            8 => {
+                assert_eq!(host.duty(2).unwrap(), duty_of_step(&speeds, step600));
+                ctl.control(&host, now, Control::SetSpeed { cpu: 2, step: speeds.fastest() }).unwrap()
+            }
+            _ => {}
+        }
+        i += 1;
+        let _ = ctl.sample(&host, host.now_ns()).unwrap();
+    }
+    assert!(i > 8, "the stream ended before the requests: make it longer");
+    let e = ctl.control(&host, host.now_ns(), Control::Migrate { component: ComponentKind::Ip, to: 9 });
+    assert!(e.unwrap_err().to_string().contains("CPU 9"), "a move to a CPU the policy does not have");
+    let run = threads.stop();
+    assert!(ctl.layout().cpus_in_use().len() > 1, "spread by request");
+    // Back to `dynamic`, idle: consolidated (at once, as the mode starts;
+    // otherwise after several light samples and a minimum dwell; bounded).
+    ctl.control(&host, host.now_ns(), Control::SetMode { mode: Mode::Dynamic }).unwrap();
+    let idle0 = Instant::now();
+    while ctl.layout().cpus_in_use().len() > 1 && idle0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+        let _ = ctl.sample(&host, host.now_ns()).unwrap();
+    }
+    host.check().unwrap();
+    let a = host.stop();
+    check(Run { a, b: run.components, apps: run.apps }, Some(total));
+    for d in &ctl.log {
+        eprintln!("{:>10.3} ms  {}  — {}", d.at_ns as f64 / 1e6, d.action, d.reason);
+        assert!(!d.reason.is_empty());
+    }
+    assert!(ctl.log.iter().any(|d| d.action.to_string() == "migrate tcp cpu 1 → 2"
+        || d.action.to_string().starts_with("migrate tcp")));
+    assert_eq!(ctl.layout().cpus_in_use().len(), 1, "idle, the stack was not consolidated again");
+    let consolidations = ctl.log.iter().filter(|d| matches!(d.action, Action::Consolidate { .. })).count();
+    assert!(consolidations >= 2, "at the start and back in dynamic: {consolidations}");
+}

@@ -1,0 +1,275 @@
+//! The live placement controller: drives a
+//! [`dyncore_core::placement::PlacementPolicy`] for a stack hosted on
+//! runtime CPUs ([`crate::hosting`]) and carries out its decisions.
+//!
+//! It talks to the policy only through the policy boundary's placement
+//! events (`StackControl`, `StackLoad`; see [`Controller::feed`]) and
+//! executes the `Place` decisions it gets back: dedicate, consolidate and
+//! migrate become slot moves ([`CpuHost::place`]); a speed step becomes the
+//! CPU's duty cycle ([`crate::hosting::duty_of_step`]).
+//!
+//! A load sample ([`Controller::sample`]) covers the time since the
+//! previous one. Per component:
+//!
+//! * `busy`: the time in polls that did work over the window, divided by
+//!   its CPU's duty (the policy reads busy as a fraction of what the CPU
+//!   at its step can give, and multiplies by the step's capacity to get
+//!   work), capped at 1;
+//! * `fill`: how full its fullest inbound channel is;
+//! * `behind`: a sender's frame channel to it is at least [`BEHIND_FILL`]
+//!   full (NewtOS §5's "my receiver cannot keep up"; the one-call control
+//!   channels between the syscall server and TCP do not count);
+//!
+//! and the stream's bitrate: the payload bytes TCP copied over the window.
+//!
+//! Every decision is kept in [`Controller::log`] with its time and reason.
+//!
+//! Invariant (asserted after every decision): the host's layout is the
+//! policy's — every component runs on the CPU the policy put it on.
+
+use std::collections::BTreeMap;
+
+use dyncore_core::Nanos;
+use dyncore_core::placement::{
+    Action, ComponentSample, Decision, Layout, LoadSample, PlacementError, PlacementPolicy,
+};
+
+pub use boundary::Control;
+use boundary::{Event, PolicyAction};
+
+use crate::component::ComponentKind;
+use crate::hosting::{CpuHost, HostError, SlotSnapshot, duty_of_step};
+
+/// An outbound channel at least this full says its receiver is behind.
+pub const BEHIND_FILL: f64 = 0.5;
+
+/// The channels between the syscall server and TCP carry one call or reply
+/// per client: full whenever a call is outstanding, which says nothing
+/// about keeping up. The hint reads the frame channels only.
+fn control_channel(from: ComponentKind, to: ComponentKind) -> bool {
+    matches!(
+        (from, to),
+        (ComponentKind::Syscall, ComponentKind::Tcp) | (ComponentKind::Tcp, ComponentKind::Syscall)
+    )
+}
+
+/// See the module docs.
+pub struct Controller {
+    policy: PlacementPolicy,
+    layout: Layout,
+    last: Option<(Nanos, Vec<SlotSnapshot>)>,
+    /// Every decision so far, in order.
+    pub log: Vec<Decision>,
+    /// Every sample fed, with its time.
+    pub samples: Vec<(Nanos, LoadSample)>,
+}
+
+/// A request the policy refused, or a decision the host could not carry out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlError {
+    Policy(PlacementError),
+    Host(HostError),
+}
+
+impl std::fmt::Display for ControlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ControlError::Policy(e) => write!(f, "{e}"),
+            ControlError::Host(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ControlError {}
+
+impl From<HostError> for ControlError {
+    fn from(e: HostError) -> Self {
+        ControlError::Host(e)
+    }
+}
+
+impl Controller {
+    pub fn new(policy: PlacementPolicy) -> Self {
+        Controller {
+            policy,
+            layout: Layout { cpu_of: BTreeMap::new(), step_of: BTreeMap::new() },
+            last: None,
+            log: Vec::new(),
+            samples: Vec::new(),
+        }
+    }
+
+    pub fn policy(&self) -> &PlacementPolicy {
+        &self.policy
+    }
+
+    /// The layout the decisions so far give.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Starts the policy (before the host exists): the initial layout to
+    /// start the host with. Then call [`Controller::attach`].
+    pub fn start(&mut self, now_ns: Nanos) -> Layout {
+        for d in self.feed(now_ns, &Event::StackControl { control: Control::Start }) {
+            self.layout.apply(&d.action);
+            self.log.push(d);
+        }
+        self.layout.clone()
+    }
+
+    /// Gives a freshly started host the initial layout's speeds.
+    pub fn attach(&mut self, host: &CpuHost) -> Result<(), ControlError> {
+        for (&cpu, &step) in &self.layout.step_of {
+            host.set_duty(cpu, duty_of_step(self.policy.speeds(), step))?;
+        }
+        self.check(host);
+        Ok(())
+    }
+
+    /// The one way to the policy: an event in, its decisions out.
+    pub fn feed(&mut self, now_ns: Nanos, ev: &Event) -> Vec<Decision> {
+        let mut out = Vec::new();
+        boundary::handle(&mut self.policy, now_ns, ev, &mut out);
+        out.into_iter()
+            .filter_map(|a| match a {
+                PolicyAction::Place { decision } => Some(decision),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A request (a mode, a move, a speed), checked by the policy first.
+    pub fn control(&mut self, host: &CpuHost, now_ns: Nanos, c: Control) -> Result<(), ControlError> {
+        boundary::validate(&self.policy, &c).map_err(ControlError::Policy)?;
+        let ds = self.feed(now_ns, &Event::StackControl { control: c });
+        self.execute(host, ds)
+    }
+
+    /// Takes a load sample over the time since the previous one and feeds
+    /// it; returns it (`None` for the first call, which only starts the
+    /// window).
+    pub fn sample(&mut self, host: &CpuHost, now_ns: Nanos) -> Result<Option<LoadSample>, ControlError> {
+        let now = host.components();
+        let Some((t0, before)) = self.last.replace((now_ns, now.clone())) else {
+            return Ok(None);
+        };
+        let window = now_ns.saturating_sub(t0).max(1);
+        let duties: BTreeMap<_, _> = host.cpus().into_iter().map(|c| (c.cpu, c.duty_per_mille)).collect();
+        let mut behind = std::collections::BTreeSet::new();
+        for s in &now {
+            let from = s.kind.expect("host snapshots name their component");
+            for (j, &f) in s.outbound_fill.iter().enumerate() {
+                if f >= BEHIND_FILL && !control_channel(from, ComponentKind::ALL[j]) {
+                    behind.insert(ComponentKind::ALL[j]);
+                }
+            }
+        }
+        let mut bits_per_s = 0.0;
+        let components = now
+            .iter()
+            .zip(&before)
+            .map(|(s, b)| {
+                let k = s.kind.expect("host snapshots name their component");
+                let busy_ns = s.load.busy_ns.saturating_sub(b.load.busy_ns) as f64;
+                let duty = f64::from(duties[&s.cpu]) / 1000.0;
+                if k == ComponentKind::Tcp {
+                    bits_per_s = s.load.bytes.saturating_sub(b.load.bytes) as f64 * 8.0 * 1e9 / window as f64;
+                }
+                let busy = (busy_ns / window as f64 / duty).min(1.0);
+                (k, ComponentSample { busy, fill: s.inbound_fill, behind: behind.contains(&k) })
+            })
+            .collect();
+        let sample = LoadSample { components, bits_per_s };
+        let ds = self.feed(now_ns, &Event::StackLoad { sample: sample.clone() });
+        self.samples.push((now_ns, sample.clone()));
+        self.execute(host, ds)?;
+        Ok(Some(sample))
+    }
+
+    fn execute(&mut self, host: &CpuHost, ds: Vec<Decision>) -> Result<(), ControlError> {
+        for d in ds {
+            match &d.action {
+                Action::Dedicate { component, cpu } => host.place(*component, *cpu)?,
+                Action::Consolidate { components, cpu } => {
+                    for c in components {
+                        host.place(*c, *cpu)?;
+                    }
+                }
+                Action::Migrate { component, to, .. } => host.place(*component, *to)?,
+                Action::SetSpeed { cpu, step } => {
+                    host.set_duty(*cpu, duty_of_step(self.policy.speeds(), *step))?
+                }
+            }
+            self.layout.apply(&d.action);
+            self.log.push(d);
+        }
+        self.check(host);
+        Ok(())
+    }
+
+    fn check(&self, host: &CpuHost) {
+        for (&k, &cpu) in &self.layout.cpu_of {
+            assert_eq!(host.cpu_of(k), Some(cpu), "the host runs {k} where the policy did not put it");
+        }
+    }
+}
+
+/// Stand-in for the policy boundary's placement events until they land in
+/// `dyncore_core::policy` (same names and shapes; replaced by them).
+mod boundary {
+    use dyncore_core::placement::{
+        ComponentKind, Decision, LoadSample, Mode, PlacementError, PlacementPolicy,
+    };
+    use dyncore_core::power::StepIdx;
+    use dyncore_core::{CpuId, Nanos};
+
+    /// A request to a placement policy: start, a mode, a move, a speed.
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum Control {
+        Start,
+        SetMode { mode: Mode },
+        Migrate { component: ComponentKind, to: CpuId },
+        SetSpeed { cpu: CpuId, step: StepIdx },
+    }
+
+    pub enum Event {
+        StackLoad { sample: LoadSample },
+        StackControl { control: Control },
+    }
+
+    pub enum PolicyAction {
+        Place {
+            decision: Decision,
+        },
+        /// The boundary's other actions (a placement policy emits none).
+        #[allow(dead_code)]
+        Other,
+    }
+
+    pub fn validate(p: &PlacementPolicy, c: &Control) -> Result<(), PlacementError> {
+        let mut out = Vec::new();
+        let mut p = p.clone();
+        match *c {
+            Control::Migrate { component, to } => p.migrate(0, component, to, &mut out),
+            Control::SetSpeed { cpu, step } => p.set_speed(0, cpu, step, &mut out),
+            Control::Start | Control::SetMode { .. } => Ok(()),
+        }
+    }
+
+    pub fn handle(p: &mut PlacementPolicy, now: Nanos, ev: &Event, out: &mut Vec<PolicyAction>) {
+        let mut ds = Vec::new();
+        match ev {
+            Event::StackLoad { sample } => p.on_sample(now, sample, &mut ds),
+            Event::StackControl { control } => match *control {
+                Control::Start => p.start(now, &mut ds),
+                Control::SetMode { mode } => p.set_mode(now, mode, &mut ds),
+                Control::Migrate { component, to } => {
+                    p.migrate(now, component, to, &mut ds).expect("validated")
+                }
+                Control::SetSpeed { cpu, step } => p.set_speed(now, cpu, step, &mut ds).expect("validated"),
+            },
+        }
+        out.extend(ds.into_iter().map(|decision| PolicyAction::Place { decision }));
+    }
+}
