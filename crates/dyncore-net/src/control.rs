@@ -38,7 +38,8 @@ pub use boundary::Control;
 use boundary::{Event, PolicyAction};
 
 use crate::component::ComponentKind;
-use crate::hosting::{CpuHost, HostError, SlotSnapshot, duty_of_step};
+use crate::hosting::{CpuHost, CpuSnapshot, HostError, SlotSnapshot, duty_of_step};
+use dyncore_core::power::PowerModel;
 
 /// An outbound channel at least this full says its receiver is behind.
 pub const BEHIND_FILL: f64 = 0.5;
@@ -62,6 +63,26 @@ pub struct Controller {
     pub log: Vec<Decision>,
     /// Every sample fed, with its time.
     pub samples: Vec<(Nanos, LoadSample)>,
+    /// Per sample window: its end, the CPUs in use, their running time
+    /// (CPU-seconds) and modelled energy (joules) over the window.
+    pub windows: Vec<Window>,
+    last_cpus: Option<Vec<CpuSnapshot>>,
+    model: PowerModel,
+}
+
+/// One sample window's cost (see [`Controller::windows`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    pub end_ns: Nanos,
+    pub len_ns: Nanos,
+    pub cpus_in_use: usize,
+    pub cpu_s: f64,
+    /// **Modelled** ([`dyncore_core::power::MODELLED`]): each CPU in use at
+    /// its step, running the fraction of the window its worker ran
+    /// (polling counts: a polling core is not asleep), asleep the rest;
+    /// CPUs without components are power-gated.
+    pub joules: f64,
+    pub bits_per_s: f64,
 }
 
 /// A request the policy refused, or a decision the host could not carry out.
@@ -96,6 +117,9 @@ impl Controller {
             last: None,
             log: Vec::new(),
             samples: Vec::new(),
+            windows: Vec::new(),
+            last_cpus: None,
+            model: PowerModel::newtos(),
         }
     }
 
@@ -151,11 +175,13 @@ impl Controller {
     /// window).
     pub fn sample(&mut self, host: &CpuHost, now_ns: Nanos) -> Result<Option<LoadSample>, ControlError> {
         let now = host.components();
+        let cpus = host.cpus();
+        let cpus_before = self.last_cpus.replace(cpus.clone());
         let Some((t0, before)) = self.last.replace((now_ns, now.clone())) else {
             return Ok(None);
         };
         let window = now_ns.saturating_sub(t0).max(1);
-        let duties: BTreeMap<_, _> = host.cpus().into_iter().map(|c| (c.cpu, c.duty_per_mille)).collect();
+        let duties: BTreeMap<_, _> = cpus.iter().map(|c| (c.cpu, c.duty_per_mille)).collect();
         let mut behind = std::collections::BTreeSet::new();
         for s in &now {
             let from = s.kind.expect("host snapshots name their component");
@@ -181,10 +207,49 @@ impl Controller {
             })
             .collect();
         let sample = LoadSample { components, bits_per_s };
+        self.account(window, now_ns, &cpus, cpus_before.as_deref(), bits_per_s);
         let ds = self.feed(now_ns, &Event::StackLoad { sample: sample.clone() });
         self.samples.push((now_ns, sample.clone()));
         self.execute(host, ds)?;
         Ok(Some(sample))
+    }
+
+    /// Adds the window's CPU time and modelled energy, under the layout
+    /// that was in force over it.
+    fn account(
+        &mut self,
+        window: Nanos,
+        end_ns: Nanos,
+        cpus: &[CpuSnapshot],
+        before: Option<&[CpuSnapshot]>,
+        bits_per_s: f64,
+    ) {
+        let Some(before) = before else { return };
+        let in_use = self.layout.cpus_in_use();
+        let (mut cpu_s, mut joules) = (0.0, 0.0);
+        for (c, b) in cpus.iter().zip(before) {
+            if !in_use.contains(&c.cpu) {
+                continue;
+            }
+            let ran = c.run_ns.saturating_sub(b.run_ns) as f64;
+            let frac = (ran / window as f64).min(1.0);
+            let step = self.layout.step_of.get(&c.cpu).copied().unwrap_or(self.policy.speeds().fastest());
+            cpu_s += ran / 1e9;
+            joules += self.model.core_w(self.policy.speeds().get(step), frac) * window as f64 / 1e9;
+        }
+        self.windows.push(Window {
+            end_ns,
+            len_ns: window,
+            cpus_in_use: in_use.len(),
+            cpu_s,
+            joules,
+            bits_per_s,
+        });
+    }
+
+    /// CPU-seconds and modelled joules over every window so far.
+    pub fn totals(&self) -> (f64, f64) {
+        self.windows.iter().fold((0.0, 0.0), |(c, j), w| (c + w.cpu_s, j + w.joules))
     }
 
     fn execute(&mut self, host: &CpuHost, ds: Vec<Decision>) -> Result<(), ControlError> {
