@@ -193,6 +193,24 @@ impl std::fmt::Display for Action {
     }
 }
 
+/// A request to the policy from the user or the experiment, delivered as
+/// [`Event::StackControl`](crate::policy::Event::StackControl). A frontend
+/// checks it first with [`PlacementPolicy::validate`]: the policy ignores
+/// a control it cannot carry out (it cannot return an error through the
+/// boundary).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "control", rename_all = "snake_case")]
+pub enum Control {
+    /// Place everything as the configured mode says.
+    Start,
+    /// Switch to `mode`; its layout is decided at once.
+    SetMode { mode: Mode },
+    /// Move one component by hand (the policy switches to `manual`).
+    Migrate { component: ComponentKind, to: CpuId },
+    /// Set one CPU's speed step by hand (the policy switches to `manual`).
+    SetSpeed { cpu: CpuId, step: StepIdx },
+}
+
 /// An action, when it was decided and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {

@@ -25,12 +25,37 @@
 //! critical steps' costs; deferred steps are off the critical path and cost
 //! the caller nothing. A step the profile does not name is an error (the
 //! profile is from an older planner), never silently free.
+//!
+//! # The network stack's costs (`[stack]`, optional)
+//!
+//! `dyncore bench stack --write-profile PATH` measures what the split
+//! network stack's components cost on this machine ([`StackCosts`]); the
+//! simulator's NewtOS model (`dyncore_sim::netstack`) reads them to predict
+//! the live configurations. A profile without the section still parses.
+//!
+//! ```toml
+//! [stack]
+//! cpu_mhz = 2100                # the clock the cycles were counted at
+//! channel_cycles_per_msg = 120  # one message through a channel, both ends
+//! wakeup_ns = 4000              # a sleeping component's wake-up
+//! [stack.tcp]
+//! cycles_per_packet = 900
+//! cycles_per_byte = 0.9         # the payload copy
+//! [stack.ip]
+//! cycles_per_packet = 300
+//! cycles_per_byte = 0.0
+//! # [stack.syscall], [stack.filter], [stack.driver] alike
+//! ```
+//!
+//! Invariant ([`StackCosts::validate`]): every cost is finite and `>= 0`,
+//! and the clock is `> 0`.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::Nanos;
+use crate::placement::ComponentKind;
 use crate::reconfig::{Direction, Kind, Mode, Plan};
 
 /// The measured cost of one direction of one mode.
@@ -67,6 +92,99 @@ pub struct MachineProfile {
     pub real_cpus: usize,
     pub bolt: ModeCosts,
     pub naive: ModeCosts,
+    /// The network stack's per-component costs, if measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<StackCosts>,
+}
+
+/// What one component of the split network stack costs: a fixed part per
+/// packet (headers, bookkeeping, its share of the event loop) and a part per
+/// payload byte (copies and checksums).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentCost {
+    pub cycles_per_packet: f64,
+    pub cycles_per_byte: f64,
+}
+
+impl ComponentCost {
+    /// Cycles to process one packet carrying `bytes` of payload.
+    pub fn cycles(&self, bytes: u64) -> f64 {
+        self.cycles_per_packet + self.cycles_per_byte * bytes as f64
+    }
+}
+
+/// The split network stack's costs on one machine (module docs, `[stack]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StackCosts {
+    /// The CPU clock (MHz) the cycles were counted at; time = cycles / clock.
+    pub cpu_mhz: f64,
+    /// One message through a channel (enqueue and dequeue), cycles.
+    pub channel_cycles_per_msg: f64,
+    /// Waking a component that slept (notification to running), ns.
+    pub wakeup_ns: f64,
+    pub syscall: ComponentCost,
+    pub tcp: ComponentCost,
+    pub ip: ComponentCost,
+    pub filter: ComponentCost,
+    pub driver: ComponentCost,
+}
+
+/// A stack cost that cannot be: negative, not finite, or a zero clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadStackCost {
+    /// The field's path under `[stack]`, e.g. `tcp.cycles_per_byte`.
+    pub field: String,
+    pub value: f64,
+}
+
+impl std::fmt::Display for BadStackCost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let need = if self.field == "cpu_mhz" { "> 0" } else { ">= 0" };
+        write!(f, "stack.{} = {}: must be finite and {need}", self.field, self.value)
+    }
+}
+
+impl std::error::Error for BadStackCost {}
+
+impl StackCosts {
+    /// The cost of one component.
+    pub fn component(&self, kind: ComponentKind) -> &ComponentCost {
+        match kind {
+            ComponentKind::Syscall => &self.syscall,
+            ComponentKind::Tcp => &self.tcp,
+            ComponentKind::Ip => &self.ip,
+            ComponentKind::Filter => &self.filter,
+            ComponentKind::Driver => &self.driver,
+        }
+    }
+
+    /// Every named number with its field path, for validation and reports.
+    pub fn fields(&self) -> Vec<(String, f64)> {
+        let mut v = vec![
+            ("cpu_mhz".to_string(), self.cpu_mhz),
+            ("channel_cycles_per_msg".to_string(), self.channel_cycles_per_msg),
+            ("wakeup_ns".to_string(), self.wakeup_ns),
+        ];
+        for k in ComponentKind::ALL {
+            let c = self.component(k);
+            v.push((format!("{k}.cycles_per_packet"), c.cycles_per_packet));
+            v.push((format!("{k}.cycles_per_byte"), c.cycles_per_byte));
+        }
+        v
+    }
+
+    /// Checks the module's invariant; the first bad field is the error.
+    pub fn validate(&self) -> Result<(), BadStackCost> {
+        for (field, value) in self.fields() {
+            let ok = value.is_finite() && if field == "cpu_mhz" { value > 0.0 } else { value >= 0.0 };
+            if !ok {
+                return Err(BadStackCost { field, value });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Why a plan could not be costed.
@@ -156,7 +274,54 @@ mod tests {
                 online: CallCosts::default(),
             },
             naive: ModeCosts::default(),
+            stack: None,
         }
+    }
+
+    fn stack() -> StackCosts {
+        let c = |p, b| ComponentCost { cycles_per_packet: p, cycles_per_byte: b };
+        StackCosts {
+            cpu_mhz: 2000.0,
+            channel_cycles_per_msg: 100.0,
+            wakeup_ns: 3000.0,
+            syscall: c(200.0, 0.0),
+            tcp: c(900.0, 0.9),
+            ip: c(300.0, 0.0),
+            filter: c(100.0, 0.0),
+            driver: c(400.0, 0.1),
+        }
+    }
+
+    #[test]
+    fn a_profile_without_a_stack_section_still_parses_and_one_with_it_round_trips() {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../profiles/reference.toml"))
+                .unwrap();
+        let p: MachineProfile = toml::from_str(&text).unwrap();
+        assert_eq!(p.stack, None);
+        let with = MachineProfile { stack: Some(stack()), ..p };
+        let body = toml::to_string_pretty(&with).unwrap();
+        assert!(body.contains("[stack.tcp]"), "{body}");
+        let back: MachineProfile = toml::from_str(&body).unwrap();
+        assert_eq!(back, with);
+        // 1460 bytes through TCP: 900 + 0.9 * 1460 cycles.
+        assert!((with.stack.unwrap().component(ComponentKind::Tcp).cycles(1460) - 2214.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_negative_or_non_finite_stack_cost_is_named() {
+        assert_eq!(stack().validate(), Ok(()));
+        let mut s = stack();
+        s.ip.cycles_per_byte = -1.0;
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.field, "ip.cycles_per_byte");
+        assert!(e.to_string().contains("stack.ip.cycles_per_byte = -1"), "{e}");
+        let mut s = stack();
+        s.cpu_mhz = 0.0;
+        assert_eq!(s.validate().unwrap_err().field, "cpu_mhz");
+        let mut s = stack();
+        s.wakeup_ns = f64::NAN;
+        assert_eq!(s.validate().unwrap_err().field, "wakeup_ns");
     }
 
     #[test]

@@ -69,5 +69,5 @@ pub use stack::{Stack, StackConfig};
 
 /// Nanoseconds since `t0` (saturating).
 pub(crate) fn elapsed_ns(t0: std::time::Instant) -> dyncore_core::Nanos {
-    u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    dyncore_core::nanos(t0.elapsed())
 }

@@ -558,6 +558,9 @@ impl Sim {
                     }
                 }
                 Action::Object { .. } => alloc_changed = true,
+                // This engine feeds the cluster scheduler thread events
+                // only, and it answers them with thread actions only.
+                Action::Place { .. } => unreachable!("the thread engine feeds no stack events"),
             }
         }
         touched.sort_unstable();

@@ -4,9 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    Action, ComponentKind, ComponentSample, Decision, Layout, LoadSample, Mode, PlacementConfig,
+    Action, ComponentKind, ComponentSample, Control, Decision, Layout, LoadSample, Mode, PlacementConfig,
     PlacementError,
 };
+use crate::policy::{self, Event, Policy};
 use crate::power::{SpeedTable, StepIdx};
 use crate::{CpuId, Nanos};
 
@@ -182,6 +183,72 @@ impl PlacementPolicy {
         } else {
             Err(PlacementError(format!("CPU {cpu} is not one of the placement's CPUs {:?}", self.cfg.cpus)))
         }
+    }
+
+    /// Whether [`PlacementPolicy::control`] can carry `c` out: a move names
+    /// a component of this stack and one of the policy's CPUs, a speed one
+    /// of its CPUs and a step of its table, and an `efficient` mode a
+    /// positive finite target.
+    pub fn validate(&self, c: &Control) -> Result<(), PlacementError> {
+        match *c {
+            Control::Start => Ok(()),
+            Control::SetMode { mode: Mode::Efficient { target_bits_per_s } }
+                if !(target_bits_per_s.is_finite() && target_bits_per_s > 0.0) =>
+            {
+                Err(PlacementError(format!(
+                    "efficient mode needs a positive target, not {target_bits_per_s}"
+                )))
+            }
+            Control::SetMode { .. } => Ok(()),
+            Control::Migrate { component, to } => {
+                self.check_cpu(to)?;
+                if self.kinds.contains(&component) {
+                    Ok(())
+                } else {
+                    Err(PlacementError(format!("no component `{component}` in this stack")))
+                }
+            }
+            Control::SetSpeed { cpu, step } => {
+                self.check_cpu(cpu)?;
+                if usize::from(step.0) < self.speeds.len() {
+                    Ok(())
+                } else {
+                    Err(PlacementError(format!(
+                        "no speed step {} (the table has {})",
+                        step.0,
+                        self.speeds.len()
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Carries out a control (see [`Control`]). A move or speed asked of a
+    /// stack not yet started starts it first.
+    pub fn control(
+        &mut self,
+        now_ns: Nanos,
+        c: &Control,
+        out: &mut Vec<Decision>,
+    ) -> Result<(), PlacementError> {
+        self.validate(c)?;
+        match *c {
+            Control::Start => self.start(now_ns, out),
+            Control::SetMode { mode } => self.set_mode(now_ns, mode, out),
+            Control::Migrate { component, to } => {
+                if self.layout.cpu_of.is_empty() {
+                    self.start(now_ns, out);
+                }
+                self.migrate(now_ns, component, to, out)?;
+            }
+            Control::SetSpeed { cpu, step } => {
+                if self.layout.cpu_of.is_empty() {
+                    self.start(now_ns, out);
+                }
+                self.set_speed(now_ns, cpu, step, out)?;
+            }
+        }
+        Ok(())
     }
 
     /// Feeds one sample, taken at `now_ns`.
@@ -481,6 +548,9 @@ impl PlacementPolicy {
     }
 
     /// Checks the invariants in the module docs (panics if broken).
+    ///
+    /// Also: the layout is the previous layout with every emitted decision
+    /// applied in order (a backend that applies them mirrors it exactly).
     pub fn check(&self) {
         for (k, cpu) in &self.layout.cpu_of {
             assert!(self.cfg.cpus.contains(cpu), "{k} is on CPU {cpu}, not one of the policy's");
@@ -497,4 +567,28 @@ fn sample_of(s: &LoadSample, k: ComponentKind) -> ComponentSample {
     let c = s.components.get(&k).copied().unwrap_or_default();
     let clean = |x: f64| if x.is_finite() { x.clamp(0.0, 1.0) } else { 0.0 };
     ComponentSample { busy: clean(c.busy), fill: clean(c.fill), behind: c.behind }
+}
+
+/// The placement policy behind the policy boundary: [`Event::StackControl`]
+/// and [`Event::StackLoad`] in, [`policy::Action::Place`] out. Thread events
+/// are not its concern and are ignored; so is a control that
+/// [`PlacementPolicy::validate`] refuses (a frontend validates first; in
+/// debug builds, an invalid control panics to find the frontend's bug).
+impl Policy for PlacementPolicy {
+    fn handle(&mut self, now: Nanos, event: &Event, out: &mut Vec<policy::Action>) {
+        let mut decisions = Vec::new();
+        match event {
+            Event::StackLoad { sample } => self.on_sample(now, sample, &mut decisions),
+            Event::StackControl { control } => {
+                let r = self.control(now, control, &mut decisions);
+                debug_assert!(r.is_ok(), "an unvalidated control reached the policy: {r:?}");
+            }
+            Event::Spawn { .. }
+            | Event::Exit { .. }
+            | Event::Tick { .. }
+            | Event::ReconfigDone { .. }
+            | Event::Load { .. } => {}
+        }
+        out.extend(decisions.into_iter().map(|decision| policy::Action::Place { decision }));
+    }
 }

@@ -393,3 +393,117 @@ fn replaying_the_samples_gives_the_same_decisions() {
     }
     assert_eq!(&replayed, p.layout());
 }
+
+mod boundary {
+    //! The placement policy behind the policy boundary: the same decisions
+    //! as its direct calls, recorded and replayed byte for byte, and
+    //! refused controls.
+    use super::*;
+    use crate::policy::trace::DecisionKind;
+    use crate::policy::trace::{Recorder, decision_kinds, parse_actions, parse_events, replay};
+    use crate::policy::{self, Event, Policy};
+
+    fn burst(busy: f64, fill: f64, bits: f64) -> LoadSample {
+        let mut s = sample(&[(Tcp, busy), (Ip, busy * 0.5), (Driver, busy * 0.4)]);
+        s.components.get_mut(&Tcp).unwrap().fill = fill;
+        s.bits_per_s = bits;
+        s
+    }
+
+    /// A dynamic stack that sees a burst then a long idle spell; odd
+    /// floats so that a lossy trace would show.
+    fn events() -> Vec<(Nanos, Event)> {
+        let mut ev = vec![(0, Event::StackControl { control: Control::Start })];
+        for i in 1..=40u64 {
+            let load = if (5..15).contains(&i) {
+                burst(0.9137, 0.7, 3.3e9 / 7.0)
+            } else {
+                burst(0.05, 0.0, 1.0e8 / 3.0)
+            };
+            ev.push((i * 10 * MS, Event::StackLoad { sample: load }));
+            ev.push((i * 10 * MS, Event::Tick { cpu: 0 }));
+        }
+        ev.push((401 * MS, Event::StackControl { control: Control::Migrate { component: Ip, to: 1 } }));
+        ev.push((402 * MS, Event::StackControl { control: Control::SetSpeed { cpu: 1, step: StepIdx(5) } }));
+        ev
+    }
+
+    #[test]
+    fn handle_gives_the_direct_calls_decisions() {
+        let mut direct = policy(&[0, 1], Mode::Dynamic, &ComponentKind::ALL);
+        let mut want = Vec::new();
+        let mut bounded = direct.clone();
+        let mut got = Vec::new();
+        for (now, e) in events() {
+            match &e {
+                Event::StackLoad { sample } => direct.on_sample(now, sample, &mut want),
+                Event::StackControl { control } => direct.control(now, control, &mut want).unwrap(),
+                _ => {}
+            }
+            bounded.handle(now, &e, &mut got);
+        }
+        let got: Vec<Decision> = got
+            .into_iter()
+            .map(|a| match a {
+                policy::Action::Place { decision } => decision,
+                other => panic!("a placement policy emitted {other:?}"),
+            })
+            .collect();
+        assert_eq!(got, want);
+        // The run spread under the burst, consolidated after it, and
+        // obeyed the hand-made move and speed.
+        let kinds = decision_kinds(
+            &got.iter().map(|d| policy::Action::Place { decision: d.clone() }).collect::<Vec<_>>(),
+        );
+        assert!(kinds.contains(&DecisionKind::Dedicate), "{kinds:?}");
+        assert!(kinds.contains(&DecisionKind::MoveComponent), "{kinds:?}");
+        assert!(kinds.last() == Some(&DecisionKind::SetStep), "{kinds:?}");
+        assert_eq!(bounded.mode(), Mode::Manual);
+        assert_eq!(bounded.layout().cpu_of[&Ip], 1);
+    }
+
+    #[test]
+    fn a_recorded_placement_run_replays_byte_for_byte() {
+        let p = policy(&[0, 1], Mode::Dynamic, &ComponentKind::ALL);
+        let mut rec = Recorder::new(p.clone(), Vec::new(), Vec::new());
+        let mut out = Vec::new();
+        for (now, e) in events() {
+            out.clear();
+            rec.handle(now, &e, &mut out);
+        }
+        let (_, sinks) = rec.into_parts();
+        let (ev_text, act_text) = sinks.unwrap();
+        let (ev_text, act_text) = (String::from_utf8(ev_text).unwrap(), String::from_utf8(act_text).unwrap());
+        let parsed = parse_events(&ev_text).unwrap();
+        assert_eq!(parsed, events(), "the event trace round-trips, floats included");
+        assert_eq!(replay(&parsed, &mut p.clone()), act_text);
+        assert!(
+            parse_actions(&act_text).unwrap().iter().any(|(_, a)| matches!(a, policy::Action::Place { .. }))
+        );
+    }
+
+    #[test]
+    fn validate_refuses_what_the_policy_cannot_do() {
+        let p = policy(&[0, 1], Mode::Spread, &[Tcp, Ip]);
+        let bad = [
+            (Control::Migrate { component: Tcp, to: 7 }, "CPU 7"),
+            (Control::Migrate { component: Driver, to: 1 }, "driver"),
+            (Control::SetSpeed { cpu: 0, step: StepIdx(200) }, "step 200"),
+            (Control::SetMode { mode: Mode::Efficient { target_bits_per_s: f64::NAN } }, "positive target"),
+        ];
+        for (c, says) in bad {
+            let e = p.validate(&c).unwrap_err();
+            assert!(e.to_string().contains(says), "{c:?}: {e}");
+        }
+        assert!(p.validate(&Control::SetSpeed { cpu: 1, step: StepIdx(0) }).is_ok());
+    }
+
+    #[test]
+    fn the_contract_refuses_an_impossible_sample() {
+        let mut c = crate::policy::contract::Checker::new();
+        let mut s = burst(0.5, 0.2, 1e9);
+        c.step(0, &Event::StackLoad { sample: s.clone() }, &[]).unwrap();
+        s.components.get_mut(&Ip).unwrap().busy = 1.5;
+        assert!(c.step(1, &Event::StackLoad { sample: s }, &[]).unwrap_err().contains("busy 1.5"));
+    }
+}

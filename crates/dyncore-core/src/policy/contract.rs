@@ -117,7 +117,18 @@ impl Checker {
                     return Err(format!("a CPU busy {busy_ns} ns in a window of {window_ns} ns"));
                 }
             }
-            Event::Tick { .. } => {}
+            Event::StackLoad { sample } => {
+                let frac = |x: f64| x.is_finite() && (0.0..=1.0).contains(&x);
+                for (k, c) in &sample.components {
+                    if !frac(c.busy) || !frac(c.fill) {
+                        return Err(format!("{k}: busy {} and fill {} must lie in 0..=1", c.busy, c.fill));
+                    }
+                }
+                if !(sample.bits_per_s.is_finite() && sample.bits_per_s >= 0.0) {
+                    return Err(format!("a bitrate of {} bit/s", sample.bits_per_s));
+                }
+            }
+            Event::Tick { .. } | Event::StackControl { .. } => {}
         }
         Ok(())
     }
@@ -174,6 +185,9 @@ impl Checker {
                 Ok(())
             }
             Action::Dispatch { cpu, state } => self.dispatch(*cpu, *state),
+            // A placement policy checks its own layout after every decision
+            // (`PlacementPolicy::check`); nothing here tracks components.
+            Action::Place { .. } => Ok(()),
         }
     }
 

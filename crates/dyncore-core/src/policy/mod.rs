@@ -10,9 +10,23 @@
 //! which is what lets a live run's event trace be replayed through the
 //! policy alone ([`trace`]).
 //!
-//! There is one `Event` and one `Action` enum for every policy (Chameleon and
-//! its Linux-like mode today; component placement later adds variants), so a
-//! backend and the trace format have one contract.
+//! There is one `Event` and one `Action` enum for every policy — Chameleon's
+//! cluster scheduler (and its Linux-like mode) and NewtOS's component
+//! placement ([`crate::placement::PlacementPolicy`]) — so a backend and the
+//! trace format have one contract. A backend executes the actions of the
+//! policy it drives and refuses, as an error, a kind it does not run (the
+//! thread executors run no network-stack components; a stack host runs no
+//! threads).
+//!
+//! ## Placement (NewtOS)
+//! A stack host feeds [`Event::StackControl`] (start, a mode, a move by
+//! hand, a speed by hand; validated first with
+//! [`PlacementPolicy::validate`](crate::placement::PlacementPolicy::validate))
+//! and periodic [`Event::StackLoad`] samples, and executes every
+//! [`Action::Place`] in order by applying its decision to its own layout
+//! ([`Layout::apply`](crate::placement::Layout::apply)): it moves
+//! components between its CPUs and sets their speed steps. A placement
+//! policy ignores the thread events; Chameleon's ignores the stack events.
 //!
 //! ## What the backend promises
 //! 1. `now` never decreases from one call to the next.
@@ -60,6 +74,7 @@ pub mod trace;
 use serde::{Deserialize, Serialize};
 
 use crate::exec::ExecObject;
+use crate::placement::{Control, Decision, LoadSample};
 use crate::reconfig::Mode;
 use crate::speed::{Duty, SpeedClass};
 use crate::{CpuId, CpuSet, Nanos};
@@ -115,6 +130,13 @@ pub enum Event {
     /// `cpu` was busy running threads for `busy_ns` of the last `window_ns`.
     /// The Chameleon policy ignores it; placement policies use it.
     Load { cpu: CpuId, busy_ns: Nanos, window_ns: Nanos },
+    /// A network stack's load over the last sample period (placement
+    /// policies): each component's busy fraction, how full its inbound
+    /// channels are, whether a sender reported it cannot keep up, and the
+    /// stream's bitrate.
+    StackLoad { sample: LoadSample },
+    /// A request to a placement policy: start, a mode, a move, a speed.
+    StackControl { control: Control },
 }
 
 /// A CPU's state, as the backend must run it.
@@ -156,4 +178,8 @@ pub enum Action {
     Migrate { thread: ThreadId, from: CpuId, to: CpuId, defrag: bool },
     /// A node manager gave `thread` a new execution object (`None`: none).
     Object { thread: ThreadId, object: Option<ExecObject> },
+    /// A placement decision — dedicate a CPU to a component, consolidate
+    /// components on a CPU, move one, set a CPU's speed step — with the
+    /// reason it was taken.
+    Place { decision: Decision },
 }

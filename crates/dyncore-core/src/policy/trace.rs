@@ -29,7 +29,7 @@ use std::io::{self, Write};
 use serde::{Deserialize, Serialize};
 
 use super::{Action, Event, Policy};
-use crate::Nanos;
+use crate::{Nanos, placement};
 
 #[derive(Serialize)]
 struct EventOut<'a> {
@@ -187,10 +187,19 @@ pub enum DecisionKind {
     Online,
     Migrate,
     Object,
+    /// Placement (NewtOS): a CPU given to one component.
+    Dedicate,
+    /// Placement: components gathered on one CPU.
+    Consolidate,
+    /// Placement: one component moved to another CPU.
+    MoveComponent,
+    /// Placement: a CPU's speed step set.
+    SetStep,
 }
 
 /// The decisions of an action trace, in order: every action but `Dispatch`
-/// and `SetSpeed`, which follow from them and from timing.
+/// and `SetSpeed`, which follow from them and from timing. A placement
+/// decision counts as its own kind.
 pub fn decision_kinds<'a>(actions: impl IntoIterator<Item = &'a Action>) -> Vec<DecisionKind> {
     actions
         .into_iter()
@@ -201,6 +210,12 @@ pub fn decision_kinds<'a>(actions: impl IntoIterator<Item = &'a Action>) -> Vec<
             Action::Online { .. } => Some(DecisionKind::Online),
             Action::Migrate { .. } => Some(DecisionKind::Migrate),
             Action::Object { .. } => Some(DecisionKind::Object),
+            Action::Place { decision } => Some(match decision.action {
+                placement::Action::Dedicate { .. } => DecisionKind::Dedicate,
+                placement::Action::Consolidate { .. } => DecisionKind::Consolidate,
+                placement::Action::Migrate { .. } => DecisionKind::MoveComponent,
+                placement::Action::SetSpeed { .. } => DecisionKind::SetStep,
+            }),
             Action::Dispatch { .. } | Action::SetSpeed { .. } => None,
         })
         .collect()

@@ -174,7 +174,7 @@ impl Policy for ClusterScheduler {
             Event::Exit { thread } => self.exit(now, *thread, out),
             Event::Tick { cpu } => self.tick(now, *cpu, out),
             Event::ReconfigDone { id, .. } => self.reconfig_done(now, *id),
-            Event::Load { .. } => {}
+            Event::Load { .. } | Event::StackLoad { .. } | Event::StackControl { .. } => {}
         }
     }
 }

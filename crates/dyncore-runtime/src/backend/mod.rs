@@ -127,6 +127,9 @@ pub enum BackendError {
     Place { thread: ThreadId, cpu: CpuId, error: PlaceError },
     /// A duty the policy set falls outside (0, 100%] once scaled.
     Duty { cpu: CpuId, duty: Duty, error: DutyError },
+    /// An action of a kind this executor does not run (it runs threads,
+    /// not network-stack components).
+    Unsupported { action: String },
 }
 
 impl std::fmt::Display for BackendError {
@@ -140,6 +143,9 @@ impl std::fmt::Display for BackendError {
             }
             BackendError::Duty { cpu, duty, error } => {
                 write!(f, "the duty {duty} the policy set on CPU {cpu} cannot be run: {error}")
+            }
+            BackendError::Unsupported { action } => {
+                write!(f, "this executor runs threads, not {action}")
             }
         }
     }
@@ -405,6 +411,9 @@ impl<'rt, P: Policy> Executor<'rt, P> {
             Action::Offline { id, cpus, mode } => self.reconfigure(id, cpus, mode, false),
             Action::Online { id, cpus, mode } => self.reconfigure(id, cpus, mode, true),
             Action::Migrate { .. } | Action::Object { .. } => Ok(()),
+            Action::Place { decision } => {
+                Err(BackendError::Unsupported { action: format!("a placement ({})", decision.action) })
+            }
         }
     }
 

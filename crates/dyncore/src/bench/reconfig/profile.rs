@@ -55,6 +55,7 @@ pub fn build(layout: &Layout, machine: &str, command: &str, date: &str) -> Optio
         real_cpus: layout.real_cpus.len(),
         bolt: mode_costs(one(Mode::Bolt)?, layout.cold.as_ref())?,
         naive: mode_costs(one(Mode::Naive)?, None)?,
+        stack: None,
     })
 }
 
