@@ -30,12 +30,11 @@
 use std::collections::BTreeMap;
 
 use dyncore_core::Nanos;
+pub use dyncore_core::placement::Control;
 use dyncore_core::placement::{
     Action, ComponentSample, Decision, Layout, LoadSample, PlacementError, PlacementPolicy,
 };
-
-pub use boundary::Control;
-use boundary::{Event, PolicyAction};
+use dyncore_core::policy::{Action as PolicyAction, Event, Policy};
 
 use crate::component::ComponentKind;
 use crate::hosting::{CpuHost, CpuSnapshot, HostError, SlotSnapshot, duty_of_step};
@@ -154,7 +153,7 @@ impl Controller {
     /// The one way to the policy: an event in, its decisions out.
     pub fn feed(&mut self, now_ns: Nanos, ev: &Event) -> Vec<Decision> {
         let mut out = Vec::new();
-        boundary::handle(&mut self.policy, now_ns, ev, &mut out);
+        self.policy.handle(now_ns, ev, &mut out);
         out.into_iter()
             .filter_map(|a| match a {
                 PolicyAction::Place { decision } => Some(decision),
@@ -165,7 +164,7 @@ impl Controller {
 
     /// A request (a mode, a move, a speed), checked by the policy first.
     pub fn control(&mut self, host: &CpuHost, now_ns: Nanos, c: Control) -> Result<(), ControlError> {
-        boundary::validate(&self.policy, &c).map_err(ControlError::Policy)?;
+        self.policy.validate(&c).map_err(ControlError::Policy)?;
         let ds = self.feed(now_ns, &Event::StackControl { control: c });
         self.execute(host, ds)
     }
@@ -277,64 +276,5 @@ impl Controller {
         for (&k, &cpu) in &self.layout.cpu_of {
             assert_eq!(host.cpu_of(k), Some(cpu), "the host runs {k} where the policy did not put it");
         }
-    }
-}
-
-/// Stand-in for the policy boundary's placement events until they land in
-/// `dyncore_core::policy` (same names and shapes; replaced by them).
-mod boundary {
-    use dyncore_core::placement::{
-        ComponentKind, Decision, LoadSample, Mode, PlacementError, PlacementPolicy,
-    };
-    use dyncore_core::power::StepIdx;
-    use dyncore_core::{CpuId, Nanos};
-
-    /// A request to a placement policy: start, a mode, a move, a speed.
-    #[derive(Debug, Clone, PartialEq)]
-    pub enum Control {
-        Start,
-        SetMode { mode: Mode },
-        Migrate { component: ComponentKind, to: CpuId },
-        SetSpeed { cpu: CpuId, step: StepIdx },
-    }
-
-    pub enum Event {
-        StackLoad { sample: LoadSample },
-        StackControl { control: Control },
-    }
-
-    pub enum PolicyAction {
-        Place {
-            decision: Decision,
-        },
-        /// The boundary's other actions (a placement policy emits none).
-        #[allow(dead_code)]
-        Other,
-    }
-
-    pub fn validate(p: &PlacementPolicy, c: &Control) -> Result<(), PlacementError> {
-        let mut out = Vec::new();
-        let mut p = p.clone();
-        match *c {
-            Control::Migrate { component, to } => p.migrate(0, component, to, &mut out),
-            Control::SetSpeed { cpu, step } => p.set_speed(0, cpu, step, &mut out),
-            Control::Start | Control::SetMode { .. } => Ok(()),
-        }
-    }
-
-    pub fn handle(p: &mut PlacementPolicy, now: Nanos, ev: &Event, out: &mut Vec<PolicyAction>) {
-        let mut ds = Vec::new();
-        match ev {
-            Event::StackLoad { sample } => p.on_sample(now, sample, &mut ds),
-            Event::StackControl { control } => match *control {
-                Control::Start => p.start(now, &mut ds),
-                Control::SetMode { mode } => p.set_mode(now, mode, &mut ds),
-                Control::Migrate { component, to } => {
-                    p.migrate(now, component, to, &mut ds).expect("validated")
-                }
-                Control::SetSpeed { cpu, step } => p.set_speed(now, cpu, step, &mut ds).expect("validated"),
-            },
-        }
-        out.extend(ds.into_iter().map(|decision| PolicyAction::Place { decision }));
     }
 }
