@@ -27,6 +27,7 @@
 //!
 //! Writes `<out>/bench-stack/{report.md, results.json}`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -73,6 +74,9 @@ pub struct Args {
     /// CPU of the receiving threads; default: the next allowed CPU.
     #[arg(long)]
     pub receiver_cpu: Option<CpuId>,
+    /// Write the split stack's measured costs (cycles per packet and per byte per component, channel cost, wake-up cost) into this machine profile's [stack] section; the file must exist (`dyncore bench reconfig --write-profile` makes it).
+    #[arg(long)]
+    pub write_profile: Option<std::path::PathBuf>,
     /// Milliseconds of idle before and after B4's stream.
     #[arg(long)]
     pub idle_ms: Option<u64>,
@@ -341,8 +345,94 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
     say!("measuring frame transports…");
     let transports = transport::measure(cpus, args.mtu, if args.quick { 200_000 } else { 1_000_000 })?;
     write_report(&dir, args, bytes, &machine, &power, mhz, &rows, &srows, &goals, &transports)?;
+    if let Some(path) = &args.write_profile {
+        write_profile(path, tx_cpu, bytes, args.runs, mhz, &transports)?;
+    }
     say!("report written to {}", dir.join("report.md").display());
     Ok(goals)
+}
+
+/// `--write-profile`: the split stack's costs, measured consolidated on one
+/// runtime CPU (no cross-core traffic inside the stack) at two MTUs, so
+/// that each component's cost per message splits into a fixed part and a
+/// part per byte: with `c(P)` the median cycles per message at payload
+/// bytes per message `P`, `per_byte = (c(P₂) - c(P₁)) / (P₂ - P₁)` and
+/// `per_packet = c(P₁) - per_byte · P₁` (both clamped at 0). The channel
+/// cost is one message through a ring between two pinned threads (the pool
+/// indices transport); the wake-up cost is the mean over the runs' wake-ups.
+fn write_profile(
+    path: &Path,
+    cpu: CpuId,
+    bytes: u64,
+    runs: usize,
+    mhz: Option<f64>,
+    transports: &[transport::Transport],
+) -> Result<()> {
+    use dyncore_core::profile::{ComponentCost, MachineProfile, StackCosts};
+    let mhz = mhz.context("no profile: /proc/cpuinfo states no clock to count cycles at")?;
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!("reading {} (make it with `dyncore bench reconfig --write-profile` first)", path.display())
+    })?;
+    let mut profile: MachineProfile =
+        toml::from_str(&text).with_context(|| format!("{} is not a machine profile", path.display()))?;
+    let sample = std::time::Duration::from_millis(10);
+    let mut points: BTreeMap<ComponentKind, Vec<(f64, f64)>> = BTreeMap::new();
+    let (mut wakeups, mut wake_ns) = (0u64, 0u64);
+    for mtu in [576, 1500] {
+        let mut per: BTreeMap<ComponentKind, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        for _ in 0..runs.max(3) {
+            let r = split::run(Mode::Consolidate, &[cpu], bytes, mtu, sample, std::time::Duration::ZERO)
+                .with_context(|| format!("profile run at MTU {mtu}"))?;
+            wakeups += r.wakeups;
+            wake_ns += r.wake_ns;
+            for (k, busy, msgs, b) in r.work {
+                if msgs > 0 {
+                    let e = per.entry(k).or_default();
+                    e.0.push(busy as f64 * mhz / 1e3 / msgs as f64);
+                    e.1.push(b as f64 / msgs as f64);
+                }
+            }
+        }
+        for (k, (c, p)) in per {
+            points.entry(k).or_default().push((median(p).unwrap_or(0.0), median(c).unwrap_or(0.0)));
+        }
+    }
+    let cost = |k: ComponentKind| -> ComponentCost {
+        match points.get(&k).map(Vec::as_slice) {
+            Some([(p1, c1), (p2, c2)]) if (p2 - p1).abs() > 1.0 => {
+                let per_byte = ((c2 - c1) / (p2 - p1)).max(0.0);
+                ComponentCost { cycles_per_packet: (c1 - per_byte * p1).max(0.0), cycles_per_byte: per_byte }
+            }
+            Some([.., (_, c)]) => ComponentCost { cycles_per_packet: *c, cycles_per_byte: 0.0 },
+            _ => ComponentCost::default(),
+        }
+    };
+    let ring = transports.first().context("no transport measured")?;
+    let costs = StackCosts {
+        cpu_mhz: mhz,
+        channel_cycles_per_msg: mhz * 1e6 / ring.frames_per_s,
+        wakeup_ns: if wakeups > 0 { wake_ns as f64 / wakeups as f64 } else { 0.0 },
+        syscall: cost(ComponentKind::Syscall),
+        tcp: cost(ComponentKind::Tcp),
+        ip: cost(ComponentKind::Ip),
+        filter: cost(ComponentKind::Filter),
+        driver: cost(ComponentKind::Driver),
+    };
+    costs.validate().map_err(|e| anyhow::anyhow!("the measured stack costs are not valid: {e}"))?;
+    profile.stack = Some(costs);
+    let body = toml::to_string_pretty(&profile).context("serialising the machine profile")?;
+    let back: MachineProfile = toml::from_str(&body).context("the machine profile does not read back")?;
+    anyhow::ensure!(back == profile, "the machine profile changed on reading back");
+    // Keep the file's leading comment.
+    let comment: String = text.lines().take_while(|l| l.starts_with('#')).map(|l| format!("{l}\n")).collect();
+    let note = format!(
+        "# [stack]: the split network stack's costs, by `{}` on {}.\n",
+        super::command_line(),
+        super::today()
+    );
+    write_file(path, format!("{comment}{note}{body}").as_bytes())?;
+    say!("the [stack] section of {} written", path.display());
+    Ok(())
 }
 
 /// B2–B5 summarised over the rounds.
@@ -661,6 +751,7 @@ mod tests {
             sender_cpu: None,
             receiver_cpu: None,
             idle_ms: Some(30),
+            write_profile: None,
             gate: super::super::Gate::default(),
         };
         let goals = run(&args, &dir).unwrap();

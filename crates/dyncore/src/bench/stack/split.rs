@@ -57,6 +57,12 @@ pub struct SplitRun {
     pub decisions: Vec<Decision>,
     /// `efficient` ran out of steps below its target.
     pub target_unreachable: bool,
+    /// Per component over the stream: time in polls that did work (ns),
+    /// messages and bytes handled.
+    pub work: Vec<(ComponentKind, u64, u64, u64)>,
+    /// Wake-ups of the stack's CPUs over the stream and their total cost (ns).
+    pub wakeups: u64,
+    pub wake_ns: u64,
 }
 
 fn layout_change(a: &Action) -> bool {
@@ -132,6 +138,18 @@ pub fn run(
     }
     let gbps = tx.bits_per_s().context("the stream has no bitrate")? / 1e9;
     let stream_ns = burst_end.saturating_sub(burst_start).max(1);
+    let work = after_slots
+        .iter()
+        .zip(&before_slots)
+        .map(|(a, b)| {
+            (
+                a.kind.expect("snapshots name their component"),
+                a.load.busy_ns.saturating_sub(b.load.busy_ns),
+                a.load.messages.saturating_sub(b.load.messages),
+                a.load.bytes.saturating_sub(b.load.bytes),
+            )
+        })
+        .collect();
     let util = after_slots
         .iter()
         .zip(&before_slots)
@@ -144,6 +162,7 @@ pub fn run(
         after_cpus.iter().zip(&before_cpus).map(|(a, b)| f(a).saturating_sub(f(b))).sum()
     };
     let wakeups = sum(|c| c.wakeups);
+    let wake_ns = sum(|c| c.wake_ns);
     let run_ns = sum(|c| c.run_ns);
     let phase = |from: Nanos, to: Nanos| {
         let mut p = Phase { len_ns: to.saturating_sub(from), ..Phase::default() };
@@ -183,5 +202,8 @@ pub fn run(
         gbps_after_reaction: after,
         decisions: ctl.log.clone(),
         target_unreachable,
+        work,
+        wakeups,
+        wake_ns,
     })
 }
