@@ -495,6 +495,8 @@ struct Outcome {
     ctl: Controller,
     threads: ThreadRun,
     wall_ns: u64,
+    /// When each crash was injected (host clock).
+    crashes_at: Vec<u64>,
 }
 
 /// Starts the controller and the host, runs the stream with the changes
@@ -533,6 +535,7 @@ fn drive(
     let crash_every = Duration::from_millis(args.crash_every_ms.max(1));
     let mut next_crash = t0 + crash_every;
     let mut crashes = 0usize;
+    let mut crashes_at = Vec::new();
     let mut pending = plan.at.iter().peekable();
     let _ = ctl.sample(&host, host.now_ns())?;
     while !threads.wait_apps(period) && t0.elapsed() < limit && !host.failed() {
@@ -554,11 +557,15 @@ fn drive(
                 Change::Move(component, to) => {
                     ctl.control(&host, now, Control::Migrate { component: *component, to: *to })?
                 }
-                Change::Crash(k) => host.crash(*k)?,
+                Change::Crash(k) => {
+                    host.crash(*k)?;
+                    crashes_at.push(host.now_ns());
+                }
             }
         }
         if !crash.is_empty() && !cancel.load(Ordering::Acquire) && Instant::now() >= next_crash {
             host.crash(crash[crashes % crash.len()])?;
+            crashes_at.push(host.now_ns());
             crashes += 1;
             next_crash = Instant::now() + crash_every;
         }
@@ -569,7 +576,7 @@ fn drive(
     let cpus = host.cpus();
     let stack = host.stop();
     let threads = threads.stop();
-    Ok(Outcome { stack, slots, cpus, ctl, threads, wall_ns })
+    Ok(Outcome { stack, slots, cpus, ctl, threads, wall_ns, crashes_at })
 }
 
 fn report(
@@ -652,6 +659,9 @@ fn report(
         if gb > 0.0 { joules / gb } else { 0.0 },
         cpu_s
     );
+    if let Some(dip) = crash_dip(out) {
+        say!("{dip}");
+    }
     say!("\nplacement decisions ({}):", out.ctl.log.len());
     for d in &out.ctl.log {
         say!("{:>9.3} ms  {}  — {}", d.at_ns as f64 / 1e6, d.action, d.reason);
@@ -679,6 +689,37 @@ fn report(
     anyhow::ensure!(got == sent.digest, "the receiver's stream differs from the sender's");
     anyhow::ensure!(sender.is_done(), "the stream did not finish within the time limit");
     Ok(())
+}
+
+/// The throughput dip of crashes: the sample windows in which a crash was
+/// injected against the median window of the stream (windows with traffic).
+fn crash_dip(out: &Outcome) -> Option<String> {
+    if out.crashes_at.is_empty() {
+        return None;
+    }
+    let ws = &out.ctl.windows;
+    let hit = |w: &dyncore_net::control::Window| {
+        out.crashes_at.iter().any(|&t| t > w.end_ns.saturating_sub(w.len_ns) && t <= w.end_ns)
+    };
+    let mut all: Vec<f64> = ws.iter().map(|w| w.bits_per_s).filter(|&b| b > 0.0).collect();
+    let mut with: Vec<f64> = ws.iter().filter(|w| hit(w)).map(|w| w.bits_per_s).collect();
+    if all.is_empty() || with.is_empty() {
+        return Some(format!("crashes: {} injected; no sample window to compare", out.crashes_at.len()));
+    }
+    all.sort_by(f64::total_cmp);
+    with.sort_by(f64::total_cmp);
+    let (m, c) = (all[all.len() / 2], with[with.len() / 2]);
+    let restart = out.stack.iter().map(|s| s.load.restart_ns_max).max().unwrap_or(0);
+    Some(format!(
+        "crashes: {} injected; longest restart {:.1} µs; the {}-ms sample windows holding a crash carried {:.2} Gbps \
+         (median) against {:.2} Gbps for all windows with traffic: {:+.1}%",
+        out.crashes_at.len(),
+        restart as f64 / 1e3,
+        ws[0].len_ns / 1_000_000,
+        c / 1e9,
+        m / 1e9,
+        (c / m - 1.0) * 100.0
+    ))
 }
 
 /// The run as a Chrome trace: counters (throughput, CPUs in use, modelled

@@ -565,11 +565,21 @@ fn goals(rows: &[Row], s: &[SplitRow], targets: &[f64]) -> Vec<Goal> {
             b5.joules_per_gb_modelled,
             b2.joules_per_gb_modelled,
             if !reached {
-                "; missed: efficient starts at the slowest step and tunes a step per sample, so a bounded stream spends part of its life below the target"
+                format!(
+                    "; missed: efficient starts on one core at 200 MHz and raises a step only in a sample \
+                     where a core is saturated and the bitrate is below the target; the streams ended with \
+                     TCP's core at {} MHz (median), still being raised{}",
+                    median(b5.runs.iter().map(|r| f64::from(r.final_tcp_mhz)).collect()).unwrap_or(0.0),
+                    if b5.target_unreachable > 0 {
+                        format!(" ({} runs ran out of steps)", b5.target_unreachable)
+                    } else {
+                        String::new()
+                    }
+                )
             } else if e > 0.7 {
-                "; missed: the slower cores needed more than 70% of B2's energy per byte"
+                "; missed: the slower cores needed more than 70% of B2's energy per byte".into()
             } else {
-                ""
+                String::new()
             }
         ),
         reached && e <= 0.7,

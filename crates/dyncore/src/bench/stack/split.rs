@@ -63,6 +63,8 @@ pub struct SplitRun {
     /// Wake-ups of the stack's CPUs over the stream and their total cost (ns).
     pub wakeups: u64,
     pub wake_ns: u64,
+    /// The speed (MHz) of TCP's CPU when the stream ended.
+    pub final_tcp_mhz: u32,
 }
 
 fn layout_change(a: &Action) -> bool {
@@ -125,6 +127,11 @@ pub fn run(
     idle_until(&mut ctl, idle)?;
     let end = host.now_ns();
     let target_unreachable = ctl.policy().target_unreachable();
+    let final_tcp_mhz = {
+        let l = ctl.layout();
+        let speeds = ctl.policy().speeds();
+        speeds.get(l.step_of[&l.cpu_of[&ComponentKind::Tcp]]).mhz
+    };
     drop(host.stop());
 
     let (tx, rx) = (apps[0].report(), apps[1].report());
@@ -205,5 +212,6 @@ pub fn run(
         work,
         wakeups,
         wake_ns,
+        final_tcp_mhz,
     })
 }
