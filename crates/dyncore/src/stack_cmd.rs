@@ -691,34 +691,41 @@ fn report(
     Ok(())
 }
 
-/// The throughput dip of crashes: the sample windows in which a crash was
-/// injected against the median window of the stream (windows with traffic).
+/// The throughput dip of crashes: the bitrate of the sample window in
+/// which each crash was injected against the median of the (up to) five
+/// windows before it, so that a speed or placement change earlier in the
+/// run does not count as a dip.
 fn crash_dip(out: &Outcome) -> Option<String> {
     if out.crashes_at.is_empty() {
         return None;
     }
     let ws = &out.ctl.windows;
-    let hit = |w: &dyncore_net::control::Window| {
-        out.crashes_at.iter().any(|&t| t > w.end_ns.saturating_sub(w.len_ns) && t <= w.end_ns)
-    };
-    let mut all: Vec<f64> = ws.iter().map(|w| w.bits_per_s).filter(|&b| b > 0.0).collect();
-    let mut with: Vec<f64> = ws.iter().filter(|w| hit(w)).map(|w| w.bits_per_s).collect();
-    if all.is_empty() || with.is_empty() {
-        return Some(format!("crashes: {} injected; no sample window to compare", out.crashes_at.len()));
-    }
-    all.sort_by(f64::total_cmp);
-    with.sort_by(f64::total_cmp);
-    let (m, c) = (all[all.len() / 2], with[with.len() / 2]);
+    let mut ratios: Vec<f64> = out
+        .crashes_at
+        .iter()
+        .filter_map(|&t| {
+            let i = ws.iter().position(|w| t > w.end_ns.saturating_sub(w.len_ns) && t <= w.end_ns)?;
+            let mut before: Vec<f64> = ws[i.saturating_sub(5)..i].iter().map(|w| w.bits_per_s).collect();
+            before.sort_by(f64::total_cmp);
+            let m = *before.get(before.len() / 2)?;
+            (m > 0.0).then(|| ws[i].bits_per_s / m)
+        })
+        .collect();
     let restart = out.stack.iter().map(|s| s.load.restart_ns_max).max().unwrap_or(0);
+    let head =
+        format!("crashes: {} injected; longest restart {:.1} µs", out.crashes_at.len(), restart as f64 / 1e3);
+    if ratios.is_empty() {
+        return Some(format!("{head}; no sample windows around them to compare"));
+    }
+    ratios.sort_by(f64::total_cmp);
     Some(format!(
-        "crashes: {} injected; longest restart {:.1} µs; the {}-ms sample windows holding a crash carried {:.2} Gbps \
-         (median) against {:.2} Gbps for all windows with traffic: {:+.1}%",
-        out.crashes_at.len(),
-        restart as f64 / 1e3,
+        "{head}; a {}-ms sample window holding a crash carried {:+.1}% (median over {} crashes; range {:+.1}% to \
+         {:+.1}%) against the median of the five windows before it",
         ws[0].len_ns / 1_000_000,
-        c / 1e9,
-        m / 1e9,
-        (c / m - 1.0) * 100.0
+        (ratios[ratios.len() / 2] - 1.0) * 100.0,
+        ratios.len(),
+        (ratios[0] - 1.0) * 100.0,
+        (ratios[ratios.len() - 1] - 1.0) * 100.0
     ))
 }
 
