@@ -773,4 +773,32 @@ mod tests {
         assert!(crash_kinds(&["tcp".into()]).unwrap_err().0.contains("cannot be restarted"));
         assert!(crash_kinds(&["nic".into()]).unwrap_err().0.contains("unknown component `nic`"));
     }
+
+    #[test]
+    fn placements_speeds_and_changes_parse_or_say_why() {
+        let t = SpeedTable::newtos();
+        assert_eq!(parse_placement("dynamic").unwrap().mode, Mode::Dynamic);
+        assert_eq!(
+            parse_placement("efficient:2.5").unwrap().mode,
+            Mode::Efficient { target_bits_per_s: 2.5e9 }
+        );
+        let m = parse_placement("manual:tcp=1,ip=0").unwrap();
+        assert_eq!((m.mode, m.moves), (Mode::Manual, vec![(ComponentKind::Tcp, 1), (ComponentKind::Ip, 0)]));
+        assert!(parse_placement("efficient:-1").unwrap_err().contains("positive"));
+        assert!(parse_placement("manual:tcp").unwrap_err().contains("is not COMP=CPU"));
+        assert!(parse_placement("manual:nic=0").unwrap_err().contains("unknown component `nic`"));
+        assert_eq!(parse_speeds("0=2267,3=200", &t).unwrap(), [(0, StepIdx(0)), (3, StepIdx(9))]);
+        assert!(parse_speeds("0=1500", &t).unwrap_err().contains("no speed step of 1500 MHz"));
+        assert_eq!(
+            parse_at("2s:crash=ip", &t).unwrap(),
+            (Duration::from_secs(2), Change::Crash(ComponentKind::Ip))
+        );
+        assert_eq!(
+            parse_at("300ms:move=tcp=1", &t).unwrap(),
+            (Duration::from_millis(300), Change::Move(ComponentKind::Tcp, 1))
+        );
+        assert_eq!(parse_at("1.5s:speed=1=600", &t).unwrap().1, Change::Speed(vec![(1, StepIdx(7))]));
+        assert!(parse_at("1s:wobble=3", &t).unwrap_err().contains("unknown change `wobble`"));
+        assert!(parse_at("1s", &t).unwrap_err().contains("expected TIME:CHANGE"));
+    }
 }
