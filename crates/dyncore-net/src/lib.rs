@@ -19,7 +19,8 @@
 //!   end-to-end check of their stream; [`mono`]: the same application on a
 //!   monolithic smoltcp stack.
 //! * [`host`]: one-thread and thread-per-component hosts, and supervision
-//!   (crash → restart). Phase B hosts components on runtime CPUs.
+//!   (crash → restart); [`hosting`]: components on runtime CPUs, dedicated
+//!   or shared, with duty-cycle speeds and live moves.
 //! * [`power`]: where real power figures would come from (RAPL, cpufreq),
 //!   probed; the model is `dyncore_core::power`.
 //!
@@ -47,9 +48,11 @@
 pub mod app;
 pub mod chan;
 pub mod component;
+pub mod control;
 pub mod driver;
 pub mod filter;
 pub mod host;
+pub mod hosting;
 pub mod ip;
 pub mod mono;
 pub mod pool;

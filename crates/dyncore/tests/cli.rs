@@ -342,6 +342,40 @@ fn a_run_past_its_event_budget_stops_and_writes_nothing() {
 }
 
 #[test]
+fn stack_runs_on_runtime_cpus_with_placement_speed_and_changes_and_explains_them() {
+    let o = dyncore(&[
+        "stack",
+        "--bytes",
+        "4M",
+        "--cpus",
+        "0",
+        "--placement",
+        "consolidate",
+        "--speed",
+        "0=1600",
+        "--at",
+        "0ms:crash=driver",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}{out}", stderr(&o));
+    for needle in [
+        "the stream checksums match",
+        "consolidate syscall+tcp+ip+filter+driver on cpu 0",
+        "set cpu 0 to step 2  — requested by hand",
+        "1600 MHz (706‰)",
+        "wake-ups",
+        "modelled",
+    ] {
+        assert!(out.contains(needle), "no `{needle}` in {out}");
+    }
+    let o = dyncore(&["stack", "--help"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    for needle in ["efficient[:GBPS]", "manual:COMP=CPU", "2267, 1867 or", "duty cycle", "--at"] {
+        assert!(out.contains(needle), "--help lacks `{needle}`: {out}");
+    }
+}
+
+#[test]
 fn stack_streams_through_the_split_stack_and_refuses_bad_input() {
     let o = dyncore(&["stack", "--bytes", "4M", "--crash", "ip", "--crash-every-ms", "1"]);
     let out = String::from_utf8_lossy(&o.stdout);
@@ -351,6 +385,17 @@ fn stack_streams_through_the_split_stack_and_refuses_bad_input() {
         (&["stack", "--crash", "nic"][..], "unknown component `nic`; known components: syscall, tcp, ip"),
         (&["stack", "--crash", "tcp"][..], "cannot be restarted"),
         (&["stack", "--filter", "permit in"][..], "expected `allow` or `deny`"),
+        (&["stack", "--placement", "manual:nic=0"][..], "unknown component `nic`"),
+        (&["stack", "--placement", "sideways"][..], "unknown placement `sideways`"),
+        (&["stack", "--cpus", "1000"][..], "CPU 1000 is not one this process may use"),
+        (
+            &["stack", "--cpus", "0", "--placement", "manual:tcp=1000"][..],
+            "CPU 1000 is not one this process may use",
+        ),
+        (&["stack", "--cpus", "0", "--speed", "0=1500"][..], "no speed step of 1500 MHz; the steps are 2267"),
+        (&["stack", "--at", "2s:speed=0=999"][..], "no speed step of 999 MHz"),
+        (&["stack", "--at", "soon:crash=ip"][..], "`soon` is not a time"),
+        (&["stack", "--at", "1s:crash=tcp"][..], "cannot be restarted"),
     ] {
         let o = dyncore(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
