@@ -23,3 +23,9 @@ pub use cpuset::{CpuId, CpuSet};
 /// Time in nanoseconds: virtual time in the simulator, monotonic time live.
 /// Names of durations carry the unit last (`min_granularity_ns`).
 pub type Nanos = u64;
+
+/// A duration in whole nanoseconds, saturating at `Nanos::MAX` (585 years).
+/// The one conversion every crate uses, so that none truncates silently.
+pub fn nanos(d: std::time::Duration) -> Nanos {
+    Nanos::try_from(d.as_nanos()).unwrap_or(Nanos::MAX)
+}

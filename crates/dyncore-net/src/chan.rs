@@ -30,8 +30,9 @@
 //! rings that had to wake a sleeper (the wake-ups NewtOS pays for MWAIT or
 //! kernel notifications).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use dyncore_ring::{Consumer, Probe, Producer, Waiter, ring};
 
@@ -54,22 +55,62 @@ pub struct Frame {
 }
 
 /// A consumer's bell and the count of wake-ups it cost its producers.
+///
+/// A bell may *forward* to the bell of the runtime CPU that hosts its
+/// component ([`Bell::forward_to`], set by [`crate::hosting`]): a ring then
+/// also rings that CPU's bell, so a CPU hosting several components sleeps on
+/// one bell and wakes for any of them. The forward target changes when the
+/// component moves; a ring racing a move may wake the old CPU too (harmless:
+/// the new CPU is rung by the move itself).
 #[derive(Debug, Default)]
 pub struct Bell {
     waiter: Waiter,
     wakeups: AtomicU64,
+    /// When the last ring that woke a sleeper happened ([`clock_ns`]).
+    rang_at_ns: AtomicU64,
+    /// The hosting CPUs' bells, and the index of the one to forward to
+    /// (`usize::MAX`: none).
+    forward: OnceLock<Arc<[Arc<Bell>]>>,
+    forward_to: AtomicUsize,
+}
+
+/// A process-wide monotonic clock for wake-up costs, ns since first use.
+pub fn clock_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    crate::elapsed_ns(*EPOCH.get_or_init(Instant::now))
 }
 
 impl Bell {
     pub fn new() -> Arc<Bell> {
-        Arc::new(Bell::default())
+        Arc::new(Bell { forward_to: AtomicUsize::new(usize::MAX), ..Bell::default() })
     }
 
     /// Rings the bell; counts it when it woke a parked consumer.
     pub fn ring(&self) {
         if self.waiter.notify() {
+            self.rang_at_ns.store(clock_ns(), Ordering::Relaxed);
             self.wakeups.fetch_add(1, Ordering::Relaxed);
         }
+        // Pairs with the fence in `forward_to`: either this ring sees the
+        // new target, or the host's re-check after setting it sees the
+        // message published before this ring.
+        if let Some(table) = self.forward.get() {
+            fence(Ordering::SeqCst);
+            let i = self.forward_to.load(Ordering::Relaxed);
+            if let Some(b) = table.get(i) {
+                b.ring();
+            }
+        }
+    }
+
+    /// Forwards rings to `table[i]` from now on (a bell forwards into one
+    /// table in its life). The caller re-checks its component's work after
+    /// this returns.
+    pub fn forward_to(&self, table: &Arc<[Arc<Bell>]>, i: usize) {
+        let t = self.forward.get_or_init(|| table.clone());
+        assert!(Arc::ptr_eq(t, table), "a bell forwards into one host's CPUs only");
+        self.forward_to.store(i, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
     }
 
     /// The waiter a consumer parks on.
@@ -80,6 +121,11 @@ impl Bell {
     /// Rings that woke a parked consumer (a system call each).
     pub fn wakeups(&self) -> u64 {
         self.wakeups.load(Ordering::Relaxed)
+    }
+
+    /// When the last waking ring happened ([`clock_ns`]).
+    pub fn rang_at_ns(&self) -> u64 {
+        self.rang_at_ns.load(Ordering::Relaxed)
     }
 }
 

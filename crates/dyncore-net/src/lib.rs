@@ -19,7 +19,8 @@
 //!   end-to-end check of their stream; [`mono`]: the same application on a
 //!   monolithic smoltcp stack.
 //! * [`host`]: one-thread and thread-per-component hosts, and supervision
-//!   (crash → restart). Phase B hosts components on runtime CPUs.
+//!   (crash → restart); [`hosting`]: components on runtime CPUs, dedicated
+//!   or shared, with duty-cycle speeds and live moves.
 //! * [`power`]: where real power figures would come from (RAPL, cpufreq),
 //!   probed; the model is `dyncore_core::power`.
 //!
@@ -47,9 +48,11 @@
 pub mod app;
 pub mod chan;
 pub mod component;
+pub mod control;
 pub mod driver;
 pub mod filter;
 pub mod host;
+pub mod hosting;
 pub mod ip;
 pub mod mono;
 pub mod pool;
@@ -66,5 +69,5 @@ pub use stack::{Stack, StackConfig};
 
 /// Nanoseconds since `t0` (saturating).
 pub(crate) fn elapsed_ns(t0: std::time::Instant) -> dyncore_core::Nanos {
-    u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    dyncore_core::nanos(t0.elapsed())
 }

@@ -249,7 +249,7 @@ impl Drop for Runner {
         }
         s.finished.store(true, Ordering::Release);
         s.cpu.store(NOWHERE, Ordering::Release);
-        let at_ns = u64::try_from(self.clock.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let at_ns = dyncore_core::nanos(self.clock.elapsed());
         self.send(ThreadEvent::Failed { at_ns, thread: self.thread, cpu: self.cpu });
     }
 }

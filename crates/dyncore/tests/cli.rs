@@ -347,6 +347,93 @@ fn a_run_past_its_event_budget_stops_and_writes_nothing() {
 }
 
 #[test]
+fn stack_runs_on_runtime_cpus_with_placement_speed_and_changes_and_explains_them() {
+    let o = dyncore(&[
+        "stack",
+        "--bytes",
+        "4M",
+        "--cpus",
+        "0",
+        "--placement",
+        "consolidate",
+        "--speed",
+        "0=1600",
+        "--at",
+        "0ms:crash=driver",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}{out}", stderr(&o));
+    for needle in [
+        "the stream checksums match",
+        "consolidate syscall+tcp+ip+filter+driver on cpu 0",
+        "set cpu 0 to step 2  — requested by hand",
+        "1600 MHz (706‰)",
+        "wake-ups",
+        "modelled",
+    ] {
+        assert!(out.contains(needle), "no `{needle}` in {out}");
+    }
+    let o = dyncore(&["stack", "--help"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    for needle in ["efficient[:GBPS]", "manual:COMP=CPU", "2267, 1867 or", "duty cycle", "--at"] {
+        assert!(out.contains(needle), "--help lacks `{needle}`: {out}");
+    }
+}
+
+/// Ctrl-C during a stream: the sender closes the connection, the report
+/// says so with matching checksums, and no stack CPU thread is left.
+#[test]
+fn stack_ctrl_c_closes_the_stream_cleanly() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let trace = std::env::temp_dir().join(format!("dyncore-stack-trace-{}.json", std::process::id()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dyncore"))
+        .args(["stack", "--bytes", "64G", "--cpus", "0", "--placement", "dynamic", "--trace"])
+        .arg(&trace)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let cpu_threads = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| {
+                d.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                    .filter(|c| c.starts_with("stack-cpu"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    while cpu_threads() == 0 {
+        assert!(child.try_wait().unwrap().is_none(), "the stream ended before it was interrupted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) with a pid we spawned and have not reaped.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGINT) }, 0);
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(started.elapsed() < Duration::from_secs(60), "still running a minute after Ctrl-C");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}{out}", stderr(&o));
+    assert!(out.contains("interrupted: the stream was cut short and the connection closed"), "{out}");
+    assert!(out.contains("the stream checksums match"), "{out}");
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let ev = doc["traceEvents"].as_array().unwrap();
+    assert!(
+        ev.iter()
+            .any(|e| e["ph"] == "i" && e["args"]["reason"].as_str().unwrap_or("").contains("mode dynamic")),
+        "no decision with its reason in the trace"
+    );
+    assert!(ev.iter().any(|e| e["name"] == "throughput (Gbps)"));
+    std::fs::remove_file(&trace).ok();
+}
+
+#[test]
 fn stack_streams_through_the_split_stack_and_refuses_bad_input() {
     let o = dyncore(&["stack", "--bytes", "4M", "--crash", "ip", "--crash-every-ms", "1"]);
     let out = String::from_utf8_lossy(&o.stdout);
@@ -356,6 +443,17 @@ fn stack_streams_through_the_split_stack_and_refuses_bad_input() {
         (&["stack", "--crash", "nic"][..], "unknown component `nic`; known components: syscall, tcp, ip"),
         (&["stack", "--crash", "tcp"][..], "cannot be restarted"),
         (&["stack", "--filter", "permit in"][..], "expected `allow` or `deny`"),
+        (&["stack", "--placement", "manual:nic=0"][..], "unknown component `nic`"),
+        (&["stack", "--placement", "sideways"][..], "unknown placement `sideways`"),
+        (&["stack", "--cpus", "1000"][..], "CPU 1000 is not one this process may use"),
+        (
+            &["stack", "--cpus", "0", "--placement", "manual:tcp=1000"][..],
+            "CPU 1000 is not one this process may use",
+        ),
+        (&["stack", "--cpus", "0", "--speed", "0=1500"][..], "no speed step of 1500 MHz; the steps are 2267"),
+        (&["stack", "--at", "2s:speed=0=999"][..], "no speed step of 999 MHz"),
+        (&["stack", "--at", "soon:crash=ip"][..], "`soon` is not a time"),
+        (&["stack", "--at", "1s:crash=tcp"][..], "cannot be restarted"),
     ] {
         let o = dyncore(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

@@ -523,6 +523,4 @@ impl Shared {
     }
 }
 
-fn ns(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
+use dyncore_core::nanos as ns;

@@ -595,7 +595,7 @@ impl Shared {
     }
 
     pub(crate) fn now_ns(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        dyncore_core::nanos(self.epoch.elapsed())
     }
 
     /// The instant `ns` on the runtime's clock.
@@ -604,7 +604,7 @@ impl Shared {
     }
 
     pub(crate) fn throttle_period_ns(&self) -> u64 {
-        u64::try_from(self.cfg.throttle_period.as_nanos()).unwrap_or(u64::MAX)
+        dyncore_core::nanos(self.cfg.throttle_period)
     }
 
     pub(crate) fn fold_stats(&self, cpu: CpuId) {

@@ -68,7 +68,7 @@ impl Ctx<'_> {
 
     /// Now, on the runtime's clock (`Runtime::now_ns`).
     pub fn now_ns(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        dyncore_core::nanos(self.epoch.elapsed())
     }
 
     /// Allocates a block from this CPU's cache.

@@ -167,9 +167,7 @@ impl<F> Drop for CalibrationTask<F> {
     }
 }
 
-fn ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
+use dyncore_core::nanos as ns;
 
 /// Runs kernels from `make` alone on runtime CPU `cpu` at `duty` for
 /// `window` (a kernel that finishes is started over), and gives its

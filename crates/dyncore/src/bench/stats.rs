@@ -16,8 +16,6 @@
 //! Percentiles are by nearest rank, so every reported value is one that was
 //! measured.
 
-use std::time::Duration;
-
 /// The order of `rows` rows in round `round`: round `r` starts at row
 /// `r mod rows` and goes up in even rounds, down in odd ones (0 1 2 3,
 /// 1 0 3 2, 2 3 0 1, 3 2 1 0, …). Every row leads a round in turn, and every
@@ -34,10 +32,7 @@ pub fn round_order(rows: usize, round: usize) -> Vec<usize> {
 pub const ORDER_TEXT: &str = "each round starts at the next row of the list and runs up it in even rounds, \
     down it in odd ones, so no row is always first and every pair of rows is measured in both orders";
 
-/// A duration in whole nanoseconds (saturating).
-pub fn ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
+pub use dyncore_core::nanos as ns;
 
 /// Index of the nearest-rank `q` quantile (0 < q ≤ 1) in a sorted sample
 /// of `len > 0`: the smallest value with at least `q` of the sample at or

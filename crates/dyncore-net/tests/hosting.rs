@@ -1,0 +1,291 @@
+//! The sending stack's components on runtime CPUs ([`dyncore_net::hosting`]),
+//! the receiving stack and both applications on plain threads: streams
+//! dedicated, shared, throttled, moved at random while they flow, and
+//! crashed. Time limits are liveness bounds, not performance checks.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use dyncore_core::CpuId;
+use dyncore_core::power::SpeedTable;
+use dyncore_net::app::{App, Receiver, Sender};
+use dyncore_net::component::{Component, ComponentKind};
+use dyncore_net::host::{Supervised, Threads, quiet_injected_crashes};
+use dyncore_net::hosting::{CpuHost, HostConfig, duty_of_step};
+use dyncore_net::stack::{Stack, StackConfig};
+use dyncore_net::wire::mem::{self, MemWireConfig};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+struct Run {
+    a: Vec<Supervised>,
+    b: Vec<Supervised>,
+    apps: Vec<Box<dyn App>>,
+}
+
+/// Streams `total` bytes from a hosted stack A (on CPUs `cpus`, placed as
+/// `initial`) to a threaded stack B; `during` runs on the test thread
+/// while the stream flows (return `true` to stop it early: the sender is
+/// cancelled and closes the connection cleanly).
+fn stream(
+    cpus: &[CpuId],
+    initial: &BTreeMap<ComponentKind, CpuId>,
+    total: u64,
+    mut during: impl FnMut(&CpuHost) -> bool,
+) -> Run {
+    let (wa, wb) = mem::pair(MemWireConfig::default());
+    let mut ca = StackConfig::new(A);
+    ca.seed = 11;
+    let mut cb = StackConfig::new(B);
+    cb.seed = 22;
+    let mut a = Stack::build(&ca, Box::new(wa), 0);
+    let mut b = Stack::build(&cb, Box::new(wb), 0);
+    let cancel = Arc::new(AtomicBool::new(false));
+    let sender = Sender::new(a.sockets.remove(0), (B, PORT), total, SEED).cancel_on(cancel.clone());
+    let receiver = Receiver::new(b.sockets.remove(0), PORT, Some(SEED));
+    let host = CpuHost::start(HostConfig::new(cpus.to_vec()), a.components, initial).unwrap();
+    let threads = Threads::start(b.components, vec![Box::new(sender), Box::new(receiver)]);
+    let t0 = Instant::now();
+    while !threads.wait_apps(Duration::from_micros(100)) {
+        assert!(t0.elapsed() < LIMIT, "the stream did not finish within {LIMIT:?}");
+        assert!(!host.failed(), "a hosted component failed");
+        if !cancel.load(Ordering::Acquire) && during(&host) {
+            cancel.store(true, Ordering::Release);
+        }
+        host.check().unwrap();
+    }
+    let a = host.stop();
+    let run = threads.stop();
+    Run { a, b: run.components, apps: run.apps }
+}
+
+fn all_on(cpu: CpuId) -> BTreeMap<ComponentKind, CpuId> {
+    ComponentKind::ALL.iter().map(|&k| (k, cpu)).collect()
+}
+
+fn spread(cpus: &[CpuId]) -> BTreeMap<ComponentKind, CpuId> {
+    ComponentKind::ALL.iter().enumerate().map(|(i, &k)| (k, cpus[i % cpus.len()])).collect()
+}
+
+/// Digests match, every frame passed every component once, no buffer out.
+fn check(mut run: Run, total: Option<u64>) -> Run {
+    for a in &run.apps {
+        assert_eq!(a.error(), None, "an application failed");
+    }
+    let (s, r) = (run.apps[0].report(), run.apps[1].report());
+    if let Some(t) = total {
+        assert_eq!(s.digest.bytes, t, "the sender did not send everything");
+    }
+    assert!(s.digest.bytes > 0);
+    assert_eq!(r.digest, s.digest, "the receiver's digest differs from the sender's");
+    let comps: Vec<&dyn Component> = run.a.iter().chain(run.b.iter()).map(|s| s.component.as_ref()).collect();
+    assert_frames_conserved(&comps);
+    for s in run.a.iter_mut().chain(run.b.iter_mut()) {
+        assert_eq!(s.component.buffers_out(), 0, "{} holds buffers at rest", s.component.kind());
+    }
+    run
+}
+
+#[test]
+fn a_stream_crosses_a_stack_spread_over_runtime_cpus() {
+    let cpus = [0, 1, 2, 3, 4];
+    let run = check(stream(&cpus, &spread(&cpus), 8 << 20, |_| false), Some(8 << 20));
+    assert!(run.a.iter().all(|s| s.load.busy_ns > 0), "a component was never polled with work");
+}
+
+#[test]
+fn a_stream_crosses_a_stack_consolidated_on_one_cpu() {
+    check(stream(&[7], &all_on(7), 8 << 20, |_| false), Some(8 << 20));
+}
+
+#[test]
+fn a_throttled_cpu_runs_no_more_than_its_duty() {
+    let speeds = SpeedTable::newtos();
+    let duty = duty_of_step(&speeds, speeds.by_mhz(800).unwrap());
+    assert_eq!(duty.per_mille(), 353, "800 MHz of 2267");
+    let mut set = false;
+    let mut first: Option<(Instant, u64)> = None;
+    let mut measured = None;
+    check(
+        stream(&[0], &all_on(0), 32 << 20, |h| {
+            if !set {
+                h.set_duty(0, duty).unwrap();
+                set = true;
+            }
+            let run_ns = h.cpus()[0].run_ns;
+            match first {
+                None => first = Some((Instant::now(), run_ns)),
+                Some((t, r)) => {
+                    measured = Some((t.elapsed(), (run_ns - r) as f64 / t.elapsed().as_nanos() as f64))
+                }
+            }
+            false
+        }),
+        Some(32 << 20),
+    );
+    // The worker ran at most its duty (plus one round of overshoot per
+    // period, which the debt pays back), over a window long enough to hold
+    // many periods.
+    let (window, m) = measured.expect("the stream outlived one poll");
+    eprintln!("a 35.3% duty CPU ran {:.1}% of {:.0} ms", m * 100.0, window.as_secs_f64() * 1e3);
+    if window > Duration::from_millis(50) {
+        assert!(m <= 0.353 + 0.1, "a 35.3% CPU ran {:.1}% of the time", m * 100.0);
+    }
+}
+
+/// `DYNCORE_STACK_MOVES` (default 10 000): random moves during one stream.
+#[test]
+fn random_moves_while_the_stream_flows_lose_and_duplicate_nothing() {
+    let moves: u64 = std::env::var("DYNCORE_STACK_MOVES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let cpus = [0, 1, 2];
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut done = 0u64;
+    let t0 = Instant::now();
+    // The stream runs until the moves are done, then the sender closes.
+    let run = check(
+        stream(&cpus, &spread(&cpus), 1 << 40, |h| {
+            for _ in 0..50 {
+                let k = ComponentKind::ALL[rng.random_range(0..5)];
+                let to = cpus[rng.random_range(0..cpus.len())];
+                let before = h.cpu_of(k).unwrap();
+                h.place(k, to).unwrap();
+                assert_eq!(h.cpu_of(k), Some(to));
+                if before != to {
+                    done += 1;
+                }
+            }
+            done >= moves
+        }),
+        None,
+    );
+    let moved: u64 = run.apps[0].report().digest.bytes;
+    eprintln!("{done} moves in {:.2} s during a stream of {} MiB", t0.elapsed().as_secs_f64(), moved >> 20);
+    assert!(done >= moves);
+}
+
+#[test]
+fn ip_filter_and_driver_crash_on_runtime_cpus_and_the_connection_survives() {
+    quiet_injected_crashes();
+    let cpus = [0, 1];
+    let kinds = [ComponentKind::Ip, ComponentKind::Filter, ComponentKind::Driver];
+    let mut i = 0;
+    let mut last = Instant::now();
+    let run = check(
+        stream(&cpus, &spread(&cpus), 16 << 20, |h| {
+            if i < 30 && last.elapsed() > Duration::from_millis(1) {
+                h.crash(kinds[i % 3]).unwrap();
+                i += 1;
+                last = Instant::now();
+            }
+            false
+        }),
+        Some(16 << 20),
+    );
+    let restarts: u64 = run.a.iter().map(|s| s.load.restarts).sum();
+    let fired: u64 = run.a.iter().map(|s| s.component.crash_switch().fired()).sum();
+    assert!(restarts > 0, "no component crashed during the stream");
+    assert_eq!(restarts, fired);
+    let max = run.a.iter().map(|s| s.load.restart_ns_max).max().unwrap();
+    eprintln!("{restarts} restarts, the longest {:.1} µs", max as f64 / 1e3);
+}
+
+#[test]
+fn bad_placements_are_refused() {
+    let (wa, _wb) = mem::pair(MemWireConfig::default());
+    let a = Stack::build(&StackConfig::new(A), Box::new(wa), 0);
+    let mut partial = all_on(0);
+    partial.remove(&ComponentKind::Ip);
+    let e = CpuHost::start(HostConfig::new(vec![0]), a.components, &partial).err().unwrap();
+    assert!(e.0.contains("ip is not placed"), "{e}");
+    let (wa, _wb) = mem::pair(MemWireConfig::default());
+    let a = Stack::build(&StackConfig::new(A), Box::new(wa), 0);
+    let host = CpuHost::start(HostConfig::new(vec![0, 1]), a.components, &all_on(0)).unwrap();
+    let e = host.place(ComponentKind::Ip, 9).unwrap_err();
+    assert!(e.0.contains("CPU 9 is not one of the host's CPUs"), "{e}");
+}
+
+/// The live controller: requests (a mode, a move, a speed) and load
+/// samples go to the policy through the boundary while the stream flows;
+/// its decisions move the slots and set the duties, with a reason each;
+/// idle, `dynamic` consolidates the stack. (Whether
+/// a burst spreads a `dynamic` stack depends on this machine's speed:
+/// `dyncore bench stack` B4 measures it.)
+#[test]
+fn the_controller_carries_out_requests_and_consolidates_an_idle_dynamic_stack() {
+    use dyncore_core::placement::{Action, Mode, PlacementConfig, PlacementPolicy};
+    use dyncore_net::control::{Control, Controller};
+
+    let cpus = vec![0, 1, 2];
+    let cfg = PlacementConfig::new(cpus.clone(), Mode::Dynamic);
+    let speeds = SpeedTable::newtos();
+    let policy = PlacementPolicy::new(cfg, &ComponentKind::ALL, speeds.clone()).unwrap();
+    let mut ctl = Controller::new(policy);
+    let layout = ctl.start(0);
+    assert_eq!(layout.cpus_in_use().len(), 1, "dynamic starts consolidated");
+
+    let (wa, wb) = mem::pair(MemWireConfig::default());
+    let mut ca = StackConfig::new(A);
+    ca.seed = 11;
+    let mut cb = StackConfig::new(B);
+    cb.seed = 22;
+    let mut a = Stack::build(&ca, Box::new(wa), 0);
+    let mut b = Stack::build(&cb, Box::new(wb), 0);
+    let total = 32 << 20;
+    let sender = Sender::new(a.sockets.remove(0), (B, PORT), total, SEED);
+    let receiver = Receiver::new(b.sockets.remove(0), PORT, Some(SEED));
+    let host = CpuHost::start(HostConfig::new(cpus), a.components, &layout.cpu_of).unwrap();
+    ctl.attach(&host).unwrap();
+    let threads = Threads::start(b.components, vec![Box::new(sender), Box::new(receiver)]);
+    let t0 = Instant::now();
+    let _ = ctl.sample(&host, host.now_ns()).unwrap();
+    let step600 = speeds.by_mhz(600).unwrap();
+    let mut i = 0;
+    while !threads.wait_apps(Duration::from_millis(5)) {
+        assert!(t0.elapsed() < LIMIT);
+        let now = host.now_ns();
+        match i {
+            2 => ctl.control(&host, now, Control::SetMode { mode: Mode::Spread }).unwrap(),
+            4 => ctl.control(&host, now, Control::Migrate { component: ComponentKind::Tcp, to: 2 }).unwrap(),
+            6 => ctl.control(&host, now, Control::SetSpeed { cpu: 2, step: step600 }).unwrap(),
+            8 => {
+                assert_eq!(host.duty(2).unwrap(), duty_of_step(&speeds, step600));
+                ctl.control(&host, now, Control::SetSpeed { cpu: 2, step: speeds.fastest() }).unwrap()
+            }
+            _ => {}
+        }
+        i += 1;
+        let _ = ctl.sample(&host, host.now_ns()).unwrap();
+    }
+    assert!(i > 8, "the stream ended before the requests: make it longer");
+    let e = ctl.control(&host, host.now_ns(), Control::Migrate { component: ComponentKind::Ip, to: 9 });
+    assert!(e.unwrap_err().to_string().contains("CPU 9"), "a move to a CPU the policy does not have");
+    let run = threads.stop();
+    assert!(ctl.layout().cpus_in_use().len() > 1, "spread by request");
+    // Back to `dynamic`, idle: consolidated (at once, as the mode starts;
+    // otherwise after several light samples and a minimum dwell; bounded).
+    ctl.control(&host, host.now_ns(), Control::SetMode { mode: Mode::Dynamic }).unwrap();
+    let idle0 = Instant::now();
+    while ctl.layout().cpus_in_use().len() > 1 && idle0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+        let _ = ctl.sample(&host, host.now_ns()).unwrap();
+    }
+    host.check().unwrap();
+    let a = host.stop();
+    check(Run { a, b: run.components, apps: run.apps }, Some(total));
+    for d in &ctl.log {
+        eprintln!("{:>10.3} ms  {}  — {}", d.at_ns as f64 / 1e6, d.action, d.reason);
+        assert!(!d.reason.is_empty());
+    }
+    assert!(ctl.log.iter().any(|d| d.action.to_string() == "migrate tcp cpu 1 → 2"
+        || d.action.to_string().starts_with("migrate tcp")));
+    assert_eq!(ctl.layout().cpus_in_use().len(), 1, "idle, the stack was not consolidated again");
+    let consolidations = ctl.log.iter().filter(|d| matches!(d.action, Action::Consolidate { .. })).count();
+    assert!(consolidations >= 2, "at the start and back in dynamic: {consolidations}");
+}
