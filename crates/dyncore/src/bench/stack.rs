@@ -297,17 +297,37 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
     let mut sp: [Vec<split::SplitRun>; 5] = Default::default();
     let mut targets = Vec::new();
     for round in 1..=args.runs {
-        b0.push(with_energy(&power, || linux_loopback(bytes, cpus)).context("B0 (Linux loopback)")?);
-        b1.push(
-            with_energy(&power, || smoltcp_mono(bytes, args.mtu, cpus)).context("B1 (monolithic smoltcp)")?,
-        );
-        let b2 = split::run(Mode::Spread, &both, bytes, args.mtu, sample, none).context("B2 (spread)")?;
-        let target = 0.8 * b2.gbps * 1e9;
+        // B0-B4s in the other benches' interleaved order (a different
+        // first row and direction each round); B5 last, since its target
+        // is this round's B2.
+        let mut target = 0.0;
+        for row in super::stats::round_order(6, round - 1) {
+            match row {
+                0 => b0.push(
+                    with_energy(&power, || linux_loopback(bytes, cpus)).context("B0 (Linux loopback)")?,
+                ),
+                1 => b1.push(
+                    with_energy(&power, || smoltcp_mono(bytes, args.mtu, cpus))
+                        .context("B1 (monolithic smoltcp)")?,
+                ),
+                2 => {
+                    let b2 = split::run(Mode::Spread, &both, bytes, args.mtu, sample, none)
+                        .context("B2 (spread)")?;
+                    target = 0.8 * b2.gbps * 1e9;
+                    sp[0].push(b2);
+                }
+                3 => sp[1]
+                    .push(split::run(Mode::Consolidate, &both, bytes, args.mtu, sample, none).context("B3")?),
+                4 => sp[2].push(
+                    split::run(Mode::Dynamic, &both, bytes, args.mtu, sample, idle)
+                        .context("B4 (dynamic)")?,
+                ),
+                _ => sp[3].push(
+                    split::run(Mode::Spread, &both, bytes, args.mtu, sample, idle).context("B4s (spread)")?,
+                ),
+            }
+        }
         targets.push(target);
-        sp[0].push(b2);
-        sp[1].push(split::run(Mode::Consolidate, &both, bytes, args.mtu, sample, none).context("B3")?);
-        sp[2].push(split::run(Mode::Dynamic, &both, bytes, args.mtu, sample, idle).context("B4 (dynamic)")?);
-        sp[3].push(split::run(Mode::Spread, &both, bytes, args.mtu, sample, idle).context("B4s (spread)")?);
         let eff = Mode::Efficient { target_bits_per_s: target };
         sp[4].push(split::run(eff, &both, bytes, args.mtu, sample, none).context("B5 (efficient)")?);
         let g = |v: &Vec<split::SplitRun>| v.last().expect("pushed").gbps;
@@ -733,8 +753,10 @@ fn write_report(
     )?;
     writeln!(
         md,
-        "Every configuration runs once per round, rounds interleaved; both ends hash the stream and a \
-         mismatch fails the run. The in-memory wire's MTU is {} bytes; loopback's is the kernel's.\n",
+        "Every configuration runs once per round: B0-B4s in interleaved order ({}), B5 last because its \
+         target is the round's B2. Both ends hash the stream and a mismatch fails the run. The in-memory \
+         wire's MTU is {} bytes; loopback's is the kernel's.\n",
+        super::stats::ORDER_TEXT,
         args.mtu
     )?;
     writeln!(md, "## Streams\n\n{}", t.to_markdown())?;
