@@ -266,6 +266,10 @@ fn summarise(key: &'static str, what: &'static str, runs: Vec<Run>, mhz: Option<
 pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
     ensure!(args.runs >= 1, "--runs must be at least 1");
     ensure!((576..=65535).contains(&args.mtu), "--mtu {} is outside 576..=65535", args.mtu);
+    if let Some(path) = &args.write_profile {
+        // Refuse before measuring, not after: the profile must exist.
+        read_profile(path)?;
+    }
     let dir = out.join("bench-stack");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let bytes = args.bytes.unwrap_or(if args.quick { 32 << 20 } else { 256 << 20 });
@@ -366,7 +370,8 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
     let transports = transport::measure(cpus, args.mtu, if args.quick { 200_000 } else { 1_000_000 })?;
     write_report(&dir, args, bytes, &machine, &power, mhz, &rows, &srows, &goals, &transports)?;
     if let Some(path) = &args.write_profile {
-        write_profile(path, tx_cpu, bytes, args.runs, mhz, &transports)?;
+        let costs = measure_costs(tx_cpu, bytes, args.runs, mhz, &transports)?;
+        write_profile(path, costs)?;
     }
     say!("report written to {}", dir.join("report.md").display());
     Ok(goals)
@@ -380,21 +385,16 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
 /// `per_packet = c(P₁) - per_byte · P₁` (both clamped at 0). The channel
 /// cost is one message through a ring between two pinned threads (the pool
 /// indices transport); the wake-up cost is the mean over the runs' wake-ups.
-fn write_profile(
-    path: &Path,
+fn measure_costs(
     cpu: CpuId,
     bytes: u64,
     runs: usize,
     mhz: Option<f64>,
     transports: &[transport::Transport],
-) -> Result<()> {
-    use dyncore_core::profile::{ComponentCost, MachineProfile, StackCosts};
-    let mhz = mhz.context("no profile: /proc/cpuinfo states no clock to count cycles at")?;
-    let text = std::fs::read_to_string(path).with_context(|| {
-        format!("reading {} (make it with `dyncore bench reconfig --write-profile` first)", path.display())
-    })?;
-    let mut profile: MachineProfile =
-        toml::from_str(&text).with_context(|| format!("{} is not a machine profile", path.display()))?;
+) -> Result<dyncore_core::profile::StackCosts> {
+    use dyncore_core::profile::{ComponentCost, StackCosts};
+    let mhz = mhz.context("no stack costs: /proc/cpuinfo states no clock to count cycles at")?;
+    say!("measuring the split stack's costs (consolidated, MTU 576 and 1500)…");
     let sample = std::time::Duration::from_millis(10);
     let mut points: BTreeMap<ComponentKind, Vec<(f64, f64)>> = BTreeMap::new();
     let (mut wakeups, mut wake_ns) = (0u64, 0u64);
@@ -439,9 +439,27 @@ fn write_profile(
         driver: cost(ComponentKind::Driver),
     };
     costs.validate().map_err(|e| anyhow::anyhow!("the measured stack costs are not valid: {e}"))?;
+    Ok(costs)
+}
+
+/// The machine profile at `path`, and its text.
+fn read_profile(path: &Path) -> Result<(String, dyncore_core::profile::MachineProfile)> {
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!("reading {} (make it with `dyncore bench reconfig --write-profile` first)", path.display())
+    })?;
+    let profile =
+        toml::from_str(&text).with_context(|| format!("{} is not a machine profile", path.display()))?;
+    Ok((text, profile))
+}
+
+/// Writes `costs` as the `[stack]` section of the machine profile at
+/// `path`, keeping the rest of it.
+fn write_profile(path: &Path, costs: dyncore_core::profile::StackCosts) -> Result<()> {
+    let (text, mut profile) = read_profile(path)?;
     profile.stack = Some(costs);
     let body = toml::to_string_pretty(&profile).context("serialising the machine profile")?;
-    let back: MachineProfile = toml::from_str(&body).context("the machine profile does not read back")?;
+    let back: dyncore_core::profile::MachineProfile =
+        toml::from_str(&body).context("the machine profile does not read back")?;
     anyhow::ensure!(back == profile, "the machine profile changed on reading back");
     // Keep the file's leading comment.
     let comment: String = text.lines().take_while(|l| l.starts_with('#')).map(|l| format!("{l}\n")).collect();
