@@ -266,6 +266,10 @@ fn summarise(key: &'static str, what: &'static str, runs: Vec<Run>, mhz: Option<
 pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
     ensure!(args.runs >= 1, "--runs must be at least 1");
     ensure!((576..=65535).contains(&args.mtu), "--mtu {} is outside 576..=65535", args.mtu);
+    if let Some(path) = &args.write_profile {
+        // Refuse before measuring, not after: the profile must exist.
+        read_profile(path)?;
+    }
     let dir = out.join("bench-stack");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let bytes = args.bytes.unwrap_or(if args.quick { 32 << 20 } else { 256 << 20 });
@@ -297,17 +301,37 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
     let mut sp: [Vec<split::SplitRun>; 5] = Default::default();
     let mut targets = Vec::new();
     for round in 1..=args.runs {
-        b0.push(with_energy(&power, || linux_loopback(bytes, cpus)).context("B0 (Linux loopback)")?);
-        b1.push(
-            with_energy(&power, || smoltcp_mono(bytes, args.mtu, cpus)).context("B1 (monolithic smoltcp)")?,
-        );
-        let b2 = split::run(Mode::Spread, &both, bytes, args.mtu, sample, none).context("B2 (spread)")?;
-        let target = 0.8 * b2.gbps * 1e9;
+        // B0-B4s in the other benches' interleaved order (a different
+        // first row and direction each round); B5 last, since its target
+        // is this round's B2.
+        let mut target = 0.0;
+        for row in super::stats::round_order(6, round - 1) {
+            match row {
+                0 => b0.push(
+                    with_energy(&power, || linux_loopback(bytes, cpus)).context("B0 (Linux loopback)")?,
+                ),
+                1 => b1.push(
+                    with_energy(&power, || smoltcp_mono(bytes, args.mtu, cpus))
+                        .context("B1 (monolithic smoltcp)")?,
+                ),
+                2 => {
+                    let b2 = split::run(Mode::Spread, &both, bytes, args.mtu, sample, none)
+                        .context("B2 (spread)")?;
+                    target = 0.8 * b2.gbps * 1e9;
+                    sp[0].push(b2);
+                }
+                3 => sp[1]
+                    .push(split::run(Mode::Consolidate, &both, bytes, args.mtu, sample, none).context("B3")?),
+                4 => sp[2].push(
+                    split::run(Mode::Dynamic, &both, bytes, args.mtu, sample, idle)
+                        .context("B4 (dynamic)")?,
+                ),
+                _ => sp[3].push(
+                    split::run(Mode::Spread, &both, bytes, args.mtu, sample, idle).context("B4s (spread)")?,
+                ),
+            }
+        }
         targets.push(target);
-        sp[0].push(b2);
-        sp[1].push(split::run(Mode::Consolidate, &both, bytes, args.mtu, sample, none).context("B3")?);
-        sp[2].push(split::run(Mode::Dynamic, &both, bytes, args.mtu, sample, idle).context("B4 (dynamic)")?);
-        sp[3].push(split::run(Mode::Spread, &both, bytes, args.mtu, sample, idle).context("B4s (spread)")?);
         let eff = Mode::Efficient { target_bits_per_s: target };
         sp[4].push(split::run(eff, &both, bytes, args.mtu, sample, none).context("B5 (efficient)")?);
         let g = |v: &Vec<split::SplitRun>| v.last().expect("pushed").gbps;
@@ -346,7 +370,8 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
     let transports = transport::measure(cpus, args.mtu, if args.quick { 200_000 } else { 1_000_000 })?;
     write_report(&dir, args, bytes, &machine, &power, mhz, &rows, &srows, &goals, &transports)?;
     if let Some(path) = &args.write_profile {
-        write_profile(path, tx_cpu, bytes, args.runs, mhz, &transports)?;
+        let costs = measure_costs(tx_cpu, bytes, args.runs, mhz, &transports)?;
+        write_profile(path, costs)?;
     }
     say!("report written to {}", dir.join("report.md").display());
     Ok(goals)
@@ -360,21 +385,16 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
 /// `per_packet = c(P₁) - per_byte · P₁` (both clamped at 0). The channel
 /// cost is one message through a ring between two pinned threads (the pool
 /// indices transport); the wake-up cost is the mean over the runs' wake-ups.
-fn write_profile(
-    path: &Path,
+fn measure_costs(
     cpu: CpuId,
     bytes: u64,
     runs: usize,
     mhz: Option<f64>,
     transports: &[transport::Transport],
-) -> Result<()> {
-    use dyncore_core::profile::{ComponentCost, MachineProfile, StackCosts};
-    let mhz = mhz.context("no profile: /proc/cpuinfo states no clock to count cycles at")?;
-    let text = std::fs::read_to_string(path).with_context(|| {
-        format!("reading {} (make it with `dyncore bench reconfig --write-profile` first)", path.display())
-    })?;
-    let mut profile: MachineProfile =
-        toml::from_str(&text).with_context(|| format!("{} is not a machine profile", path.display()))?;
+) -> Result<dyncore_core::profile::StackCosts> {
+    use dyncore_core::profile::{ComponentCost, StackCosts};
+    let mhz = mhz.context("no stack costs: /proc/cpuinfo states no clock to count cycles at")?;
+    say!("measuring the split stack's costs (consolidated, MTU 576 and 1500)…");
     let sample = std::time::Duration::from_millis(10);
     let mut points: BTreeMap<ComponentKind, Vec<(f64, f64)>> = BTreeMap::new();
     let (mut wakeups, mut wake_ns) = (0u64, 0u64);
@@ -419,9 +439,27 @@ fn write_profile(
         driver: cost(ComponentKind::Driver),
     };
     costs.validate().map_err(|e| anyhow::anyhow!("the measured stack costs are not valid: {e}"))?;
+    Ok(costs)
+}
+
+/// The machine profile at `path`, and its text.
+fn read_profile(path: &Path) -> Result<(String, dyncore_core::profile::MachineProfile)> {
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!("reading {} (make it with `dyncore bench reconfig --write-profile` first)", path.display())
+    })?;
+    let profile =
+        toml::from_str(&text).with_context(|| format!("{} is not a machine profile", path.display()))?;
+    Ok((text, profile))
+}
+
+/// Writes `costs` as the `[stack]` section of the machine profile at
+/// `path`, keeping the rest of it.
+fn write_profile(path: &Path, costs: dyncore_core::profile::StackCosts) -> Result<()> {
+    let (text, mut profile) = read_profile(path)?;
     profile.stack = Some(costs);
     let body = toml::to_string_pretty(&profile).context("serialising the machine profile")?;
-    let back: MachineProfile = toml::from_str(&body).context("the machine profile does not read back")?;
+    let back: dyncore_core::profile::MachineProfile =
+        toml::from_str(&body).context("the machine profile does not read back")?;
     anyhow::ensure!(back == profile, "the machine profile changed on reading back");
     // Keep the file's leading comment.
     let comment: String = text.lines().take_while(|l| l.starts_with('#')).map(|l| format!("{l}\n")).collect();
@@ -733,8 +771,10 @@ fn write_report(
     )?;
     writeln!(
         md,
-        "Every configuration runs once per round, rounds interleaved; both ends hash the stream and a \
-         mismatch fails the run. The in-memory wire's MTU is {} bytes; loopback's is the kernel's.\n",
+        "Every configuration runs once per round: B0-B4s in interleaved order ({}), B5 last because its \
+         target is the round's B2. Both ends hash the stream and a mismatch fails the run. The in-memory \
+         wire's MTU is {} bytes; loopback's is the kernel's.\n",
+        super::stats::ORDER_TEXT,
         args.mtu
     )?;
     writeln!(md, "## Streams\n\n{}", t.to_markdown())?;

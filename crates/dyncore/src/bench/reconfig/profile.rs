@@ -60,8 +60,18 @@ pub fn build(layout: &Layout, machine: &str, command: &str, date: &str) -> Optio
 }
 
 /// Writes `profile` as TOML to `path`, with a comment saying what it is,
-/// and checks that it reads back the same.
+/// and checks that it reads back the same. A `[stack]` section already in
+/// the file (written by `dyncore bench stack --write-profile`) is kept:
+/// this bench measures reconfiguration only.
 pub fn write(path: &Path, profile: &MachineProfile) -> Result<()> {
+    let mut profile = profile.clone();
+    if profile.stack.is_none()
+        && let Ok(old) = std::fs::read_to_string(path)
+        && let Ok(old) = toml::from_str::<MachineProfile>(&old)
+    {
+        profile.stack = old.stack;
+    }
+    let profile = &profile;
     let body = toml::to_string_pretty(profile).context("serialising the machine profile")?;
     let back: MachineProfile = toml::from_str(&body).context("the machine profile does not read back")?;
     anyhow::ensure!(&back == profile, "the machine profile changed on reading back");
