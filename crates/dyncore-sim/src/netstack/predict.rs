@@ -13,10 +13,11 @@
 //! machine's 2267 MHz step with the cycles scaled by `2267 / cpu_mhz`, so
 //! every job takes the time it takes on this machine.
 //!
-//! Layouts ([`LiveLayout`]): `Mono` (B1: the whole stack in one polling
-//! thread, which neither sleeps nor switches), `Spread` (B2: TCP on one
-//! CPU, IP and the driver on the other), `Consolidated` (B3: the three
-//! components on one CPU, each turn paying the turn cost). B4 (`dynamic`
+//! Layouts ([`LiveLayout`]): `Mono` (B1: TCP, IP and the driver in one
+//! polling thread, which neither sleeps nor switches), `Spread` (B2: TCP
+//! and the filter on one CPU, the syscall server, IP and the driver on the
+//! other, as the placement policy's spread starts), `Consolidated` (B3: the
+//! five components on one CPU, each turn paying the turn cost). B4 (`dynamic`
 //! under a load step) and B5 (`efficient` at a target) run the placement
 //! policy; use [`super::policy::simulate_policy`] with the same inputs.
 //!
@@ -112,6 +113,21 @@ pub fn predict_bench(costs: &StackCosts, layout: LiveLayout, mss: u32, window_by
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `PROFILE=path cargo test --release -p dyncore-sim predict_from_profile -- --ignored --nocapture`
+    #[test]
+    #[ignore = "needs a machine profile with [stack] (PROFILE=path)"]
+    fn predict_from_profile() {
+        let path = std::env::var("PROFILE").expect("PROFILE=path of a machine profile");
+        let p: dyncore_core::profile::MachineProfile =
+            toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let costs = p.stack.expect("the profile has a [stack] section");
+        costs.validate().unwrap();
+        for l in [LiveLayout::Mono, LiveLayout::Spread, LiveLayout::Consolidated] {
+            let r = predict_bench(&costs, l, 1460, 65535);
+            eprintln!("{l:?}: {:.2} Gbps, {:.2} CPU-s/GB", r.gbps, r.cpu_s_per_gb);
+        }
+    }
 
     /// A profile as `bench stack --write-profile` would write it.
     fn fixture() -> StackCosts {
