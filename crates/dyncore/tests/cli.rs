@@ -210,7 +210,9 @@ fn bench_sim_quick_writes_a_report_with_goals() {
         assert!(r["events"].as_u64().unwrap() > 0 && r["decisions"].as_u64().unwrap() > 0, "{r}");
         assert!(r["events_per_s"].as_f64().unwrap() > 0.0, "{r}");
     }
-    assert_eq!(j["goals"].as_array().unwrap().len(), 2);
+    let goals = j["goals"].as_array().unwrap();
+    assert_eq!(goals.len(), 3, "events/s, whole run, NewtOS packets/s: {goals:?}");
+    assert!(goals[2]["measured"].as_str().unwrap().contains("packets"), "{:?}", goals[2]);
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("PASS") || md.contains("MISS"), "{md}");
     assert!(dir.join("plot.png").exists() && dir.join("plot.svg").exists());

@@ -65,7 +65,32 @@ pub struct Measured {
     pub floor_ns: Vec<f64>,
     /// The whole default run's wall time, per round.
     pub whole_run_ns: Vec<u64>,
+    /// The NewtOS model at scale: what one round simulated and its wall
+    /// time per round.
+    pub newtos: Option<NewtosRow>,
     pub rounds: usize,
+}
+
+/// The NewtOS network-stack model (`dyncore_sim::netstack::scale`): many
+/// stacks placed by `dynamic` under a diurnal load, timed per round.
+pub struct NewtosRow {
+    pub name: String,
+    /// Segments simulated in one round (the same in every round).
+    pub packets: u64,
+    pub events: u64,
+    pub walls_ns: Vec<u64>,
+}
+
+/// The NewtOS scale configuration of this bench: `stacks` stacks with the
+/// shipped Table 2 calibration, `dynamic` placement.
+fn newtos_once(
+    sc: &dyncore_sim::netstack::scenario::NetScenario,
+    cfg: &dyncore_sim::netstack::scale::ScaleConfig,
+) -> (u64, u64, Duration) {
+    use dyncore_sim::netstack::scenario::PolicyName;
+    let t0 = Instant::now();
+    let o = dyncore_sim::netstack::scale::run(&sc.stack, &sc.net, cfg, PolicyName::Dynamic);
+    (o.packets, o.events, t0.elapsed())
 }
 
 /// What one repetition of a configuration simulated, summed over its runs
@@ -139,7 +164,13 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<Goal>> {
     let machine = super::machine_description();
     eprintln!("bench sim on {machine}; {rounds} interleaved round(s)");
     let floor_ops = if args.quick { 200_000 } else { 2_000_000 };
-    let m = measure_rounds(configs, rounds, floor_ops, args.scenarios.as_deref())?;
+    let path = crate::newtos::default_dir().join("table2.toml");
+    let net = crate::newtos::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let scale = dyncore_sim::netstack::scale::ScaleConfig {
+        stacks: if args.quick { 4 } else { 16 },
+        ..dyncore_sim::netstack::scale::ScaleConfig::default()
+    };
+    let m = measure_rounds(configs, rounds, floor_ops, args.scenarios.as_deref(), (&net, &scale))?;
     let goals = report::write(&dir, &machine, &m)?;
     say!("report written to {}", dir.join("report.md").display());
     Ok(goals)
@@ -177,9 +208,20 @@ fn measure_rounds(
     rounds: usize,
     floor_ops: usize,
     scenarios: Option<&Path>,
+    (net, scale): (&dyncore_sim::netstack::scenario::NetScenario, &dyncore_sim::netstack::scale::ScaleConfig),
 ) -> Result<Measured> {
     let n = configs.len();
-    let units = n + 2;
+    let units = n + 3;
+    let mut newtos = NewtosRow {
+        name: format!(
+            "NewtOS: {} stacks, {} flows, dynamic, diurnal load",
+            scale.stacks,
+            scale.stacks * scale.streams
+        ),
+        packets: 0,
+        events: 0,
+        walls_ns: Vec::new(),
+    };
     let pb = indicatif::ProgressBar::new((rounds * units) as u64);
     pb.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
@@ -205,6 +247,16 @@ fn measure_rounds(
                     pb.set_message("event-queue floor");
                     floor_ns.push(queue_floor_ns(4096, floor_ops));
                 }
+                None if u == n + 2 => {
+                    pb.set_message("NewtOS model");
+                    let (packets, events, wall) = newtos_once(net, scale);
+                    anyhow::ensure!(
+                        newtos.walls_ns.is_empty() || (packets, events) == (newtos.packets, newtos.events),
+                        "NewtOS: rounds differ, the simulator is not deterministic"
+                    );
+                    (newtos.packets, newtos.events) = (packets, events);
+                    newtos.walls_ns.push(ns(wall));
+                }
                 None => {
                     pb.set_message("whole default run");
                     whole_run_ns.push(ns(whole_run(scenarios)?));
@@ -214,11 +266,11 @@ fn measure_rounds(
         }
     }
     pb.finish_and_clear();
-    Ok(Measured { configs, floor_ns, whole_run_ns, rounds })
+    Ok(Measured { configs, floor_ns, whole_run_ns, newtos: Some(newtos), rounds })
 }
 
 /// Runs `dyncore run --quiet --seeds 1` (this binary, as a user would) on
-/// `scenarios` (default: the shipped ones) into a temporary folder, and
+/// `scenarios` (default: the shipped Chameleon ones) into a temporary folder, and
 /// returns its wall time. One seed, so that it does the same simulation as
 /// the "simulation alone" it is timed against (the default run's several
 /// seeds would multiply the simulation, not the overhead being measured).
@@ -227,9 +279,11 @@ fn whole_run(scenarios: Option<&Path>) -> Result<Duration> {
     let out = std::env::temp_dir().join(format!("dyncore-bench-sim-run-{}", std::process::id()));
     let mut cmd = std::process::Command::new(&exe);
     cmd.arg("--out").arg(&out).args(["run", "--quiet", "--seeds", "1"]);
-    if let Some(s) = scenarios {
-        cmd.arg(s);
-    }
+    // The Chameleon scenarios only (the folder named, so that the NewtOS
+    // scenarios of the default run stay out): the same scenarios as the
+    // "simulation alone" row it is timed against. The NewtOS model has a
+    // row of its own.
+    cmd.arg(scenarios.map_or_else(crate::scenarios::default_dir, Path::to_path_buf));
     let t0 = Instant::now();
     let o = cmd.output().with_context(|| format!("running {}", exe.display()));
     let wall = t0.elapsed();
