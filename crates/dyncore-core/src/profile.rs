@@ -149,6 +149,26 @@ impl std::fmt::Display for BadStackCost {
 impl std::error::Error for BadStackCost {}
 
 impl StackCosts {
+    /// These costs with every cycle count (per packet, per byte, per
+    /// channel message) times `factor`; the clock and the wake-up latency
+    /// are kept. One place for the two uses: calibrating the work's scale,
+    /// and recounting cycles at another clock.
+    pub fn with_cycles_times(&self, factor: f64) -> StackCosts {
+        let s = |c: ComponentCost| ComponentCost {
+            cycles_per_packet: c.cycles_per_packet * factor,
+            cycles_per_byte: c.cycles_per_byte * factor,
+        };
+        StackCosts {
+            channel_cycles_per_msg: self.channel_cycles_per_msg * factor,
+            syscall: s(self.syscall),
+            tcp: s(self.tcp),
+            ip: s(self.ip),
+            filter: s(self.filter),
+            driver: s(self.driver),
+            ..self.clone()
+        }
+    }
+
     /// The cost of one component.
     pub fn component(&self, kind: ComponentKind) -> &ComponentCost {
         match kind {

@@ -350,10 +350,12 @@ impl CpuHost {
 
     /// Every CPU's figures now.
     pub fn cpus(&self) -> Vec<CpuSnapshot> {
+        let slots = self.slot_counts();
         self.shared
             .cpus
             .iter()
-            .map(|c| {
+            .zip(slots)
+            .map(|(c, slots)| {
                 let s = &c.stats;
                 let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
                 CpuSnapshot {
@@ -367,13 +369,8 @@ impl CpuHost {
                     wake_ns: r(&s.wake_ns),
                     wake_ns_max: r(&s.wake_ns_max),
                     rounds: r(&s.rounds),
-                    slots: 0,
+                    slots,
                 }
-            })
-            .zip(self.slot_counts())
-            .map(|(mut c, n)| {
-                c.slots = n;
-                c
             })
             .collect()
     }

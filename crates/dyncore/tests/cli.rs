@@ -388,7 +388,8 @@ fn stack_runs_on_runtime_cpus_with_placement_speed_and_changes_and_explains_them
 fn stack_ctrl_c_closes_the_stream_cleanly() {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
-    let trace = std::env::temp_dir().join(format!("dyncore-stack-trace-{}.json", std::process::id()));
+    let guard = tmp("stack-trace");
+    let trace = guard.path().join("trace.json");
     let mut child = Command::new(env!("CARGO_BIN_EXE_dyncore"))
         .args(["stack", "--bytes", "64G", "--cpus", "0", "--placement", "dynamic", "--trace"])
         .arg(&trace)
@@ -432,7 +433,6 @@ fn stack_ctrl_c_closes_the_stream_cleanly() {
         "no decision with its reason in the trace"
     );
     assert!(ev.iter().any(|e| e["name"] == "throughput (Gbps)"));
-    std::fs::remove_file(&trace).ok();
 }
 
 #[test]

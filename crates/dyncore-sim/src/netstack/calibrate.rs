@@ -79,20 +79,7 @@ pub fn base_costs() -> StackCosts {
 
 /// `base` with every cycle count times `scale` and the wake-up latency set.
 pub fn scaled(base: &StackCosts, scale: f64, wakeup_ns: f64) -> StackCosts {
-    let s = |c: ComponentCost| ComponentCost {
-        cycles_per_packet: c.cycles_per_packet * scale,
-        cycles_per_byte: c.cycles_per_byte * scale,
-    };
-    StackCosts {
-        cpu_mhz: base.cpu_mhz,
-        channel_cycles_per_msg: base.channel_cycles_per_msg * scale,
-        wakeup_ns,
-        syscall: s(base.syscall),
-        tcp: s(base.tcp),
-        ip: s(base.ip),
-        filter: s(base.filter),
-        driver: s(base.driver),
-    }
+    StackCosts { wakeup_ns, ..base.with_cycles_times(scale) }
 }
 
 /// The fitted parameters and what they give at the two points.

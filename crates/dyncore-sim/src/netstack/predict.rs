@@ -27,7 +27,7 @@
 //! charges it.
 
 use dyncore_core::placement::ComponentKind;
-use dyncore_core::profile::{ComponentCost, StackCosts};
+use dyncore_core::profile::StackCosts;
 use serde::Serialize;
 
 use super::{CpuSpec, NetParams, RunInput, simulate};
@@ -53,21 +53,7 @@ const MODEL_MHZ: f64 = 2267.0;
 
 /// `costs` with cycles rescaled to [`MODEL_MHZ`] (module docs).
 fn at_model_clock(costs: &StackCosts) -> StackCosts {
-    let f = MODEL_MHZ / costs.cpu_mhz;
-    let s = |c: ComponentCost| ComponentCost {
-        cycles_per_packet: c.cycles_per_packet * f,
-        cycles_per_byte: c.cycles_per_byte * f,
-    };
-    StackCosts {
-        cpu_mhz: MODEL_MHZ,
-        channel_cycles_per_msg: costs.channel_cycles_per_msg * f,
-        wakeup_ns: costs.wakeup_ns,
-        syscall: s(costs.syscall),
-        tcp: s(costs.tcp),
-        ip: s(costs.ip),
-        filter: s(costs.filter),
-        driver: s(costs.driver),
-    }
+    StackCosts { cpu_mhz: MODEL_MHZ, ..costs.with_cycles_times(MODEL_MHZ / costs.cpu_mhz) }
 }
 
 /// Predicts `layout` on the machine `costs` describe, for `streams`
@@ -113,6 +99,7 @@ pub fn predict_bench(costs: &StackCosts, layout: LiveLayout, mss: u32, window_by
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dyncore_core::profile::ComponentCost;
 
     /// `PROFILE=path cargo test --release -p dyncore-sim predict_from_profile -- --ignored --nocapture`
     #[test]

@@ -973,7 +973,8 @@ mod tests {
 
     #[test]
     fn tiny_run_writes_a_report() {
-        let dir = std::env::temp_dir().join(format!("dyncore-bench-stack-{}", std::process::id()));
+        let guard = tempfile::Builder::new().prefix("dyncore-bench-stack-").tempdir().unwrap();
+        let dir = guard.path().to_path_buf();
         let args = Args {
             runs: 1,
             bytes: Some(1 << 20),
@@ -1001,7 +1002,6 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(d.join("results.json")).unwrap()).unwrap();
         assert!(j["rows"][1]["gbps_median"].as_f64().unwrap() > 0.0);
         assert_eq!(j["transports"].as_array().unwrap().len(), 2);
-        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
