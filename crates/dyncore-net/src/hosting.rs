@@ -199,6 +199,7 @@ impl CpuHost {
         components: Vec<Box<dyn Component>>,
         initial: &BTreeMap<ComponentKind, CpuId>,
     ) -> Result<CpuHost, HostError> {
+        dyncore_runtime::testing::assert_held_here("starting a stack host on runtime CPUs");
         if cfg.cpus.is_empty() {
             return Err(HostError("no CPUs to host the stack on".into()));
         }

@@ -95,6 +95,7 @@ fn check(mut run: Run, total: Option<u64>) -> Run {
 
 #[test]
 fn a_stream_crosses_a_stack_spread_over_runtime_cpus() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     let cpus = [0, 1, 2, 3, 4];
     let run = check(stream(&cpus, &spread(&cpus), 8 << 20, |_| false), Some(8 << 20));
     assert!(run.a.iter().all(|s| s.load.busy_ns > 0), "a component was never polled with work");
@@ -102,11 +103,13 @@ fn a_stream_crosses_a_stack_spread_over_runtime_cpus() {
 
 #[test]
 fn a_stream_crosses_a_stack_consolidated_on_one_cpu() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     check(stream(&[7], &all_on(7), 8 << 20, |_| false), Some(8 << 20));
 }
 
 #[test]
 fn a_throttled_cpu_runs_no_more_than_its_duty() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     let speeds = SpeedTable::newtos();
     let duty = duty_of_step(&speeds, speeds.by_mhz(800).unwrap());
     assert_eq!(duty.per_mille(), 353, "800 MHz of 2267");
@@ -143,6 +146,7 @@ fn a_throttled_cpu_runs_no_more_than_its_duty() {
 /// `DYNCORE_STACK_MOVES` (default 10 000): random moves during one stream.
 #[test]
 fn random_moves_while_the_stream_flows_lose_and_duplicate_nothing() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     let moves: u64 = std::env::var("DYNCORE_STACK_MOVES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let cpus = [0, 1, 2];
     let mut rng = ChaCha8Rng::seed_from_u64(7);
@@ -172,6 +176,7 @@ fn random_moves_while_the_stream_flows_lose_and_duplicate_nothing() {
 
 #[test]
 fn ip_filter_and_driver_crash_on_runtime_cpus_and_the_connection_survives() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     quiet_injected_crashes();
     let cpus = [0, 1];
     let kinds = [ComponentKind::Ip, ComponentKind::Filter, ComponentKind::Driver];
@@ -198,6 +203,7 @@ fn ip_filter_and_driver_crash_on_runtime_cpus_and_the_connection_survives() {
 
 #[test]
 fn bad_placements_are_refused() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     let (wa, _wb) = mem::pair(MemWireConfig::default());
     let a = Stack::build(&StackConfig::new(A), Box::new(wa), 0);
     let mut partial = all_on(0);
@@ -219,6 +225,7 @@ fn bad_placements_are_refused() {
 /// `dyncore bench stack` B4 measures it.)
 #[test]
 fn the_controller_carries_out_requests_and_consolidates_an_idle_dynamic_stack() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     use dyncore_core::placement::{Action, Mode, PlacementConfig, PlacementPolicy};
     use dyncore_net::control::{Control, Controller};
 

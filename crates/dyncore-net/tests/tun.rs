@@ -44,6 +44,7 @@ fn assert_gone(net_name: &str, dev: &str) {
 
 #[test]
 fn the_split_stack_sends_to_linux_tcp() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     require_tun!();
     let total = 4 << 20;
     let (net, port) = TunNet::create(1500).unwrap();
@@ -70,6 +71,7 @@ fn the_split_stack_sends_to_linux_tcp() {
 
 #[test]
 fn the_split_stack_receives_from_linux_tcp() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     require_tun!();
     let total = 4 << 20;
     let (net, port) = TunNet::create(1500).unwrap();
@@ -93,6 +95,7 @@ fn the_split_stack_receives_from_linux_tcp() {
 
 #[test]
 fn nothing_is_left_behind_after_a_drop_or_a_panic() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     require_tun!();
     let (net, _port) = TunNet::create(1500).unwrap();
     let (ns, dev) = (net.namespace().to_string(), net.device().to_string());
@@ -117,6 +120,7 @@ fn nothing_is_left_behind_after_a_drop_or_a_panic() {
 #[test]
 #[ignore = "run by ctrl_c_closes_the_stream_and_removes_the_namespace in a child process"]
 fn ctrl_c_child() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     let cancel = Arc::new(AtomicBool::new(false));
     let c = cancel.clone();
     ctrlc::set_handler(move || c.store(true, Ordering::Release)).unwrap();
@@ -145,9 +149,12 @@ fn ctrl_c_child() {
 
 #[test]
 fn ctrl_c_closes_the_stream_and_removes_the_namespace() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     require_tun!();
     let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
+    let mut cmd = Command::new(exe);
+    dyncore_runtime::testing::held_by_parent(&mut cmd);
+    let mut child = cmd
         .args(["--ignored", "--exact", "ctrl_c_child", "--nocapture", "--test-threads=1"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -188,6 +195,7 @@ fn ctrl_c_closes_the_stream_and_removes_the_namespace() {
 
 #[test]
 fn a_namespace_left_by_a_killed_process_is_removed_by_the_next_run() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     require_tun!();
     // A pid no process has (pid_max is at most 2^22).
     let dead =

@@ -28,6 +28,7 @@ pub fn check_allowed(cpus: impl IntoIterator<Item = CpuId>) -> std::io::Result<(
 /// Pins the calling thread to `cpu`, refusing with the reason when the CPU
 /// does not exist or the process's affinity does not allow it.
 pub fn pin_current_thread(cpu: CpuId) -> std::io::Result<()> {
+    crate::testing::assert_held("pinning a thread");
     check_allowed([cpu])?;
     let mut raw = RawSet::new();
     raw.set(cpu);
@@ -37,6 +38,7 @@ pub fn pin_current_thread(cpu: CpuId) -> std::io::Result<()> {
 
 /// Sets the calling thread's affinity to `cpus`.
 pub fn set_current_thread_affinity(cpus: &CpuSet) -> std::io::Result<()> {
+    crate::testing::assert_held("setting a thread's affinity");
     let mut raw = RawSet::new();
     for c in cpus.iter() {
         raw.set(c);
@@ -50,6 +52,7 @@ pub fn set_current_thread_affinity(cpus: &CpuSet) -> std::io::Result<()> {
 /// keeps 5% of each second for them by default, `sched_rt_runtime_us`).
 /// Needs `CAP_SYS_NICE` (root); the error says so.
 pub fn set_current_thread_realtime(priority: u8) -> std::io::Result<()> {
+    crate::testing::assert_held("giving a thread real-time priority");
     if !(1..=99).contains(&priority) {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -106,6 +109,7 @@ mod tests {
 
     #[test]
     fn pin_to_an_allowed_cpu_and_refuse_a_missing_one() {
+        let _cpus = crate::testing::real_cpus();
         let allowed = allowed_cpus().unwrap();
         let first = allowed.first().expect("at least one CPU is allowed");
         std::thread::spawn(move || {
@@ -120,6 +124,7 @@ mod tests {
 
     #[test]
     fn refuses_a_real_time_priority_outside_1_to_99() {
+        let _cpus = crate::testing::real_cpus();
         for p in [0, 100, 255] {
             let err = set_current_thread_realtime(p).unwrap_err();
             assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
@@ -129,6 +134,7 @@ mod tests {
 
     #[test]
     fn real_time_priority_is_undone() {
+        let _cpus = crate::testing::real_cpus();
         std::thread::spawn(|| {
             assert_eq!(current_thread_realtime_priority(), None);
             if let Err(e) = set_current_thread_realtime(3) {

@@ -14,6 +14,7 @@
 //!   fused pair can be a real SMT core.
 //! * [`affinity`]: pinning and the process's allowed CPUs.
 //! * [`wait`]: lock-free waiting with a deadline ([`spin_until`]).
+//! * [`testing`]: the guard every test on real CPUs holds.
 
 pub mod affinity;
 pub mod backend;
@@ -21,6 +22,7 @@ pub mod cpu;
 pub mod kernels;
 pub mod machine;
 pub mod sidecore;
+pub mod testing;
 pub mod threads;
 pub mod wait;
 

@@ -305,6 +305,7 @@ mod tests {
 
     #[test]
     fn a_thread_runs_only_where_placed_and_moves_and_finishes_with_its_units() {
+        let _cpus = crate::testing::real_cpus();
         let rt = runtime(3);
         let (mut threads, rx) = LiveThreads::new();
         let jobs = FibJobs::new(32, 16);
@@ -372,6 +373,7 @@ mod tests {
 
     #[test]
     fn a_stopped_thread_keeps_its_state_and_resumes() {
+        let _cpus = crate::testing::real_cpus();
         let rt = runtime(2);
         let (mut threads, rx) = LiveThreads::new();
         let jobs = FibJobs::new(30, 14);
@@ -400,6 +402,7 @@ mod tests {
 
     #[test]
     fn an_offline_under_a_thread_displaces_it() {
+        let _cpus = crate::testing::real_cpus();
         let rt = runtime(3);
         let (mut threads, rx) = LiveThreads::new();
         let jobs = FibJobs::new(30, 16);
@@ -436,6 +439,7 @@ mod tests {
 
     #[test]
     fn a_panicking_kernel_fails_its_thread_only() {
+        let _cpus = crate::testing::real_cpus();
         let rt = runtime(2);
         let (mut threads, rx) = LiveThreads::new();
         let bomb = threads.add(Box::new(Bomb(3)));

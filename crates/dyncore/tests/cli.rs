@@ -197,6 +197,7 @@ fn shipped_reports_are_byte_identical_across_runs() {
 
 #[test]
 fn bench_sim_quick_writes_a_report_with_goals() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     let guard = tmp("benchsim");
     let d = guard.path();
     let o = dyncore(&["--out", d.to_str().unwrap(), "bench", "sim", "--quick"]);
@@ -350,6 +351,7 @@ fn a_run_past_its_event_budget_stops_and_writes_nothing() {
 
 #[test]
 fn stack_runs_on_runtime_cpus_with_placement_speed_and_changes_and_explains_them() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     let o = dyncore(&[
         "stack",
         "--bytes",
@@ -386,18 +388,26 @@ fn stack_runs_on_runtime_cpus_with_placement_speed_and_changes_and_explains_them
 /// says so with matching checksums, and no stack CPU thread is left.
 #[test]
 fn stack_ctrl_c_closes_the_stream_cleanly() {
-    use std::process::{Command, Stdio};
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    use std::process::Stdio;
     use std::time::{Duration, Instant};
     let guard = tmp("stack-trace");
     let trace = guard.path().join("trace.json");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dyncore"))
-        .args(["stack", "--bytes", "64G", "--cpus", "0", "--placement", "dynamic", "--trace"])
-        .arg(&trace)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = common::command(&[
+        "stack",
+        "--bytes",
+        "64G",
+        "--cpus",
+        "0",
+        "--placement",
+        "dynamic",
+        "--trace",
+        trace.to_str().unwrap(),
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let pid = child.id();
     let cpu_threads = || {
         std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -437,6 +447,7 @@ fn stack_ctrl_c_closes_the_stream_cleanly() {
 
 #[test]
 fn stack_streams_through_the_split_stack_and_refuses_bad_input() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     let o = dyncore(&["stack", "--bytes", "4M", "--crash", "ip", "--crash-every-ms", "1"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}{out}", stderr(&o));

@@ -7,14 +7,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{dyncore, stderr, tmp};
-
-/// One live run at a time: two would take each other's CPUs.
-static LIVE: Mutex<()> = Mutex::new(());
+use common::{command, dyncore, stderr, tmp};
 
 fn scenarios() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
@@ -72,6 +68,7 @@ fn the_live_scenarios_are_valid() {
 
 #[test]
 fn bad_live_options_exit_2_before_anything_starts() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     let out = tmp("bad");
     let out = out.path().to_str().unwrap();
     let fig3 = scenario("fig3-taxation.toml");
@@ -112,8 +109,8 @@ fn bad_live_options_exit_2_before_anything_starts() {
 
 #[test]
 fn an_oversubscribed_run_is_labelled_and_never_counted() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     skip_unless_live!();
-    let _one = LIVE.lock().unwrap_or_else(|p| p.into_inner());
     let out = tmp("over");
     let o = dyncore(&[
         "run",
@@ -154,18 +151,24 @@ fn workers(pid: u32) -> usize {
 
 #[test]
 fn ctrl_c_stops_every_worker_and_writes_an_incomplete_report() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     skip_unless_live!();
-    let _one = LIVE.lock().unwrap_or_else(|p| p.into_inner());
     let out = tmp("ctrlc");
     // A long run: 4 times the scenario (6 s of work per run).
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dyncore"))
-        .args(["run", "--backend", "live", "--time-scale", "4", "--out", out.path().to_str().unwrap()])
-        .arg(scenario("live/live-fuse-pair.toml"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = command(&[
+        "run",
+        "--backend",
+        "live",
+        "--time-scale",
+        "4",
+        "--out",
+        out.path().to_str().unwrap(),
+        &scenario("live/live-fuse-pair.toml"),
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let pid = child.id();
     // Its runtime CPUs exist once the run is under way (the handler is
     // installed before); then wait for the calibration to be over.

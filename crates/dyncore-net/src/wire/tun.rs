@@ -155,6 +155,9 @@ impl TunNet {
     /// returns the guard and the stack's end of the wire.
     pub fn create(mtu: usize) -> Result<(TunNet, TunPort), Unavailable> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
+        // Namespaces are machine-wide, and the sweep below removes those of
+        // dead processes: tests that create them must not overlap.
+        dyncore_runtime::testing::assert_held("creating a network namespace");
         probe()?;
         remove_stale_namespaces();
         let pid = std::process::id();

@@ -72,6 +72,7 @@ fn queens(units: u64) -> Box<dyn Kernel> {
 
 #[test]
 fn a_live_run_keeps_the_contract_and_replays_byte_for_byte() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime();
     let mut ex = Executor::new(&rt, chameleon(), config());
     let stop = AtomicBool::new(false);
@@ -135,6 +136,7 @@ impl Kernel for Bomb {
 
 #[test]
 fn a_failed_thread_exits_and_the_run_goes_on() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime();
     let mut ex = Executor::new(&rt, chameleon(), config());
     let stop = AtomicBool::new(false);
@@ -148,6 +150,7 @@ fn a_failed_thread_exits_and_the_run_goes_on() {
 
 #[test]
 fn a_raised_stop_flag_returns_at_once() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime();
     let mut ex = Executor::new(&rt, chameleon(), config());
     ex.spawn(queens(u64::MAX / 2), spec(2)).unwrap();

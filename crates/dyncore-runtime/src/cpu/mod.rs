@@ -216,6 +216,7 @@ impl Runtime {
     /// Starts one worker and one helper thread per runtime CPU; refuses
     /// with the reason when a real CPU is not usable.
     pub fn new(cfg: RuntimeConfig) -> io::Result<Runtime> {
+        crate::testing::assert_held_here("starting a runtime");
         let n = cfg.real_cpus.len();
         if n == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "a runtime needs at least one CPU"));

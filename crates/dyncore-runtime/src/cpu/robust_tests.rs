@@ -73,6 +73,7 @@ fn counting(done: Arc<AtomicU32>) -> impl Task {
 
 #[test]
 fn a_panicking_task_is_reported_and_the_cpu_goes_on_serving() {
+    let _cpus = crate::testing::real_cpus();
     let rt = Arc::new(Runtime::new(config(2)).unwrap());
     let _guard = HangGuard::new(&rt);
     let events = rt.subscribe();
@@ -111,6 +112,7 @@ fn a_panicking_task_is_reported_and_the_cpu_goes_on_serving() {
 
 #[test]
 fn a_panicking_call_is_reported_for_the_cpu_it_was_addressed_to() {
+    let _cpus = crate::testing::real_cpus();
     let rt = Arc::new(Runtime::new(config(3)).unwrap());
     let _guard = HangGuard::new(&rt);
     assert_eq!(rt.offline(&set("2"), Mode::Bolt).unwrap().changed(), &set("2"));
@@ -131,6 +133,7 @@ fn a_panicking_call_is_reported_for_the_cpu_it_was_addressed_to() {
 
 #[test]
 fn waits_on_a_cpu_stuck_in_a_step_fail_at_the_deadline_and_roll_back() {
+    let _cpus = crate::testing::real_cpus();
     let mut cfg = config(4);
     // Long enough that the other CPUs answer in time on a loaded machine
     // (workers unscheduled for a few hundred milliseconds have been seen).
@@ -185,6 +188,7 @@ fn waits_on_a_cpu_stuck_in_a_step_fail_at_the_deadline_and_roll_back() {
 
 #[test]
 fn a_stalled_cpu_is_reported_and_makes_waits_fail_at_once() {
+    let _cpus = crate::testing::real_cpus();
     let mut cfg = config(3);
     cfg.stall_after = Duration::from_millis(20);
     // Only the stall mark can end these waits: a hang would trip the guard.
@@ -220,6 +224,7 @@ fn a_stalled_cpu_is_reported_and_makes_waits_fail_at_once() {
 
 #[test]
 fn dropping_a_runtime_with_a_stuck_worker_does_not_hang() {
+    let _cpus = crate::testing::real_cpus();
     let mut cfg = config(2);
     cfg.wait_deadline = Duration::from_millis(50);
     let rt = Runtime::new(cfg).unwrap();

@@ -122,6 +122,7 @@ fn pace(id: usize, per_flip: usize, flips: &AtomicUsize, finished: &AtomicBool) 
 
 #[test]
 fn stress_random_offline_online_while_tasks_calls_and_invalidations_flow() {
+    let _cpus = crate::testing::real_cpus();
     let flips = env_u64("DYNCORE_STRESS_FLIPS").map_or(400, |n| n.max(1) as usize);
     // Per flip, as in the original test of 400 reconfigurations.
     let (tasks, calls) = (flips * 15 / 4, flips * 5);

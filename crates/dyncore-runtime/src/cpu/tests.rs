@@ -83,6 +83,7 @@ pub(super) fn assert_memory_accounted(rt: &Runtime) {
 
 #[test]
 fn smoke_tasks_run_to_completion_and_memory_is_accounted() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime(4);
     let done = Arc::new(AtomicU32::new(0));
     for i in 0..40u32 {
@@ -121,6 +122,7 @@ fn smoke_tasks_run_to_completion_and_memory_is_accounted() {
 
 #[test]
 fn call_on_an_offline_cpu_runs_on_its_proxy_with_its_state() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime(4);
     for mode in [Mode::Bolt, Mode::Naive] {
         off(&rt, "3", mode);
@@ -148,6 +150,7 @@ fn call_on_an_offline_cpu_runs_on_its_proxy_with_its_state() {
 
 #[test]
 fn reschedule_of_an_offline_cpu_is_counted_by_its_proxy() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime(3);
     off(&rt, "2", Mode::Bolt);
     rt.reschedule(2).unwrap();
@@ -156,6 +159,7 @@ fn reschedule_of_an_offline_cpu_is_counted_by_its_proxy() {
 
 #[test]
 fn synchronize_does_not_wait_for_offline_cpus() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime(4);
     off(&rt, "1-2", Mode::Bolt);
     let r = rt.synchronize().unwrap();
@@ -168,6 +172,7 @@ fn synchronize_does_not_wait_for_offline_cpus() {
 
 #[test]
 fn broadcast_invalidate_skips_offline_cpus_which_apply_it_on_return() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime(4);
     off(&rt, "2", Mode::Bolt);
     let r = rt.broadcast_invalidate().unwrap();
@@ -190,6 +195,7 @@ fn broadcast_invalidate_skips_offline_cpus_which_apply_it_on_return() {
 
 #[test]
 fn bolt_offline_keeps_cache_and_registry_and_parks_the_helper_lazily() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime(4);
     let done = Arc::new(AtomicU32::new(0));
     for _ in 0..5 {
@@ -227,6 +233,7 @@ fn bolt_offline_keeps_cache_and_registry_and_parks_the_helper_lazily() {
 
 #[test]
 fn naive_offline_removes_everything_and_online_recreates_it() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime(3);
     let done = Arc::new(AtomicU32::new(0));
     rt.spawn_on(2, counting_task(4, done.clone())).unwrap();
@@ -249,6 +256,7 @@ fn naive_offline_removes_everything_and_online_recreates_it() {
 
 #[test]
 fn kept_cache_is_reclaimed_after_cache_keep() {
+    let _cpus = crate::testing::real_cpus();
     let mut cfg = config(3);
     cfg.cache_keep = Some(Duration::from_millis(10));
     let rt = Runtime::new(cfg).unwrap();
@@ -261,6 +269,7 @@ fn kept_cache_is_reclaimed_after_cache_keep() {
 
 #[test]
 fn bulk_bolt_offline_updates_the_mask_once_and_moves_queued_tasks() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime(6);
     let done = Arc::new(AtomicU32::new(0));
     for i in 0..60 {
@@ -279,6 +288,7 @@ fn bulk_bolt_offline_updates_the_mask_once_and_moves_queued_tasks() {
 
 #[test]
 fn a_cpu_that_proxies_hands_its_charges_over_when_it_leaves() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime(3);
     off(&rt, "2", Mode::Bolt);
     off(&rt, "0", Mode::Bolt);
@@ -300,6 +310,7 @@ fn a_cpu_that_proxies_hands_its_charges_over_when_it_leaves() {
 
 #[test]
 fn step_timing_off_still_lists_the_steps_and_the_entry_latency() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime(3);
     rt.set_step_timing(false);
     let r = rt.offline(&set("1-2"), Mode::Bolt).unwrap();
@@ -316,6 +327,7 @@ fn step_timing_off_still_lists_the_steps_and_the_entry_latency() {
 
 #[test]
 fn offline_of_the_last_online_cpu_is_refused_with_a_clear_error() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime(2);
     let err = rt.offline(&set("0-1"), Mode::Bolt).unwrap_err();
     assert!(matches!(err, ReconfigError::Refused(PlanError::LastOnline { .. })), "{err:?}");
@@ -332,6 +344,7 @@ fn offline_of_the_last_online_cpu_is_refused_with_a_clear_error() {
 
 #[test]
 fn cpus_not_owned_are_refused_by_number() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime(4);
     let err = rt.offline(&set("2,5"), Mode::Bolt).unwrap_err();
     assert_eq!(err.to_string(), "CPU 5 not owned by this runtime (it owns CPUs 0-3)");
@@ -352,6 +365,7 @@ fn cpus_not_owned_are_refused_by_number() {
 
 #[test]
 fn offline_of_an_offline_cpu_is_a_reported_noop() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime(4);
     off(&rt, "2", Mode::Bolt);
     for mode in [Mode::Bolt, Mode::Naive] {
@@ -390,6 +404,7 @@ fn snapshot(rt: &Runtime) -> (CpuSet, Vec<Row>) {
 
 #[test]
 fn a_failing_step_rolls_back_and_names_the_step() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime(4);
     // Each case: set up, then fail the reconfiguration at every critical step.
     let cases: [(Mode, Direction, &str); 4] = [
@@ -452,6 +467,7 @@ fn a_failing_step_rolls_back_and_names_the_step() {
 
 #[test]
 fn watchdog_counts_a_worker_stuck_in_a_long_step() {
+    let _cpus = crate::testing::real_cpus();
     let rt = runtime(2);
     let done = Arc::new(AtomicBool::new(false));
     let d = done.clone();

@@ -171,6 +171,7 @@ fn endless(units: Arc<AtomicU64>, stop: Arc<AtomicBool>) -> impl crate::cpu::Tas
 
 #[test]
 fn half_the_duty_does_about_half_the_work() {
+    let _cpus = crate::testing::real_cpus();
     let Some(rt) = two_cpu_runtime() else { return };
     rt.set_duty(0, Duty::FULL).unwrap();
     rt.set_duty(1, Duty::BASELINE).unwrap();
@@ -197,6 +198,7 @@ fn half_the_duty_does_about_half_the_work() {
 
 #[test]
 fn calibration_measures_a_kernel_alone_and_restores_the_duty() {
+    let _cpus = crate::testing::real_cpus();
     let Some(rt) = two_cpu_runtime() else { return };
     let c =
         calibrate(&rt, 1, Duty::BASELINE, Duration::from_millis(30), || Box::new(NQueens::new(10))).unwrap();
@@ -221,6 +223,7 @@ fn calibration_measures_a_kernel_alone_and_restores_the_duty() {
 #[test]
 #[ignore = "a measurement, printed; run by hand on a quiet machine"]
 fn throttle_and_kernel_report() {
+    let _cpus = crate::testing::real_cpus();
     let Some(rt) = two_cpu_runtime() else { return };
     println!("duty | loaded periods | measured busy/elapsed | error (points) | N-Queens units/s");
     for pm in [500, 625, 750, 875, 1000] {

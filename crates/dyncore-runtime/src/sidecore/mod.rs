@@ -176,6 +176,7 @@ impl<S: Service> Sidecore<S> {
     /// reason, a CPU that does not exist or that the process's affinity
     /// mask does not allow.
     pub fn start(service: Arc<S>, cfg: SidecoreConfig) -> io::Result<Self> {
+        crate::testing::assert_held_here("starting a sidecore");
         if cfg.max_clients == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,

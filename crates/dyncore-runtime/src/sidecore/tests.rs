@@ -18,6 +18,7 @@ fn test_cfg() -> SidecoreConfig {
 
 #[test]
 fn null_query_and_state_on_both_paths() {
+    let _cpus = crate::testing::real_cpus();
     let sc = Sidecore::start(Arc::new(NullService), test_cfg()).unwrap();
     let mut c = sc.client().unwrap();
     assert_eq!(c.call(()), Ok(0));
@@ -42,6 +43,7 @@ fn null_query_and_state_on_both_paths() {
 
 #[test]
 fn switching_off_takes_the_trap_path_with_the_same_client() {
+    let _cpus = crate::testing::real_cpus();
     let sc = Sidecore::start(Arc::new(StateService::new(StateTrap::Mprotect).unwrap()), test_cfg()).unwrap();
     let mut c = sc.client().unwrap();
     let mut expect = RadixMap::new();
@@ -59,6 +61,7 @@ fn switching_off_takes_the_trap_path_with_the_same_client() {
 
 #[test]
 fn many_clients_update_disjoint_ranges_and_the_map_matches() {
+    let _cpus = crate::testing::real_cpus();
     const CLIENTS: u64 = 6;
     const UPDATES: u64 = 500;
     let cfg = SidecoreConfig { max_clients: CLIENTS as usize, ..test_cfg() };
@@ -101,6 +104,7 @@ fn many_clients_update_disjoint_ranges_and_the_map_matches() {
 
 #[test]
 fn refuses_a_cpu_that_is_missing_or_not_allowed() {
+    let _cpus = crate::testing::real_cpus();
     let cfg = SidecoreConfig { cpu: 4095, ..test_cfg() };
     let err = Sidecore::start(Arc::new(NullService), cfg).err().expect("CPU 4095 must be refused");
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
@@ -109,6 +113,7 @@ fn refuses_a_cpu_that_is_missing_or_not_allowed() {
 
 #[test]
 fn dropping_the_sidecore_fails_waiting_clients() {
+    let _cpus = crate::testing::real_cpus();
     /// Blocks until told to go, so clients are waiting when the sidecore drops.
     struct Slow(std::sync::Mutex<()>);
     impl Service for Slow {
@@ -149,6 +154,7 @@ fn dropping_the_sidecore_fails_waiting_clients() {
 
 #[test]
 fn a_stuck_sidecore_times_out_instead_of_hanging() {
+    let _cpus = crate::testing::real_cpus();
     struct Stuck(std::sync::Mutex<()>);
     impl Service for Stuck {
         type Request = u8;
@@ -178,6 +184,7 @@ fn a_stuck_sidecore_times_out_instead_of_hanging() {
 
 #[test]
 fn interrupt_virtualisation_delivers_every_packet() {
+    let _cpus = crate::testing::real_cpus();
     let cpu = allowed_cpus().unwrap().last();
     for mode in [IrqMode::SharedRegister, IrqMode::SharedRegisterPolled, IrqMode::Sidecore] {
         for guests in [3, 12] {
@@ -203,6 +210,7 @@ fn interrupt_virtualisation_delivers_every_packet() {
 
 #[test]
 fn a_panicking_service_fails_clients_instead_of_hanging() {
+    let _cpus = crate::testing::real_cpus();
     struct Panics;
     impl Service for Panics {
         type Request = ();

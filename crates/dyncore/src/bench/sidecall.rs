@@ -237,6 +237,7 @@ mod tests {
 
     #[test]
     fn tiny_run_writes_a_report() {
+        let _cpus = dyncore_runtime::testing::real_cpus();
         let dir = std::env::temp_dir().join(format!("dyncore-bench-sidecall-{}", std::process::id()));
         let args = Args {
             iters: 300,

@@ -973,6 +973,7 @@ mod tests {
 
     #[test]
     fn tiny_run_writes_a_report() {
+        let _cpus = dyncore_runtime::testing::real_cpus();
         let guard = tempfile::Builder::new().prefix("dyncore-bench-stack-").tempdir().unwrap();
         let dir = guard.path().to_path_buf();
         let args = Args {

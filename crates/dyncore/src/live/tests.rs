@@ -23,7 +23,6 @@
 //! They run live, so they need two CPUs and real-time priority (root):
 //! without them they say so and skip. No test asserts a time.
 
-use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
 
 use dyncore_core::policy::contract::{Checker, check_replay};
@@ -35,9 +34,6 @@ use dyncore_sim::engine::policy_for;
 use dyncore_sim::machine::MachineSpec;
 
 use super::run::{LiveOptions, Outcome, run};
-
-/// One live run at a time: two would take each other's CPUs.
-static LIVE: Mutex<()> = Mutex::new(());
 
 fn scenario() -> Scenario {
     let path = crate::scenarios::default_dir().join("live/live-exit-notify.toml");
@@ -73,8 +69,8 @@ macro_rules! live_options_or_skip {
 
 #[test]
 fn a_live_run_replays_byte_for_byte_through_a_fresh_policy() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     let opts = live_options_or_skip!();
-    let _one = LIVE.lock().unwrap_or_else(|p| p.into_inner());
     let sc = scenario();
     let mut fused = false;
     for i in 0..sc.runs.len() {
@@ -105,8 +101,8 @@ fn a_live_run_replays_byte_for_byte_through_a_fresh_policy() {
 
 #[test]
 fn the_simulator_and_the_runtime_decide_the_same_kinds_in_the_same_order() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
     let opts = live_options_or_skip!();
-    let _one = LIVE.lock().unwrap_or_else(|p| p.into_inner());
     let mut sc = scenario();
     sc.record_policy_trace = true;
     let kinds = |actions: &str| {

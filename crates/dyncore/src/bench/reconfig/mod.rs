@@ -300,6 +300,7 @@ mod tests {
 
     #[test]
     fn tiny_run_writes_a_report_and_a_profile_that_reads_back() {
+        let _cpus = dyncore_runtime::testing::real_cpus();
         let dir = std::env::temp_dir().join(format!("dyncore-bench-reconfig-{}", std::process::id()));
         let profile_path = dir.join("profiles").join("test.toml");
         let args = Args {

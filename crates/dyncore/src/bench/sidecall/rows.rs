@@ -229,6 +229,7 @@ mod tests {
 
     #[test]
     fn every_row_has_a_measurement_and_one_core_keeps_the_local_rows() {
+        let _cpus = dyncore_runtime::testing::real_cpus();
         let it = Iters { fast: 10, slow: 5 };
         let all = specs(true, true, it);
         assert_eq!(all.len(), DEFS.len());

@@ -1,0 +1,226 @@
+//! The one guard that tests on real CPUs hold, so that no two of them ever
+//! run at once.
+//!
+//! A test that starts a [`Runtime`](crate::cpu::Runtime), pins a thread,
+//! gives a thread real-time priority, or measures the work done on real
+//! CPUs competes for this machine's few CPUs with every other such test.
+//! Two of them at once on a 2-CPU machine share each real CPU: a duty cycle
+//! then measures the other test as much as its own, and a real-time worker
+//! of one test starves the other's. So each such test starts with
+//!
+//! ```ignore
+//! let _cpus = dyncore_runtime::testing::real_cpus();
+//! ```
+//!
+//! and holds the guard to its end. The guard is
+//!
+//! 1. a process-wide lock, so that no two tests of one test binary overlap
+//!    (cargo runs the binaries themselves one after another), and
+//! 2. an exclusive `flock` on `$TMPDIR/dyncore-real-cpus.lock`, so that no
+//!    two test *processes* overlap either: `cargo nextest` runs each test in
+//!    a process of its own, and two checkouts may test on one machine.
+//!
+//! **Invariant, asserted:** inside a cargo test binary, nothing starts a
+//! runtime (or a stack host) unless the thread that starts it holds a guard
+//! ([`assert_held_here`]), and nothing pins a thread or sets real-time
+//! priority unless the process holds one ([`assert_held`]; the runtime's
+//! workers pin themselves on threads of their own). A test that forgets the
+//! guard fails at once, every time, with a message naming this module,
+//! instead of failing at random when it happens to overlap another. A test that runs
+//! the test binary itself as a child (to send it a signal, say) while it
+//! holds the guard marks the child's command with [`held_by_parent`]; the
+//! child then takes the process-wide lock but not the file lock, which its
+//! parent holds.
+//!
+//! What such a test may assert is in docs/architecture.md, "Tests on real
+//! CPUs": behaviour and invariants, work ratios from what each thread
+//! really received, never wall-clock time.
+
+use std::cell::Cell;
+use std::fs::File;
+use std::io::Write as _;
+use std::os::fd::AsRawFd as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// The environment variable by which a parent test that holds the guard
+/// tells a child test process that the file lock is already held for it.
+pub const HELD_BY_PARENT: &str = "DYNCORE_REAL_CPUS_HELD_BY_PARENT";
+
+/// Within this process.
+static LOCAL: Mutex<()> = Mutex::new(());
+/// How many guards this process holds (0 or 1, by the lock).
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// How many guards this thread holds (a guard cannot leave its thread:
+    /// it holds a `MutexGuard`, which is not `Send`).
+    static HELD_HERE: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Held by a test while it uses real CPUs; see the module doc.
+#[must_use = "the guard protects only while it is held: bind it (`let _cpus = ...`)"]
+pub struct RealCpus {
+    // Dropped in this order: the count first, then the file lock, then
+    // the process's lock.
+    _file: Option<File>,
+    _local: MutexGuard<'static, ()>,
+}
+
+impl Drop for RealCpus {
+    fn drop(&mut self) {
+        HELD_HERE.with(|h| h.set(h.get() - 1));
+        HELD.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Takes the real-CPU guard, waiting (and saying so on stderr) while
+/// another test or test process holds it.
+pub fn real_cpus() -> RealCpus {
+    // A test that failed while holding the lock poisons it; the next test
+    // is not thereby wrong, so the poison is ignored.
+    let local = LOCAL.lock().unwrap_or_else(|e| e.into_inner());
+    let file = if std::env::var_os(HELD_BY_PARENT).is_some() { None } else { Some(lock_file()) };
+    HELD.fetch_add(1, Ordering::SeqCst);
+    HELD_HERE.with(|h| h.set(h.get() + 1));
+    RealCpus { _file: file, _local: local }
+}
+
+/// Marks `cmd`, a child test process started while this process holds the
+/// guard, as covered by it (see the module doc).
+pub fn held_by_parent(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    assert!(
+        HELD.load(Ordering::SeqCst) > 0,
+        "held_by_parent without holding dyncore_runtime::testing::real_cpus()"
+    );
+    cmd.env(HELD_BY_PARENT, "1")
+}
+
+fn lock_path() -> PathBuf {
+    std::env::temp_dir().join("dyncore-real-cpus.lock")
+}
+
+fn lock_file() -> File {
+    let path = lock_path();
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("cannot open the real-CPU test lock {}: {e}", path.display()));
+    if flock(&file, libc::LOCK_EX | libc::LOCK_NB).is_err() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "waiting for the real-CPU test lock {} (another test process holds it)",
+            path.display()
+        );
+        flock(&file, libc::LOCK_EX)
+            .unwrap_or_else(|e| panic!("cannot lock the real-CPU test lock {}: {e}", path.display()));
+    }
+    file
+}
+
+fn flock(file: &File, op: i32) -> std::io::Result<()> {
+    loop {
+        // SAFETY: the descriptor is open for the duration of the call;
+        // flock takes no pointers.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Whether this process is a cargo test binary: an executable named
+/// `<crate>-<16 hex digits>` in a profile's `deps` folder
+/// (`target/debug/deps/dyncore_runtime-0123456789abcdef`). The `dyncore`
+/// command itself, even when a test runs it, lives in the profile folder,
+/// not in `deps`.
+fn under_cargo_test() -> bool {
+    static UNDER: OnceLock<bool> = OnceLock::new();
+    *UNDER.get_or_init(|| std::env::current_exe().map(|p| is_test_binary(&p)).unwrap_or(false))
+}
+
+fn is_test_binary(exe: &std::path::Path) -> bool {
+    let in_deps = exe.parent().and_then(|d| d.file_name()).is_some_and(|d| d == "deps");
+    let hashed = exe
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.rsplit_once('-'))
+        .is_some_and(|(_, hash)| hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()));
+    in_deps && hashed
+}
+
+/// Panics when this process is a cargo test binary and holds no guard:
+/// `what` (pinning a thread, real-time priority) would then run beside
+/// other tests on the same real CPUs. Free outside tests.
+pub fn assert_held(what: &str) {
+    if HELD.load(Ordering::SeqCst) == 0 && under_cargo_test() {
+        missing(what);
+    }
+}
+
+/// Panics when this process is a cargo test binary and the calling thread
+/// holds no guard: `what` (starting a runtime or a stack host) would then
+/// run beside other tests on the same real CPUs, whether or not another
+/// test holds the guard at this moment. Free outside tests.
+pub fn assert_held_here(what: &str) {
+    if HELD_HERE.with(Cell::get) == 0 && under_cargo_test() {
+        missing(what);
+    }
+}
+
+fn missing(what: &str) -> ! {
+    panic!(
+        "{what} inside a test that does not hold the real-CPU guard: start the test with \
+         `let _cpus = dyncore_runtime::testing::real_cpus();` (see dyncore_runtime::testing)"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_binaries_are_told_from_the_command() {
+        use std::path::Path;
+        assert!(is_test_binary(Path::new("/w/target/debug/deps/dyncore_runtime-0123456789abcdef")));
+        assert!(is_test_binary(Path::new("target/release/deps/hosting-a976a4ff0982b01b")));
+        assert!(!is_test_binary(Path::new("/w/target/debug/dyncore")));
+        assert!(!is_test_binary(Path::new("/opt/deps/dyncore")));
+        assert!(!is_test_binary(Path::new("/opt/deps/my-tool-1.2")));
+        assert!(under_cargo_test(), "this very test runs in a test binary");
+    }
+
+    #[test]
+    fn the_guard_is_counted_while_held_and_taken_again_after_a_panic() {
+        {
+            let _g = real_cpus();
+            assert!(HELD.load(Ordering::SeqCst) >= 1);
+            assert_held("a check");
+            assert_held_here("a check");
+            // Another thread of the process is covered for pinning, not
+            // for starting a runtime of its own.
+            std::thread::spawn(|| {
+                assert_held("pinning");
+                assert!(std::panic::catch_unwind(|| assert_held_here("a runtime")).is_err());
+            })
+            .join()
+            .unwrap();
+        }
+        // A test that panics with the guard does not block the next one.
+        let r = std::thread::spawn(|| {
+            let _g = real_cpus();
+            panic!("a failing test");
+        })
+        .join();
+        assert!(r.is_err());
+        let _g = real_cpus();
+        assert_held_here("a check after a panic");
+    }
+}
