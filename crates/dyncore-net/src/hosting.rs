@@ -52,8 +52,8 @@ use dyncore_core::{CpuId, Nanos};
 use dyncore_ring::SpinPolicy;
 
 use crate::chan::{Bell, clock_ns};
-use crate::component::{Component, ComponentKind};
-use crate::host::{Load, PARK_AFTER_EMPTY_POLLS, Supervised};
+use crate::component::{Blueprint, ComponentKind};
+use crate::host::{Load, PARK_AFTER_EMPTY_POLLS, Supervised, Updated};
 
 /// The duty that gives a speed step's capacity (its effective frequency
 /// over the fastest step's), in per-mille, at least 1‰.
@@ -141,6 +141,8 @@ struct SlotStats {
     bytes: AtomicU64,
     restarts: AtomicU64,
     restart_ns_max: AtomicU64,
+    updates: AtomicU64,
+    update_pause_ns_max: AtomicU64,
     inbound_fill_pm: AtomicU32,
     /// Outbound fill per receiving component (index in `ComponentKind::ALL`), ‰.
     outbound_fill_pm: [AtomicU32; 5],
@@ -156,7 +158,8 @@ struct Shared {
     /// Where each component is (index into `cpus`), and its stats.
     place: Mutex<BTreeMap<ComponentKind, usize>>,
     stats: BTreeMap<ComponentKind, Arc<SlotStats>>,
-    /// A worker's component that panicked and could not restart.
+    /// A worker's panic outside a component's poll (a component whose
+    /// constructor panicked): the stack is down.
     fatal: Mutex<Option<Box<dyn std::any::Any + Send>>>,
 }
 
@@ -196,7 +199,7 @@ impl CpuHost {
     /// worker fails.
     pub fn start(
         cfg: HostConfig,
-        components: Vec<Box<dyn Component>>,
+        blueprints: Vec<Arc<dyn Blueprint>>,
         initial: &BTreeMap<ComponentKind, CpuId>,
     ) -> Result<CpuHost, HostError> {
         dyncore_runtime::testing::assert_held_here("starting a stack host on runtime CPUs");
@@ -222,8 +225,8 @@ impl CpuHost {
             .collect();
         let mut place = BTreeMap::new();
         let mut stats = BTreeMap::new();
-        for c in components {
-            let k = c.kind();
+        for b in blueprints {
+            let k = b.kind();
             let cpu = initial.get(&k).ok_or_else(|| HostError(format!("component {k} is not placed")))?;
             let i = index_of(*cpu)
                 .ok_or_else(|| HostError(format!("{k} placed on CPU {cpu}, not a host CPU")))?;
@@ -231,8 +234,8 @@ impl CpuHost {
                 return Err(HostError(format!("two components are {k}")));
             }
             stats.insert(k, Arc::new(SlotStats::default()));
-            c.bell().forward_to(&bells, i);
-            cpus[i].slots.lock().unwrap().push(Supervised::new(c));
+            b.common().bell.forward_to(&bells, i);
+            cpus[i].slots.lock().unwrap().push(Supervised::new(b, 0));
         }
         let shared = Arc::new(Shared {
             cpus,
@@ -313,10 +316,10 @@ impl CpuHost {
         // a whole round.
         let slot = {
             let mut src = lock(&sh.cpus[from].slots);
-            let pos = src.iter().position(|s| s.component.kind() == kind).expect("the place map is right");
+            let pos = src.iter().position(|s| s.kind() == kind).expect("the place map is right");
             src.remove(pos)
         };
-        slot.component.bell().forward_to(&sh.bells, to);
+        slot.component().bell().forward_to(&sh.bells, to);
         lock(&sh.cpus[to].slots).push(slot);
         place.insert(kind, to);
         sh.stats[&kind].moves.fetch_add(1, Ordering::Relaxed);
@@ -341,12 +344,43 @@ impl CpuHost {
 
     /// Arms `kind`'s crash switch (it panics mid-message at its next one).
     pub fn crash(&self, kind: ComponentKind) -> Result<(), HostError> {
+        self.crash_at(kind, crate::component::CrashPoint::Logic)
+    }
+
+    /// Arms `kind`'s crash switch for `point`.
+    pub fn crash_at(
+        &self,
+        kind: ComponentKind,
+        point: crate::component::CrashPoint,
+    ) -> Result<(), HostError> {
+        self.with_slot(kind, |s| s.component().crash_switch().arm_at(point))
+    }
+
+    /// Replaces `kind`'s instance with one of `version` while traffic flows
+    /// (a live update, [`Supervised::update`]): the worker hosting it holds
+    /// its CPU's slot lock for a whole round, so taking the lock is the
+    /// quiescent point between two of its polls.
+    pub fn update(&self, kind: ComponentKind, version: u32) -> Result<Updated, HostError> {
+        let now = self.now_ns();
+        let r = self.with_slot(kind, |s| s.update(version, now))?;
+        let u = r.map_err(|e| HostError(format!("update {kind} to version {version}: {e}")))?;
+        let st = &self.shared.stats[&kind];
+        st.updates.fetch_add(1, Ordering::Relaxed);
+        st.update_pause_ns_max.fetch_max(u.pause_ns, Ordering::Relaxed);
+        Ok(u)
+    }
+
+    fn with_slot<R>(
+        &self,
+        kind: ComponentKind,
+        f: impl FnOnce(&mut Supervised) -> R,
+    ) -> Result<R, HostError> {
         let sh = &self.shared;
-        let i = *lock(&sh.place).get(&kind).ok_or_else(|| HostError(format!("no component {kind}")))?;
-        let slots = lock(&sh.cpus[i].slots);
-        let s = slots.iter().find(|s| s.component.kind() == kind).expect("the place map is right");
-        s.component.crash_switch().arm();
-        Ok(())
+        let place = lock(&sh.place);
+        let i = *place.get(&kind).ok_or_else(|| HostError(format!("no component {kind}")))?;
+        let mut slots = lock(&sh.cpus[i].slots);
+        let s = slots.iter_mut().find(|s| s.kind() == kind).expect("the place map is right");
+        Ok(f(s))
     }
 
     /// Every CPU's figures now.
@@ -404,6 +438,8 @@ impl CpuHost {
                         bytes: r(&s.bytes),
                         restarts: r(&s.restarts),
                         restart_ns_max: r(&s.restart_ns_max),
+                        updates: r(&s.updates),
+                        update_pause_ns_max: r(&s.update_pause_ns_max),
                         ..Load::default()
                     },
                     inbound_fill: pm(&s.inbound_fill_pm),
@@ -421,8 +457,8 @@ impl CpuHost {
         let mut found = BTreeMap::new();
         for (i, c) in sh.cpus.iter().enumerate() {
             for s in lock(&c.slots).iter() {
-                if found.insert(s.component.kind(), i).is_some() {
-                    return Err(format!("{} is in two slots", s.component.kind()));
+                if found.insert(s.kind(), i).is_some() {
+                    return Err(format!("{} is in two slots", s.kind()));
                 }
             }
         }
@@ -432,14 +468,14 @@ impl CpuHost {
         Ok(())
     }
 
-    /// A component that panicked and could not restart (TCP), if any: the
-    /// stack is broken.
+    /// A worker that stopped on a panic outside a component's poll (a
+    /// component's constructor): the stack is broken.
     pub fn failed(&self) -> bool {
         lock(&self.shared.fatal).is_some()
     }
 
     /// Stops every worker and takes the components back (pipeline order),
-    /// re-raising the panic of a component that could not restart.
+    /// re-raising the panic that stopped a worker, if one did.
     pub fn stop(mut self) -> Vec<Supervised> {
         self.signal_stop();
         for h in self.workers.drain(..) {
@@ -450,7 +486,7 @@ impl CpuHost {
         }
         let mut all: Vec<Supervised> =
             self.shared.cpus.iter().flat_map(|c| std::mem::take(&mut *lock(&c.slots))).collect();
-        all.sort_by_key(|s| s.component.kind());
+        all.sort_by_key(|s| s.kind());
         all
     }
 
@@ -539,13 +575,13 @@ fn worker(sh: &Shared, i: usize) {
                 let p = match p {
                     Ok(p) => p,
                     Err(payload) => {
-                        // Could not restart (TCP): the stack is down.
+                        // A new instance could not be built: the stack is down.
                         *lock(&sh.fatal) = Some(payload);
                         sh.stop.store(true, Ordering::Release);
                         return;
                     }
                 };
-                let st = &sh.stats[&s.component.kind()];
+                let st = &sh.stats[&s.kind()];
                 st.polls.fetch_add(1, Ordering::Relaxed);
                 if !p.is_idle() {
                     let ns = crate::elapsed_ns(ts);
@@ -560,7 +596,7 @@ fn worker(sh: &Shared, i: usize) {
                     st.restarts.store(s.load.restarts, Ordering::Relaxed);
                     st.restart_ns_max.store(s.load.restart_ns_max, Ordering::Relaxed);
                 }
-                let c = &s.component;
+                let c = s.component();
                 st.inbound_fill_pm.store((c.inbound_fill() * 1000.0) as u32, Ordering::Relaxed);
                 for (k, f) in c.outbound_fill() {
                     st.outbound_fill_pm[kind_index(k)].store((f * 1000.0) as u32, Ordering::Relaxed);
@@ -595,7 +631,7 @@ fn worker(sh: &Shared, i: usize) {
         let ready = || {
             let go = sh.stop.load(Ordering::Acquire)
                 || cpu.version.load(Ordering::Acquire) != version
-                || lock(&cpu.slots).iter().any(|s| s.component.has_work());
+                || lock(&cpu.slots).iter().any(|s| s.component().has_work());
             go.then_some(())
         };
         let _ = bell.waiter().wait_until(&policy, dl, ready);

@@ -45,13 +45,13 @@ fn stream(
     ca.seed = 11;
     let mut cb = StackConfig::new(B);
     cb.seed = 22;
-    let mut a = Stack::build(&ca, Box::new(wa), 0);
-    let mut b = Stack::build(&cb, Box::new(wb), 0);
+    let mut a = Stack::build(&ca, std::sync::Arc::new(wa));
+    let mut b = Stack::build(&cb, std::sync::Arc::new(wb));
     let cancel = Arc::new(AtomicBool::new(false));
     let sender = Sender::new(a.sockets.remove(0), (B, PORT), total, SEED).cancel_on(cancel.clone());
     let receiver = Receiver::new(b.sockets.remove(0), PORT, Some(SEED));
-    let host = CpuHost::start(HostConfig::new(cpus.to_vec()), a.components, initial).unwrap();
-    let threads = Threads::start(b.components, vec![Box::new(sender), Box::new(receiver)]);
+    let host = CpuHost::start(HostConfig::new(cpus.to_vec()), a.blueprints, initial).unwrap();
+    let threads = Threads::start(b.blueprints, vec![Box::new(sender), Box::new(receiver)]);
     let t0 = Instant::now();
     while !threads.wait_apps(Duration::from_micros(100)) {
         assert!(t0.elapsed() < LIMIT, "the stream did not finish within {LIMIT:?}");
@@ -85,10 +85,10 @@ fn check(mut run: Run, total: Option<u64>) -> Run {
     }
     assert!(s.digest.bytes > 0);
     assert_eq!(r.digest, s.digest, "the receiver's digest differs from the sender's");
-    let comps: Vec<&dyn Component> = run.a.iter().chain(run.b.iter()).map(|s| s.component.as_ref()).collect();
+    let comps: Vec<&dyn Component> = run.a.iter().chain(run.b.iter()).map(|s| s.component()).collect();
     assert_frames_conserved(&comps);
     for s in run.a.iter_mut().chain(run.b.iter_mut()) {
-        assert_eq!(s.component.buffers_out(), 0, "{} holds buffers at rest", s.component.kind());
+        assert_eq!(s.buffers_out(), 0, "{} holds buffers at rest", s.kind());
     }
     run
 }
@@ -194,7 +194,7 @@ fn ip_filter_and_driver_crash_on_runtime_cpus_and_the_connection_survives() {
         Some(16 << 20),
     );
     let restarts: u64 = run.a.iter().map(|s| s.load.restarts).sum();
-    let fired: u64 = run.a.iter().map(|s| s.component.crash_switch().fired()).sum();
+    let fired: u64 = run.a.iter().map(|s| s.component().crash_switch().fired()).sum();
     assert!(restarts > 0, "no component crashed during the stream");
     assert_eq!(restarts, fired);
     let max = run.a.iter().map(|s| s.load.restart_ns_max).max().unwrap();
@@ -205,14 +205,14 @@ fn ip_filter_and_driver_crash_on_runtime_cpus_and_the_connection_survives() {
 fn bad_placements_are_refused() {
     let _cpus = dyncore_runtime::testing::real_cpus();
     let (wa, _wb) = mem::pair(MemWireConfig::default());
-    let a = Stack::build(&StackConfig::new(A), Box::new(wa), 0);
+    let a = Stack::build(&StackConfig::new(A), std::sync::Arc::new(wa));
     let mut partial = all_on(0);
     partial.remove(&ComponentKind::Ip);
-    let e = CpuHost::start(HostConfig::new(vec![0]), a.components, &partial).err().unwrap();
+    let e = CpuHost::start(HostConfig::new(vec![0]), a.blueprints, &partial).err().unwrap();
     assert!(e.0.contains("ip is not placed"), "{e}");
     let (wa, _wb) = mem::pair(MemWireConfig::default());
-    let a = Stack::build(&StackConfig::new(A), Box::new(wa), 0);
-    let host = CpuHost::start(HostConfig::new(vec![0, 1]), a.components, &all_on(0)).unwrap();
+    let a = Stack::build(&StackConfig::new(A), std::sync::Arc::new(wa));
+    let host = CpuHost::start(HostConfig::new(vec![0, 1]), a.blueprints, &all_on(0)).unwrap();
     let e = host.place(ComponentKind::Ip, 9).unwrap_err();
     assert!(e.0.contains("CPU 9 is not one of the host's CPUs"), "{e}");
 }
@@ -242,14 +242,14 @@ fn the_controller_carries_out_requests_and_consolidates_an_idle_dynamic_stack() 
     ca.seed = 11;
     let mut cb = StackConfig::new(B);
     cb.seed = 22;
-    let mut a = Stack::build(&ca, Box::new(wa), 0);
-    let mut b = Stack::build(&cb, Box::new(wb), 0);
+    let mut a = Stack::build(&ca, std::sync::Arc::new(wa));
+    let mut b = Stack::build(&cb, std::sync::Arc::new(wb));
     let total = 32 << 20;
     let sender = Sender::new(a.sockets.remove(0), (B, PORT), total, SEED);
     let receiver = Receiver::new(b.sockets.remove(0), PORT, Some(SEED));
-    let host = CpuHost::start(HostConfig::new(cpus), a.components, &layout.cpu_of).unwrap();
+    let host = CpuHost::start(HostConfig::new(cpus), a.blueprints, &layout.cpu_of).unwrap();
     ctl.attach(&host).unwrap();
-    let threads = Threads::start(b.components, vec![Box::new(sender), Box::new(receiver)]);
+    let threads = Threads::start(b.blueprints, vec![Box::new(sender), Box::new(receiver)]);
     let t0 = Instant::now();
     let _ = ctl.sample(&host, host.now_ns()).unwrap();
     let step600 = speeds.by_mhz(600).unwrap();

@@ -25,7 +25,7 @@ use dyncore_core::CpuId;
 use dyncore_core::placement::{ComponentKind, Mode, PlacementConfig, PlacementPolicy};
 use dyncore_core::power::{MODELLED, SpeedTable, StepIdx};
 use dyncore_net::app::{App, Receiver, Sender};
-use dyncore_net::component::Component;
+use dyncore_net::component::Blueprint;
 use dyncore_net::control::{Control, Controller};
 use dyncore_net::filter::Rule;
 use dyncore_net::host::{Supervised, ThreadRun, Threads, quiet_injected_crashes};
@@ -35,9 +35,9 @@ use dyncore_net::power::PowerSources;
 use dyncore_net::stack::{Stack, StackConfig};
 use dyncore_net::stream::Digest;
 use dyncore_net::tcp::SocketConfig;
+use dyncore_net::wire::linux_peer;
 use dyncore_net::wire::mem::{self, MemWireConfig};
 use dyncore_net::wire::tun::{self, TunNet};
-use dyncore_net::wire::{WirePort, linux_peer};
 
 use crate::table::Table;
 
@@ -414,19 +414,19 @@ fn run_mem(
 ) -> Result<()> {
     let (a, b) = (std::net::Ipv4Addr::new(10, 0, 0, 1), std::net::Ipv4Addr::new(10, 0, 0, 2));
     let (wa, wb) = mem::pair(MemWireConfig { mtu: args.mtu, ..MemWireConfig::default() });
-    let mut stack = Stack::build(&stack_config(a, rules, 1), Box::new(wa), 0);
+    let mut stack = Stack::build(&stack_config(a, rules, 1), std::sync::Arc::new(wa));
     let sender = Sender::new(stack.sockets.remove(0), (b, PORT), args.bytes, SEED).cancel_on(cancel.clone());
-    let mut others: Vec<Box<dyn Component>> = Vec::new();
+    let mut others: Vec<Arc<dyn Blueprint>> = Vec::new();
     let mut apps: Vec<Box<dyn App>> = vec![Box::new(sender)];
     match args.peer {
         PeerKind::Split => {
-            let mut peer = Stack::build(&stack_config(b, Vec::new(), 2), Box::new(wb), 0);
+            let mut peer = Stack::build(&stack_config(b, Vec::new(), 2), std::sync::Arc::new(wb));
             apps.push(Box::new(Receiver::new(peer.sockets.remove(0), PORT, None)));
-            others.extend(peer.components);
+            others.extend(peer.blueprints);
         }
         PeerKind::Mono => {
             let role = MonoRole::Receive { port: PORT, verify_seed: None };
-            apps.push(Box::new(Mono::new(Box::new(wb), b, SocketConfig::default(), 2, role, 0)));
+            apps.push(Box::new(Mono::new(wb.port(), b, SocketConfig::default(), 2, role, 0)));
         }
     }
     say!(
@@ -438,7 +438,7 @@ fn run_mem(
         },
         args.mtu
     );
-    let out = drive(args, plan, stack.components, others, apps, crash, limit, &cancel)?;
+    let out = drive(args, plan, stack.blueprints, others, apps, crash, limit, &cancel)?;
     let got = received_by(&*out.threads.apps[1]);
     report(args, &out, &*out.threads.apps[0], got, &cancel)
 }
@@ -461,12 +461,11 @@ fn run_tun(
     );
     let peer_cancel = Arc::new(AtomicBool::new(false));
     let linux = linux_peer::receiver(&net, PORT, limit, peer_cancel.clone())?;
-    let port: Box<dyn WirePort> = Box::new(port);
-    let mut stack = Stack::build(&stack_config(tun::STACK_ADDR, rules, 1), port, 0);
+    let mut stack = Stack::build(&stack_config(tun::STACK_ADDR, rules, 1), Arc::new(port));
     let sender = Sender::new(stack.sockets.remove(0), (tun::LINUX_ADDR, PORT), args.bytes, SEED)
         .cancel_on(cancel.clone());
     say!("streaming {} MiB from the split stack to Linux TCP over TUN…", args.bytes >> 20);
-    let out = drive(args, plan, stack.components, Vec::new(), vec![Box::new(sender)], crash, limit, &cancel);
+    let out = drive(args, plan, stack.blueprints, Vec::new(), vec![Box::new(sender)], crash, limit, &cancel);
     peer_cancel.store(true, Ordering::Release);
     let got = linux.join().map_err(|_| anyhow::anyhow!("the Linux peer thread panicked"))?;
     let out = out?;
@@ -505,8 +504,8 @@ struct Outcome {
 fn drive(
     args: &Args,
     plan: &Plan,
-    ours: Vec<Box<dyn Component>>,
-    others: Vec<Box<dyn Component>>,
+    ours: Vec<Arc<dyn Blueprint>>,
+    others: Vec<Arc<dyn Blueprint>>,
     apps: Vec<Box<dyn App>>,
     crash: &[ComponentKind],
     limit: Duration,
@@ -595,7 +594,7 @@ fn report(
     );
     for (s, snap) in out.stack.iter().zip(&out.slots) {
         t.row(vec![
-            s.component.kind().to_string(),
+            s.kind().to_string(),
             snap.cpu.to_string(),
             format!("{:.1}%", 100.0 * s.load.busy_ns as f64 / wall),
             s.load.messages.to_string(),

@@ -216,8 +216,8 @@ fn smoltcp_mono(bytes: u64, mtu: usize, cpus: (CpuId, CpuId)) -> Result<Run> {
     let sock = SocketConfig::default();
     let epoch = Instant::now();
     let tx =
-        Mono::new(Box::new(wa), a, sock, 1, MonoRole::Send { peer: (b, 5001), total: bytes, seed: SEED }, 0);
-    let rx = Mono::new(Box::new(wb), b, sock, 2, MonoRole::Receive { port: 5001, verify_seed: None }, 0);
+        Mono::new(wa.port(), a, sock, 1, MonoRole::Send { peer: (b, 5001), total: bytes, seed: SEED }, 0);
+    let rx = Mono::new(wb.port(), b, sock, 2, MonoRole::Receive { port: 5001, verify_seed: None }, 0);
     let (tx, rx) = std::thread::scope(|s| -> Result<_> {
         let r = pinned(s, cpus.1, || drive(rx, epoch));
         let t = pinned(s, cpus.0, || drive(tx, epoch));

@@ -81,10 +81,10 @@ pub fn run(
 ) -> Result<SplitRun> {
     let (a, b) = (std::net::Ipv4Addr::new(10, 0, 0, 1), std::net::Ipv4Addr::new(10, 0, 0, 2));
     let (wa, wb) = mem::pair(MemWireConfig { mtu, ..MemWireConfig::default() });
-    let mut stack = Stack::build(&StackConfig::new(a), Box::new(wa), 0);
+    let mut stack = Stack::build(&StackConfig::new(a), std::sync::Arc::new(wa));
     let sender = Sender::new(stack.sockets.remove(0), (b, 5001), bytes, super::SEED);
     let role = MonoRole::Receive { port: 5001, verify_seed: None };
-    let receiver = Mono::new(Box::new(wb), b, SocketConfig::default(), 2, role, 0);
+    let receiver = Mono::new(wb.port(), b, SocketConfig::default(), 2, role, 0);
 
     let policy = PlacementPolicy::new(
         PlacementConfig::new(cpus.to_vec(), mode),
@@ -96,7 +96,7 @@ pub fn run(
     let layout = ctl.start(0);
     let mut hc = HostConfig::new(cpus.to_vec());
     hc.pin = true;
-    let host = CpuHost::start(hc, stack.components, &layout.cpu_of).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let host = CpuHost::start(hc, stack.blueprints, &layout.cpu_of).map_err(|e| anyhow::anyhow!("{e}"))?;
     ctl.attach(&host)?;
     let _ = ctl.sample(&host, host.now_ns())?;
     let idle_until = |ctl: &mut Controller, d: Duration| -> Result<()> {
