@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use dyncore_net::app::{App, Receiver};
-use dyncore_net::component::{Component, ComponentKind};
+use dyncore_net::component::{Component, ComponentKind, CrashPoint};
 use dyncore_net::host::{ThreadRun, Threads, quiet_injected_crashes, run_threads};
 use dyncore_net::stack::{Stack, StackConfig};
 use dyncore_net::stream::{StreamGen, StreamHash};
@@ -68,20 +68,19 @@ fn components_crash_and_restart_on_threads_without_loss() {
     quiet_injected_crashes();
     let total = 16 << 20;
     let (comps, apps) = split_pair(MemWireConfig::default(), total, |_| ());
-    let switches: Vec<_> = comps
-        .iter()
-        .filter(|c| matches!(c.kind(), ComponentKind::Ip | ComponentKind::Filter | ComponentKind::Driver))
-        .map(|c| c.common().crash.clone())
-        .collect();
+    let switches: Vec<_> =
+        comps.iter().filter(|c| c.kind() != ComponentKind::Tcp).map(|c| c.common().crash.clone()).collect();
     let done = Arc::new(AtomicBool::new(false));
-    // A controller arms a random component's switch every 200 µs.
+    // A controller arms a random stateless component's switch, at a random
+    // point of its step, every 200 µs.
     let controller = {
         let done = done.clone();
         std::thread::spawn(move || {
             let mut rng = ChaCha8Rng::seed_from_u64(1);
             let mut armed = 0;
             while !done.load(Ordering::Acquire) && armed < 2_000 {
-                switches[rng.random_range(0..switches.len())].arm();
+                let point = CrashPoint::ALL[rng.random_range(0..CrashPoint::ALL.len())];
+                switches[rng.random_range(0..switches.len())].arm_at(point);
                 armed += 1;
                 std::thread::sleep(Duration::from_micros(200));
             }

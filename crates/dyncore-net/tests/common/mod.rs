@@ -139,3 +139,24 @@ pub fn check_connections(apps: &[Box<dyn App>]) -> (usize, usize) {
     }
     (done, reset)
 }
+
+/// A component's restart times: p50, p99 and max of crash → ready and
+/// crash → first message handled, in µs.
+pub fn restart_summary(s: &dyncore_net::host::Supervised) -> String {
+    let pct = |v: &[u64]| {
+        if v.is_empty() {
+            return "–".to_string();
+        }
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        let at = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize] as f64 / 1e3;
+        format!("p50 {:.1} / p99 {:.1} / max {:.1} µs", at(0.5), at(0.99), at(1.0))
+    };
+    format!(
+        "{}: {} restarts; crash → ready {}; crash → first message {}",
+        s.kind(),
+        s.load.restarts,
+        pct(&s.restarts.ready_ns),
+        pct(&s.restarts.first_message_ns)
+    )
+}
