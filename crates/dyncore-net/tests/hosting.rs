@@ -254,6 +254,51 @@ fn a_tcp_crash_on_runtime_cpus_resets_its_four_connections_and_the_streams_go_on
     eprintln!("{} TCP restarts reset {reset} connections; {}", tcp.load.restarts, restart_summary(tcp));
 }
 
+/// Live updates on runtime CPUs while the stream flows: the filter to
+/// version 2 and back, IP and the driver to new instances, over and over.
+#[test]
+fn components_are_updated_live_on_runtime_cpus() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let cpus = [0, 1];
+    let mut n = 0u32;
+    let mut pauses = Vec::new();
+    let mut last = Instant::now();
+    let run = check(
+        stream(&cpus, &spread(&cpus), 1 << 40, |h| {
+            if n == 0 {
+                let e = h.update(ComponentKind::Tcp, 1).unwrap_err();
+                assert!(e.0.contains("TCP cannot be updated live"), "{e}");
+            }
+            if last.elapsed() > Duration::from_millis(2) {
+                let (k, v) = match n % 3 {
+                    0 => (ComponentKind::Filter, 2 - (n / 3) % 2),
+                    1 => (ComponentKind::Ip, 1),
+                    _ => (ComponentKind::Driver, 1),
+                };
+                let up = h.update(k, v).unwrap();
+                assert_eq!((up.kind, up.to), (k, v));
+                pauses.push(up.pause_ns);
+                n += 1;
+                last = Instant::now();
+            }
+            n >= 60
+        }),
+        None,
+    );
+    let updates: u64 = run.a.iter().map(|s| s.load.updates).sum();
+    assert_eq!(updates, 60);
+    // The filter went 1 → 2 → 1 … twenty times: it ends at version 1.
+    for s in &run.a {
+        assert_eq!(s.component().version(), 1, "{}", s.kind());
+    }
+    pauses.sort_unstable();
+    eprintln!(
+        "60 live updates on runtime CPUs: pause p50 {:.1} µs, max {:.1} µs",
+        pauses[30] as f64 / 1e3,
+        pauses[59] as f64 / 1e3
+    );
+}
+
 #[test]
 fn bad_placements_are_refused() {
     let _cpus = dyncore_runtime::testing::real_cpus();
