@@ -182,8 +182,23 @@ pub struct Sender {
     conns: Vec<Connection>,
     /// Bytes sent on earlier connections.
     sent_before: u64,
-    /// Set when it is done (a receiver that reconnects stops waiting).
-    done: Arc<AtomicBool>,
+    /// What a receiver that reconnects needs to know to stop waiting.
+    progress: Arc<SenderProgress>,
+}
+
+/// A sender's progress as its receiver sees it ([`Receiver::until_done`]).
+#[derive(Debug, Default)]
+pub struct SenderProgress {
+    done: AtomicBool,
+    /// Connections that ended.
+    connections: std::sync::atomic::AtomicU64,
+}
+
+impl SenderProgress {
+    /// Done, after `connections` connections.
+    pub fn done_after(&self) -> Option<u64> {
+        self.done.load(Ordering::Acquire).then(|| self.connections.load(Ordering::Acquire))
+    }
 }
 
 impl Sender {
@@ -204,14 +219,13 @@ impl Sender {
             reconnect: false,
             conns: Vec::new(),
             sent_before: 0,
-            done: Arc::new(AtomicBool::new(false)),
+            progress: Arc::default(),
         }
     }
 
-    /// A flag set when the sender is done, for its receiver
-    /// ([`Receiver::until_done`]).
-    pub fn done_flag(&self) -> Arc<AtomicBool> {
-        self.done.clone()
+    /// Its progress, for its receiver ([`Receiver::until_done`]).
+    pub fn progress(&self) -> Arc<SenderProgress> {
+        self.progress.clone()
     }
 
     /// After a reset, sends the rest of its bytes on a new connection
@@ -243,6 +257,7 @@ impl Sender {
             started_ns: self.st.started_ns,
             ended_ns: now_ns,
         });
+        self.progress.connections.store(self.conns.len() as u64, Ordering::Release);
     }
 
     /// A reset connection: on to the next, or done if nothing is left (the
@@ -347,7 +362,7 @@ impl App for Sender {
         let Some(c) = self.sock.poll_reply(&mut |_| ()) else { return p };
         self.complete(c, now_ns, &mut p);
         if self.st.is_done() {
-            self.done.store(true, Ordering::Release);
+            self.progress.done.store(true, Ordering::Release);
         }
         if self.st.phase == Phase::Streaming {
             if self.st.hash.digest().bytes == self.goal() || self.cancelled() {
@@ -401,9 +416,10 @@ pub struct Receiver {
     st: StreamState,
     reconnect: bool,
     conns: Vec<Connection>,
-    /// Its sender's done flag: waiting for a next connection once it is
-    /// set means there is none.
-    sender_done: Option<Arc<AtomicBool>>,
+    /// Its sender's progress: waiting for a next connection once the
+    /// sender is done and every connection it had is accounted for here
+    /// means there is none.
+    sender: Option<Arc<SenderProgress>>,
     last_poll_ns: Nanos,
 }
 
@@ -418,7 +434,7 @@ impl Receiver {
             st: StreamState::new(),
             reconnect: false,
             conns: Vec::new(),
-            sender_done: None,
+            sender: None,
             last_poll_ns: 0,
         }
     }
@@ -429,11 +445,12 @@ impl Receiver {
         self
     }
 
-    /// Done when, after a reset, it waits for a next connection and
-    /// `sender_done` is set: a reset may lose the end of a stream, and
-    /// with it the EOF that would have ended this side.
-    pub fn until_done(mut self, sender_done: Arc<AtomicBool>) -> Self {
-        self.sender_done = Some(sender_done);
+    /// Done when, after a reset, it waits for a next connection, the
+    /// sender is done, and this side has seen as many connections end as
+    /// the sender had: a reset may lose the end of a stream, and with it
+    /// the EOF that would have ended this side.
+    pub fn until_done(mut self, sender: Arc<SenderProgress>) -> Self {
+        self.sender = Some(sender);
         self
     }
 
@@ -477,8 +494,8 @@ impl App for Receiver {
     fn poll(&mut self, now_ns: Nanos) -> Progress {
         let mut p = Progress::IDLE;
         self.last_poll_ns = now_ns;
-        if self.waiting_after_reset() && self.sender_done.as_ref().is_some_and(|d| d.load(Ordering::Acquire))
-        {
+        let seen = self.conns.len() as u64;
+        if self.waiting_after_reset() && self.sender.as_ref().and_then(|s| s.done_after()) == Some(seen) {
             self.st.phase = Phase::Done;
             return p;
         }
@@ -555,7 +572,7 @@ impl App for Receiver {
 
     fn deadline_ns(&self) -> Option<Nanos> {
         // The sender's flag does not ring this side's bell: look again soon.
-        (self.sender_done.is_some() && self.waiting_after_reset()).then(|| self.last_poll_ns + 1_000_000)
+        (self.sender.is_some() && self.waiting_after_reset()).then(|| self.last_poll_ns + 1_000_000)
     }
 
     fn bell(&self) -> &Arc<Bell> {

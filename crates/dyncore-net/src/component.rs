@@ -286,6 +286,11 @@ impl CrashSwitch {
         self.armed.load(Ordering::Acquire) != 0
     }
 
+    /// Disarms it; returns whether it was armed.
+    pub fn disarm(&self) -> bool {
+        self.armed.swap(0, Ordering::AcqRel) != 0
+    }
+
     /// Called by a component at `point`: panics once if armed there.
     pub fn check(&self, kind: ComponentKind, point: CrashPoint) {
         let code = point.code();

@@ -356,6 +356,16 @@ impl CpuHost {
         self.with_slot(kind, |s| s.component().crash_switch().arm_at(point))
     }
 
+    /// Whether `kind`'s crash switch is armed (and has not fired yet).
+    pub fn is_armed(&self, kind: ComponentKind) -> Result<bool, HostError> {
+        self.with_slot(kind, |s| s.component().crash_switch().is_armed())
+    }
+
+    /// Disarms `kind`'s crash switch; returns whether it was armed.
+    pub fn disarm(&self, kind: ComponentKind) -> Result<bool, HostError> {
+        self.with_slot(kind, |s| s.component().crash_switch().disarm())
+    }
+
     /// Replaces `kind`'s instance with one of `version` while traffic flows
     /// (a live update, [`Supervised::update`]): the worker hosting it holds
     /// its CPU's slot lock for a whole round, so taking the lock is the

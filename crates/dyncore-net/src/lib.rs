@@ -25,6 +25,9 @@
 //!   (crash → a new instance in fresh memory; live update); [`hosting`]:
 //!   components on runtime CPUs, dedicated or shared, with duty-cycle
 //!   speeds, live moves and live updates.
+//! * [`audit`]: the frame audit (every frame passed each component once);
+//!   [`faults`]: a fault campaign (crashes at random components, times and
+//!   points, with live updates and moves among them).
 //! * [`power`]: where real power figures would come from (RAPL, cpufreq),
 //!   probed; the model is `dyncore_core::power`.
 //!
@@ -55,10 +58,12 @@
 //!    are removed on every exit path that runs destructors ([`wire::tun`]).
 
 pub mod app;
+pub mod audit;
 pub mod chan;
 pub mod component;
 pub mod control;
 pub mod driver;
+pub mod faults;
 pub mod filter;
 pub mod host;
 pub mod hosting;
