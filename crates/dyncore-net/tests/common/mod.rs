@@ -67,6 +67,17 @@ pub fn streams_pair(
     streams: usize,
     reconnect: bool,
 ) -> (Components, Apps, [Stack; 2]) {
+    streams_pair_until(wire, total, streams, reconnect, None)
+}
+
+/// [`streams_pair`], the senders closing once `cancel` is set.
+pub fn streams_pair_until(
+    wire: MemWireConfig,
+    total: u64,
+    streams: usize,
+    reconnect: bool,
+    cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+) -> (Components, Apps, [Stack; 2]) {
     let (wa, wb) = mem::pair(wire);
     let mut ca = StackConfig::new(A);
     let mut cb = StackConfig::new(B);
@@ -79,7 +90,10 @@ pub fn streams_pair(
     let mut apps: Apps = Vec::new();
     let mut flags = Vec::new();
     for (i, sock) in a.sockets.drain(..).enumerate() {
-        let s = Sender::new(sock, (B, PORT + i as u16), total, SEED + i as u64);
+        let mut s = Sender::new(sock, (B, PORT + i as u16), total, SEED + i as u64);
+        if let Some(c) = &cancel {
+            s = s.cancel_on(c.clone());
+        }
         flags.push(s.progress());
         apps.push(Box::new(if reconnect { s.reconnect() } else { s }));
     }
