@@ -47,6 +47,9 @@ const UPDATABLE: [(ComponentKind, &[u32]); 4] = [
     (ComponentKind::Driver, &[1]),
 ];
 
+/// Moves a component to a CPU (see [`Campaign::step`]).
+pub type Mover<'a> = dyn FnMut(ComponentKind, CpuId) -> Result<(), HostError> + 'a;
+
 /// A campaign in progress (see the module docs).
 pub struct Campaign {
     plan: Plan,
@@ -86,8 +89,10 @@ impl Campaign {
     }
 
     /// Injects the next fault if it is due; returns whether the campaign
-    /// is done (its crashes have fired).
-    pub fn step(&mut self, host: &CpuHost) -> Result<bool, HostError> {
+    /// is done (its crashes have fired). A move is made by `mover` (the
+    /// host's [`CpuHost::place`], or a placement controller's request, so
+    /// that the policy's layout stays the host's).
+    pub fn step(&mut self, host: &CpuHost, mover: &mut Mover<'_>) -> Result<bool, HostError> {
         if Campaign::fired(host) >= self.plan.crashes {
             return Ok(true);
         }
@@ -99,7 +104,7 @@ impl Campaign {
         self.next_at = Instant::now() + Duration::from_secs_f64(gap.min(1.0));
         match self.rng.random_range(0..20) {
             0 => self.update(host)?,
-            1 => self.move_one(host)?,
+            1 => self.move_one(host, mover)?,
             _ => self.crash(host)?,
         }
         Ok(false)
@@ -123,11 +128,11 @@ impl Campaign {
         Ok(())
     }
 
-    fn move_one(&mut self, host: &CpuHost) -> Result<(), HostError> {
+    fn move_one(&mut self, host: &CpuHost, mover: &mut Mover<'_>) -> Result<(), HostError> {
         let kind = ComponentKind::ALL[self.rng.random_range(0..ComponentKind::ALL.len())];
         let to = self.plan.cpus[self.rng.random_range(0..self.plan.cpus.len())];
         let from = host.cpu_of(kind).expect("every component is placed");
-        host.place(kind, to)?;
+        mover(kind, to)?;
         if from != to {
             self.moves.push((kind, from, to));
         }

@@ -356,6 +356,11 @@ impl CpuHost {
         self.with_slot(kind, |s| s.component().crash_switch().arm_at(point))
     }
 
+    /// The version `kind` runs.
+    pub fn version(&self, kind: ComponentKind) -> Result<u32, HostError> {
+        self.with_slot(kind, |s| s.component().version())
+    }
+
     /// Whether `kind`'s crash switch is armed (and has not fired yet).
     pub fn is_armed(&self, kind: ComponentKind) -> Result<bool, HostError> {
         self.with_slot(kind, |s| s.component().crash_switch().is_armed())

@@ -68,7 +68,7 @@ fn a_bounded_fault_campaign_loses_duplicates_and_leaks_nothing() {
     let threads = Threads::start(b.blueprints.clone(), apps);
     let mut campaign = Campaign::new(Plan { crashes, seed: 42, gap: Duration::from_millis(1), cpus });
     let t0 = Instant::now();
-    while !campaign.step(&host).unwrap() {
+    while !campaign.step(&host, &mut |k, to| host.place(k, to)).unwrap() {
         assert!(t0.elapsed() < LIMIT, "{} of {crashes} crashes in {LIMIT:?}", Campaign::fired(&host));
         assert!(!host.failed(), "a hosted component failed");
         std::thread::sleep(Duration::from_micros(50));

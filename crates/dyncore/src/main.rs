@@ -148,7 +148,10 @@ fn main() -> ExitCode {
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.downcast_ref::<live::Interrupted>().is_some() => {
+        Err(e)
+            if e.downcast_ref::<live::Interrupted>().is_some()
+                || e.downcast_ref::<stack_cmd::Interrupted>().is_some() =>
+        {
             eprintln!("{e}");
             ExitCode::from(130)
         }
