@@ -120,6 +120,7 @@ fn a_throttled_cpu_runs_no_more_than_its_duty() {
     let mut set = false;
     let mut first: Option<(Instant, u64)> = None;
     let mut measured = None;
+    let mut report = None;
     check(
         stream(&[0], &all_on(0), 1 << 40, |h| {
             if !set {
@@ -127,7 +128,9 @@ fn a_throttled_cpu_runs_no_more_than_its_duty() {
                 set = true;
                 return false;
             }
-            let run_ns = h.cpus()[0].run_ns;
+            let snap = h.cpus().remove(0);
+            report = Some(snap.duty);
+            let run_ns = snap.run_ns;
             match first {
                 None => first = Some((Instant::now(), run_ns)),
                 Some((t, r)) => {
@@ -146,6 +149,19 @@ fn a_throttled_cpu_runs_no_more_than_its_duty() {
     eprintln!("a 35.3% duty CPU ran {:.1}% of {:.0} ms", m * 100.0, window.as_secs_f64() * 1e3);
     assert!(window >= WINDOW);
     assert!(m <= 0.353 + 0.1, "a 35.3% CPU ran {:.1}% of the time", m * 100.0);
+    // The runtime's throttle keeps the books: over the periods the CPU had
+    // work throughout, what it ran against what the duty entitled it to.
+    let r = report.expect("sampled");
+    assert_eq!(r.duty, duty);
+    if let (Some(m), Some(e)) = (r.measured(), r.entitled()) {
+        eprintln!(
+            "over {} loaded periods: ran {:.1}%, entitled {:.1}%",
+            r.loaded_periods,
+            m * 100.0,
+            e * 100.0
+        );
+        assert!(m <= e + 0.05, "{r:?}");
+    }
 }
 
 /// `DYNCORE_STACK_MOVES` (default 10 000): random moves during one stream.

@@ -99,7 +99,7 @@ pub use report::{
     Stall, SyncReport, Unresponsive,
 };
 pub use task::{CallCx, Ctx, Task, TaskPoll};
-pub use throttle::{Duty, DutyError, DutyReport};
+pub use throttle::{Duty, DutyError, DutyReport, SPIN_BELOW_NS, Throttle, ThrottleCounters};
 
 use cache::Pool;
 use percpu::{Msg, PerCpu};
