@@ -150,6 +150,7 @@ pub fn run_scenario(sc: &NetScenario) -> Vec<RunRow> {
                     cpus: &r.cpus,
                     load: &r.load,
                     seed,
+                    beside: Default::default(),
                 });
                 mbps.push(o.mbps);
                 power.push(o.power_w);

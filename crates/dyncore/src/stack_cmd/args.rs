@@ -101,10 +101,11 @@ Placement (--placement, and placement= in --at):
                    components (five: syscall, tcp, ip, filter, driver) they share the CPUs,
                    balanced by their measured work
   consolidate      everything on the first CPU at full speed
-  efficient[:GBPS] the fewest and slowest cores that hold GBPS (default 1): it starts on one
-                   core at 200 MHz and raises speeds by NewtOS's procedure (raise TCP's core a
-                   step; if the bitrate does not rise in proportion, raise the others), adding
-                   a core when every core is at its fastest duty step
+  efficient[:GBPS] the fewest and slowest cores that hold GBPS (default 1), found by halving:
+                   it starts on one core halfway through its duty steps (1000 MHz), then tries
+                   the step halfway between the slowest known to hold and the fastest known to
+                   miss (at most 3 changes, 60 ms, over the 8 duty steps), adding a core when
+                   no duty step holds
   dynamic          consolidated while the load is light, spread as soon as a burst shows (the
                    shared CPU busy, channels filling, a component behind), consolidated again
                    after the load stays light for several samples (hysteresis)
