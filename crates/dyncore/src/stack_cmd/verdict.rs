@@ -199,6 +199,22 @@ fn connections(apps: &[Box<dyn App>], streams: usize) -> Result<usize> {
         let n = completed + reset;
         say!("{n} connection{} checked: the stream checksums match", if n == 1 { "" } else { "s" });
     }
+    // All connections' bytes over the time from the first one's start to
+    // the last one's end.
+    let all: Vec<&Connection> = apps[..streams].iter().flat_map(|a| a.connections()).collect();
+    let first = all.iter().filter_map(|c| c.started_ns).min();
+    let last = all.iter().map(|c| c.ended_ns).max();
+    if let (Some(f), Some(l)) = (first, last)
+        && l > f
+    {
+        let bytes: u64 = all.iter().map(|c| c.digest.bytes).sum();
+        say!(
+            "throughput: {:.2} Gbps ({} connection{}, the first established to the last closed)",
+            bytes as f64 * 8.0 / (l - f) as f64,
+            all.len(),
+            if all.len() == 1 { "" } else { "s" }
+        );
+    }
     Ok(bad)
 }
 
