@@ -118,6 +118,7 @@ impl Sim<'_> {
 
     /// Starts the next job beside the stack on idle `cpu`.
     pub(super) fn run_foreign(&mut self, cpu: usize) {
+        self.stop_polling(cpu);
         let f = self.foreign[cpu].jobs.pop_front().expect("checked by foreign_turn");
         let mut cycles = match f {
             Foreign::App(b) => self.beside.app.map_or(0.0, |(_, c)| c) * b as f64,

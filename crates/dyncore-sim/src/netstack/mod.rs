@@ -92,6 +92,9 @@ enum Ev {
     Measure,
     /// Work beside the stack was queued on this CPU ([`beside`]): wake it.
     Beside(usize),
+    /// A CPU that has polled `spin_ns` with nothing to do sleeps, unless
+    /// work came since (its idle spell's number).
+    Park(usize, u64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -126,6 +129,11 @@ struct Cpu {
     busy_since: Nanos,
     busy_ns: Nanos,
     wakeups: u64,
+    /// Polling with nothing to do since (`spin_ns`), and the idle spell's
+    /// number.
+    spinning_since: Option<Nanos>,
+    spell: u64,
+    polled_ns: Nanos,
 }
 
 struct Comp {
@@ -237,6 +245,9 @@ impl<'a> Sim<'a> {
                 busy_since: 0,
                 busy_ns: 0,
                 wakeups: 0,
+                spinning_since: None,
+                spell: 0,
+                polled_ns: 0,
             });
         }
         for i in 0..cpus.len() {
@@ -345,6 +356,12 @@ impl<'a> Sim<'a> {
             }
             Ev::Remote(bytes) => self.arrive(bytes),
             Ev::Beside(cpu) => self.kick(cpu),
+            Ev::Park(cpu, spell) => {
+                if self.cpus[cpu].state == CpuState::Idle && self.cpus[cpu].spell == spell {
+                    self.stop_polling(cpu);
+                    self.sleep(cpu);
+                }
+            }
             Ev::AckIn(bytes) => {
                 let d = self.down_end();
                 self.enqueue(d, Msg::Ack(bytes));
@@ -369,6 +386,7 @@ impl<'a> Sim<'a> {
                 }
                 for cpu in &mut self.cpus {
                     cpu.busy_ns = 0;
+                    cpu.polled_ns = 0;
                     cpu.wakeups = 0;
                 }
                 self.acked_bytes = 0;
@@ -489,7 +507,7 @@ impl<'a> Sim<'a> {
         }
         let n = self.cpus[cpu].comps.len();
         if n == 0 {
-            self.cpus[cpu].state = CpuState::Asleep;
+            self.idle(cpu);
             return;
         }
         // Stay with the current component for up to `batch` jobs.
@@ -514,11 +532,10 @@ impl<'a> Sim<'a> {
             }
         }
         let Some((i, c)) = pick else {
-            self.cpus[cpu].state = CpuState::Asleep;
-            self.cpus[cpu].in_turn = 0;
-            self.cpus[cpu].last_comp = None;
+            self.idle(cpu);
             return;
         };
+        self.stop_polling(cpu);
         if i != self.cpus[cpu].turn % n || self.cpus[cpu].in_turn >= self.net.batch.max(1) {
             self.cpus[cpu].turn = i;
             self.cpus[cpu].in_turn = 0;
@@ -567,6 +584,36 @@ impl<'a> Sim<'a> {
         cpu_ref.job = Some(Job::Msg { comp: c, msg });
         cpu_ref.busy_since = self.now;
         self.push(self.now + ns, Ev::JobDone(cpu));
+    }
+
+    /// `cpu` has nothing to do: it polls for `spin_ns`, then sleeps.
+    fn idle(&mut self, cpu: usize) {
+        if self.net.spin_ns == 0 {
+            return self.sleep(cpu);
+        }
+        if self.cpus[cpu].spinning_since.is_none() {
+            let c = &mut self.cpus[cpu];
+            c.spinning_since = Some(self.now);
+            c.spell += 1;
+            let spell = c.spell;
+            self.push(self.now + self.net.spin_ns, Ev::Park(cpu, spell));
+        }
+    }
+
+    fn sleep(&mut self, cpu: usize) {
+        let c = &mut self.cpus[cpu];
+        c.state = CpuState::Asleep;
+        c.in_turn = 0;
+        c.last_comp = None;
+    }
+
+    /// Ends a polling spell of `cpu`, counting its measured part.
+    pub(super) fn stop_polling(&mut self, cpu: usize) {
+        if let Some(t) = self.cpus[cpu].spinning_since.take()
+            && self.now > self.measure_from
+        {
+            self.cpus[cpu].polled_ns += self.now - t.max(self.measure_from);
+        }
     }
 
     fn job_done(&mut self, cpu: usize) {
@@ -687,10 +734,17 @@ impl<'a> Sim<'a> {
             }
             let busy = busy as f64 / span;
             assert!(busy <= 1.0 + 1e-9, "a CPU busier than the time that passed");
+            let mut polled = cpu.polled_ns;
+            if let Some(t) = cpu.spinning_since
+                && self.now > self.measure_from
+            {
+                polled += self.now - t.max(self.measure_from);
+            }
             cpus.push(CpuOutcome {
                 mhz: cpu.step.mhz,
                 components: cpu.comps.iter().map(|&c| self.comps[c].kind).collect(),
                 busy,
+                polled: polled as f64 / span,
                 wakeups: cpu.wakeups,
             });
             if !cpu.comps.is_empty() {

@@ -204,3 +204,36 @@ fn the_shipped_scenarios_carry_the_calibration() {
     assert!((f.config1_mbps / super::calibrate::PAPER_CONFIG1_2267_MBPS - 1.0).abs() < 0.01, "{f:?}");
     assert!((f.single_mbps / super::calibrate::PAPER_SINGLE_2267_MBPS - 1.0).abs() < 0.01, "{f:?}");
 }
+
+/// A CPU that polls for `spin_ns` before it sleeps serves messages that
+/// come within that time without a wake-up: segments offered every ~116 µs
+/// (0.1 Gbps) wake a CPU that sleeps at once for each of them, and never
+/// one that polls for 200 µs.
+#[test]
+fn a_cpu_that_polls_before_it_sleeps_saves_the_wake_ups() {
+    let c = StackCosts { wakeup_ns: 20_000.0, ..base_costs() };
+    let load = [LoadStep { at_ms: 0.0, gbps: 0.1 }];
+    let run = |spin_ns| {
+        let net = NetParams { spin_ns, ..NetParams::default() };
+        simulate(&RunInput {
+            costs: &c,
+            net: &net,
+            cpus: &single(2267),
+            load: &load,
+            seed: 1,
+            beside: Default::default(),
+        })
+    };
+    let (sleepy, polling) = (run(0), run(200_000));
+    assert!(sleepy.cpus[0].wakeups > 50, "{:?}", sleepy.cpus);
+    assert!(polling.cpus[0].wakeups <= 1, "{:?}", polling.cpus);
+    assert_eq!(sleepy.cpus[0].polled, 0.0);
+    assert!(polling.cpus[0].polled > 0.5, "it polled most of the time: {:?}", polling.cpus);
+    // The same segments went through.
+    assert!(
+        (sleepy.mbps - polling.mbps).abs() < 0.05 * sleepy.mbps,
+        "{} against {}",
+        sleepy.mbps,
+        polling.mbps
+    );
+}

@@ -123,7 +123,7 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
         .zip(what)
         .map(|((k, runs), w)| split_row(k, w, runs, setup.mhz))
         .collect();
-    let mut goals = goals::goals(&rows, &srows, &m.targets);
+    let mut goals = goals::goals(&rows, &srows, &m.targets, setup.both.len());
     say!("measuring frame transports…");
     let transports = transport::measure(setup.cpus, args.mtu, if args.quick { 200_000 } else { 1_000_000 })?;
     // Sim against live: this machine's costs, measured now, into the
@@ -136,11 +136,11 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
         }
         Err(e) => return Err(e),
     };
-    let threads = setup.mhz.map(costs::measure_threads);
+    let threads = setup.mhz.zip(costs.as_ref()).map(|(m, (_, spin))| costs::measure_threads(m, *spin));
     let predictions = costs
         .as_ref()
         .zip(threads.as_ref())
-        .map(|(c, t)| predict::predict(c, t, args.mtu, &rows[1], &srows[0], &srows[1], setup.mhz));
+        .map(|((c, _), t)| predict::predict(c, t, args.mtu, &rows[1], &srows[0], &srows[1], setup.mhz));
     goals.push(match &predictions {
         Some(p) => goals::prediction_goal(p),
         None => Goal::not_measured(
@@ -162,8 +162,8 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
         predictions: predictions.as_deref(),
         threads: threads.as_ref(),
     })?;
-    if let (Some(path), Some(costs)) = (&args.write_profile, costs) {
-        costs::write_profile(path, costs)?;
+    if let (Some(path), Some((c, _))) = (&args.write_profile, costs) {
+        costs::write_profile(path, c)?;
     }
     say!("report written to {}", setup.dir.join("report.md").display());
     Ok(goals)

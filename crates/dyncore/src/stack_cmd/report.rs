@@ -38,6 +38,11 @@ pub(super) fn tables(args: &Args, out: &Outcome, bytes: u64) -> Result<()> {
     if let Some(dip) = crash_dip(out) {
         say!("{dip}");
     }
+    for s in out.stack.iter().filter(|s| s.component().version() != 1) {
+        let c: Vec<String> =
+            s.component().counters().snapshot().iter().map(|(n, v)| format!("{n} {v}")).collect();
+        say!("{} version {}: {}", s.kind(), s.component().version(), c.join(", "));
+    }
     for u in &out.updates {
         say!(
             "live update of {}: version {} → {}; it handled nothing for {:.1} µs (the old instance's last poll to \

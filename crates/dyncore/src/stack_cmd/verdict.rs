@@ -144,7 +144,17 @@ fn check(s: &Connection, r: &Connection) -> Result<String, String> {
 fn connections(apps: &[Box<dyn App>], streams: usize) -> Result<usize> {
     let mut t = Table::new(
         "Connections (sent: bytes the application's send calls completed; lost: what a reset took with it)",
-        &["stream", "connection", "outcome", "sent MB", "received MB", "lost KB", "check", "Gbps"],
+        &[
+            "stream",
+            "connection",
+            "outcome",
+            "sent MB",
+            "received MB",
+            "lost KB",
+            "check",
+            "Gbps",
+            "next up after",
+        ],
     );
     let (mut bad, mut reset, mut completed, mut lost) = (0, 0, 0, 0u64);
     for i in 0..streams {
@@ -165,6 +175,8 @@ fn connections(apps: &[Box<dyn App>], streams: usize) -> Result<usize> {
                 }
             }
             let secs = a.started_ns.map(|s0| a.ended_ns.saturating_sub(s0) as f64 / 1e9).unwrap_or(0.0);
+            // From the reset to the next connection established.
+            let next = s.get(k + 1).and_then(|n| n.started_ns).map(|t| t.saturating_sub(a.ended_ns));
             t.row(vec![
                 i.to_string(),
                 k.to_string(),
@@ -178,6 +190,7 @@ fn connections(apps: &[Box<dyn App>], streams: usize) -> Result<usize> {
                 } else {
                     "–".into()
                 },
+                next.map_or("–".into(), |n| format!("{:.1} ms", n as f64 / 1e6)),
             ]);
         }
     }

@@ -29,13 +29,14 @@ pub(super) fn measure_costs(
     runs: usize,
     mhz: Option<f64>,
     transports: &[transport::Transport],
-) -> Result<dyncore_core::profile::StackCosts> {
+) -> Result<(dyncore_core::profile::StackCosts, u64)> {
     use dyncore_core::profile::{ComponentCost, StackCosts};
     let mhz = mhz.context("no stack costs: /proc/cpuinfo states no clock to count cycles at")?;
     say!("measuring the split stack's costs (consolidated, MTU 576 and 1500)…");
     let sample = std::time::Duration::from_millis(10);
     let mut points: BTreeMap<ComponentKind, Vec<(f64, f64)>> = BTreeMap::new();
     let (mut wakeups, mut wake_ns) = (0u64, 0u64);
+    let (mut polled_ns, mut parks) = (0u64, 0u64);
     for mtu in [576, 1500] {
         let mut per: BTreeMap<ComponentKind, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
         for _ in 0..runs.max(3) {
@@ -43,6 +44,8 @@ pub(super) fn measure_costs(
                 .with_context(|| format!("profile run at MTU {mtu}"))?;
             wakeups += r.wakeups;
             wake_ns += r.wake_ns;
+            polled_ns += r.run_ns.saturating_sub(r.busy_cpu_ns);
+            parks += r.parks;
             for (k, busy, msgs, b) in r.work {
                 if msgs > 0 {
                     let e = per.entry(k).or_default();
@@ -77,7 +80,9 @@ pub(super) fn measure_costs(
         driver: cost(ComponentKind::Driver),
     };
     costs.validate().map_err(|e| anyhow::anyhow!("the measured stack costs are not valid: {e}"))?;
-    Ok(costs)
+    // How long a CPU polls with nothing to do before it parks.
+    let spin_ns = polled_ns.checked_div(parks).unwrap_or(0);
+    Ok((costs, spin_ns))
 }
 
 /// The machine profile at `path`, and its text.
@@ -112,11 +117,12 @@ pub(super) fn write_profile(path: &Path, costs: dyncore_core::profile::StackCost
 }
 
 /// The threads beside the stack, measured on this thread (cycles at the
-/// clock `/proc/cpuinfo` states): the sending application makes each byte
+/// clock `/proc/cpuinfo` states), and the stack CPUs' polling before they
+/// park (`spin_ns`, from the cost runs): the sending application makes each byte
 /// from the stream generator and hashes it; the receiving application
 /// copies each byte out of its stack and hashes it. 64 MiB in 64 KiB
 /// chunks, as the applications move them.
-pub(super) fn measure_threads(mhz: f64) -> LiveThreads {
+pub(super) fn measure_threads(mhz: f64, spin_ns: u64) -> LiveThreads {
     use dyncore_net::stream::{StreamGen, StreamHash};
     const CHUNK: usize = 64 * 1024;
     const TOTAL: usize = 64 << 20;
@@ -141,5 +147,6 @@ pub(super) fn measure_threads(mhz: f64) -> LiveThreads {
         app_cycles_per_byte: per_byte(app_ns),
         receiver_cycles_per_byte: per_byte(recv_ns),
         app_chunk: CHUNK as u64,
+        spin_ns,
     }
 }

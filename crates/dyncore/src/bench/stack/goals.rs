@@ -13,7 +13,7 @@ pub(super) const PREDICTION_GOAL: &str =
 /// The four goals of issue 10: each a ratio computed within every round
 /// (the configurations of one round ran minutes apart at most), reported as
 /// the median of the round ratios with their range.
-pub(super) fn goals(rows: &[Row], s: &[SplitRow], targets: &[f64]) -> Vec<Goal> {
+pub(super) fn goals(rows: &[Row], s: &[SplitRow], targets: &[f64], cpus: usize) -> Vec<Goal> {
     let (b0, b2, b3, b4, b4s, b5) = (&rows[0], &s[0], &s[1], &s[2], &s[3], &s[4]);
     let n = b0.runs.len();
     let better_i = |i: usize| b2.runs[i].gbps.max(b3.runs[i].gbps);
@@ -43,10 +43,20 @@ pub(super) fn goals(rows: &[Row], s: &[SplitRow], targets: &[f64]) -> Vec<Goal> 
 
     // At idle both layouts park; what consolidating buys is the static
     // power of the cores it leaves (power-gated, modelled): the energy.
-    // Per round the idle phases are short, so the ratio of the sums.
+    // Consolidating on one of `cpus` cores can save at most (cpus - 1) /
+    // cpus of spread's idle energy: the goal is that ideal within 5
+    // points (the polls before each park). Per round the idle phases are
+    // short, so the ratio of the sums.
     let r = b4.idle_joules / b4s.idle_joules.max(1e-12);
+    let ideal = 1.0 / cpus.max(1) as f64;
+    let limit = ideal + 0.05;
     out.push(Goal::checked(
-        "at the idle level, dynamic's modelled idle energy ≤ 50% of always-spread's",
+        format!(
+            "at the idle level, dynamic's modelled idle energy ≤ {:.0}% of always-spread's (one core of {cpus}: \
+             the ideal {:.0}%, plus 5 points)",
+            limit * 100.0,
+            ideal * 100.0
+        ),
         format!(
             "over all rounds {:.3} J against {:.3} J = {r:.2}× (modelled; CPU time at idle {:.3} ms against \
              {:.3} ms: both park){}",
@@ -54,14 +64,14 @@ pub(super) fn goals(rows: &[Row], s: &[SplitRow], targets: &[f64]) -> Vec<Goal> 
             b4s.idle_joules,
             b4.idle_cpu_s * 1e3,
             b4s.idle_cpu_s * 1e3,
-            if r > 0.5 {
-                "; missed: dynamic did not leave a core idle for the idle phases (it stayed spread, or its \
-                 consolidated core drew more than the two spread ones)"
+            if r > limit {
+                "; missed: dynamic did not leave the other cores idle for the idle phases (it stayed spread, or \
+                 polled long)"
             } else {
                 ""
             }
         ),
-        r <= 0.5,
+        r <= limit,
     ));
 
     let jpg = |r: &split::SplitRun| r.stream.joules / (r.bytes as f64 / 1e9);
@@ -127,22 +137,8 @@ pub(super) fn goals(rows: &[Row], s: &[SplitRow], targets: &[f64]) -> Vec<Goal> 
 pub(super) fn prediction_goal(p: &[Prediction]) -> Goal {
     let worst = p.iter().map(|x| x.gbps_diff().abs()).fold(0.0, f64::max);
     let each: Vec<String> = p.iter().map(|x| format!("{} {:+.0}%", x.key, 100.0 * x.gbps_diff())).collect();
-    let mut why: Vec<&str> = p
-        .iter()
-        .filter(|x| x.gbps_diff().abs() > 0.2)
-        .map(|x| match x.key {
-            "B1" => {
-                "B1: the live thread also runs the application's copy and the monolithic stack's own loop, \
-                 which the per-component costs do not hold"
-            }
-            _ => {
-                "B2/B3: live, the stack's runtime CPUs share the real CPUs with the sending application's \
-                 and the receiver's threads (more busy threads than CPUs on a small machine); the model gives \
-                 each stack CPU a core of its own and has no such contention"
-            }
-        })
-        .collect();
-    why.dedup();
+    let load = load_average();
+    let why: Vec<String> = p.iter().filter(|x| x.gbps_diff().abs() > 0.2).map(|x| miss(x, load)).collect();
     let why = if why.is_empty() { String::new() } else { format!("; missed — {}", why.join("; ")) };
     Goal::checked(
         PREDICTION_GOAL,
@@ -151,28 +147,74 @@ pub(super) fn prediction_goal(p: &[Prediction]) -> Goal {
     )
 }
 
+/// What the model lacks that explains a miss, with its number.
+fn miss(x: &Prediction, load: Option<f64>) -> String {
+    let load = load.map_or(String::new(), |l| format!(" (load average {l:.1} on 2 CPUs)"));
+    match x.gbps_over_wake_costs {
+        Some((a, b, lo, hi)) => {
+            let (min, max) = (a.min(b), a.max(b));
+            if (min..=max).contains(&x.measured_gbps) {
+                format!(
+                    "{}: the model takes one wake-up cost for every wake-up, the host's varied between rounds \
+                     from {lo:.0} to {hi:.0} µs, and over that range the model gives {min:.2}–{max:.2} Gbps, which \
+                     holds the measured {:.2}",
+                    x.key, x.measured_gbps
+                )
+            } else {
+                format!(
+                    "{}: the measured {:.2} Gbps is outside the {min:.2}–{max:.2} Gbps the model gives over the \
+                     rounds' wake-up costs ({lo:.0}–{hi:.0} µs): the model runs the measured costs on CPUs it \
+                     has alone, where the host's runtime CPUs, application and receiver share two real CPUs with \
+                     whatever else runs{load}",
+                    x.key, x.measured_gbps
+                )
+            }
+        }
+        None => format!(
+            "{}: the model runs the two polling threads' measured costs on CPUs they have alone; live they share \
+             two real CPUs with whatever else runs{load}",
+            x.key
+        ),
+    }
+}
+
+/// The 1-minute load average (`/proc/loadavg`).
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_prediction_goal_holds_within_20_percent_and_says_why_it_missed() {
-        let x = |key, predicted_gbps, measured_gbps| Prediction {
+        let x = |key, predicted_gbps, measured_gbps, wake| Prediction {
             key,
             predicted_gbps,
             measured_gbps,
             predicted_cpu_s_per_gb: 1.0,
             measured_cpu_s_per_gb: None,
+            gbps_over_wake_costs: wake,
         };
-        let ok = prediction_goal(&[x("B1", 6.0, 5.1), x("B2", 3.0, 3.5), x("B3", 3.0, 3.0)]);
+        let ok =
+            prediction_goal(&[x("B1", 6.0, 5.1, None), x("B2", 3.0, 3.5, None), x("B3", 3.0, 3.0, None)]);
         assert_eq!(ok.pass, Some(true), "{}", ok.measured);
         assert!(ok.measured.contains("B1 +18%") && !ok.measured.contains("missed"), "{}", ok.measured);
-        let miss = prediction_goal(&[x("B1", 6.0, 6.0), x("B2", 4.7, 2.9), x("B3", 3.1, 3.5)]);
+        let miss = prediction_goal(&[
+            x("B1", 6.0, 6.0, None),
+            // Within what the model gives over the rounds' wake-up costs.
+            x("B2", 4.7, 2.9, Some((4.9, 2.5, 40.0, 200.0))),
+            // Outside it.
+            x("B3", 3.1, 1.5, Some((3.2, 2.8, 40.0, 200.0))),
+        ]);
         assert_eq!(miss.pass, Some(false));
+        let m = &miss.measured;
         assert!(
-            miss.measured.contains("B2 +62%") && miss.measured.contains("share the real CPUs"),
-            "{}",
-            miss.measured
+            m.contains("B2 +62%") && m.contains("from 40 to 200 µs") && m.contains("2.50–4.90 Gbps"),
+            "{m}"
         );
+        assert!(m.contains("B3: the measured 1.50 Gbps is outside the 2.80–3.20 Gbps"), "{m}");
+        assert!(!m.contains("B1:"), "B1 was within 20%: {m}");
     }
 }

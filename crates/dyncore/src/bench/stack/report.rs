@@ -238,8 +238,10 @@ fn markdown(r: &Report<'_>, t: &Tables) -> Result<String> {
             format!(
                 " The threads beside the stack, measured in this run: the application {:.2} cycles per byte \
                  (making the stream and hashing it), the receiver {:.2} per byte (its copy and hash) on top of \
-                 its stack's.",
-                th.app_cycles_per_byte, th.receiver_cycles_per_byte
+                 its stack's; a stack CPU polls {:.1} µs with nothing to do before it parks.",
+                th.app_cycles_per_byte,
+                th.receiver_cycles_per_byte,
+                th.spin_ns as f64 / 1e3
             )
         });
         writeln!(

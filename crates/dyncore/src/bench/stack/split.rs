@@ -65,6 +65,11 @@ pub struct SplitRun {
     pub wake_ns: u64,
     /// The speed (MHz) of TCP's CPU when the stream ended.
     pub final_tcp_mhz: u32,
+    /// The stack CPUs' time in polls that did work, and their parks, over
+    /// the stream: `(run_ns - busy_cpu_ns) / parks` is how long a CPU polls
+    /// with nothing to do before it parks.
+    pub busy_cpu_ns: u64,
+    pub parks: u64,
     /// `efficient`: from the stream's start to the end of the first sample
     /// window that carried the target (within 2%); `None` otherwise.
     pub time_to_target_ns: Option<u64>,
@@ -204,6 +209,7 @@ fn figures(
         s.after_cpus.iter().zip(&s.before_cpus).map(|(a, b)| f(a).saturating_sub(f(b))).sum()
     };
     let (wakeups, wake_ns, run_ns) = (sum(|c| c.wakeups), sum(|c| c.wake_ns), sum(|c| c.run_ns));
+    let (busy_cpu_ns, parks) = (sum(|c| c.busy_ns), sum(|c| c.parks));
     let windows =
         |from: Nanos, to: Nanos| ctl.windows.iter().filter(move |w| w.end_ns > from && w.end_ns <= to);
     let phase = |from: Nanos, to: Nanos| {
@@ -244,6 +250,8 @@ fn figures(
         wakeups,
         wake_ns,
         final_tcp_mhz,
+        busy_cpu_ns,
+        parks,
         time_to_target_ns,
     }
 }
