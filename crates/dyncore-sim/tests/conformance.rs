@@ -8,7 +8,7 @@ mod common;
 use common::{load, shipped_names};
 use dyncore_core::policy::contract::{Checker, check_replay};
 use dyncore_core::policy::trace::{DecisionKind, decision_kinds, parse_actions, parse_events, replay};
-use dyncore_sim::engine::policy_for;
+use dyncore_scenario::policy::policy_for;
 use dyncore_sim::machine::MachineSpec;
 use dyncore_sim::run_one;
 

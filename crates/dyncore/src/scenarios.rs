@@ -462,7 +462,10 @@ mod tests {
         let e = err(&GOOD.replacen("policy = \"linux\"", "policy = \"cfs\"", 1));
         assert_eq!(
             e.to_string(),
-            "x.toml:7:10: run[0].policy: expected \"linux\" or \"chameleon\"; found \"cfs\""
+            format!(
+                "x.toml:7:10: run[0].policy: unknown policy `cfs`; known policies: {}",
+                dyncore_core::policies::Registry::builtin().names().join(", ")
+            )
         );
         let e = err(&format!("sim = {{ tick_ns = \"x\" }}\n{GOOD}"));
         assert_eq!((e.field.as_deref(), e.at), (Some("sim.tick_ns"), Some((1, 19))), "{e}");

@@ -197,7 +197,7 @@ pub fn run(args: &RunArgs, kind: Kind, out: &Path) -> Result<()> {
             name: sc.name.clone(),
             title: sc.title.clone(),
             seed: sc.seed,
-            runs: live.iter().map(|o| result::run_result(&sc.runs[o.index], o)).collect(),
+            runs: live.iter().map(|o| result::run_result(sc, o)).collect(),
         };
         interrupted |= live.iter().any(|o| o.outcome == Outcome::Interrupted);
         let r = report::LiveReport {

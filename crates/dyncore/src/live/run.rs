@@ -1,6 +1,6 @@
 //! One run of a scenario on runtime CPUs: the machine's CPUs as runtime
 //! CPUs over the real ones ([`super::fit`]), the kernels calibrated at the
-//! baseline duty, the simulator's policy for the run (`policy_for`) driven
+//! baseline duty, the run's policy from the registry (`policy_for`) driven
 //! by the live executor, the programs started at their (scaled) start
 //! times with their work dealt as the simulator deals it, until every
 //! thread is done, the safety stop, Ctrl-C or an error.
@@ -22,8 +22,7 @@
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use dyncore_core::policy::ThreadId;
-use dyncore_core::sched::ClusterScheduler;
+use dyncore_core::policy::{Policy, ThreadId};
 use dyncore_core::speed::Duty;
 use dyncore_core::topology::Topology;
 use dyncore_core::{CpuSet, Nanos};
@@ -31,10 +30,11 @@ use dyncore_runtime::affinity;
 use dyncore_runtime::backend::{BackendConfig, DutyScale, Executor, LiveRun, Stopped};
 use dyncore_runtime::cpu::{Runtime, RuntimeConfig};
 use dyncore_runtime::kernels::{MakeKernel, Portion, TaskPool};
-use dyncore_sim::Scenario;
-use dyncore_sim::engine::{LOAD_SAMPLE_NS, policy_for};
-use dyncore_sim::machine::MachineSpec;
-use dyncore_sim::programs::{ProgramPlan, deal_work, plan_programs, work_rng};
+use dyncore_scenario::Scenario;
+use dyncore_scenario::machine::MachineSpec;
+use dyncore_scenario::policy::{LOAD_SAMPLE_NS, policy_for};
+use dyncore_scenario::programs::{ProgramPlan, deal_work, plan_programs, work_rng};
+use dyncore_scenario::record::{Recorded, RunRecorder};
 use rand_chacha::ChaCha8Rng;
 
 use super::fit::{Fit, realtime_capacity};
@@ -84,8 +84,9 @@ pub struct LiveRunOutput {
     pub threads: Vec<Vec<ThreadId>>,
     pub kernel: Vec<usize>,
     pub run: LiveRun,
-    /// The policy's decisions (picks, borrow and preemption checks).
-    pub decisions: u64,
+    /// The run's policy traffic, recorded as it went (its results are
+    /// built from it, as the simulator's are).
+    pub record: RunRecorder,
     pub outcome: Outcome,
 }
 
@@ -177,8 +178,9 @@ pub fn run(
         machine: opts.machine.clone(),
         worker_priority: realtime.as_ref().ok().copied(),
     };
-    let mut ex = Executor::new(&rt, policy_for(scenario, index), cfg);
-    let tell = |ex: &Executor<'_, ClusterScheduler>| {
+    let policy = Recorded { policy: policy_for(scenario, index), record: RunRecorder::new(fit.real.len()) };
+    let mut ex = Executor::new(&rt, policy, cfg);
+    let tell = |ex: &LiveExecutor<'_>| {
         progress(format!(
             "run {}/{} `{}`: {:.2} s, {} thread(s) running",
             index + 1,
@@ -211,7 +213,7 @@ pub fn run(
         threads,
         kernel,
         run,
-        decisions: policy.decisions(),
+        record: policy.record,
         outcome,
     })
 }
@@ -251,6 +253,9 @@ fn kernels_of(programs: &[ProgramPlan]) -> (Vec<(&'static str, MakeKernel)>, Vec
     (kinds, kernel)
 }
 
+/// The executor of a live run: any policy, recorded as it goes.
+type LiveExecutor<'rt> = Executor<'rt, Recorded<Box<dyn Policy + Send>>>;
+
 /// A run's programs and what their work is made of.
 struct Work<'a> {
     programs: &'a [ProgramPlan],
@@ -264,11 +269,11 @@ struct Work<'a> {
 /// the safety stop, Ctrl-C or an error; each program's threads, and how it
 /// ended.
 fn drive(
-    ex: &mut Executor<'_, ClusterScheduler>,
+    ex: &mut LiveExecutor<'_>,
     work: &Work<'_>,
     max_time_ns: Nanos,
     stop: &AtomicBool,
-    tell: &dyn Fn(&Executor<'_, ClusterScheduler>),
+    tell: &dyn Fn(&LiveExecutor<'_>),
 ) -> (Vec<Vec<ThreadId>>, Outcome) {
     let programs = work.programs;
     let mut threads = vec![Vec::new(); programs.len()];
@@ -302,11 +307,11 @@ fn drive(
 /// Runs the executor towards `until_ns` in slices of a quarter second,
 /// telling `tell` in between.
 fn step_until(
-    ex: &mut Executor<'_, ClusterScheduler>,
+    ex: &mut LiveExecutor<'_>,
     until_ns: Nanos,
     stop_when_idle: bool,
     stop: &AtomicBool,
-    tell: &dyn Fn(&Executor<'_, ClusterScheduler>),
+    tell: &dyn Fn(&LiveExecutor<'_>),
 ) -> Result<Stopped, String> {
     loop {
         let slice_end = until_ns.min(ex.now_ns() + 250_000_000);
@@ -331,7 +336,7 @@ fn outcome_of(r: Result<Stopped, String>, at_the_end: bool) -> Outcome {
 /// (the same generator, so the same tasks), each piece converted to units
 /// of its kernel.
 fn spawn_program(
-    ex: &mut Executor<'_, ClusterScheduler>,
+    ex: &mut LiveExecutor<'_>,
     p: &ProgramPlan,
     make: &MakeKernel,
     units_per_s: f64,

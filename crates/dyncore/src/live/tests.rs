@@ -29,8 +29,8 @@ use dyncore_core::policy::contract::{Checker, check_replay};
 use dyncore_core::policy::trace::{DecisionKind, decision_kinds, parse_actions, parse_events, replay};
 use dyncore_runtime::backend::DutyScale;
 use dyncore_runtime::machine::Machine;
+use dyncore_scenario::policy::policy_for;
 use dyncore_sim::Scenario;
-use dyncore_sim::engine::policy_for;
 use dyncore_sim::machine::MachineSpec;
 
 use super::run::{LiveOptions, Outcome, run};
