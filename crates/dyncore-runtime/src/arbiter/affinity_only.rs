@@ -81,13 +81,18 @@ impl AffinityOnly {
         let mut errors = Vec::new();
         for tid in self.idle.drain().collect::<Vec<_>>() {
             if let Err(e) = set_policy(tid, libc::SCHED_OTHER)
-                && e.raw_os_error() != Some(libc::ESRCH)
+                && super::cgfs::errno_of(&e) != Some(libc::ESRCH)
             {
                 errors.push(e);
             }
         }
         errors
     }
+}
+
+/// A thread named as a path for error messages (`/proc/<tid>`).
+fn tid_path(tid: Tid) -> String {
+    format!("/proc/{tid}")
 }
 
 fn set_affinity(tid: Tid, cpus: &CpuSet) -> io::Result<()> {
@@ -103,7 +108,11 @@ fn set_affinity(tid: Tid, cpus: &CpuSet) -> io::Result<()> {
         Ok(())
     } else {
         let e = io::Error::last_os_error();
-        Err(io::Error::new(e.kind(), format!("cannot set the affinity of thread {tid} to {cpus}: {e}")))
+        Err(super::cgfs::context(
+            e,
+            &format!("cannot set the affinity to {cpus} of thread"),
+            tid_path(tid).as_ref(),
+        ))
     }
 }
 
@@ -115,6 +124,6 @@ fn set_policy(tid: Tid, policy: libc::c_int) -> io::Result<()> {
         Ok(())
     } else {
         let e = io::Error::last_os_error();
-        Err(io::Error::new(e.kind(), format!("cannot set the scheduling policy of thread {tid}: {e}")))
+        Err(super::cgfs::context(e, "cannot set the scheduling policy of thread", tid_path(tid).as_ref()))
     }
 }

@@ -18,10 +18,31 @@ use std::time::{Duration, Instant};
 const CGROUP_SUPER_MAGIC: i64 = 0x0027_e0eb;
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
-/// An error naming what was being done to which file.
+/// An error naming what was being done to which file, keeping the
+/// system's error number ([`errno_of`]).
 pub(crate) fn context(e: io::Error, what: &str, path: &Path) -> io::Error {
-    io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+    let errno = errno_of(&e);
+    io::Error::new(e.kind(), Context { message: format!("{what} {}: {e}", path.display()), errno })
 }
+
+/// The system error number of `e`, also through [`context`].
+pub(crate) fn errno_of(e: &io::Error) -> Option<i32> {
+    e.raw_os_error().or_else(|| e.get_ref()?.downcast_ref::<Context>()?.errno)
+}
+
+#[derive(Debug)]
+struct Context {
+    message: String,
+    errno: Option<i32>,
+}
+
+impl std::fmt::Display for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Context {}
 
 /// Writes `value` to `path` in one `write(2)` (creating it only on a
 /// fixture: on a cgroup filesystem the control files exist or the
@@ -171,9 +192,12 @@ mod tests {
     }
 
     #[test]
-    fn errors_name_the_file() {
+    fn errors_name_the_file_and_keep_the_errno() {
         let e = read(Path::new("/nonexistent/dyncore/tasks")).unwrap_err();
         assert!(e.to_string().contains("cannot read /nonexistent/dyncore/tasks"), "{e}");
+        assert_eq!(errno_of(&e), Some(libc::ENOENT));
+        let again = context(e, "while", Path::new("/x"));
+        assert_eq!(errno_of(&again), Some(libc::ENOENT));
     }
 
     #[test]

@@ -27,7 +27,7 @@ fn pause(looks: &mut u32) {
 /// Whether an error moving a thread means only that it has exited (the
 /// next discovery pass feeds its `Exit`).
 fn gone(e: &io::Error) -> bool {
-    e.raw_os_error() == Some(libc::ESRCH)
+    super::cgfs::errno_of(e) == Some(libc::ESRCH)
 }
 
 impl<P: Policy + ?Sized> Arbiter<P> {

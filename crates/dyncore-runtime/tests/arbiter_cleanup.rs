@@ -1,0 +1,284 @@
+//! The arbiter leaves nothing behind, whatever happens: a normal end,
+//! commands that exit non-zero, crash, fork, exec and churn threads, a
+//! dyncore panic (the drop guard), `SIGINT`/`SIGTERM` (the tree signalled
+//! and reaped), `SIGKILL` (the next start's sweep); and it refuses a second
+//! run on overlapping CPUs while letting disjoint ones run side by side.
+
+mod arbiter_common;
+
+use std::io::{BufRead as _, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use arbiter_common::*;
+use dyncore_core::Nanos;
+use dyncore_core::policy::{Action, Event, Policy};
+use dyncore_core::sched::ClusterScheduler;
+use dyncore_runtime::arbiter::{Arbiter, ArbiterError, Exit, LaunchError, Loc, Want};
+
+fn assert_gone(dirs: &[PathBuf]) {
+    for d in dirs {
+        assert!(!d.exists(), "{} was left behind", d.display());
+    }
+}
+
+/// Runs `a` until its commands have all exited (a generous safety limit).
+fn run_to_idle<P: Policy + ?Sized>(a: &mut Arbiter<P>) {
+    let until = a.now_ns() + 60_000 * MS;
+    a.run_until(until, true, &no_stop()).expect("the arbiter runs");
+    assert_eq!(a.running_commands(), 0, "a command did not finish in 60 s");
+}
+
+#[test]
+fn commands_that_exit_crash_fork_exec_and_churn_all_work_and_nothing_is_left() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    if !cgroups_usable() {
+        return;
+    }
+    let Some(cpus) = cpus(2) else { return };
+    let mut a = Arbiter::new(Box::new(scheduler(2, false)), config("commands", cpus, Want::Auto)).unwrap();
+    let parents = a.parent_groups();
+    assert!(!parents.is_empty() && parents.iter().all(|p| p.is_dir()));
+    let cases: [(&[&str], Exit); 6] = [
+        (&["exit", "3"], Exit::Code(3)),
+        (&["crash"], Exit::Signal(libc::SIGABRT)),
+        (&["fork", "3", "3000"], Exit::Code(0)),
+        (&["exec", "sh", "-c", "exit 4"], Exit::Code(4)),
+        (&["churn", "8", "5", "300"], Exit::Code(0)),
+        (&["work", "2000", "2"], Exit::Code(0)),
+    ];
+    for (i, (args, want)) in cases.iter().enumerate() {
+        assert_eq!(a.start(&argv(args), spec(1)).unwrap(), i);
+        run_to_idle(&mut a);
+        assert_eq!(a.commands()[i].exit, Some(*want), "{args:?}: {:?}", a.commands()[i]);
+        a.check().expect("the kernel's groups match the policy");
+    }
+    // A command that does not exist, or is not executable, starts nothing.
+    let e = a.start(&[std::ffi::OsString::from("dyncore-no-such-command")], spec(1)).unwrap_err();
+    assert!(matches!(e, ArbiterError::Launch(LaunchError::NotFound(_))), "{e}");
+    assert_eq!(e.to_string(), "dyncore-no-such-command: command not found");
+    let e = a.start(&[std::ffi::OsString::from("/proc/self/status")], spec(1)).unwrap_err();
+    assert!(matches!(e, ArbiterError::Launch(LaunchError::NotExecutable(_))), "{e}");
+    assert_eq!(a.commands().len(), cases.len());
+    let run = a.finish(None);
+    assert_gone(&parents);
+    let threads_of = |c: usize| run.log.threads.iter().filter(|t| t.command == c).collect::<Vec<_>>();
+    // The forked children were followed as processes of their own.
+    let fork_pids: std::collections::BTreeSet<_> = threads_of(2).iter().map(|t| t.pid).collect();
+    assert!(fork_pids.len() >= 2, "fork: {:?}", threads_of(2));
+    // The churned threads were followed as they came and went.
+    assert!(threads_of(4).len() >= 3, "churn: {:?}", threads_of(4));
+    assert!(run.log.threads.iter().all(|t| t.exited_ns.is_some()), "every thread exited before the end");
+    assert!(run.teardown.is_empty(), "{:?}", run.teardown);
+    eprintln!(
+        "{} threads over {} commands; {} corrections",
+        run.log.threads.len(),
+        cases.len(),
+        run.log.corrections
+    );
+}
+
+/// Chameleon's scheduler, which panics at its 50th tick: a dyncore bug.
+struct PanicsAtTick50(ClusterScheduler, u32);
+
+impl Policy for PanicsAtTick50 {
+    fn handle(&mut self, now: Nanos, event: &Event, out: &mut Vec<Action>) {
+        if matches!(event, Event::Tick { .. }) {
+            self.1 += 1;
+            assert!(self.1 < 50, "a policy bug");
+        }
+        self.0.handle(now, event, out);
+    }
+}
+
+#[test]
+fn a_panic_in_dyncore_kills_the_command_and_removes_the_groups() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let Some(cpus) = cpus(2) else { return };
+    for want in [Want::Auto, Want::Affinity] {
+        if want == Want::Auto && !cgroups_usable() {
+            continue;
+        }
+        let pid = AtomicI32::new(0);
+        let mut parents = Vec::new();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let policy: Box<dyn Policy> = Box::new(PanicsAtTick50(scheduler(2, true), 0));
+            let mut a = Arbiter::new(policy, config("panic", cpus.clone(), want)).unwrap();
+            parents = a.parent_groups();
+            a.start(&argv(&["spin"]), spec(2)).unwrap();
+            pid.store(a.commands()[0].pid, Ordering::SeqCst);
+            run_for(&mut a, 10_000);
+        }));
+        assert!(r.is_err(), "the policy panicked");
+        let pid = pid.load(Ordering::SeqCst);
+        assert!(pid > 0 && !process_alive(pid), "{want:?}: the command {pid} outlived the panic");
+        assert_gone(&parents);
+    }
+}
+
+#[test]
+fn two_runs_on_overlapping_cpus_are_refused_and_disjoint_ones_run_side_by_side() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let Some(cpus) = cpus(2) else { return };
+    let want = if cgroups_usable() { Want::Auto } else { Want::Affinity };
+    let mut a = Arbiter::new(Box::new(scheduler(1, false)), config("left", vec![cpus[0]], want)).unwrap();
+    let e = Arbiter::new(Box::new(scheduler(2, false)), config("both", cpus.clone(), want)).err().unwrap();
+    let msg = e.to_string();
+    assert!(matches!(e, ArbiterError::Overlap(_)), "{msg}");
+    assert!(
+        msg.starts_with(&format!("CPUs {} are already arbitrated by run dyncore.left.", cpus[0])),
+        "{msg}"
+    );
+    let mut b = Arbiter::new(Box::new(scheduler(1, false)), config("right", vec![cpus[1]], want)).unwrap();
+    a.start(&argv(&["spin"]), spec(1)).unwrap();
+    b.start(&argv(&["spin"]), spec(1)).unwrap();
+    for _ in 0..10 {
+        run_for(&mut a, 20);
+        run_for(&mut b, 20);
+    }
+    for (arb, cpu) in [(&a, cpus[0]), (&b, cpus[1])] {
+        let p = arb.placements();
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!((p[0].loc, p[0].real_cpu), (Some(Loc::Cpu(0)), Some(cpu)));
+    }
+    let (ra, rb) = (a.finish(None), b.finish(None));
+    assert!(ra.log.threads[0].cpu_ns > 0 && rb.log.threads[0].cpu_ns > 0);
+}
+
+// ---- Signals and SIGKILL, with the test binary itself as dyncore ----
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Release);
+}
+
+/// Runs an arbiter over `spin` until SIGINT or SIGTERM, then ends it by
+/// passing the signal on to the command's tree, and exits 128 + signal.
+/// Prints `READY <command pid> <parent groups...>`.
+#[test]
+#[ignore = "run by the signal and SIGKILL tests in a child process"]
+fn arbiter_child() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: `on_signal` only stores to an atomic (async-signal-safe).
+        unsafe { libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+    }
+    let want = if std::env::var("ARBITER_CHILD_AFFINITY").is_ok() { Want::Affinity } else { Want::Auto };
+    let cpus = cpus(2).expect("checked by the parent");
+    let mut a = Arbiter::new(Box::new(scheduler(2, true)), config("child", cpus, want)).unwrap();
+    a.start(&argv(&["spin"]), spec(2)).unwrap();
+    let parents: Vec<String> = a.parent_groups().iter().map(|p| p.display().to_string()).collect();
+    println!("READY {} {}", a.commands()[0].pid, parents.join(" "));
+    let _ = a.run_until(u64::MAX, true, &STOP);
+    // Which signal: the parent tells in the environment.
+    let sig = std::env::var("ARBITER_CHILD_SIGNAL").ok().and_then(|s| s.parse().ok()).unwrap_or(libc::SIGINT);
+    let run = a.finish(Some(sig));
+    println!("DONE {:?} {:?}", run.log.commands[0].exit, run.teardown);
+    std::process::exit(128 + sig);
+}
+
+struct Child {
+    child: std::process::Child,
+    cmd_pid: i32,
+    parents: Vec<PathBuf>,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+fn start_child(sig: i32, affinity: bool) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    dyncore_runtime::testing::held_by_parent(&mut cmd);
+    cmd.env("ARBITER_CHILD_SIGNAL", sig.to_string());
+    if affinity {
+        cmd.env("ARBITER_CHILD_AFFINITY", "1");
+    }
+    let mut child = cmd
+        .args(["--ignored", "--exact", "arbiter_child", "--nocapture", "--test-threads=1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("READY "))
+        .expect("the child never got ready");
+    let mut words = ready.split("READY ").nth(1).unwrap().split_whitespace();
+    let cmd_pid = words.next().unwrap().parse().unwrap();
+    let parents = words.map(PathBuf::from).collect();
+    Child { child, cmd_pid, parents, lines }
+}
+
+fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "the child did not exit");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn sigint_and_sigterm_signal_the_tree_reap_it_and_exit_130_and_143() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    if cpus(2).is_none() {
+        return;
+    }
+    let usable = cgroups_usable();
+    for (sig, affinity) in [(libc::SIGINT, false), (libc::SIGTERM, false), (libc::SIGINT, true)] {
+        if !affinity && !usable {
+            continue;
+        }
+        let mut c = start_child(sig, affinity);
+        assert!(process_alive(c.cmd_pid));
+        assert!(c.parents.iter().all(|p| p.is_dir()));
+        std::thread::sleep(Duration::from_millis(200));
+        // SAFETY: kill(2) takes no pointers.
+        unsafe { libc::kill(c.child.id() as i32, sig) };
+        let rest: Vec<String> = c.lines.by_ref().map_while(Result::ok).collect();
+        let status = wait_exit(&mut c.child);
+        let done = rest.iter().find(|l| l.contains("DONE ")).expect("the child reported").clone();
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(status.code(), Some(128 + sig), "{status:?}: {done}");
+        assert!(done.contains(&format!("Signal({sig})")), "the command died of the signal: {done}");
+        assert!(!process_alive(c.cmd_pid), "the command outlived dyncore");
+        assert!(status.signal().is_none());
+        assert_gone(&c.parents);
+    }
+}
+
+#[test]
+fn after_a_sigkill_the_next_start_removes_what_was_left() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    if !cgroups_usable() {
+        return;
+    }
+    let Some(cpus) = cpus(2) else { return };
+    let mut c = start_child(libc::SIGINT, false);
+    std::thread::sleep(Duration::from_millis(100));
+    c.child.kill().unwrap(); // SIGKILL
+    c.child.wait().unwrap();
+    // Left behind: the groups, and the command (frozen or running).
+    assert!(c.parents.iter().all(|p| p.is_dir()), "the groups are there until the next start");
+    assert!(process_alive(c.cmd_pid));
+    let name = c.parents[0].file_name().unwrap().to_string_lossy().into_owned();
+    let a = Arbiter::new(Box::new(scheduler(2, false)), config("after-kill", cpus, Want::Auto)).unwrap();
+    let swept = a.swept().to_vec();
+    drop(a);
+    assert!(
+        swept.iter().any(|l| l.contains(&format!("removed the groups of dead run {name}"))
+            && l.contains("killing 1 process")),
+        "{swept:?}"
+    );
+    assert_gone(&c.parents);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while process_alive(c.cmd_pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!process_alive(c.cmd_pid), "the orphaned command was killed");
+}
