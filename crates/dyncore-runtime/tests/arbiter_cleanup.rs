@@ -68,15 +68,27 @@ fn commands_that_exit_crash_fork_exec_and_churn_all_work_and_nothing_is_left() {
     // The forked children were followed as processes of their own.
     let fork_pids: std::collections::BTreeSet<_> = threads_of(2).iter().map(|t| t.pid).collect();
     assert!(fork_pids.len() >= 2, "fork: {:?}", threads_of(2));
-    // The churned threads were followed as they came and went.
+    // The churned threads were followed as they came and went (each lives
+    // a few ms, longer than a discovery pass).
     assert!(threads_of(4).len() >= 3, "churn: {:?}", threads_of(4));
+    // The first thread of each command is named after its program. (After
+    // an exec from another thread, the process comes back as a new thread,
+    // named after its new program: `sh`.)
+    for c in 0..cases.len() {
+        assert_eq!(threads_of(c)[0].comm, "dyncore-burn", "{:?}", threads_of(c)[0]);
+    }
     assert!(run.log.threads.iter().all(|t| t.exited_ns.is_some()), "every thread exited before the end");
     assert!(run.teardown.is_empty(), "{:?}", run.teardown);
+    let latency: Vec<u64> =
+        run.log.threads.iter().filter_map(|t| t.spawned_mono_ns.checked_sub(t.created_mono_ns?)).collect();
     eprintln!(
-        "{} threads over {} commands; {} corrections",
+        "{} threads over {} commands; {} corrections; discovery latency of {} threads: p50 {:.1} µs, max {:.1} µs",
         run.log.threads.len(),
         cases.len(),
-        run.log.corrections
+        run.log.corrections,
+        latency.len(),
+        dyncore_runtime::arbiter::quantile(&latency, 0.5) as f64 / 1e3,
+        dyncore_runtime::arbiter::quantile(&latency, 1.0) as f64 / 1e3,
     );
 }
 

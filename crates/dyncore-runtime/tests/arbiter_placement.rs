@@ -220,6 +220,18 @@ fn a_fuse_empties_and_freezes_the_borrowed_cpu_and_a_split_gives_it_back() {
         run.log.threads.len() - 1,
         run.log.threads.last().unwrap().dispatched_ns / MS
     );
+    for line in run.log.actuation.summary() {
+        eprintln!("{line}");
+    }
+    let polls = &run.log.poll_ns;
+    eprintln!(
+        "{} discovery passes, p50 {:.1} µs, p99 {:.1} µs; controller CPU {:.2}% of {:.2} s",
+        polls.len(),
+        dyncore_runtime::arbiter::quantile(polls, 0.5) as f64 / 1e3,
+        dyncore_runtime::arbiter::quantile(polls, 0.99) as f64 / 1e3,
+        run.log.controller_cpu_ns as f64 / run.end_ns as f64 * 100.0,
+        run.end_ns as f64 / 1e9
+    );
     assert!(splits >= 1, "the second thread split the object");
     assert!(run.log.threads[0].fused_ns > 0);
     let second = run.log.threads.iter().find(|t| t.command == 1).unwrap();

@@ -17,6 +17,7 @@ use super::affinity_only::AffinityOnly;
 use super::cgroups::Cgroups;
 use super::discover::ProcTree;
 use super::probe::{Flavor, Probe, ProbeInput};
+use super::procevents::{ProcEvent, ProcEvents};
 use super::record::{ArbiterLog, ArbiterRun, CommandRecord};
 use super::registry::{self, Claim, StartError};
 use super::spawn::{self, ChildPlan, Launched};
@@ -50,6 +51,14 @@ pub(super) struct Command {
     pub launched: Launched,
     pub spec: ThreadSpec,
     pub reaped: bool,
+    /// Its first thread was found (spawned to the policy).
+    pub found: bool,
+    /// The name its process will have (`comm`: the program's file name,
+    /// at most 15 bytes).
+    pub comm: String,
+    /// Readable once the process has exited (`pidfd_open`), where the
+    /// kernel has it.
+    pub pidfd: Option<std::os::fd::OwnedFd>,
 }
 
 /// What the arbiter mirrors of one of the policy's CPUs.
@@ -91,6 +100,11 @@ pub struct Arbiter<P: Policy + ?Sized> {
     /// Process → the command it belongs to.
     pub(super) pid_command: HashMap<Tid, usize>,
     pub(super) tree: ProcTree,
+    /// The kernel's process events, where permitted.
+    pub(super) events: Option<ProcEvents>,
+    pub(super) event_buf: Vec<ProcEvent>,
+    /// The full discovery pass's period (longer with events).
+    pub(super) poll_period_ns: Nanos,
     pub(super) cpus: Vec<CpuMirror>,
     pub(super) offline: Vec<bool>,
     origin: Instant,
@@ -174,6 +188,22 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         if let Mech::Affinity(a) = &mech {
             notes.push(a.hold_note().to_string());
         }
+        let events =
+            if cfg.events { ProcEvents::open() } else { Err(std::io::Error::other("not asked for")) };
+        let poll_period_ns = match &events {
+            Ok(_) => {
+                notes.push(format!(
+                    "threads followed by the kernel's process events, with a full pass every {} ms",
+                    cfg.safety_poll_ns / 1_000_000
+                ));
+                cfg.safety_poll_ns
+            }
+            Err(e) => {
+                notes
+                    .push(format!("threads found by a full pass every {} ms ({e})", cfg.poll_ns / 1_000_000));
+                cfg.poll_ns
+            }
+        };
         let n = cfg.cpus.len();
         let ticks = TickStats { tick_ns: cfg.tick_ns, ..TickStats::default() };
         Ok(Arbiter {
@@ -189,6 +219,9 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             by_tid: HashMap::new(),
             pid_command: HashMap::new(),
             tree: ProcTree::default(),
+            events: events.ok(),
+            event_buf: Vec::new(),
+            poll_period_ns,
             cpus: vec![CpuMirror { state: CpuState::Idle, since: 0 }; n],
             offline: vec![false; n],
             origin: Instant::now(),
@@ -318,7 +351,11 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         let launched = spawn::launch(&program, argv, &plan).map_err(ArbiterError::Io)?;
         let pid = launched.pid;
         let index = self.commands.len();
-        self.commands.push(Command { launched, spec, reaped: false });
+        let pidfd = super::poll::pidfd_open(pid);
+        let mut comm: String =
+            program.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        comm.truncate(comm.char_indices().nth(15).map_or(comm.len(), |(i, _)| i));
+        self.commands.push(Command { launched, spec, reaped: false, found: false, comm, pidfd });
         self.pid_command.insert(pid, index);
         self.log.commands.push(CommandRecord {
             argv: argv.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
@@ -332,8 +369,11 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         // Its first thread joins `held` (or waits at the gate) by itself:
         // find it, so that it is spawned and placed before this returns.
         let deadline = Instant::now() + Duration::from_secs(5);
-        while !self.by_tid.contains_key(&pid) {
+        while !self.commands[index].found {
             self.poll()?;
+            if self.commands[index].found {
+                break;
+            }
             if self.commands[index].reaped {
                 let r = &self.log.commands[index];
                 let why = r.exec_error.clone().unwrap_or_else(|| format!("{:?}", r.exit));
@@ -384,7 +424,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 continue;
             }
             let wake = self.next_tick.min(self.next_poll).min(until_ns);
-            std::thread::sleep(Duration::from_nanos((wake - now).min(10_000_000)));
+            self.wait((wake - now).min(10_000_000))?;
         }
     }
 

@@ -54,9 +54,15 @@
 //!    (the teardown; `Drop`; the next run's sweep after a `SIGKILL`).
 //! 4. Two live runs never hold a CPU in common ([`registry`]).
 //!
-//! What a thread not yet discovered does: it was created in its creator's
-//! group, so it runs on its creator's CPU under its creator's quota (or is
-//! frozen with it) until the next discovery pass, at most `poll_ns` later.
+//! ## Following the threads
+//! As root, the arbiter listens to the kernel's process events (the proc
+//! connector, `procevents`): it wakes as a thread of one of the run's
+//! processes is created or exits, and spawns it to the policy at once; a
+//! full pass over the run's groups every `safety_poll_ns` catches anything
+//! lost. Without them (not root), a full pass every `poll_ns`. A command's
+//! exit wakes the arbiter through a pidfd. What a thread not yet
+//! discovered does: it was created in its creator's group, so it runs on
+//! its creator's CPU under its creator's quota (or is frozen with it).
 
 mod affinity_only;
 mod cgfs;
@@ -66,6 +72,7 @@ mod driver;
 mod execute;
 mod poll;
 pub mod probe;
+mod procevents;
 pub mod record;
 pub mod registry;
 mod spawn;
@@ -137,8 +144,13 @@ pub struct ArbiterConfig {
     pub tick_ns: Nanos,
     /// Every CPU's load is sampled every `load_sample_ns`.
     pub load_sample_ns: Nanos,
-    /// Threads are discovered every `poll_ns`.
+    /// Threads are discovered by a full pass every `poll_ns`, or every
+    /// `safety_poll_ns` where the kernel's process events tell the arbiter
+    /// of each new thread as it is created (root).
     pub poll_ns: Nanos,
+    pub safety_poll_ns: Nanos,
+    /// Listen to the kernel's process events where permitted.
+    pub events: bool,
     /// How long the arbiter waits for a freeze to complete before it goes
     /// on without waiting (counted in [`Actuation::freeze_late`]). A thread
     /// asked to freeze runs no more of its own code either way: it stops
@@ -154,8 +166,9 @@ pub struct ArbiterConfig {
 
 impl ArbiterConfig {
     /// A configuration over real CPUs `cpus` with the defaults: the
-    /// simulator's 4 ms tick and 100 ms load sample, discovery every 2 ms,
-    /// freezes awaited 1 ms, 2 s of grace.
+    /// simulator's 4 ms tick and 100 ms load sample, the kernel's process
+    /// events with a full discovery pass every 50 ms (every 2 ms without
+    /// them), freezes awaited 1 ms, 2 s of grace.
     pub fn new(run_name: &str, cpus: Vec<CpuId>) -> ArbiterConfig {
         ArbiterConfig {
             run_name: run_name.to_string(),
@@ -164,6 +177,8 @@ impl ArbiterConfig {
             tick_ns: 4_000_000,
             load_sample_ns: 100_000_000,
             poll_ns: 2_000_000,
+            safety_poll_ns: 50_000_000,
+            events: true,
             freeze_deadline: Duration::from_millis(1),
             grace: Duration::from_secs(2),
             paths: SystemPaths::default(),

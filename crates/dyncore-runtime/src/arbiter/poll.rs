@@ -11,6 +11,7 @@ use dyncore_core::policy::{Event, Policy, ThreadId};
 
 use super::discover::{cpu_time_ns, thread_info};
 use super::driver::{Arbiter, Live, Mech, monotonic_ns};
+use super::procevents::ProcEvent;
 use super::record::{Exit, ThreadRecord};
 use super::{ArbiterError, Loc, Tid};
 
@@ -19,7 +20,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
     pub(super) fn poll(&mut self) -> Result<(), ArbiterError> {
         let start = Instant::now();
         let now = self.now_ns();
-        let poll = self.cfg.poll_ns;
+        let poll = self.poll_period_ns;
         self.next_poll = (now / poll + 1) * poll;
         let mut found = std::mem::take(&mut self.scan_buf);
         found.clear();
@@ -69,6 +70,90 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         Ok(())
     }
 
+    /// Waits up to `ns` for a process event or a command's exit (or just
+    /// sleeps, when there is nothing to wait on), and handles what came.
+    pub(super) fn wait(&mut self, ns: Nanos) -> Result<(), ArbiterError> {
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        if let Some(ev) = &self.events {
+            fds.push(libc::pollfd { fd: ev.raw_fd(), events: libc::POLLIN, revents: 0 });
+        }
+        let first_pidfd = fds.len();
+        fds.extend(self.commands.iter().filter(|c| !c.reaped).filter_map(|c| c.pidfd.as_ref()).map(|fd| {
+            libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(fd), events: libc::POLLIN, revents: 0 }
+        }));
+        if fds.is_empty() {
+            std::thread::sleep(std::time::Duration::from_nanos(ns));
+            return Ok(());
+        }
+        let ts = libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as _,
+        };
+        // SAFETY: `fds` is a valid array of its length; `ts` outlives the
+        // call; no signal mask is passed.
+        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+        if n <= 0 {
+            return Ok(()); // timeout, or a signal: the loop looks again
+        }
+        if first_pidfd == 1 && fds[0].revents != 0 {
+            self.handle_events()?;
+        }
+        if fds[first_pidfd..].iter().any(|f| f.revents != 0) {
+            // A command ended: reap it and feed its threads' exits now.
+            self.poll()?;
+        }
+        Ok(())
+    }
+
+    /// Handles the pending process events: threads created by the run's
+    /// processes are discovered, threads of the run that exited exit; a
+    /// full pass if events were lost or a process of the run `exec`ed.
+    fn handle_events(&mut self) -> Result<(), ArbiterError> {
+        let mut buf = std::mem::take(&mut self.event_buf);
+        buf.clear();
+        let mut full_pass = match &mut self.events {
+            Some(ev) => ev.drain(&mut buf)?,
+            None => false,
+        };
+        for &e in &buf {
+            match e {
+                ProcEvent::Fork { parent_tgid, child, child_tgid, at_ns, .. } => {
+                    // A new thread of one of the run's processes, or a new
+                    // process forked by one. (A thread's event names its
+                    // process's parent as its parent, so both are looked
+                    // at.) A command's own first thread is found by the
+                    // scan once it has joined the groups (see `start`).
+                    let ours = self.pid_command.contains_key(&child_tgid)
+                        || self.pid_command.contains_key(&parent_tgid);
+                    let root = self.commands.iter().any(|c| c.launched.pid == child);
+                    if !ours || root || self.by_tid.contains_key(&child) {
+                        continue;
+                    }
+                    // It is in its creator's groups, which the event does
+                    // not name: the reconcile moves it wherever it must be.
+                    self.discovered(child, None)?;
+                    if let Some(&t) = self.by_tid.get(&child) {
+                        self.log.threads[t].created_mono_ns = Some(at_ns);
+                    }
+                }
+                // An exec from a thread other than the leader gives that
+                // thread the leader's id, in the groups it was in: the
+                // full pass sees where it is.
+                ProcEvent::Exec { tgid } => full_pass |= self.pid_command.contains_key(&tgid),
+                ProcEvent::Exit { tid } => {
+                    if let Some(&t) = self.by_tid.get(&tid) {
+                        self.exit(t)?;
+                    }
+                }
+            }
+        }
+        self.event_buf = buf;
+        if full_pass {
+            self.poll()?;
+        }
+        Ok(())
+    }
+
     /// A new thread: to its command (by its process, or its parent's),
     /// numbered, spawned to the policy and placed where it says.
     fn discovered(&mut self, tid: Tid, loc: Option<Loc>) -> Result<(), ArbiterError> {
@@ -80,6 +165,14 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             (None, None) => 0,
         };
         self.pid_command.entry(info.pid).or_insert(command);
+        // A command's first thread is found before it `exec`s (frozen, or
+        // at the gate): it is named as the kernel will name it, after the
+        // program's file.
+        let root = tid == self.commands[command].launched.pid && !self.commands[command].found;
+        if root {
+            self.commands[command].found = true;
+        }
+        let comm = if root { self.commands[command].comm.clone() } else { info.comm };
         let thread = self.threads.len();
         let cpu = cpu_time_ns(tid).unwrap_or(0);
         self.threads.push(Live { tid, pid: info.pid, actual: loc, alive: true, cpu_sampled_ns: cpu });
@@ -89,10 +182,11 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             thread,
             tid,
             pid: info.pid,
-            comm: info.comm,
+            comm,
             command,
             spawned_ns,
             spawned_mono_ns: monotonic_ns(),
+            created_mono_ns: None,
             exited_ns: None,
             cpu_ns: cpu,
             fused_ns: 0,
@@ -164,4 +258,14 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         }
         Ok(())
     }
+}
+
+/// A descriptor that becomes readable when process `pid` exits
+/// (`pidfd_open(2)`, Linux 5.3); `None` where the kernel lacks it.
+pub(super) fn pidfd_open(pid: Tid) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd as _;
+    // SAFETY: pidfd_open takes a pid and flags, no pointers.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a non-negative result is a fresh descriptor nothing else owns.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
 }

@@ -28,6 +28,10 @@ pub struct ThreadRecord {
     /// timestamps: the discovery latency).
     pub spawned_ns: Nanos,
     pub spawned_mono_ns: u64,
+    /// When the kernel created it (its process event's time, same clock),
+    /// where events were on: `spawned_mono_ns - created_mono_ns` is the
+    /// discovery latency.
+    pub created_mono_ns: Option<u64>,
     /// When its `Exit` was fed (`None`: alive at the end).
     pub exited_ns: Option<Nanos>,
     /// CPU time it used, from its `schedstat`, as last sampled (at every
@@ -115,6 +119,25 @@ pub struct Actuation {
     pub freeze_ns: Vec<u64>,
     /// Freezes that had not completed by the deadline (the run went on).
     pub freeze_late: u64,
+}
+
+impl Actuation {
+    /// One line per mechanism: samples, p50 and p99 in µs.
+    pub fn summary(&self) -> Vec<String> {
+        let line = |name: &str, v: &[u64]| {
+            format!(
+                "{name}: {} samples, p50 {:.1} µs, p99 {:.1} µs",
+                v.len(),
+                quantile(v, 0.5) as f64 / 1e3,
+                quantile(v, 0.99) as f64 / 1e3
+            )
+        };
+        vec![
+            line("quota write", &self.quota_write_ns),
+            line("thread move", &self.move_ns),
+            format!("{} ({} late)", line("freeze", &self.freeze_ns), self.freeze_late),
+        ]
+    }
 }
 
 /// A quantile (0..=1) of `samples`, 0 if there are none.
