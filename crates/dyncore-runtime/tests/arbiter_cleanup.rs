@@ -34,13 +34,25 @@ fn run_to_idle<P: Policy + ?Sized>(a: &mut Arbiter<P>) {
 #[test]
 fn commands_that_exit_crash_fork_exec_and_churn_all_work_and_nothing_is_left() {
     let _cpus = dyncore_runtime::testing::real_cpus();
-    if !cgroups_usable() {
-        return;
-    }
     let Some(cpus) = cpus(2) else { return };
-    let mut a = Arbiter::new(Box::new(scheduler(2, false)), config("commands", cpus, Want::Auto)).unwrap();
+    let usable = cgroups_usable();
+    // With the kernel's process events and without (discovery passes
+    // only), with cgroups and with affinity only.
+    for (want, events) in [(Want::Auto, true), (Want::Auto, false), (Want::Affinity, true)] {
+        if want == Want::Auto && !usable {
+            continue;
+        }
+        let mut cfg = config("commands", cpus.clone(), want);
+        cfg.events = events;
+        commands_run(cfg);
+    }
+}
+
+fn commands_run(cfg: dyncore_runtime::arbiter::ArbiterConfig) {
+    let mut a = Arbiter::new(Box::new(scheduler(2, false)), cfg).unwrap();
     let parents = a.parent_groups();
-    assert!(!parents.is_empty() && parents.iter().all(|p| p.is_dir()));
+    assert!(parents.iter().all(|p| p.is_dir()));
+    eprintln!("{} {:?}", a.flavor(), a.notes());
     let cases: [(&[&str], Exit); 6] = [
         (&["exit", "3"], Exit::Code(3)),
         (&["crash"], Exit::Signal(libc::SIGABRT)),

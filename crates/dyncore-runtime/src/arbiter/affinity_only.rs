@@ -76,6 +76,33 @@ impl AffinityOnly {
         self.idle.remove(&tid);
     }
 
+    /// Checks that thread `tid` is where the policy has it: its affinity is
+    /// exactly `real` (a CPU's) and it is not `SCHED_IDLE`; or, held (`real`
+    /// = `None`), that it is `SCHED_IDLE` where holding is possible.
+    pub(crate) fn check(&self, tid: Tid, real: Option<CpuId>) -> Result<(), String> {
+        // SAFETY: cpu_set_t is plain bits; sched_getaffinity fills it.
+        let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `mask` is valid for writes of the size given.
+        if unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut mask) } != 0 {
+            return Ok(()); // exited meanwhile
+        }
+        // SAFETY: sched_getscheduler takes a pid, no pointers.
+        let policy = unsafe { libc::sched_getscheduler(tid) };
+        let cpus: CpuSet = (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: `mask` is a valid cpu_set_t; CPU_ISSET bounds-checks.
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &mask) })
+            .collect();
+        match real {
+            Some(c) if cpus != CpuSet::single(c) || policy == libc::SCHED_IDLE => Err(format!(
+                "thread {tid} runs on CPUs {cpus} (policy {policy}), the policy has it on CPU {c}"
+            )),
+            None if self.idle_hold && policy != libc::SCHED_IDLE => {
+                Err(format!("thread {tid} is held but under scheduling policy {policy}, not SCHED_IDLE"))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Puts every held thread back under `SCHED_OTHER` (the teardown).
     pub(crate) fn release_all(&mut self) -> Vec<io::Error> {
         let mut errors = Vec::new();

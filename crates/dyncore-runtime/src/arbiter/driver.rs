@@ -188,8 +188,11 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         if let Mech::Affinity(a) = &mech {
             notes.push(a.hold_note().to_string());
         }
-        let events =
-            if cfg.events { ProcEvents::open() } else { Err(std::io::Error::other("not asked for")) };
+        let events = if cfg.events {
+            ProcEvents::open()
+        } else {
+            Err(std::io::Error::other("process events not asked for"))
+        };
         let poll_period_ns = match &events {
             Ok(_) => {
                 notes.push(format!(

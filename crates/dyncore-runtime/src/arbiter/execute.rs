@@ -290,28 +290,46 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         }
     }
 
+    /// Where the policy has thread `t` now.
+    fn wanted(&self, t: ThreadId) -> Loc {
+        self.cpus
+            .iter()
+            .position(|m| matches!(m.state, CpuState::Running { thread, .. } if thread == t))
+            .map_or(Loc::Held, Loc::Cpu)
+    }
+
     /// Checks invariants 1 and 2 of the module doc against the kernel's
-    /// own lists (cgroup mode; with affinity only, against each thread's
-    /// affinity): an error names the thread or CPU.
+    /// own records: the run's groups (and that offline CPUs' groups are
+    /// frozen) with cgroups; each thread's affinity and scheduling policy
+    /// with affinity only. An error names the thread or CPU.
     pub fn check(&mut self) -> Result<(), String> {
-        let Mech::Groups(cg) = &mut self.mech else { return Ok(()) };
+        if let Mech::Affinity(a) = &self.mech {
+            let live: Vec<(ThreadId, super::Tid)> = self.by_tid.iter().map(|(&tid, &t)| (t, tid)).collect();
+            for (t, tid) in live {
+                let want = self.wanted(t);
+                let real = match want {
+                    Loc::Cpu(c) => Some(self.cfg.cpus[c]),
+                    Loc::Held => None,
+                };
+                a.check(tid, real)?;
+            }
+            return Ok(());
+        }
+        let wanted: HashMap<super::Tid, Loc> =
+            self.by_tid.iter().map(|(&tid, &t)| (tid, self.wanted(t))).collect();
+        let Mech::Groups(cg) = &mut self.mech else { unreachable!("checked above") };
         cg.check_consistent()?;
         let mut found = Vec::new();
         cg.scan(&mut found).map_err(|e| e.to_string())?;
         for (tid, loc) in found {
-            let Some(&t) = self.by_tid.get(&tid) else { continue }; // not discovered yet
-            let want = self
-                .cpus
-                .iter()
-                .position(|m| matches!(m.state, CpuState::Running { thread, .. } if thread == t))
-                .map_or(Loc::Held, Loc::Cpu);
+            let Some(&want) = wanted.get(&tid) else { continue }; // not discovered yet
             if loc != Some(want) {
-                return Err(format!("thread {t} (tid {tid}) is in {loc:?}, the policy has it at {want:?}"));
+                return Err(format!("thread {tid} is in {loc:?}, the policy has it at {want:?}"));
             }
             if let Some(Loc::Cpu(c)) = loc
                 && self.offline[c]
             {
-                return Err(format!("thread {t} (tid {tid}) is in the group of offline CPU {c}"));
+                return Err(format!("thread {tid} is in the group of offline CPU {c}"));
             }
         }
         for c in 0..self.cpus.len() {
