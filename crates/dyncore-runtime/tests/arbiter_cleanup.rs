@@ -306,3 +306,30 @@ fn after_a_sigkill_the_next_start_removes_what_was_left() {
     }
     assert!(!process_alive(c.cmd_pid), "the orphaned command was killed");
 }
+
+#[test]
+fn a_command_cannot_make_itself_real_time_in_the_run_s_groups() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    if !cgroups_usable() || dyncore_runtime::arbiter::resolve("chrt".as_ref()).is_err() {
+        return;
+    }
+    let Some(cpus) = cpus(2) else { return };
+    let mut a = Arbiter::new(Box::new(scheduler(2, false)), config("realtime", cpus, Want::Auto)).unwrap();
+    let parents = a.parent_groups();
+    // chrt runs inside the run's groups, which (with the kernel's real-time
+    // group scheduling, as here) have no real-time budget: it is refused,
+    // says so, and exits non-zero; nothing of it runs at real-time
+    // priority on the run's CPUs.
+    let mut cmd = vec![std::ffi::OsString::from("chrt"), "-f".into(), "1".into()];
+    cmd.extend(argv(&["work", "1000", "1"]));
+    a.start(&cmd, spec(1)).unwrap();
+    run_to_idle(&mut a);
+    let exit = a.commands()[0].exit;
+    let rt_budget = std::path::Path::new("/sys/fs/cgroup/cpu/cpu.rt_runtime_us").exists();
+    let run = a.finish(None);
+    assert_gone(&parents);
+    eprintln!("chrt -f 1 under the arbiter: {exit:?} (real-time group scheduling: {rt_budget})");
+    if rt_budget {
+        assert_eq!(exit, Some(Exit::Code(1)), "{:?}", run.log.commands);
+    }
+}

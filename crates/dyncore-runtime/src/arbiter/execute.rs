@@ -30,6 +30,22 @@ fn gone(e: &io::Error) -> bool {
     super::cgfs::errno_of(e) == Some(libc::ESRCH)
 }
 
+/// A move's error, with the likely reason where the kernel's is terse: a
+/// v1 `cpu` group refuses (`EINVAL`) a real-time thread, having no
+/// `rt_runtime` budget.
+fn move_error(e: io::Error, tid: super::Tid) -> ArbiterError {
+    if super::cgfs::errno_of(&e) == Some(libc::EINVAL) && e.to_string().contains("/tasks") {
+        return ArbiterError::Io(io::Error::new(
+            e.kind(),
+            format!(
+                "{e} (thread {tid} may be real-time: a cgroup v1 cpu group takes no SCHED_FIFO/SCHED_RR thread \
+                 without an rt_runtime budget; run the command without real-time priority)"
+            ),
+        ));
+    }
+    ArbiterError::Io(e)
+}
+
 impl<P: Policy + ?Sized> Arbiter<P> {
     /// Hands one event to the policy, records the traffic, executes the
     /// actions and makes the threads match.
@@ -220,7 +236,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                     self.threads[t].actual = Some(Loc::Cpu(cpu));
                 }
                 Err(e) if gone(&e) => {}
-                Err(e) => return Err(ArbiterError::Io(e)),
+                Err(e) => return Err(move_error(e, tid)),
             }
         }
         Ok(())
@@ -243,7 +259,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             match r {
                 Ok(()) => self.threads[t].actual = Some(Loc::Held),
                 Err(e) if gone(&e) => {}
-                Err(e) => return Err(ArbiterError::Io(e)),
+                Err(e) => return Err(move_error(e, tid)),
             }
         }
         let deadline = start + self.cfg.freeze_deadline;
