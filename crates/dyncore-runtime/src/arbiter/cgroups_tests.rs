@@ -32,23 +32,25 @@ fn text(p: impl AsRef<Path>) -> String {
 #[test]
 fn bandwidth_gives_the_duty_with_at_least_a_1_ms_quota() {
     let d = |pm| Duty::new(pm).unwrap();
-    // 50%: 2.5 ms of every 5 ms.
-    assert_eq!(bandwidth(d(500)), (5_000, Some(2_500)));
+    // 50% of the default 20 ms period: 10 ms.
+    assert_eq!(bandwidth(d(500), PERIOD_US), (20_000, Some(10_000)));
     // 62.5% and 87.5% (Table 2) are exact in µs.
-    assert_eq!(bandwidth(d(625)), (5_000, Some(3_125)));
-    assert_eq!(bandwidth(d(875)), (5_000, Some(4_375)));
+    assert_eq!(bandwidth(d(625), PERIOD_US), (20_000, Some(12_500)));
+    assert_eq!(bandwidth(d(875), 5_000), (5_000, Some(4_375)));
     // 100%: not throttled.
-    assert_eq!(bandwidth(Duty::FULL), (5_000, None));
-    // 12.5%: 1 ms of 8 ms (the period grows so the quota stays >= 1 ms).
-    assert_eq!(bandwidth(d(125)), (8_000, Some(1_000)));
+    assert_eq!(bandwidth(Duty::FULL, PERIOD_US), (20_000, None));
+    // 12.5% of 5 ms would be 625 µs: the period grows to 8 ms for a 1 ms quota.
+    assert_eq!(bandwidth(d(125), 5_000), (8_000, Some(1_000)));
     // 0.1%: 1 ms of 1 s.
-    assert_eq!(bandwidth(d(1)), (1_000_000, Some(1_000)));
-    for pm in 1..=1000 {
-        let (period, quota) = bandwidth(d(pm));
-        if let Some(q) = quota {
-            assert!(q >= MIN_QUOTA_US && period >= PERIOD_US, "{pm}");
-            // Within 1 µs of the duty.
-            assert!((q as f64 / period as f64 - f64::from(pm) / 1000.0).abs() * period as f64 <= 1.0, "{pm}");
+    assert_eq!(bandwidth(d(1), PERIOD_US), (1_000_000, Some(1_000)));
+    for period in [5_000, PERIOD_US] {
+        for pm in 1..=1000 {
+            let (p, quota) = bandwidth(d(pm), period);
+            if let Some(q) = quota {
+                assert!(q >= MIN_QUOTA_US && p >= period, "{pm}");
+                // Within 1 µs of the duty.
+                assert!((q as f64 / p as f64 - f64::from(pm) / 1000.0).abs() * p as f64 <= 1.0, "{pm}");
+            }
         }
     }
 }
@@ -57,7 +59,7 @@ fn bandwidth_gives_the_duty_with_at_least_a_1_ms_quota() {
 fn v1_layout_moves_duties_and_removal() {
     let d = tempfile::tempdir().unwrap();
     let flavor = v1_fixture(d.path());
-    let mut cg = Cgroups::create(&flavor, "dyncore.t.1", &[2, 3]).unwrap();
+    let mut cg = Cgroups::create(&flavor, "dyncore.t.1", &[2, 3], 5_000).unwrap();
     for h in ["cpuset", "cpu", "freezer"] {
         let run = d.path().join(h).join("dyncore.t.1");
         for g in ["cpu0", "cpu1", "held"] {
@@ -97,6 +99,9 @@ fn v1_layout_moves_duties_and_removal() {
     assert_eq!(cg.set_duty(0, Duty::FULL).unwrap(), 2);
     assert_eq!(text(cpu0.join("cpu.cfs_quota_us")), "-1");
 
+    // The run's weight goes on its parent in the cpu hierarchy.
+    assert!(cg.set_weight(1 << 20).unwrap().ends_with("cpu/dyncore.t.1/cpu.shares = 262144"));
+    assert_eq!(text(d.path().join("cpu/dyncore.t.1/cpu.shares")), "262144");
     cg.set_frozen(1, true).unwrap();
     assert!(cg.cpu_frozen(1).unwrap());
     assert_eq!(text(d.path().join("freezer/dyncore.t.1/cpu1/freezer.state")), "FROZEN");
@@ -122,7 +127,7 @@ fn v2_is_one_threaded_subtree() {
     let root = d.path().join("cg");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("cgroup.subtree_control"), "cpu io memory\n").unwrap();
-    let mut cg = Cgroups::create(&Flavor::V2 { root: root.clone() }, "dyncore.t.2", &[0, 1]).unwrap();
+    let mut cg = Cgroups::create(&Flavor::V2 { root: root.clone() }, "dyncore.t.2", &[0, 1], 5_000).unwrap();
     // The root had cpu but not cpuset: only cpuset is enabled there.
     assert_eq!(text(root.join("cgroup.subtree_control")), "+cpuset");
     let run = root.join("dyncore.t.2");
@@ -138,6 +143,10 @@ fn v2_is_one_threaded_subtree() {
     assert_eq!(text(run.join("cpu0/cpu.max")), "3750 5000");
     cg.set_duty(0, Duty::FULL).unwrap();
     assert_eq!(text(run.join("cpu0/cpu.max")), "max 5000");
+    cg.set_weight(262_144).unwrap();
+    assert_eq!(text(run.join("cpu.weight")), "10000");
+    cg.set_weight(1024).unwrap();
+    assert_eq!(text(run.join("cpu.weight")), "100", "a nice-0 process's weight");
     // Frozen is read from cgroup.events, which the kernel writes.
     std::fs::write(run.join("cpu1/cgroup.events"), "populated 0\nfrozen 1\n").unwrap();
     assert!(cg.cpu_frozen(1).unwrap());
@@ -153,7 +162,7 @@ fn a_failed_creation_removes_what_it_made() {
     // The freezer hierarchy's run group already exists: creation fails there,
     // after the cpuset and cpu trees were made.
     std::fs::create_dir_all(d.path().join("freezer/dyncore.t.3")).unwrap();
-    let e = Cgroups::create(&flavor, "dyncore.t.3", &[0]).unwrap_err();
+    let e = Cgroups::create(&flavor, "dyncore.t.3", &[0], PERIOD_US).unwrap_err();
     assert!(e.to_string().contains("cannot create the group"), "{e}");
     assert!(!d.path().join("cpuset/dyncore.t.3").exists());
     assert!(!d.path().join("cpu/dyncore.t.3").exists());
@@ -163,7 +172,7 @@ fn a_failed_creation_removes_what_it_made() {
 #[test]
 fn scan_lists_threads_by_group() {
     let d = tempfile::tempdir().unwrap();
-    let mut cg = Cgroups::create(&v1_fixture(d.path()), "dyncore.t.4", &[0, 1]).unwrap();
+    let mut cg = Cgroups::create(&v1_fixture(d.path()), "dyncore.t.4", &[0, 1], PERIOD_US).unwrap();
     cg.place(10, 0).unwrap();
     cg.place(11, 1).unwrap();
     cg.hold(12).unwrap();

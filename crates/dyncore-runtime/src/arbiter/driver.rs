@@ -149,8 +149,14 @@ fn validate(cfg: &ArbiterConfig) -> Result<CpuSet, ArbiterError> {
             cfg.cpus
         ));
     }
-    if cfg.tick_ns == 0 || cfg.poll_ns == 0 || cfg.load_sample_ns == 0 {
+    if cfg.tick_ns == 0 || cfg.poll_ns == 0 || cfg.safety_poll_ns == 0 || cfg.load_sample_ns == 0 {
         return bad("the tick, discovery and load periods must be positive".into());
+    }
+    if !(1_000..=1_000_000).contains(&cfg.quota_period_us) {
+        return bad(format!(
+            "a quota period of {} µs is outside the kernel's 1 ms to 1 s",
+            cfg.quota_period_us
+        ));
     }
     crate::affinity::check_allowed(set.iter()).map_err(|e| ArbiterError::Config(e.to_string()))?;
     Ok(set)
@@ -182,11 +188,18 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             })?;
         let mech = match &flavor {
             Flavor::Affinity => Mech::Affinity(AffinityOnly::new(&cfg.cpus, euid.is_root())),
-            f => Mech::Groups(Cgroups::create(f, &name, &cfg.cpus)?),
+            f => Mech::Groups(Cgroups::create(f, &name, &cfg.cpus, cfg.quota_period_us)?),
         };
         let mut notes = notes;
-        if let Mech::Affinity(a) = &mech {
-            notes.push(a.hold_note().to_string());
+        match (&mech, cfg.weight) {
+            (Mech::Affinity(a), w) => {
+                notes.push(a.hold_note().to_string());
+                if w.is_some() {
+                    notes.push("the run's weight is not applied with affinity only".into());
+                }
+            }
+            (Mech::Groups(cg), Some(w)) => notes.push(format!("the run's weight: {}", cg.set_weight(w)?)),
+            (Mech::Groups(_), None) => {}
         }
         let events = if cfg.events {
             ProcEvents::open()

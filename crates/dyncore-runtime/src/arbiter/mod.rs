@@ -13,7 +13,7 @@
 //! |---|---|---|
 //! | `Dispatch { c, Running { T } }` | T moves into runtime CPU c's group: pinned to c's real CPU (`cpuset.cpus`), under c's quota, thawed | T's affinity = c's real CPU |
 //! | T not running (queued, or its CPU went to another) | T moves into the run's frozen `held` group | `SCHED_IDLE` (root) |
-//! | `SetSpeed { c, duty }` | c's CFS quota = duty × period (`cpu.cfs_quota_us` / `cpu.max`; 100% = no quota) | not enforced (counted) |
+//! | `SetSpeed { c, duty }` | c's CFS quota = duty × period ([`PERIOD_US`], 20 ms; `cpu.cfs_quota_us` / `cpu.max`; 100% = no quota) | not enforced (counted) |
 //! | `Offline { cpus }` (a fuse's borrowed CPUs) | critical path only, Bolt-style: each CPU's threads held, then its group frozen (empty and frozen) | threads held |
 //! | `Online { cpus }` | each CPU's group thawed | — |
 //! | `Fuse` / `Split` | recorded; the representative's quota (its `SetSpeed`) is the fused duty | same |
@@ -158,9 +158,19 @@ pub struct ArbiterConfig {
     /// waiting for a CPU (behind another process) when asked: it stops the
     /// moment it gets one.
     pub freeze_deadline: Duration,
+    /// The CFS bandwidth period of the CPUs' quotas, µs ([`PERIOD_US`]).
+    pub quota_period_us: u64,
     /// At the end, how long the process tree has to exit after the first
     /// signal, before `SIGKILL`.
     pub grace: Duration,
+    /// The run's CFS weight against the machine's other processes (1024 =
+    /// one nice-0 process; `None`: the kernel's default, 1024). A duty is a
+    /// share of wall time: on a shared machine, other processes take from
+    /// it unless the run outweighs them (the runtime's workers use
+    /// real-time priority for the same reason). A high weight keeps the
+    /// duties true; the quota still caps every CPU. Not applied with
+    /// affinity only.
+    pub weight: Option<u32>,
     pub paths: SystemPaths,
 }
 
@@ -180,7 +190,9 @@ impl ArbiterConfig {
             safety_poll_ns: 50_000_000,
             events: true,
             freeze_deadline: Duration::from_millis(1),
+            quota_period_us: PERIOD_US,
             grace: Duration::from_secs(2),
+            weight: None,
             paths: SystemPaths::default(),
         }
     }
