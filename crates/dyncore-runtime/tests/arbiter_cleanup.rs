@@ -9,14 +9,14 @@ mod arbiter_common;
 use std::io::{BufRead as _, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use arbiter_common::*;
 use dyncore_core::Nanos;
 use dyncore_core::policy::{Action, Event, Policy};
 use dyncore_core::sched::ClusterScheduler;
-use dyncore_runtime::arbiter::{Arbiter, ArbiterError, Exit, LaunchError, Loc, Want};
+use dyncore_runtime::arbiter::{Arbiter, ArbiterError, Ending, Exit, LaunchError, Loc, Signals, Want};
 
 fn assert_gone(dirs: &[PathBuf]) {
     for d in dirs {
@@ -74,7 +74,7 @@ fn commands_run(cfg: dyncore_runtime::arbiter::ArbiterConfig) {
     let e = a.start(&[std::ffi::OsString::from("/proc/self/status")], spec(1)).unwrap_err();
     assert!(matches!(e, ArbiterError::Launch(LaunchError::NotExecutable(_))), "{e}");
     assert_eq!(a.commands().len(), cases.len());
-    let run = a.finish(None);
+    let run = a.finish(Ending::Kill);
     assert_gone(&parents);
     let threads_of = |c: usize| run.log.threads.iter().filter(|t| t.command == c).collect::<Vec<_>>();
     // The forked children were followed as processes of their own.
@@ -167,40 +167,32 @@ fn two_runs_on_overlapping_cpus_are_refused_and_disjoint_ones_run_side_by_side()
         assert_eq!(p.len(), 1, "{p:?}");
         assert_eq!((p[0].loc, p[0].real_cpu), (Some(Loc::Cpu(0)), Some(cpu)));
     }
-    let (ra, rb) = (a.finish(None), b.finish(None));
+    let (ra, rb) = (a.finish(Ending::Kill), b.finish(Ending::Kill));
     assert!(ra.log.threads[0].cpu_ns > 0 && rb.log.threads[0].cpu_ns > 0);
 }
 
 // ---- Signals and SIGKILL, with the test binary itself as dyncore ----
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Release);
-}
-
-/// Runs an arbiter over `spin` until SIGINT or SIGTERM, then ends it by
-/// passing the signal on to the command's tree, and exits 128 + signal.
-/// Prints `READY <command pid> <parent groups...>`.
+/// Runs an arbiter over `spin` until SIGINT or SIGTERM (through the
+/// arbiter's `Signals`), ends the run as they say, and exits 128 + the
+/// signal. Prints `READY <command pid> <parent groups...>`, then `DONE`
+/// with the command's exit, the ending and what the teardown did.
 #[test]
 #[ignore = "run by the signal and SIGKILL tests in a child process"]
 fn arbiter_child() {
     let _cpus = dyncore_runtime::testing::real_cpus();
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: `on_signal` only stores to an atomic (async-signal-safe).
-        unsafe { libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
-    }
+    let signals = Signals::install().unwrap();
     let want = if std::env::var("ARBITER_CHILD_AFFINITY").is_ok() { Want::Affinity } else { Want::Auto };
     let cpus = cpus(2).expect("checked by the parent");
     let mut a = Arbiter::new(Box::new(scheduler(2, true)), config("child", cpus, want)).unwrap();
     a.start(&argv(&["spin"]), spec(2)).unwrap();
     let parents: Vec<String> = a.parent_groups().iter().map(|p| p.display().to_string()).collect();
     println!("READY {} {}", a.commands()[0].pid, parents.join(" "));
-    let _ = a.run_until(u64::MAX, true, &STOP);
-    // Which signal: the parent tells in the environment.
-    let sig = std::env::var("ARBITER_CHILD_SIGNAL").ok().and_then(|s| s.parse().ok()).unwrap_or(libc::SIGINT);
-    let run = a.finish(Some(sig));
-    println!("DONE {:?} {:?}", run.log.commands[0].exit, run.teardown);
+    let _ = a.run_until(u64::MAX, true, signals.stop_flag());
+    let ending = signals.ending().unwrap_or(Ending::Kill);
+    let sig = signals.received().map_or(0, |r| r.signal);
+    let run = a.finish(ending);
+    println!("DONE exit={:?} ending={ending:?} teardown={:?}", run.log.commands[0].exit, run.teardown);
     std::process::exit(128 + sig);
 }
 
@@ -209,14 +201,43 @@ struct Child {
     cmd_pid: i32,
     parents: Vec<PathBuf>,
     lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    /// The master side of the child's controlling terminal, if it has one.
+    terminal: Option<std::fs::File>,
 }
 
-fn start_child(sig: i32, affinity: bool) -> Child {
+/// Starts the test binary running `arbiter_child`: with affinity only if
+/// asked, and on a terminal of its own (a pty, its controlling terminal,
+/// whose foreground process group it leads) if asked.
+fn start_child(affinity: bool, on_terminal: bool) -> Child {
+    use std::os::fd::FromRawFd as _;
+    use std::os::unix::process::CommandExt as _;
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     dyncore_runtime::testing::held_by_parent(&mut cmd);
-    cmd.env("ARBITER_CHILD_SIGNAL", sig.to_string());
     if affinity {
         cmd.env("ARBITER_CHILD_AFFINITY", "1");
+    }
+    let mut terminal = None;
+    if on_terminal {
+        let (mut master, mut slave) = (0, 0);
+        // SAFETY: openpty writes the two descriptors; the other arguments
+        // may be null.
+        let rc = unsafe {
+            libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null())
+        };
+        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+        // SAFETY: fresh descriptors that nothing else owns.
+        terminal = Some(unsafe { std::fs::File::from_raw_fd(master) });
+        cmd.stdin(unsafe { Stdio::from_raw_fd(slave) });
+        // SAFETY: setsid and ioctl are async-signal-safe; the child makes
+        // its stdin (the pty) its controlling terminal.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
     }
     let mut child = cmd
         .args(["--ignored", "--exact", "arbiter_child", "--nocapture", "--test-threads=1"])
@@ -233,7 +254,7 @@ fn start_child(sig: i32, affinity: bool) -> Child {
     let mut words = ready.split("READY ").nth(1).unwrap().split_whitespace();
     let cmd_pid = words.next().unwrap().parse().unwrap();
     let parents = words.map(PathBuf::from).collect();
-    Child { child, cmd_pid, parents, lines }
+    Child { child, cmd_pid, parents, lines, terminal }
 }
 
 fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
@@ -248,30 +269,52 @@ fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
 }
 
 #[test]
-fn sigint_and_sigterm_signal_the_tree_reap_it_and_exit_130_and_143() {
+fn sigint_and_sigterm_end_the_tree_reap_it_and_exit_130_and_143() {
     let _cpus = dyncore_runtime::testing::real_cpus();
     if cpus(2).is_none() {
         return;
     }
     let usable = cgroups_usable();
-    for (sig, affinity) in [(libc::SIGINT, false), (libc::SIGTERM, false), (libc::SIGINT, true)] {
+    // (signal, affinity only, from a terminal's Ctrl-C rather than kill)
+    for (sig, affinity, terminal) in [
+        (libc::SIGINT, false, false),
+        (libc::SIGTERM, false, false),
+        (libc::SIGINT, true, false),
+        (libc::SIGINT, false, true),
+    ] {
         if !affinity && !usable {
             continue;
         }
-        let mut c = start_child(sig, affinity);
+        let mut c = start_child(affinity, terminal);
         assert!(process_alive(c.cmd_pid));
         assert!(c.parents.iter().all(|p| p.is_dir()));
         std::thread::sleep(Duration::from_millis(200));
-        // SAFETY: kill(2) takes no pointers.
-        unsafe { libc::kill(c.child.id() as i32, sig) };
+        match &mut c.terminal {
+            // Ctrl-C: the terminal signals its whole foreground process
+            // group, the command included.
+            Some(master) => std::io::Write::write_all(master, b"\x03").unwrap(),
+            // kill: dyncore alone.
+            // SAFETY: kill(2) takes no pointers.
+            None => assert_eq!(unsafe { libc::kill(c.child.id() as i32, sig) }, 0),
+        }
         let rest: Vec<String> = c.lines.by_ref().map_while(Result::ok).collect();
         let status = wait_exit(&mut c.child);
         let done = rest.iter().find(|l| l.contains("DONE ")).expect("the child reported").clone();
         use std::os::unix::process::ExitStatusExt as _;
         assert_eq!(status.code(), Some(128 + sig), "{status:?}: {done}");
-        assert!(done.contains(&format!("Signal({sig})")), "the command died of the signal: {done}");
-        assert!(!process_alive(c.cmd_pid), "the command outlived dyncore");
         assert!(status.signal().is_none());
+        assert!(
+            done.contains(&format!("exit=Some(Signal({sig}))")),
+            "the command died of the signal: {done}"
+        );
+        if terminal {
+            // The terminal signalled the command itself: dyncore waited
+            // for it and sent nothing.
+            assert!(done.contains("ending=Wait") && !done.contains("sent SIG"), "{done}");
+        } else {
+            assert!(done.contains(&format!("ending=Signal({sig})")), "{done}");
+        }
+        assert!(!process_alive(c.cmd_pid), "the command outlived dyncore");
         assert_gone(&c.parents);
     }
 }
@@ -283,7 +326,7 @@ fn after_a_sigkill_the_next_start_removes_what_was_left() {
         return;
     }
     let Some(cpus) = cpus(2) else { return };
-    let mut c = start_child(libc::SIGINT, false);
+    let mut c = start_child(false, false);
     std::thread::sleep(Duration::from_millis(100));
     c.child.kill().unwrap(); // SIGKILL
     c.child.wait().unwrap();
@@ -326,7 +369,7 @@ fn a_command_cannot_make_itself_real_time_in_the_run_s_groups() {
     run_to_idle(&mut a);
     let exit = a.commands()[0].exit;
     let rt_budget = std::path::Path::new("/sys/fs/cgroup/cpu/cpu.rt_runtime_us").exists();
-    let run = a.finish(None);
+    let run = a.finish(Ending::Kill);
     assert_gone(&parents);
     eprintln!("chrt -f 1 under the arbiter: {exit:?} (real-time group scheduling: {rt_budget})");
     if rt_budget {

@@ -15,7 +15,7 @@ use dyncore_core::policy::contract::{Checker, check_replay};
 use dyncore_core::policy::trace::{parse_events, replay};
 use dyncore_core::speed::SpeedModel;
 use dyncore_core::topology::Topology;
-use dyncore_runtime::arbiter::{Arbiter, Loc, Want, cpu_time_ns, last_cpu_and_state};
+use dyncore_runtime::arbiter::{Arbiter, Ending, Loc, Want, cpu_time_ns, last_cpu_and_state};
 
 /// Samples, while the arbiter is paused (so the placement cannot change),
 /// every live thread twice `gap` apart. Returns (running checks, held
@@ -76,7 +76,7 @@ fn placement_run(want: Want) {
         held += h;
         a.check().expect("the kernel's records match the policy");
     }
-    let run = a.finish(None);
+    let run = a.finish(Ending::Kill);
     eprintln!(
         "checked {running} running and {held} held samples; {} moves, freeze p50 {} ns, {} late",
         run.log.actuation.move_ns.len(),
@@ -147,7 +147,7 @@ fn a_50_percent_duty_delivers_half_a_cpu() {
     run_for(&mut a, 1_000);
     let (per1, thr1) = cpu_stat(&dirs);
     let (cpu1, at1) = (cpu_time_ns(p[0].tid).unwrap(), a.now_ns());
-    let run = a.finish(None);
+    let run = a.finish(Ending::Kill);
     let (periods, throttled, cpu, window) = (per1 - per0, thr1 - thr0, cpu1 - cpu0, at1 - at0);
     let share = cpu as f64 / window as f64;
     eprintln!(
@@ -212,7 +212,7 @@ fn a_fuse_empties_and_freezes_the_borrowed_cpu_and_a_split_gives_it_back() {
         run_for(&mut a, 50);
         a.check().expect("the kernel's groups match the policy");
     }
-    let run = a.finish(None);
+    let run = a.finish(Ending::Kill);
     let splits = run.log.reconfigs.iter().filter(|r| r.online).count();
     let fuses = run.log.reconfigs.iter().filter(|r| !r.online).count();
     eprintln!(

@@ -79,6 +79,22 @@ pub struct Placement {
     pub real_cpu: Option<CpuId>,
 }
 
+/// How a run ends ([`Arbiter::finish`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// `SIGKILL` what is left at once.
+    Kill,
+    /// Send this signal to every process of the run, give them the grace
+    /// period to exit, then `SIGKILL` what is left: the end of a normal run
+    /// (`SIGTERM` for what its command left behind, as systemd stops a
+    /// unit), or a signal passed on.
+    Signal(i32),
+    /// The processes were signalled already (a terminal's Ctrl-C reaches
+    /// the whole foreground process group): give them the grace period,
+    /// then `SIGKILL` what is left.
+    Wait,
+}
+
 /// Runs of this process, numbered (part of each run's group name).
 static RUNS: AtomicU64 = AtomicU64::new(0);
 
@@ -469,17 +485,17 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         Ok(())
     }
 
-    /// Ends the run: every command's tree is sent `first` (if any), given
-    /// the grace period to exit, then killed; the groups are removed and
-    /// the claim released. Returns what was measured and recorded.
-    pub fn finish(mut self, first: Option<i32>) -> ArbiterRun {
+    /// Ends the run as `ending` says (what is left of the commands' trees is
+    /// killed at the end in every case); the groups are removed and the
+    /// claim released. Returns what was measured and recorded.
+    pub fn finish(mut self, ending: Ending) -> ArbiterRun {
         let end = self.now_ns();
         for cpu in 0..self.cpus.len() {
             let m = self.cpus[cpu];
             self.close(cpu, m, end);
         }
         self.sample_all();
-        let teardown = self.teardown(first);
+        let teardown = self.teardown(ending);
         let mut log = std::mem::take(&mut self.log);
         for s in &log.slices {
             let t = &mut log.threads[s.thread];
@@ -505,10 +521,10 @@ impl<P: Policy + ?Sized> Arbiter<P> {
     }
 
     /// The teardown (module doc, invariant 3): thaw everything, signal the
-    /// trees with `first` and wait the grace period, `SIGKILL` what is
+    /// trees and wait the grace period as `ending` says, `SIGKILL` what is
     /// left, reap the commands, remove the groups, release the claim. Runs
     /// once; every step goes on after an error. Returns what it did.
-    fn teardown(&mut self, first: Option<i32>) -> Vec<String> {
+    fn teardown(&mut self, ending: Ending) -> Vec<String> {
         if std::mem::replace(&mut self.torn_down, true) {
             return Vec::new();
         }
@@ -517,12 +533,16 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             Mech::Groups(cg) => cg.thaw_all(),
             Mech::Affinity(a) => a.release_all(),
         };
-        if let Some(sig) = first {
-            let n = self.signal_tree(sig);
-            if n > 0 {
-                lines.push(format!("sent {} to {n} process(es)", signal_name(sig)));
-                self.wait_gone(self.cfg.grace);
+        match ending {
+            Ending::Signal(sig) => {
+                let n = self.signal_tree(sig);
+                if n > 0 {
+                    lines.push(format!("sent {} to {n} process(es)", signal_name(sig)));
+                    self.wait_gone(self.cfg.grace);
+                }
             }
+            Ending::Wait => self.wait_gone(self.cfg.grace),
+            Ending::Kill => {}
         }
         let n = self.signal_tree(libc::SIGKILL);
         if n > 0 {
@@ -592,7 +612,7 @@ impl<P: Policy + ?Sized> Drop for Arbiter<P> {
     /// The drop guard: a run that was not finished (a panic, an early
     /// return) still kills its commands and removes its groups.
     fn drop(&mut self) {
-        for line in self.teardown(None) {
+        for line in self.teardown(Ending::Kill) {
             eprintln!("dyncore arbiter {}: {line}", self.name);
         }
     }

@@ -65,6 +65,7 @@
 //! its creator's CPU under its creator's quota (or is frozen with it).
 
 mod affinity_only;
+mod baseline;
 mod cgfs;
 mod cgroups;
 mod discover;
@@ -75,7 +76,9 @@ pub mod probe;
 mod procevents;
 pub mod record;
 pub mod registry;
+mod signals;
 mod spawn;
+mod summary;
 mod teardown;
 
 use std::path::PathBuf;
@@ -83,14 +86,16 @@ use std::time::Duration;
 
 use dyncore_core::{CpuId, Nanos};
 
+pub use baseline::{AloneRun, run_alone};
 pub use cgroups::{PERIOD_US, bandwidth};
 pub use discover::{cpu_time_ns, last_cpu_and_state};
-pub use driver::{Arbiter, Placement};
+pub use driver::{Arbiter, Ending, Placement};
 pub use probe::{Flavor, Probe, Want};
 pub use record::{
     Actuation, ArbiterLog, ArbiterRun, CommandRecord, Exit, FuseRecord, ThreadRecord, quantile,
 };
 pub use registry::Overlap;
+pub use signals::{Received, Signals};
 pub use spawn::{LaunchError, resolve};
 pub use teardown::signal_name;
 
