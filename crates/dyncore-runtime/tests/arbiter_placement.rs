@@ -151,10 +151,12 @@ fn a_50_percent_duty_delivers_half_a_cpu() {
     let (periods, throttled, cpu, window) = (per1 - per0, thr1 - thr0, cpu1 - cpu0, at1 - at0);
     let share = cpu as f64 / window as f64;
     eprintln!(
-        "controller: {:.3}% of a CPU ({} tick rounds, {} passes)",
+        "controller: {:.3}% of a CPU ({} tick rounds, {} passes, {} process events in {} wakeups)",
         run.log.controller_cpu_ns as f64 / run.end_ns as f64 * 100.0,
         run.log.ticks.rounds,
-        run.log.polls
+        run.log.polls,
+        run.log.proc_events,
+        run.log.event_wakeups
     );
     eprintln!(
         "50% duty: {:.1} ms of CPU in {:.1} ms = {:.3}; {throttled} of {periods} periods throttled; {}",

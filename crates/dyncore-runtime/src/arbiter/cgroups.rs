@@ -105,8 +105,10 @@ struct Tree {
     held: Group,
 }
 
-/// The run's groups. Dropping it does not remove them: the arbiter's
-/// teardown empties them first, then calls [`Cgroups::remove`].
+/// The run's groups. The arbiter's teardown empties them, then calls
+/// [`Cgroups::remove`]; dropping it removes whatever is still there (a run
+/// that failed to start after creating them), which only empty groups
+/// allow.
 #[derive(Debug)]
 pub(crate) struct Cgroups {
     version: Version,
@@ -465,6 +467,14 @@ fn read_fresh(path: &Path, buf: &mut Vec<u8>) -> io::Result<()> {
         .and_then(|mut f| f.read_to_end(buf))
         .map(drop)
         .map_err(|e| cgfs::context(e, "cannot read", path))
+}
+
+impl Drop for Cgroups {
+    fn drop(&mut self) {
+        for e in self.remove() {
+            eprintln!("dyncore arbiter: {e}");
+        }
+    }
 }
 
 fn is_frozen(version: Version, file: Option<&Control>, buf: &mut Vec<u8>) -> io::Result<bool> {

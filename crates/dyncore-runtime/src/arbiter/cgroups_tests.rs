@@ -170,6 +170,16 @@ fn a_failed_creation_removes_what_it_made() {
 }
 
 #[test]
+fn dropping_the_groups_removes_them() {
+    let d = tempfile::tempdir().unwrap();
+    let cg = Cgroups::create(&v1_fixture(d.path()), "dyncore.t.5", &[0], PERIOD_US).unwrap();
+    let parents = cg.parents();
+    assert!(parents.iter().all(|p| p.is_dir()));
+    drop(cg);
+    assert!(parents.iter().all(|p| !p.exists()));
+}
+
+#[test]
 fn scan_lists_threads_by_group() {
     let d = tempfile::tempdir().unwrap();
     let mut cg = Cgroups::create(&v1_fixture(d.path()), "dyncore.t.4", &[0, 1], PERIOD_US).unwrap();

@@ -128,12 +128,14 @@ pub struct Arbiter<P: Policy + ?Sized> {
     pub(super) next_tick: Nanos,
     pub(super) next_poll: Nanos,
     pub(super) load_at: Nanos,
-    pub(super) load_busy: Vec<u64>,
     pub(super) queued: VecDeque<Event>,
     pub(super) out: Vec<Action>,
     /// The representative of the `Fuse`/`Split` whose `Offline`/`Online`
     /// comes next.
     pub(super) pending_rep: Option<CpuId>,
+    /// Something may have moved since the last reconcile (a `Dispatch`, a
+    /// new thread, a thread found elsewhere): most ticks change nothing.
+    pub(super) dirty: bool,
     pub(super) log: ArbiterLog,
     pub(super) record: TraceWriter<Vec<u8>, Vec<u8>>,
     cpu_time_before: Nanos,
@@ -261,10 +263,10 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             next_tick: 0,
             next_poll: 0,
             load_at: 0,
-            load_busy: vec![0; n],
             queued: VecDeque::new(),
             out: Vec::new(),
             pending_rep: None,
+            dirty: false,
             log: ArbiterLog { ticks, borrowed_ns: vec![0; n], ..ArbiterLog::default() },
             record: TraceWriter::new(Vec::with_capacity(1 << 20), Vec::with_capacity(1 << 20)),
             cpu_time_before: thread_cpu_ns(),

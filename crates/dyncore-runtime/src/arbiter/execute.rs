@@ -71,6 +71,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             Action::Dispatch { cpu, state } => {
                 let old = std::mem::replace(&mut self.cpus[cpu], CpuMirror { state, since: now });
                 self.close(cpu, old, now);
+                self.dirty = true;
                 Ok(())
             }
             Action::SetSpeed { cpu, duty } => self.set_duty(cpu, duty),
@@ -198,6 +199,9 @@ impl<P: Policy + ?Sized> Arbiter<P> {
     /// module doc): holds every thread whose place changes and waits until
     /// they are frozen, then places every thread the policy runs.
     pub(super) fn reconcile(&mut self) -> Result<(), ArbiterError> {
+        if !std::mem::replace(&mut self.dirty, false) {
+            return Ok(());
+        }
         let mut desired: HashMap<ThreadId, CpuId> = HashMap::new();
         for (cpu, m) in self.cpus.iter().enumerate() {
             if let CpuState::Running { thread, .. } = m.state {

@@ -9,7 +9,7 @@
 //!
 //! ## Mechanisms ([`probe`] chooses; the run reports which and why)
 //!
-//! | action | cgroup v1 / v2 | affinity only ([`affinity_only`](self)) |
+//! | action | cgroup v1 / v2 | affinity only |
 //! |---|---|---|
 //! | `Dispatch { c, Running { T } }` | T moves into runtime CPU c's group: pinned to c's real CPU (`cpuset.cpus`), under c's quota, thawed | T's affinity = c's real CPU |
 //! | T not running (queued, or its CPU went to another) | T moves into the run's frozen `held` group | `SCHED_IDLE` (root) |
@@ -34,7 +34,7 @@
 //!    once; `Offline`/`Online` hold the CPU's threads and freeze it (or
 //!    thaw it) at once; `Dispatch` updates the arbiter's mirror of the
 //!    policy's CPUs.
-//! 3. Then the real threads are made to match the mirror ([`reconcile`]):
+//! 3. Then the real threads are made to match the mirror (`reconcile`):
 //!    every thread whose place changes is first moved into `held` (and
 //!    the arbiter waits, bounded, until the freezer says it is frozen);
 //!    then each thread the policy runs is moved into its CPU's group. So a
@@ -43,8 +43,11 @@
 //!    kernel, when the wait times out: [`Actuation::freeze_late`]), and a
 //!    thread moving between CPUs passes through `held`.
 //!
-//! ## Invariants (asserted by [`Arbiter::check`] in tests, and on every
-//! feed in debug builds where cheap)
+//! ## Invariants
+//! [`Arbiter::check`] checks 1 and 2 against the kernel's own records (the
+//! tests call it between steps); the registry keeps 4; the teardown and
+//! the sweep keep 3; in debug builds every call's traffic also goes
+//! through the boundary's contract checker.
 //! 1. A thread the policy runs on CPU c is in c's group (every hierarchy),
 //!    and a thread it does not run is in `held`, once the call that
 //!    decided it returns.

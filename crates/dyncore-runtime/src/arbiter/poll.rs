@@ -53,6 +53,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                         self.threads[t].actual = loc;
                         self.log.corrections += 1;
                         corrected = true;
+                        self.dirty = true;
                     }
                 }
                 None => self.discovered(tid, loc)?,
@@ -115,6 +116,8 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             Some(ev) => ev.drain(&mut buf)?,
             None => false,
         };
+        self.log.proc_events += buf.len() as u64;
+        self.log.event_wakeups += 1;
         for &e in &buf {
             match e {
                 ProcEvent::Fork { parent_tgid, child, child_tgid, at_ns, .. } => {
@@ -176,6 +179,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         let thread = self.threads.len();
         let cpu = cpu_time_ns(tid).unwrap_or(0);
         self.threads.push(Live { tid, pid: info.pid, actual: loc, alive: true, cpu_sampled_ns: cpu });
+        self.dirty = true;
         self.by_tid.insert(tid, thread);
         let spawned_ns = self.now_ns();
         self.log.threads.push(ThreadRecord {
@@ -253,7 +257,6 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         }
         self.load_at = now;
         for (cpu, b) in busy.into_iter().enumerate() {
-            self.load_busy[cpu] += b;
             self.feed(Event::Load { cpu, busy_ns: b.min(window_ns), window_ns })?;
         }
         Ok(())

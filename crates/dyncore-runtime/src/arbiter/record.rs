@@ -165,6 +165,10 @@ pub struct ArbiterLog {
     /// (a thread that `exec`ed from a non-leader thread takes the leader's
     /// id; a process that moved itself), and put back.
     pub corrections: u64,
+    /// The kernel's process events read (the whole machine's: most are
+    /// other processes'), and how many wakeups of the arbiter they caused.
+    pub proc_events: u64,
+    pub event_wakeups: u64,
     /// Discovery passes, and what each took.
     pub polls: u64,
     pub poll_ns: Vec<u64>,
