@@ -129,7 +129,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                     let ours = self.pid_command.contains_key(&child_tgid)
                         || self.pid_command.contains_key(&parent_tgid);
                     let root = self.commands.iter().any(|c| c.launched.pid == child);
-                    if !ours || root || self.by_tid.contains_key(&child) {
+                    if !ours || root || self.by_tid.contains_key(&child) || !self.in_run(child) {
                         continue;
                     }
                     // It is in its creator's groups, which the event does
@@ -201,9 +201,25 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         self.feed(Event::Spawn { thread, spec })
     }
 
+    /// Whether thread `tid` is in the run's groups (cgroups; with affinity
+    /// only, whether its process is one of the run's): so that a process
+    /// id reused by a process outside the run is never taken in.
+    fn in_run(&self, tid: Tid) -> bool {
+        match &self.mech {
+            Mech::Groups(_) => std::fs::read_to_string(format!("/proc/{tid}/cgroup"))
+                .is_ok_and(|text| text.lines().any(|l| l.contains(&format!("/{}/", self.name())))),
+            Mech::Affinity(_) => true,
+        }
+    }
+
     fn exit(&mut self, t: ThreadId) -> Result<(), ArbiterError> {
         let tid = self.threads[t].tid;
         self.by_tid.remove(&tid);
+        // A process whose leader exited is forgotten (its id may be reused
+        // once it is reaped); a command's own process when it is reaped.
+        if tid == self.threads[t].pid && !self.commands.iter().any(|c| c.launched.pid == tid) {
+            self.pid_command.remove(&tid);
+        }
         self.threads[t].alive = false;
         self.log.threads[t].exited_ns = Some(self.now_ns());
         if let Mech::Affinity(a) = &mut self.mech {
@@ -232,6 +248,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             return;
         }
         c.reaped = true;
+        self.pid_command.remove(&c.launched.pid);
         let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
         let now = self.now_ns();
         let rec = &mut self.log.commands[i];
