@@ -180,6 +180,10 @@ fn two_runs_on_overlapping_cpus_are_refused_and_disjoint_ones_run_side_by_side()
 #[test]
 #[ignore = "run by the signal and SIGKILL tests in a child process"]
 fn arbiter_child() {
+    if std::env::var_os("DYNCORE_ARBITER_CHILD").is_none() {
+        eprintln!("skipped: runs only as the child of the signal and SIGKILL tests (it waits for a signal)");
+        return;
+    }
     let _cpus = dyncore_runtime::testing::real_cpus();
     let signals = Signals::install().unwrap();
     let want = if std::env::var("ARBITER_CHILD_AFFINITY").is_ok() { Want::Affinity } else { Want::Auto };
@@ -213,6 +217,7 @@ fn start_child(affinity: bool, on_terminal: bool) -> Child {
     use std::os::unix::process::CommandExt as _;
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     dyncore_runtime::testing::held_by_parent(&mut cmd);
+    cmd.env("DYNCORE_ARBITER_CHILD", "1");
     if affinity {
         cmd.env("ARBITER_CHILD_AFFINITY", "1");
     }
