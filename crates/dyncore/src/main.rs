@@ -32,6 +32,7 @@ mod live;
 mod markdown;
 mod newtos;
 mod plot;
+mod policies_cmd;
 mod report;
 mod scenarios;
 mod seeds;
@@ -71,6 +72,8 @@ enum Cmd {
     Bench(bench::BenchCmd),
     /// What the live backend finds on this machine: usable CPUs, cores, kinds, NUMA nodes.
     Topology(topology::TopologyArgs),
+    /// Every registered policy: what it does, its parameters, the backends that run it.
+    Policies,
     /// A TCP stream through the NewtOS split network stack: throughput, per-component load, restarts.
     Stack(stack_cmd::Args),
 }
@@ -144,6 +147,10 @@ fn main() -> ExitCode {
         Some(Cmd::Check { files }) => check(files),
         Some(Cmd::Bench(b)) => bench::run(b, &cli.out),
         Some(Cmd::Topology(t)) => topology::run(t),
+        Some(Cmd::Policies) => {
+            say!("{}", policies_cmd::listing(&dyncore_core::policies::Registry::builtin()));
+            Ok(())
+        }
         Some(Cmd::Stack(a)) => stack_cmd::run(a),
     };
     match res {
