@@ -30,9 +30,9 @@ use dyncore_sim::RunResult;
 use dyncore_sim::machine::MachineSpec;
 use dyncore_sim::scenario::{GroupBy, Scenario};
 
-use super::run::LiveRunOutput;
-use crate::figure::{Figure, fmt_value};
-use crate::table::Table;
+use crate::run::LiveRunOutput;
+use dyncore_report::figure::{Figure, fmt_value};
+use dyncore_report::table::Table;
 
 /// A live figure within this of the prediction agrees with it.
 pub const AGREEMENT: f64 = 0.15;
