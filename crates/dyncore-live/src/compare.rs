@@ -6,7 +6,7 @@
 //! The mechanisms, measured in every live run ([`Diag`]):
 //!
 //! * **throttling error**: how far each thread's work was from what its
-//!   live schedule at its duties promised ([`work_error`]: what the real
+//!   live schedule at its duties promised (`work_error`: what the real
 //!   CPUs delivered, whatever took it — the throttle, the hypervisor,
 //!   other load), and how far each runtime CPU's busy time was from its
 //!   duty over the periods it had work (the runtime's duty report);
@@ -46,7 +46,7 @@ pub struct Diag {
     /// Largest |busy / entitled − 1| over the CPUs with loaded periods.
     pub duty_error: f64,
     /// Largest |units done / units the schedule promised − 1| over the
-    /// run's threads (see [`work_error`]).
+    /// run's threads (see `work_error`).
     pub work_error: f64,
     /// Largest |rate after / rate before − 1| over the run's kernels.
     pub drift: f64,

@@ -37,6 +37,7 @@ pub use dyncore_core::policies::{Params, PolicyEntry, PolicyInfo, Registry, RunC
 pub use dyncore_core::policy::{Action, Event, Policy};
 pub use dyncore_live as live;
 pub use dyncore_report as report;
+pub use dyncore_runtime as runtime;
 pub use dyncore_scenario as scenario;
 pub use dyncore_sim as sim;
 pub use runner::{Backend, BadInput, Interrupted, RunArgs, Runner};
