@@ -9,6 +9,7 @@ pub mod cpuset;
 pub mod exec;
 pub mod node;
 pub mod placement;
+pub mod policies;
 pub mod policy;
 pub mod power;
 pub mod profile;

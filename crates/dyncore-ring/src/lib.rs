@@ -2,7 +2,7 @@
 //!
 //! * [`call`]: synchronous request/response over cache-line slots, one slot
 //!   per client, polled by one server (the sidecall transport).
-//! * [`ring`]: a single-producer single-consumer ring of cache-line cells
+//! * [`ring`](mod@ring): a single-producer single-consumer ring of cache-line cells
 //!   with batched head/tail publication (NewtOS component queues).
 //! * [`journal`]: commits the positions of several rings at once, so a
 //!   component that crashes between any two steps loses and duplicates

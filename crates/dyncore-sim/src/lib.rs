@@ -9,6 +9,7 @@ pub mod control;
 pub mod engine;
 pub mod netstack;
 pub mod reconfigure;
+pub mod seeds;
 
 // What the simulator shares with the live backend lives below both, in
 // dyncore-scenario; re-exported under its old paths.

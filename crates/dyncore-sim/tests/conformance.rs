@@ -1,14 +1,15 @@
 //! The policy half of the conformance tests, on every shipped scenario:
 //! the simulator records each run's policy traffic; replaying the event
 //! trace through a fresh policy, with no backend, gives the same action
-//! trace byte for byte, and the traffic keeps the boundary's contract.
+//! trace byte for byte, the traffic keeps the boundary's contract, and
+//! every action the policy emitted is one its registry entry declares.
 
 mod common;
 
 use common::{load, shipped_names};
 use dyncore_core::policy::contract::{Checker, check_replay};
 use dyncore_core::policy::trace::{DecisionKind, decision_kinds, parse_actions, parse_events, replay};
-use dyncore_sim::engine::policy_for;
+use dyncore_scenario::policy::{policy_for, policy_info};
 use dyncore_sim::machine::MachineSpec;
 use dyncore_sim::run_one;
 
@@ -45,6 +46,16 @@ fn every_shipped_run_replays_byte_for_byte_and_keeps_the_contract() {
                 .unwrap_or_else(|e| panic!("{name}/{}: {e}", spec.label));
 
             let actions = parse_actions(&trace.actions).expect("parses");
+            let info = policy_info(&s, i);
+            for (_, a) in &actions {
+                assert!(
+                    info.emits(a.kind()),
+                    "{name}/{}: policy {} emitted an undeclared {}",
+                    spec.label,
+                    info.name,
+                    a.kind()
+                );
+            }
             let kinds = decision_kinds(actions.iter().map(|(_, a)| a));
             fused_somewhere |= kinds.contains(&DecisionKind::Fuse);
             if run.reconfig_mechanism == "none" {

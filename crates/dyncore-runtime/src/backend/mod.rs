@@ -10,7 +10,7 @@
 //! | `Dispatch { cpu, Idle / Borrowed }` | the thread the CPU ran is stopped (unless a `Dispatch` earlier in the batch moved it) |
 //! | `SetSpeed { cpu, duty }` | `Runtime::set_duty` with the duty scaled by [`DutyScale`]; the representative of a fuse that is a real SMT core keeps the baseline duty (the core, not the throttle, makes it faster) |
 //! | `Fuse` | which mechanism carries it out: `machine::fuse::decide` (a real SMT core where the real machine has one, else throttling), recorded |
-//! | `Offline` / `Online` | `Runtime::offline` / `online` of the CPUs, in the action's mode (Bolt: proxies installed), executed at once; answered by `ReconfigDone` with what the critical path really took |
+//! | `Offline` / `Online` | `Runtime::offline` / `online` of the CPUs (a fused object's borrowed ones, or CPUs a policy parks), in the action's mode (Bolt: proxies installed), executed at once; answered by `ReconfigDone` with what the critical path really took |
 //! | `Split`, `Migrate`, `Object` | recorded (the action trace has them) |
 //!
 //! and the events it feeds:
@@ -426,8 +426,12 @@ impl<'rt, P: Policy> Executor<'rt, P> {
         mode: Mode,
         online: bool,
     ) -> Result<(), BackendError> {
-        let i = self.pending_object.take().expect("contract: Offline/Online follows its Fuse/Split");
-        let representative = self.log.fuses[i].object.representative;
+        // The object's representative when a Fuse/Split came just before;
+        // a policy may also take CPUs offline with no object (to save power).
+        let representative = match self.pending_object.take() {
+            Some(i) => self.log.fuses[i].object.representative,
+            None => cpus.first().unwrap_or(0),
+        };
         let r = self
             .at_worker_priority(|rt| if online { rt.online(&cpus, mode) } else { rt.offline(&cpus, mode) });
         let report = r.map_err(|error| BackendError::Reconfig {

@@ -90,7 +90,7 @@ enum Ev {
     App,
     /// The measured time starts.
     Measure,
-    /// Work beside the stack was queued on this CPU ([`beside`]): wake it.
+    /// Work beside the stack was queued on this CPU (see [`Beside`]): wake it.
     Beside(usize),
     /// A CPU that has polled `spin_ns` with nothing to do sleeps, unless
     /// work came since (its idle spell's number).
@@ -110,7 +110,7 @@ enum Job {
     /// A component handles a message (or TCP sends / the syscall server
     /// takes a write).
     Msg { comp: usize, msg: Option<Msg> },
-    /// Work beside the stack ([`beside`]).
+    /// Work beside the stack (see [`Beside`]).
     Foreign(Foreign),
 }
 

@@ -6,7 +6,7 @@
 //!
 //! The model runs the layout that really runs on a 2-CPU machine: two model
 //! CPUs for the two real ones, the stack's components on them as the
-//! placement policy put them, and beside them (see [`super::beside`]) the
+//! placement policy put them, and beside them (see [`super::Beside`]) the
 //! threads that share those real CPUs — the sending application (it makes
 //! each 64 KiB chunk from the stream generator and hashes it before the
 //! stack can take it) and the receiving monolithic stack (its receive path
