@@ -2,7 +2,7 @@
 //!
 //! * [`call`]: synchronous request/response over cache-line slots, one slot
 //!   per client, polled by one server (the sidecall transport).
-//! * [`ring`]: a single-producer single-consumer ring of cache-line cells
+//! * [`ring`](mod@ring): a single-producer single-consumer ring of cache-line cells
 //!   with batched head/tail publication (NewtOS component queues).
 //! * [`waiter`]: spin-then-park waiting (UMWAIT where the CPU has `waitpkg`,
 //!   else `spin_loop`, then a futex) with a wake handshake that never loses a

@@ -10,6 +10,7 @@ pub mod engine;
 pub mod executed;
 pub mod netstack;
 pub mod reconfigure;
+pub mod seeds;
 
 // What the simulator shares with the live backend lives below both, in
 // dyncore-scenario; re-exported under its old paths.

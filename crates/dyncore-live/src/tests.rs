@@ -33,12 +33,12 @@ use dyncore_scenario::policy::policy_for;
 use dyncore_sim::Scenario;
 use dyncore_sim::machine::MachineSpec;
 
-use super::run::{LiveOptions, Outcome, run};
+use crate::run::{LiveOptions, Outcome, run};
 
 fn scenario() -> Scenario {
-    let path = crate::scenarios::default_dir().join("live/live-exit-notify.toml");
-    let s = crate::scenarios::load(&path).expect("the shipped live scenario loads");
-    super::scale::scaled(&s, 0.2).expect("a fifth of it is valid")
+    let path = dyncore_scenario::load::default_dir().join("live/live-exit-notify.toml");
+    let s = dyncore_scenario::load::load(&path).expect("the shipped live scenario loads");
+    crate::scale::scaled(&s, 0.2).expect("a fifth of it is valid")
 }
 
 /// The options of a live run here, or why the test cannot run.
