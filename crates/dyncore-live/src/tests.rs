@@ -94,6 +94,10 @@ fn a_live_run_replays_byte_for_byte_through_a_fresh_policy() {
         let mut checker = Checker::with_speeds(machine.speed, machine.topology);
         check_replay(&events, &mut policy_for(&sc, i), &mut checker)
             .unwrap_or_else(|e| panic!("run {i}: the live traffic breaks the contract: {e}"));
+        // What the runtime really ran keeps to the dispatches (checked in
+        // `finish` too, which panics in tests).
+        let v = &out.run.execution;
+        assert!(v.ok() && v.slices > 0, "run {i}: {}", v.summary());
         fused |= !out.run.log.fuses.is_empty();
     }
     assert!(fused, "the notified run fuses: the test checks a run that reconfigured for real");

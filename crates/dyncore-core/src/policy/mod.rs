@@ -69,6 +69,7 @@
 //!    [`ExecObject::check`](crate::exec::ExecObject::check).
 
 pub mod contract;
+pub mod execution;
 pub mod trace;
 
 use serde::{Deserialize, Serialize};
