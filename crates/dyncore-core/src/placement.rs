@@ -187,20 +187,23 @@ pub enum Action {
     Consolidate { components: Vec<ComponentKind>, cpu: CpuId },
     /// Move one component to another CPU (sharing it with whatever runs there).
     Migrate { component: ComponentKind, from: CpuId, to: CpuId },
-    /// Set a CPU's speed step.
-    SetSpeed { cpu: CpuId, step: StepIdx },
+    /// Set a CPU's speed step, whose effective clock is `mhz` (for the
+    /// decision log).
+    SetSpeed { cpu: CpuId, step: StepIdx, mhz: u32 },
 }
 
 impl std::fmt::Display for Action {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Action::Dedicate { component, cpu } => write!(f, "dedicate cpu {cpu} to {component}"),
+            // The same action shares a CPU in every mode (spread on fewer
+            // CPUs than components, too): it says what, not why.
             Action::Consolidate { components, cpu } => {
                 let names: Vec<_> = components.iter().map(|c| c.name()).collect();
-                write!(f, "consolidate {} on cpu {cpu}", names.join("+"))
+                write!(f, "run {} together on cpu {cpu}", names.join("+"))
             }
             Action::Migrate { component, from, to } => write!(f, "migrate {component} cpu {from} → {to}"),
-            Action::SetSpeed { cpu, step } => write!(f, "set cpu {cpu} to step {}", step.0),
+            Action::SetSpeed { cpu, mhz, .. } => write!(f, "set cpu {cpu} to {mhz} MHz"),
         }
     }
 }
@@ -267,7 +270,7 @@ impl Layout {
             Action::Migrate { component, to, .. } => {
                 self.cpu_of.insert(*component, *to);
             }
-            Action::SetSpeed { cpu, step } => {
+            Action::SetSpeed { cpu, step, .. } => {
                 self.step_of.insert(*cpu, *step);
             }
         }

@@ -131,7 +131,8 @@ pub struct StackCosts {
     pub driver: ComponentCost,
 }
 
-/// A stack cost that cannot be: negative, not finite, or a zero clock.
+/// A stack cost that cannot be: outside its field's range
+/// ([`StackCosts::range`]), which also refuses what is not finite.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BadStackCost {
     /// The field's path under `[stack]`, e.g. `tcp.cycles_per_byte`.
@@ -139,10 +140,17 @@ pub struct BadStackCost {
     pub value: f64,
 }
 
+impl BadStackCost {
+    /// What the field accepts, in words: "expected 1 to 1000000 MHz".
+    pub fn expected(&self) -> String {
+        let (lo, hi, unit) = StackCosts::range(&self.field);
+        format!("expected {lo} to {hi} {unit}")
+    }
+}
+
 impl std::fmt::Display for BadStackCost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let need = if self.field == "cpu_mhz" { "> 0" } else { ">= 0" };
-        write!(f, "stack.{} = {}: must be finite and {need}", self.field, self.value)
+        write!(f, "stack.{} = {}: {}", self.field, self.value, self.expected())
     }
 }
 
@@ -195,10 +203,25 @@ impl StackCosts {
         v
     }
 
+    /// The range a field accepts, with its unit: the clock 1 MHz to 1 THz,
+    /// a count of cycles per packet or message at most 10^9 (a second of a
+    /// 1 GHz core), per byte at most 10^6, a wake-up at most 1 s. Wider
+    /// values describe no machine, and the limits keep every job's time
+    /// well inside virtual time's 584 years.
+    pub fn range(field: &str) -> (f64, f64, &'static str) {
+        match field {
+            "cpu_mhz" => (1.0, 1e6, "MHz"),
+            "wakeup_ns" => (0.0, 1e9, "ns"),
+            f if f.ends_with("cycles_per_byte") => (0.0, 1e6, "cycles"),
+            _ => (0.0, 1e9, "cycles"),
+        }
+    }
+
     /// Checks the module's invariant; the first bad field is the error.
     pub fn validate(&self) -> Result<(), BadStackCost> {
         for (field, value) in self.fields() {
-            let ok = value.is_finite() && if field == "cpu_mhz" { value > 0.0 } else { value >= 0.0 };
+            let (lo, hi, _) = Self::range(&field);
+            let ok = value.is_finite() && (lo..=hi).contains(&value);
             if !ok {
                 return Err(BadStackCost { field, value });
             }

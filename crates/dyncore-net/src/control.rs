@@ -261,7 +261,7 @@ impl Controller {
                     }
                 }
                 Action::Migrate { component, to, .. } => host.place(*component, *to)?,
-                Action::SetSpeed { cpu, step } => {
+                Action::SetSpeed { cpu, step, .. } => {
                     host.set_duty(*cpu, duty_of_step(self.policy.speeds(), *step))?
                 }
             }

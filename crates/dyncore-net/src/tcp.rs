@@ -394,6 +394,12 @@ pub struct Tcp {
 
 const EPHEMERAL_FIRST: u16 = 49152;
 
+/// The local port of the first connection a stack built with `seed` opens
+/// (the next ones take the ports after it).
+pub fn first_ephemeral_port(seed: u64) -> u16 {
+    EPHEMERAL_FIRST + (seed % 1000) as u16
+}
+
 impl Tcp {
     /// A new instance: attaches the ports, and resets what a crashed
     /// instance left (see the module docs; staged, committed by the first
@@ -438,7 +444,7 @@ impl Tcp {
             journal: bp.journal.clone(),
             addr: bp.cfg.addr,
             mtu: bp.cfg.mtu,
-            first_port: EPHEMERAL_FIRST + (bp.cfg.seed % 1000) as u16,
+            first_port: first_ephemeral_port(bp.cfg.seed),
             iface,
             sockets,
             clients,

@@ -205,5 +205,6 @@ fn a_namespace_left_by_a_killed_process_is_removed_by_the_next_run() {
     assert!(ok.success());
     let (net, _port) = TunNet::create(1500).unwrap();
     assert!(!tun::namespaces().contains(&stale), "the stale namespace {stale} is still there");
+    assert!(net.swept().contains(&stale), "the run does not say it removed {stale}: {:?}", net.swept());
     drop(net);
 }

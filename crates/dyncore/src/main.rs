@@ -142,12 +142,13 @@ fn main() -> ExitCode {
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e)
-            if e.downcast_ref::<dyncore::Interrupted>().is_some()
-                || e.downcast_ref::<stack_cmd::Interrupted>().is_some() =>
-        {
+        Err(e) if e.downcast_ref::<dyncore::Interrupted>().is_some() => {
             eprintln!("{e}");
             ExitCode::from(130)
+        }
+        Err(e) if e.downcast_ref::<stack_cmd::Interrupted>().is_some() => {
+            eprintln!("{e}");
+            ExitCode::from(e.downcast_ref::<stack_cmd::Interrupted>().map_or(130, |i| i.status()))
         }
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -20,22 +20,28 @@
 //! Bad input (an unknown component, a CPU the process may not use, a speed
 //! step that does not exist, a filter rule that does not parse, a TUN wire
 //! without the privilege) is refused before anything starts, with exit
-//! status 2. Ctrl-C ends the stream early, closing the connection cleanly,
-//! and removes the TUN wire's namespace.
+//! status 2: among them a `--filter` that drops the stream's own packets,
+//! which would stall it. SIGINT (Ctrl-C), SIGTERM and SIGHUP end the stream
+//! early alike: the connections close cleanly, the report covers what ran,
+//! the TUN wire's namespace is removed, and the exit status is 128 + the
+//! signal (130, 143, 129). A run on the TUN wire first removes the
+//! namespaces that killed runs left (`dyncore-<pid>-<n>` of a pid that is
+//! gone) and says which.
 //!
 //! * `args.rs`: the arguments and their checks;
 //! * `drive.rs`: the run (host, controller, changes, crashes, campaign);
 //! * `report.rs`: the tables, power, the crash dip, the trace;
 //! * `verdict.rs`: connections, the campaign, the frame audit, the exit status.
 
+use std::net::Ipv4Addr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use dyncore_core::placement::ComponentKind;
 use dyncore_net::app::{App, Receiver, Sender};
-use dyncore_net::filter::Rule;
+use dyncore_net::filter::{Direction, Header, Rule, Verdict};
 use dyncore_net::host::quiet_injected_crashes;
 use dyncore_net::mono::{Mono, MonoRole};
 use dyncore_net::power::PowerSources;
@@ -47,6 +53,8 @@ use dyncore_net::wire::tun::{self, TunNet};
 
 mod args;
 mod drive;
+#[cfg(test)]
+mod hostile;
 mod report;
 mod verdict;
 
@@ -63,23 +71,18 @@ pub fn run(args: &Args) -> Result<()> {
     let rules: Vec<Rule> =
         args.filters.iter().map(|r| Rule::parse(r)).collect::<Result<_, _>>().map_err(BadArgs)?;
     let crash = crash_kinds(&args.crash)?;
-    if !(576..=65535).contains(&args.mtu) {
-        return Err(BadArgs(format!("--mtu {} is outside 576..=65535", args.mtu)).into());
-    }
     let plan = plan(args)?;
+    let (ours, peer) = match args.wire {
+        WireKind::Mem => (MEM_ADDRS.0, MEM_ADDRS.1),
+        WireKind::Tun => (tun::STACK_ADDR, tun::LINUX_ADDR),
+    };
+    stream_passes(&rules, ours, peer, plan.streams)?;
     if args.wire == WireKind::Tun {
         tun::probe().map_err(|e| BadArgs(format!("--wire tun: {e}")))?;
     }
-    let flags =
-        Flags { stop: Arc::new(AtomicBool::new(false)), interrupted: Arc::new(AtomicBool::new(false)) };
-    {
-        let (s, i) = (flags.stop.clone(), flags.interrupted.clone());
-        ctrlc::set_handler(move || {
-            i.store(true, Ordering::Release);
-            s.store(true, Ordering::Release);
-        })
-        .context("installing the Ctrl-C handler")?;
-    }
+    let flags = Flags { stop: Arc::new(AtomicBool::new(false)), signal: Arc::new(AtomicI32::new(0)) };
+    let signals = dyncore_runtime::arbiter::Signals::install().context("installing the signal handlers")?;
+    let watch = watch_signals(&signals, &flags);
     quiet_injected_crashes();
     say!("dyncore stack — {}", crate::bench::machine_description());
     say!("power: {}", PowerSources::probe().describe());
@@ -99,10 +102,61 @@ pub fn run(args: &Args) -> Result<()> {
         );
     }
     let limit = Duration::from_secs(args.limit_s);
-    match args.wire {
+    let r = match args.wire {
         WireKind::Mem => run_mem(args, &plan, rules, &crash, &flags, limit),
         WireKind::Tun => run_tun(args, &plan, rules, &crash, &flags, limit),
+    };
+    watch.store(true, Ordering::Release);
+    drop(signals);
+    r
+}
+
+/// The in-memory wire's addresses: the stack's and its peer's.
+const MEM_ADDRS: (Ipv4Addr, Ipv4Addr) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+
+/// Refuses filter rules that drop the stream's own packets (its first
+/// connections' segments out, or their ACKs in): the stream would stall
+/// until `--limit-s`.
+fn stream_passes(rules: &[Rule], ours: Ipv4Addr, peer: Ipv4Addr, streams: usize) -> Result<(), BadArgs> {
+    let first = dyncore_net::tcp::first_ephemeral_port(1);
+    for i in 0..streams as u16 {
+        let (local, remote) = (first + i, PORT + i);
+        let out = Header { src: ours, dst: peer, ports: Some((local, remote)) };
+        let back = Header { src: peer, dst: ours, ports: Some((remote, local)) };
+        for (dir, h, what) in [(Direction::Out, out, "segments"), (Direction::In, back, "ACKs")] {
+            if let Some(r) = rules.iter().find(|r| r.matches(dir, &h)).filter(|r| r.verdict == Verdict::Deny)
+            {
+                let (s, d) = h.ports.expect("TCP");
+                return Err(BadArgs(format!(
+                    "--filter `{}` drops the stream: it matches the {what} of connection {i} ({}:{s} → {}:{d}), \
+                     which would never arrive; allow them first (e.g. --filter \"allow tcp dport {remote}\" \
+                     --filter \"allow tcp sport {remote}\" before it)",
+                    r.text, h.src, h.dst
+                )));
+            }
+        }
     }
+    Ok(())
+}
+
+/// Passes a signal on to the run's flags: a thread that looks every 5 ms
+/// until the returned flag is set.
+fn watch_signals(signals: &dyncore_runtime::arbiter::Signals, flags: &Flags) -> Arc<AtomicBool> {
+    let done = Arc::new(AtomicBool::new(false));
+    let (stop, signal, got) = (flags.stop.clone(), flags.signal.clone(), signals.stop_flag());
+    let received = signals.signal_flag();
+    let d = done.clone();
+    std::thread::spawn(move || {
+        while !d.load(Ordering::Acquire) {
+            if got.load(Ordering::Acquire) {
+                signal.store(received.load(Ordering::Acquire), Ordering::Release);
+                stop.store(true, Ordering::Release);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    done
 }
 
 fn stack_config(addr: std::net::Ipv4Addr, rules: Vec<Rule>, seed: u64, sockets: usize) -> StackConfig {
@@ -121,8 +175,8 @@ fn run_mem(
     flags: &Flags,
     limit: Duration,
 ) -> Result<()> {
-    let (a, b) = (std::net::Ipv4Addr::new(10, 0, 0, 1), std::net::Ipv4Addr::new(10, 0, 0, 2));
-    let (wa, wb) = mem::pair(MemWireConfig { mtu: args.mtu, ..MemWireConfig::default() });
+    let (a, b) = MEM_ADDRS;
+    let (wa, wb) = mem::pair(MemWireConfig { mtu: args.mtu as usize, ..MemWireConfig::default() });
     let n = plan.streams;
     let mut stack = Stack::build(&stack_config(a, rules, 1, n), Arc::new(wa));
     // In a campaign the streams run until its faults are done.
@@ -181,7 +235,10 @@ fn run_tun(
     flags: &Flags,
     limit: Duration,
 ) -> Result<()> {
-    let (net, end) = TunNet::create(args.mtu).map_err(|e| BadArgs(format!("--wire tun: {e}")))?;
+    let (net, end) = TunNet::create(args.mtu as usize).map_err(|e| BadArgs(format!("--wire tun: {e}")))?;
+    for ns in net.swept() {
+        say!("removed network namespace {ns}, left by a run that was killed (its process is gone)");
+    }
     say!(
         "namespace {} with {} (Linux at {}, the stack at {})",
         net.namespace(),

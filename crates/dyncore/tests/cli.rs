@@ -369,8 +369,8 @@ fn stack_runs_on_runtime_cpus_with_placement_speed_and_changes_and_explains_them
     assert!(o.status.success(), "{}{out}", stderr(&o));
     for needle in [
         "the stream checksums match",
-        "consolidate syscall+tcp+ip+filter+driver on cpu 0",
-        "set cpu 0 to step 2  — requested by hand",
+        "run syscall+tcp+ip+filter+driver together on cpu 0",
+        "set cpu 0 to 1600 MHz  — requested by hand",
         "1600 MHz (706‰)",
         "wake-ups",
         "modelled",
@@ -457,8 +457,8 @@ fn stack_streams_through_the_split_stack_and_refuses_bad_input() {
         (&["stack", "--crash", "nic"][..], "unknown component `nic`; known components: syscall, tcp, ip"),
         (&["stack", "--crash", "tcp", "--peer", "mono"][..], "the monolithic peer takes one connection"),
         (&["stack", "--tcp-crash", "recover"][..], "smoltcp exports none of a connection's state"),
-        (&["stack", "--streams", "0"][..], "--streams must be at least 1"),
-        (&["stack", "--faults", "0"][..], "--faults must be at least 1"),
+        (&["stack", "--streams", "0"][..], "expected a whole number from 1 to 64; found 0"),
+        (&["stack", "--faults", "0"][..], "expected a whole number of at least 1; found 0"),
         (&["stack", "--at", "1s:update=tcp"][..], "TCP cannot be updated live"),
         (&["stack", "--at", "1s:update=filter@3"][..], "filter has no version 3"),
         (&["stack", "--filter", "permit in"][..], "expected `allow` or `deny`"),

@@ -126,7 +126,12 @@ impl PlacementPolicy {
         let fastest = self.speeds.fastest();
         let (target, reason) = match mode {
             Mode::Spread => {
-                (self.spread_layout(fastest), "mode spread: each component its own CPU, full speed".into())
+                let why = if self.cfg.cpus.len() >= self.kinds.len() {
+                    "mode spread: each component its own CPU, full speed"
+                } else {
+                    "mode spread: fewer CPUs than components, which share them balanced by their work, full speed"
+                };
+                (self.spread_layout(fastest), why.into())
             }
             Mode::Consolidate | Mode::Dynamic => {
                 (self.consolidated_layout(), format!("mode {mode}: all components on one CPU, full speed"))
@@ -187,7 +192,8 @@ impl PlacementPolicy {
         }
         self.mode = Mode::Manual;
         if self.layout.step_of.get(&cpu) != Some(&step) {
-            self.emit(now_ns, Action::SetSpeed { cpu, step }, "requested by hand".into(), out);
+            let mhz = self.speeds.get(step).mhz;
+            self.emit(now_ns, Action::SetSpeed { cpu, step, mhz }, "requested by hand".into(), out);
         }
         Ok(())
     }
@@ -523,7 +529,8 @@ impl PlacementPolicy {
         }
         for (&cpu, &step) in &target.step_of {
             if self.layout.step_of.get(&cpu) != Some(&step) {
-                self.emit(now_ns, Action::SetSpeed { cpu, step }, reason.to_string(), out);
+                let mhz = self.speeds.get(step).mhz;
+                self.emit(now_ns, Action::SetSpeed { cpu, step, mhz }, reason.to_string(), out);
             }
         }
         debug_assert_eq!(self.layout, target, "the emitted actions must give the target layout");

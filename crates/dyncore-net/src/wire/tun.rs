@@ -6,7 +6,8 @@
 //!
 //! Steps of [`TunNet::create`] (every one undone on failure, and on drop):
 //! 1. remove namespaces left by earlier processes that died without
-//!    cleaning up (named `dyncore-<pid>-<n>` for a pid that is gone);
+//!    cleaning up (named `dyncore-<pid>-<n>` for a pid that is gone; a
+//!    live process's are left alone), and say which ([`TunNet::swept`]);
 //! 2. `ip netns add dyncore-<pid>-<n>`;
 //! 3. open `/dev/net/tun` and create the device `dctun<pid>n<n>` (not
 //!    persistent: it disappears when its file descriptor closes);
@@ -134,14 +135,20 @@ pub fn link_exists(name: &str) -> bool {
     std::path::Path::new("/sys/class/net").join(name).exists()
 }
 
-/// Step 1: namespaces of processes that no longer exist.
-fn remove_stale_namespaces() {
+/// Step 1: removes the namespaces of dyncore processes that no longer
+/// exist; returns the names removed.
+pub fn remove_stale_namespaces() -> Vec<String> {
+    let mut removed = Vec::new();
     for ns in namespaces() {
         let Some(pid) = ns.strip_prefix("dyncore-").and_then(|r| r.split('-').next()) else { continue };
-        if pid.parse::<u32>().is_ok() && !std::path::Path::new("/proc").join(pid).exists() {
-            let _ = ip(&["netns", "del", &ns]);
+        if pid.parse::<u32>().is_ok()
+            && !std::path::Path::new("/proc").join(pid).exists()
+            && ip(&["netns", "del", &ns]).is_ok()
+        {
+            removed.push(ns);
         }
     }
+    removed
 }
 
 /// A namespace holding a TUN device; removed on drop.
@@ -150,6 +157,7 @@ pub struct TunNet {
     ns: String,
     dev: String,
     mtu: usize,
+    swept: Vec<String>,
 }
 
 impl TunNet {
@@ -161,14 +169,14 @@ impl TunNet {
         // dead processes: tests that create them must not overlap.
         dyncore_runtime::testing::assert_held("creating a network namespace");
         probe()?;
-        remove_stale_namespaces();
+        let swept = remove_stale_namespaces();
         let pid = std::process::id();
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let ns = format!("dyncore-{pid}-{n}");
         let dev = format!("dctun{}n{n}", pid % 1_000_000);
         ip(&["netns", "add", &ns])?;
         // From here the guard removes the namespace on every path.
-        let net = TunNet { ns, dev, mtu };
+        let net = TunNet { ns, dev, mtu, swept };
         let file = open_tun(&net.dev)?;
         let addr = format!("{LINUX_ADDR}/{PREFIX_LEN}");
         let mtu_s = mtu.to_string();
@@ -178,6 +186,11 @@ impl TunNet {
         ip(&["-n", &net.ns, "link", "set", "dev", "lo", "up"])?;
         let end = TunEnd { file: Arc::new(file), mtu, bell: Bell::new(), counters: Counters::new(COUNTERS) };
         Ok((net, end))
+    }
+
+    /// The namespaces that dead processes had left, removed by step 1.
+    pub fn swept(&self) -> &[String] {
+        &self.swept
     }
 
     /// The namespace's name.

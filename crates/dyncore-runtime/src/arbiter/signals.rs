@@ -90,6 +90,12 @@ impl Signals {
         &STOP
     }
 
+    /// The first signal received (0 until one is), for a thread of its own
+    /// to watch beside [`Signals::stop_flag`].
+    pub fn signal_flag(&self) -> &'static AtomicI32 {
+        &SIGNAL
+    }
+
     /// The first signal received, if any.
     pub fn received(&self) -> Option<Received> {
         match SIGNAL.load(Ordering::Acquire) {

@@ -134,7 +134,7 @@ impl Sim<'_> {
         c.state = CpuState::Busy;
         c.job = Some(Job::Foreign(f));
         c.busy_since = self.now;
-        self.push(self.now + ns, super::Ev::JobDone(cpu));
+        self.push_after(ns, super::Ev::JobDone(cpu));
     }
 
     /// A job beside the stack ended.

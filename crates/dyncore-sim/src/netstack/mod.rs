@@ -318,6 +318,13 @@ impl<'a> Sim<'a> {
         self.queue.push(Reverse((at, self.seq, ev)));
     }
 
+    /// Schedules `ev` `d` ns from now. An event too far ahead for virtual
+    /// time (a cost of 10^300 cycles, say) is put at its end, never reached:
+    /// time never wraps.
+    fn push_after(&mut self, d: Nanos, ev: Ev) {
+        self.push(self.now.saturating_add(d), ev);
+    }
+
     /// Runs until `until` (virtual ns) or the end of the run.
     pub fn run_until(&mut self, until: Nanos) {
         while let Some(&Reverse((t, _, _))) = self.queue.peek() {
@@ -425,7 +432,7 @@ impl<'a> Sim<'a> {
             let dt = self.now - self.app_last;
             let add = (g * dt as f64 / 8.0) as u64;
             // Keep at most one window of backlog: the application blocks.
-            self.app_bytes = (self.app_bytes + add).min(self.window);
+            self.app_bytes = self.app_bytes.saturating_add(add).min(self.window);
         }
         self.app_last = self.now;
     }
@@ -445,7 +452,7 @@ impl<'a> Sim<'a> {
         if g > 0.0 && !self.app_pending {
             let need = (mss - self.app_bytes) as f64 * 8.0 / g;
             self.app_pending = true;
-            self.push(self.now + need.ceil() as Nanos + 1, Ev::App);
+            self.push_after((need.ceil() as Nanos).saturating_add(1), Ev::App);
         }
         false
     }
@@ -492,7 +499,7 @@ impl<'a> Sim<'a> {
                     let lat = (self.costs.wakeup_ns * frac).round() as Nanos;
                     self.cpus[cpu].state = CpuState::Waking;
                     self.cpus[cpu].wakeups += 1;
-                    self.push(self.now + lat, Ev::Awake(cpu));
+                    self.push_after(lat, Ev::Awake(cpu));
                 }
             }
         }
@@ -583,7 +590,7 @@ impl<'a> Sim<'a> {
         cpu_ref.state = CpuState::Busy;
         cpu_ref.job = Some(Job::Msg { comp: c, msg });
         cpu_ref.busy_since = self.now;
-        self.push(self.now + ns, Ev::JobDone(cpu));
+        self.push_after(ns, Ev::JobDone(cpu));
     }
 
     /// `cpu` has nothing to do: it polls for `spin_ns`, then sleeps.
@@ -596,7 +603,7 @@ impl<'a> Sim<'a> {
             c.spinning_since = Some(self.now);
             c.spell += 1;
             let spell = c.spell;
-            self.push(self.now + self.net.spin_ns, Ev::Park(cpu, spell));
+            self.push_after(self.net.spin_ns, Ev::Park(cpu, spell));
         }
     }
 
@@ -691,7 +698,7 @@ impl<'a> Sim<'a> {
             let bits = f64::from(b + self.net.frame_overhead) * 8.0;
             let ns = (bits / self.net.link_gbps).round() as Nanos;
             self.nic_busy = true;
-            self.push(self.now + ns.max(1), Ev::NicDone);
+            self.push_after(ns.max(1), Ev::NicDone);
         }
     }
 
@@ -703,7 +710,7 @@ impl<'a> Sim<'a> {
         } else {
             self.delack_gen += 1;
             let g = self.delack_gen;
-            self.push(self.now + self.net.delack_ns, Ev::DelAck(g));
+            self.push_after(self.net.delack_ns, Ev::DelAck(g));
         }
     }
 
@@ -718,7 +725,7 @@ impl<'a> Sim<'a> {
         } else {
             0
         };
-        self.push(self.now + self.net.remote_ns + jitter, Ev::AckIn(b));
+        self.push_after(self.net.remote_ns.saturating_add(jitter), Ev::AckIn(b));
     }
 
     /// The outcome so far (measured from the end of the warm-up).

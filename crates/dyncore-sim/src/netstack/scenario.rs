@@ -166,6 +166,14 @@ impl At {
     }
 }
 
+/// A bitrate's range (`link_gbps`, a load's `gbps`, `target_gbps`): from
+/// 1 Mbit/s, below which a frame takes longer than any run, to 1 Tbit/s.
+const GBPS_RANGE: &str = "0.001 to 1000 Gbit/s";
+
+fn gbps(v: f64) -> bool {
+    (0.001..=1000.0).contains(&v)
+}
+
 /// Most simulated milliseconds of one run (bounds the default run's time).
 pub const MAX_DURATION_MS: f64 = 10_000.0;
 /// Most runs and seeds of a scenario.
@@ -191,10 +199,7 @@ impl NetScenario {
         if let Err(e) = self.stack.validate() {
             let mut path = vec!["stack".to_string()];
             path.extend(e.field.split('.').map(str::to_string));
-            return Err(ScenarioError {
-                path,
-                message: format!("expected a finite number >= 0 (> 0 for the clock); found {}", e.value),
-            });
+            return Err(ScenarioError { path, message: format!("{}; found {}", e.expected(), e.value) });
         }
         self.validate_net(&root.key("net"))?;
         root.key("report")
@@ -234,12 +239,8 @@ impl NetScenario {
 
     fn validate_net(&self, at: &At) -> Result<(), ScenarioError> {
         let n = &self.net;
-        let pos = |k: &str, v: f64| {
-            at.key(k).check(v.is_finite() && v > 0.0, || format!("expected a number > 0; found {v}"))
-        };
-        pos("link_gbps", n.link_gbps)?;
         at.key("link_gbps")
-            .check(n.link_gbps <= 1000.0, || format!("expected at most 1000; found {}", n.link_gbps))?;
+            .check(gbps(n.link_gbps), || format!("expected {GBPS_RANGE}; found {}", n.link_gbps))?;
         at.key("mss").check((64..=65_000).contains(&n.mss), || {
             format!("expected 64 to 65000 bytes; found {}", n.mss)
         })?;
@@ -271,9 +272,11 @@ impl NetScenario {
         at.key("batch").check((1..=1_000_000).contains(&n.batch), || {
             format!("expected 1 to 1000000; found {}", n.batch)
         })?;
-        at.key("turn_cycles").check(n.turn_cycles.is_finite() && n.turn_cycles >= 0.0, || {
-            format!("expected a finite number >= 0; found {}", n.turn_cycles)
+        at.key("turn_cycles").check((0.0..=1e9).contains(&n.turn_cycles), || {
+            format!("expected 0 to 1e9 cycles; found {}", n.turn_cycles)
         })?;
+        at.key("spin_ns")
+            .check(n.spin_ns <= 1_000_000_000, || format!("expected at most 1 s; found {}", n.spin_ns))?;
         at.key("smt_factor")
             .check(n.smt_factor.is_finite() && (1.0..=10.0).contains(&n.smt_factor), || {
                 format!("expected 1 to 10; found {}", n.smt_factor)
@@ -281,12 +284,15 @@ impl NetScenario {
         at.key("smt_wakeup_fraction").check((0.0..=1.0).contains(&n.smt_wakeup_fraction), || {
             format!("expected 0 to 1; found {}", n.smt_wakeup_fraction)
         })?;
-        pos("duration_ms", n.duration_ms)?;
-        at.key("duration_ms").check(n.duration_ms <= MAX_DURATION_MS, || {
-            format!("expected at most {MAX_DURATION_MS} ms; found {}", n.duration_ms)
+        at.key("duration_ms").check((1.0..=MAX_DURATION_MS).contains(&n.duration_ms), || {
+            format!("expected 1 to {MAX_DURATION_MS} ms; found {}", n.duration_ms)
         })?;
-        at.key("warmup_ms").check(n.warmup_ms >= 0.0 && n.warmup_ms < n.duration_ms, || {
-            format!("expected 0 up to duration_ms ({}); found {}", n.duration_ms, n.warmup_ms)
+        at.key("warmup_ms").check(n.warmup_ms >= 0.0 && n.warmup_ms <= n.duration_ms - 1.0, || {
+            format!(
+                "expected 0 to duration_ms - 1 ({}): at least 1 ms is measured; found {}",
+                n.duration_ms - 1.0,
+                n.warmup_ms
+            )
         })?;
         Ok(())
     }
@@ -312,8 +318,8 @@ fn validate_run(r: &NetRun, at: &At, duration_ms: f64) -> Result<(), ScenarioErr
     }
     for (j, l) in r.load.iter().enumerate() {
         let a = at.index("load", j);
-        a.key("gbps").check(l.gbps.is_finite() && l.gbps >= 0.0 && l.gbps <= 1000.0, || {
-            format!("expected 0 to 1000; found {}", l.gbps)
+        a.key("gbps").check(l.gbps == 0.0 || gbps(l.gbps), || {
+            format!("expected 0 (nothing offered) or {GBPS_RANGE}; found {}", l.gbps)
         })?;
         let prev = if j == 0 { 0.0 } else { r.load[j - 1].at_ms };
         a.key("at_ms").check(l.at_ms.is_finite() && l.at_ms >= prev && l.at_ms <= duration_ms, || {
@@ -336,10 +342,10 @@ fn validate_run(r: &NetRun, at: &At, duration_ms: f64) -> Result<(), ScenarioErr
             )));
         }
         let t = r.target_gbps;
-        at.key("target_gbps").check(
-            (p == PolicyName::Efficient) == t.is_some() && t.is_none_or(|g| g.is_finite() && g > 0.0),
-            || "expected a number > 0 for `efficient`, and only there".into(),
-        )?;
+        at.key("target_gbps")
+            .check((p == PolicyName::Efficient) == t.is_some() && t.is_none_or(gbps), || {
+                format!("expected {GBPS_RANGE} for `efficient`, and only there")
+            })?;
         let s = r.sample_ms.unwrap_or(1.0);
         at.key("sample_ms").check(s.is_finite() && s >= 0.01 && s <= duration_ms, || {
             format!("expected 0.01 ms to duration_ms ({duration_ms}); found {s}")

@@ -37,61 +37,61 @@ pub enum PeerKind {
 #[command(after_long_help = PLACEMENT_HELP)]
 pub struct Args {
     /// Where the stack's driver sends its frames.
-    #[arg(long, value_enum, default_value_t = WireKind::Mem)]
+    #[arg(long, value_enum, default_value_t = WireKind::Mem, allow_hyphen_values = true)]
     pub wire: WireKind,
     /// The stack at the other end of the in-memory wire.
-    #[arg(long, value_enum, default_value_t = PeerKind::Split)]
+    #[arg(long, value_enum, default_value_t = PeerKind::Split, allow_hyphen_values = true)]
     pub peer: PeerKind,
     /// Bytes to stream (suffixes K, M, G: powers of 1024).
-    #[arg(long, default_value = "256M", value_parser = parse_size)]
+    #[arg(long, default_value = "256M", value_parser = parse_size, allow_hyphen_values = true)]
     pub bytes: u64,
-    /// IP MTU of the wire.
-    #[arg(long, default_value_t = 1500)]
-    pub mtu: usize,
+    /// IP MTU of the wire, 576 to 65535 bytes.
+    #[arg(long, default_value_t = 1500, value_parser = whole::<576, 65535>, allow_hyphen_values = true)]
+    pub mtu: u64,
     /// Real CPUs for the stack's runtime CPUs, one each, pinned (a list like 0-3,6; default: every CPU the process may use).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub cpus: Option<String>,
     /// Where the components run: spread | consolidate | efficient[:GBPS] | dynamic | manual:COMP=CPU,... (see below).
-    #[arg(long, default_value = "spread")]
+    #[arg(long, default_value = "spread", allow_hyphen_values = true)]
     pub placement: String,
     /// CPU speeds, CPU=MHZ,... with MHz one of NewtOS's steps: 2267, 1867, 1600, then 1400 … 200 (switches the policy to manual).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub speed: Option<String>,
     /// A change while the stream flows: TIME:CHANGE, TIME like 300ms or 2s, CHANGE one of placement=MODE, speed=CPU=MHZ,..., move=COMP=CPU, crash=COMP, update=COMP[@VERSION] (repeatable).
-    #[arg(long = "at")]
+    #[arg(long = "at", allow_hyphen_values = true)]
     pub at: Vec<String>,
     /// Concurrent connections from the stack to its peer, each a stream of --bytes (split peer on the in-memory wire only).
-    #[arg(long, default_value_t = 1)]
-    pub streams: usize,
+    #[arg(long, default_value_t = 1, value_parser = whole::<1, MAX_STREAMS>, allow_hyphen_values = true)]
+    pub streams: u64,
     /// What a TCP crash does to the connections TCP held: reset (each application gets an error and opens a new connection; the peer resets its side; the stack stays up) or recover (resume them: not available, see --help).
-    #[arg(long, value_enum, default_value_t = TcpCrash::Reset)]
+    #[arg(long, value_enum, default_value_t = TcpCrash::Reset, allow_hyphen_values = true)]
     pub tcp_crash: TcpCrash,
     /// A fault campaign: crash N times, at random components, times and points of their step, with live updates and moves among them, while the streams flow (4 unless --streams says otherwise); then close the streams and report what was lost.
-    #[arg(long)]
+    #[arg(long, value_parser = whole::<1, {u64::MAX}>, allow_hyphen_values = true)]
     pub faults: Option<u64>,
     /// The fault campaign's seed.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = whole::<0, {u64::MAX}>, allow_hyphen_values = true)]
     pub seed: u64,
-    /// Mean time between two faults of the campaign, microseconds.
-    #[arg(long, default_value_t = 1000)]
+    /// Mean time between two faults of the campaign, 1 µs to 60 s in microseconds.
+    #[arg(long, default_value_t = 1000, value_parser = whole::<1, 60_000_000>, allow_hyphen_values = true)]
     pub fault_gap_us: u64,
-    /// Milliseconds between the controller's load samples.
-    #[arg(long, default_value_t = 10)]
+    /// Milliseconds between the controller's load samples, 1 to 60000.
+    #[arg(long, default_value_t = 10, value_parser = whole::<1, 60_000>, allow_hyphen_values = true)]
     pub sample_ms: u64,
     /// Write the run (throughput, CPUs in use, every decision with its reason) as a Chrome trace for ui.perfetto.dev.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub trace: Option<std::path::PathBuf>,
     /// A packet-filter rule for the sending stack, e.g. "deny in tcp dport 23" (repeatable; first match wins).
-    #[arg(long = "filter")]
+    #[arg(long = "filter", allow_hyphen_values = true)]
     pub filters: Vec<String>,
     /// Crash this component of the sending stack repeatedly while the stream flows (syscall, tcp, ip, filter, driver; repeatable; a TCP crash resets the connections it held).
-    #[arg(long = "crash")]
+    #[arg(long = "crash", allow_hyphen_values = true)]
     pub crash: Vec<String>,
-    /// Milliseconds between injected crashes.
-    #[arg(long, default_value_t = 10)]
+    /// Milliseconds between injected crashes, 1 to 3600000.
+    #[arg(long, default_value_t = 10, value_parser = whole::<1, 3_600_000>, allow_hyphen_values = true)]
     pub crash_every_ms: u64,
-    /// Give up after this many seconds.
-    #[arg(long, default_value_t = 120)]
+    /// Give up after this many seconds, 1 to 86400 (a day).
+    #[arg(long, default_value_t = 120, value_parser = whole::<1, MAX_SECONDS>, allow_hyphen_values = true)]
     pub limit_s: u64,
 }
 
@@ -131,6 +131,27 @@ Live update (update=COMP[@VERSION] in --at): the component is replaced between t
   updated (its state is smoltcp's).
 
 Power is modelled (fitted to NewtOS Table 2) unless RAPL is found, and is labelled so.";
+
+/// Most connections (`--streams`): each is a socket of both stacks.
+pub const MAX_STREAMS: u64 = 64;
+/// The longest time a run may be given (`--limit-s`, a time of `--at`): a
+/// day.
+pub const MAX_SECONDS: u64 = 86_400;
+
+/// A whole number from `LO` to `HI`, refused in our words otherwise.
+pub(super) fn whole<const LO: u64, const HI: u64>(s: &str) -> Result<u64, String> {
+    let range =
+        if HI == u64::MAX && LO > 0 { format!("of at least {LO}") } else { format!("from {LO} to {HI}") };
+    let t = s.trim();
+    match t.parse::<u64>() {
+        Ok(n) if (LO..=HI).contains(&n) => Ok(n),
+        Ok(_) => Err(format!("expected a whole number {range}; found {t}")),
+        Err(_) if !t.is_empty() && t.trim_start_matches(['-', '+']).bytes().all(|b| b.is_ascii_digit()) => {
+            Err(format!("expected a whole number {range}; found {t}, which is out of range"))
+        }
+        Err(_) => Err(format!("expected a whole number {range}; found `{t}`")),
+    }
+}
 
 /// Bad input: exit status 2.
 #[derive(Debug)]
@@ -183,8 +204,8 @@ pub fn parse_placement(s: &str) -> Result<Placement, String> {
     }
     if let Some(g) = s.strip_prefix("efficient:") {
         let gbps: f64 = g.parse().map_err(|_| format!("efficient:{g}: `{g}` is not a number of Gbps"))?;
-        if !(gbps.is_finite() && gbps > 0.0) {
-            return Err(format!("efficient:{g}: the target must be a positive number of Gbps"));
+        if !(0.001..=1000.0).contains(&gbps) {
+            return Err(format!("efficient:{g}: the target must be 0.001 to 1000 Gbps"));
         }
         return plain(Mode::Efficient { target_bits_per_s: gbps * 1e9 });
     }
@@ -197,7 +218,14 @@ pub fn parse_placement(s: &str) -> Result<Placement, String> {
                     cpu.parse().map_err(|_| format!("manual:{list}: `{cpu}` is not a CPU number"))?;
                 Ok((k, cpu))
             })
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<Vec<_>, String>>()?;
+        for (i, (k, cpu)) in moves.iter().enumerate() {
+            if let Some((_, other)) = moves[..i].iter().find(|(o, _)| o == k) {
+                return Err(format!(
+                    "manual:{list}: {k} is placed twice (on CPU {other} and CPU {cpu}); a component runs on one CPU"
+                ));
+            }
+        }
         return Ok(Placement { mode: Mode::Manual, moves });
     }
     Err(format!(
@@ -211,18 +239,36 @@ fn pairs<'a>(list: &'a str, what: &str) -> Result<Vec<(&'a str, &'a str)>, Strin
         .collect()
 }
 
-/// A `--speed` value: CPU → step.
+/// A `--speed` value: CPU → step. As in a scenario file, the steps share
+/// one chip frequency (2267, 1867 or 1600 MHz; every duty step below 1600
+/// MHz throttles a chip at 1600), and a CPU is named once.
 pub fn parse_speeds(list: &str, speeds: &SpeedTable) -> Result<Vec<(CpuId, StepIdx)>, String> {
-    pairs(list, "CPU=MHZ")?
+    let v: Vec<(CpuId, StepIdx)> = pairs(list, "CPU=MHZ")?
         .into_iter()
         .map(|(cpu, mhz)| {
             let cpu: CpuId =
                 cpu.parse().map_err(|_| format!("speed `{list}`: `{cpu}` is not a CPU number"))?;
             let mhz: u32 =
                 mhz.parse().map_err(|_| format!("speed `{list}`: `{mhz}` is not a number of MHz"))?;
-            Ok((cpu, speeds.by_mhz(mhz).map_err(|e| e.to_string())?))
+            Ok((cpu, speeds.by_mhz(mhz).map_err(|e| format!("speed `{list}`: {e}"))?))
         })
-        .collect()
+        .collect::<Result<_, String>>()?;
+    for (i, &(cpu, step)) in v.iter().enumerate() {
+        if v[..i].iter().any(|&(c, _)| c == cpu) {
+            return Err(format!("speed `{list}`: CPU {cpu} is given two speeds"));
+        }
+        let (first, s0) = v[0];
+        let (chip, chip0) = (speeds.get(step).chip_mhz, speeds.get(s0).chip_mhz);
+        if chip != chip0 {
+            return Err(format!(
+                "speed `{list}`: the chip runs at one frequency: CPU {first} at {} MHz needs it at {chip0} MHz, \
+                 CPU {cpu} at {} MHz needs {chip} MHz (below 1600 MHz a core is throttled from a chip at 1600)",
+                speeds.get(s0).mhz,
+                speeds.get(step).mhz
+            ));
+        }
+    }
+    Ok(v)
 }
 
 /// One `--at` change.
@@ -248,7 +294,11 @@ fn parse_time(t: &str) -> Result<Duration, String> {
     if !(v.is_finite() && v >= 0.0) {
         return Err(format!("`{t}` is not a time (like 300ms or 2s)"));
     }
-    Ok(Duration::from_secs_f64(v * scale))
+    let secs = v * scale;
+    if secs > MAX_SECONDS as f64 {
+        return Err(format!("`{t}` is later than a run may last (at most {MAX_SECONDS} s, a day)"));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 pub fn parse_at(s: &str, speeds: &SpeedTable) -> Result<(Duration, Change), String> {
@@ -377,9 +427,6 @@ pub(super) fn plan(args: &Args) -> Result<Plan, BadArgs> {
         at.push((t, c));
     }
     at.sort_by_key(|(t, _)| *t);
-    if args.sample_ms == 0 {
-        return Err(BadArgs("--sample-ms must be at least 1".into()));
-    }
     let tcp_may_crash = args.faults.is_some()
         || crash_kinds(&args.crash)?.contains(&ComponentKind::Tcp)
         || at.iter().any(|(_, c)| *c == Change::Crash(ComponentKind::Tcp));
@@ -397,16 +444,7 @@ fn connections(args: &Args, tcp_may_crash: bool) -> Result<usize, BadArgs> {
                 .into(),
         ));
     }
-    if args.streams == 0 {
-        return Err(BadArgs("--streams must be at least 1".into()));
-    }
-    if args.faults == Some(0) {
-        return Err(BadArgs("--faults must be at least 1".into()));
-    }
-    if args.fault_gap_us == 0 {
-        return Err(BadArgs("--fault-gap-us must be at least 1".into()));
-    }
-    let streams = if args.faults.is_some() && args.streams == 1 { 4 } else { args.streams };
+    let streams = if args.faults.is_some() && args.streams == 1 { 4 } else { args.streams as usize };
     let one_peer = match (args.wire, args.peer) {
         (WireKind::Tun, _) => Some("the Linux peer over TUN"),
         (WireKind::Mem, PeerKind::Mono) => Some("the monolithic peer"),
@@ -456,10 +494,11 @@ mod tests {
         );
         let m = parse_placement("manual:tcp=1,ip=0").unwrap();
         assert_eq!((m.mode, m.moves), (Mode::Manual, vec![(ComponentKind::Tcp, 1), (ComponentKind::Ip, 0)]));
-        assert!(parse_placement("efficient:-1").unwrap_err().contains("positive"));
+        assert!(parse_placement("efficient:-1").unwrap_err().contains("0.001 to 1000 Gbps"));
         assert!(parse_placement("manual:tcp").unwrap_err().contains("is not COMP=CPU"));
         assert!(parse_placement("manual:nic=0").unwrap_err().contains("unknown component `nic`"));
-        assert_eq!(parse_speeds("0=2267,3=200", &t).unwrap(), [(0, StepIdx(0)), (3, StepIdx(9))]);
+        assert_eq!(parse_speeds("0=1600,3=200", &t).unwrap(), [(0, StepIdx(2)), (3, StepIdx(9))]);
+        assert!(parse_speeds("0=2267,3=200", &t).unwrap_err().contains("the chip runs at one frequency"));
         assert!(parse_speeds("0=1500", &t).unwrap_err().contains("no speed step of 1500 MHz"));
         assert_eq!(
             parse_at("2s:crash=ip", &t).unwrap(),

@@ -46,11 +46,11 @@ pub(super) struct Ends {
     pub apps: Vec<Box<dyn App>>,
 }
 
-/// Flags a run watches: `stop` closes the streams (Ctrl-C, or the end of
-/// the fault campaign); `interrupted` says Ctrl-C set it.
+/// Flags a run watches: `stop` closes the streams (a signal, or the end
+/// of the fault campaign); `signal` is the signal that set it (0: none).
 pub(super) struct Flags {
     pub stop: Arc<AtomicBool>,
-    pub interrupted: Arc<AtomicBool>,
+    pub signal: Arc<std::sync::atomic::AtomicI32>,
 }
 
 /// Starts the controller and the host, runs the streams with the changes

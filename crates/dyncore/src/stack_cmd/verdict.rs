@@ -43,22 +43,49 @@ pub(super) fn bytes_sent(apps: &[Box<dyn App>], senders: usize) -> u64 {
 }
 
 /// Prints what happened to the streams and checks the promises.
+/// A signal's checks that fail are reported on stderr, and the exit status
+/// stays the signal's.
 pub(super) fn verdict(run: &Run, peer: Peer, flags: &Flags) -> Result<()> {
-    checks(run, peer)?;
-    if flags.interrupted.load(Ordering::Acquire) {
+    let checked = checks(run, peer);
+    let signal = flags.signal.load(Ordering::Acquire);
+    if signal != 0 {
+        if let Err(e) = checked {
+            eprintln!("error: {e:#}");
+        }
         say!("interrupted: the stream was cut short and the connection closed");
-        return Err(Interrupted.into());
+        return Err(Interrupted { signal }.into());
     }
-    Ok(())
+    checked
 }
 
-/// Ctrl-C ended the run (after a clean close and the report): exit 130.
+/// A signal (SIGINT, SIGTERM, SIGHUP) ended the run, after a clean close,
+/// the report, and the removal of what the run created: exit status 128 +
+/// the signal (130 for SIGINT, 143 for SIGTERM), as a shell reports it.
 #[derive(Debug)]
-pub struct Interrupted;
+pub struct Interrupted {
+    pub signal: i32,
+}
+
+impl Interrupted {
+    /// The exit status.
+    pub fn status(&self) -> u8 {
+        u8::try_from(128 + self.signal).unwrap_or(255)
+    }
+}
 
 impl std::fmt::Display for Interrupted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("interrupted: the streams were closed cleanly and the report above covers what ran")
+        let name = match self.signal {
+            libc::SIGINT => "SIGINT (Ctrl-C)".to_string(),
+            libc::SIGTERM => "SIGTERM".to_string(),
+            libc::SIGHUP => "SIGHUP".to_string(),
+            n => format!("signal {n}"),
+        };
+        write!(
+            f,
+            "interrupted by {name}: the streams were closed cleanly, what the run created was removed, and the \
+             report above covers what ran"
+        )
     }
 }
 
