@@ -70,6 +70,11 @@ pub struct SplitRun {
     /// with nothing to do before it parks.
     pub busy_cpu_ns: u64,
     pub parks: u64,
+    /// The share of their running time (`run_ns`) that the stack CPUs'
+    /// worker threads had a real CPU (their CPU time from `schedstat` over
+    /// `run_ns`, at most 1): below 1 when other threads or processes
+    /// preempted them. Costs measured in wall time are scaled by it.
+    pub cpu_share: f64,
     /// `efficient`: from the stream's start to the end of the first sample
     /// window that carried the target (within 2%); `None` otherwise.
     pub time_to_target_ns: Option<u64>,
@@ -84,6 +89,8 @@ fn layout_change(a: &Action) -> bool {
 struct Stream {
     start: Nanos,
     end: Nanos,
+    /// The stack CPUs' worker threads' CPU time at the start and the end.
+    threads_cpu_ns: (u64, u64),
     before_cpus: Vec<CpuSnapshot>,
     before_slots: Vec<SlotSnapshot>,
     after_cpus: Vec<CpuSnapshot>,
@@ -161,6 +168,7 @@ fn idle_for(host: &CpuHost, ctl: &mut Controller, d: Duration, sample: Duration)
 fn stream(host: &CpuHost, ctl: &mut Controller, apps: Vec<Box<dyn App>>, sample: Duration) -> Result<Stream> {
     let before_cpus = host.cpus();
     let before_slots = host.components();
+    let cpu0 = stack_threads_cpu_ns();
     let start = host.now_ns();
     let threads = Threads::start(Vec::new(), apps);
     let limit = Instant::now() + Duration::from_secs(120);
@@ -172,9 +180,31 @@ fn stream(host: &CpuHost, ctl: &mut Controller, apps: Vec<Box<dyn App>>, sample:
     }
     let _ = ctl.sample(host, host.now_ns())?;
     let end = host.now_ns();
+    let threads_cpu_ns = (cpu0, stack_threads_cpu_ns());
     let (after_cpus, after_slots) = (host.cpus(), host.components());
     let apps = threads.stop().apps;
-    Ok(Stream { start, end, before_cpus, before_slots, after_cpus, after_slots, apps })
+    Ok(Stream { start, end, threads_cpu_ns, before_cpus, before_slots, after_cpus, after_slots, apps })
+}
+
+/// The CPU time so far of this process's stack CPU threads (`stack-cpu*`,
+/// [`dyncore_net::hosting`]), from their `schedstat`.
+fn stack_threads_cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    tasks
+        .filter_map(|t| {
+            let dir = t.ok()?.path();
+            let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+            if !comm.starts_with("stack-cpu") {
+                return None;
+            }
+            std::fs::read_to_string(dir.join("schedstat"))
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
 }
 
 /// The run's figures from the stream and the controller's windows.
@@ -210,6 +240,9 @@ fn figures(
     };
     let (wakeups, wake_ns, run_ns) = (sum(|c| c.wakeups), sum(|c| c.wake_ns), sum(|c| c.run_ns));
     let (busy_cpu_ns, parks) = (sum(|c| c.busy_ns), sum(|c| c.parks));
+    let threads_cpu = s.threads_cpu_ns.1.saturating_sub(s.threads_cpu_ns.0);
+    let cpu_share =
+        if run_ns > 0 && threads_cpu > 0 { (threads_cpu as f64 / run_ns as f64).min(1.0) } else { 1.0 };
     let windows =
         |from: Nanos, to: Nanos| ctl.windows.iter().filter(move |w| w.end_ns > from && w.end_ns <= to);
     let phase = |from: Nanos, to: Nanos| {
@@ -252,6 +285,7 @@ fn figures(
         final_tcp_mhz,
         busy_cpu_ns,
         parks,
+        cpu_share,
         time_to_target_ns,
     }
 }
