@@ -223,6 +223,9 @@ pub struct WorkloadSpec {
     /// Start time, virtual milliseconds.
     #[serde(default)]
     pub start_ms: f64,
+    /// Instances start this many ms apart: instance k at `start_ms + k ×
+    /// every_ms` (default: all at `start_ms`). A load that comes and goes.
+    pub every_ms: Option<f64>,
     /// Threads (parallel programs; default: one per CPU of the machine).
     pub threads: Option<u32>,
     /// Total work in milliseconds of one baseline CPU (default per program).

@@ -36,6 +36,9 @@ pub const WORK_MS: (f64, f64) = (0.001, 1e7);
 pub const MAX_RUN_WORK_MS: f64 = 1e7;
 /// Latest start, ms: one virtual day.
 pub const MAX_START_MS: f64 = 86_400_000.0;
+/// `every_ms`, the spacing of a workload's instances: at least 1 µs, at
+/// most one virtual day (every instance must start by `MAX_START_MS`).
+pub const EVERY_MS: (f64, f64) = (0.001, MAX_START_MS);
 /// Scheduler tick: from 100 µs (a 10 kHz tick; Linux's fastest is 1 ms) to 1 s.
 /// Every CPU ticks, so a tick of 1 ns would mean 10⁹ events per CPU per
 /// virtual second.
@@ -165,6 +168,7 @@ pub fn accepted(path: &[String]) -> Option<String> {
         }
         "run.workload.count" => format!("an integer from 1 to {MAX_COUNT}"),
         "run.workload.start_ms" => format!("a number of ms from 0 to {MAX_START_MS}"),
+        "run.workload.every_ms" => format!("a number of ms from {} to {}", EVERY_MS.0, EVERY_MS.1),
         "run.workload.threads" => format!("an integer from 1 to {MAX_THREADS}"),
         "run.workload.work_ms" => format!("a number of ms from {} to {}", WORK_MS.0, WORK_MS.1),
         "run.workload.nice" => "an integer from -20 to 19".to_string(),
