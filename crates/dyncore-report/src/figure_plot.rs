@@ -115,7 +115,7 @@ fn panel_programs<'a>(
 fn reference(metric: Metric, programs: &[(&RunResult, &dyncore_sim::ProgramResult)]) -> Option<Reference> {
     match metric {
         Metric::RelativeTime => Some(Reference { value: 1.0, label: "1 = running alone".into() }),
-        Metric::CompletionS => None,
+        Metric::CompletionS | Metric::EnergyJ => None,
         Metric::Speedup if programs.is_empty() => None,
         Metric::Speedup if programs.iter().all(|(_, p)| p.threads == 1) => {
             Some(Reference { value: 1.0, label: "1 = one baseline CPU".into() })

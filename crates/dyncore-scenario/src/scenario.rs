@@ -285,7 +285,8 @@ pub struct ReportSpec {
     /// `bars` (grouped bar chart) or `allocation` (CPUs per program over time).
     pub kind: PlotKind,
     /// `speedup` (vs one baseline CPU), `relative_time` (completion time vs
-    /// the program alone on one baseline CPU) or `completion_s`.
+    /// the program alone on one baseline CPU), `completion_s`, or
+    /// `energy_j` (the modelled energy of the program's run, joules).
     pub metric: Metric,
     /// x axis: `program` (series = runs) or `run` (series = program labels).
     pub group_by: GroupBy,
@@ -317,6 +318,9 @@ pub enum Metric {
     Speedup,
     RelativeTime,
     CompletionS,
+    /// The run's modelled energy (`RunResult::energy`), shown at each of
+    /// its programs.
+    EnergyJ,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

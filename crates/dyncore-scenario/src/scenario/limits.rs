@@ -144,7 +144,7 @@ pub fn accepted(path: &[String]) -> Option<String> {
         "sim.max_events" => range("an integer number of events", MAX_EVENTS),
         "report" => "a table: kind, metric, group_by, timeline_run".to_string(),
         "report.kind" => "\"bars\" or \"allocation\"".to_string(),
-        "report.metric" => "\"speedup\", \"relative_time\" or \"completion_s\"".to_string(),
+        "report.metric" => "\"speedup\", \"relative_time\", \"completion_s\" or \"energy_j\"".to_string(),
         "report.group_by" => "\"program\" or \"run\"".to_string(),
         "paper" => "a list of [[paper]] tables (x, series, value, source)".to_string(),
         "paper.value" => "a finite, non-zero number (differences are relative to it)".to_string(),
