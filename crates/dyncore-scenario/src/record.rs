@@ -26,7 +26,7 @@
 //!   `Fuse`) to the standalone `Online` that brings it back; a **wake-up**
 //!   is such an `Online`, and its latency runs from its request to its
 //!   `ReconfigDone`;
-//! * the **energy** ([`energy`]) prices each CPU's state over time —
+//! * the **energy** (`record::energy`) prices each CPU's state over time —
 //!   reconfiguring, offline, running at its duty, borrowed, idle — with
 //!   the power model: modelled, and labelled so.
 //!
