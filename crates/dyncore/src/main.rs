@@ -25,6 +25,7 @@ macro_rules! say {
 
 mod bench;
 mod events;
+mod exec_cmd;
 mod figure;
 mod figure_plot;
 mod html;
@@ -51,9 +52,9 @@ mod trace;
                   deterministic simulator and writes a report into the report folder (out/)."
 )]
 struct Cli {
-    /// Report folder.
-    #[arg(long, global = true, default_value = "out")]
-    out: PathBuf,
+    /// Report folder (default: out; `exec` writes one only when asked).
+    #[arg(long, global = true, value_name = "DIR")]
+    out: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -76,6 +77,9 @@ enum Cmd {
     Policies,
     /// A TCP stream through the NewtOS split network stack: throughput, per-component load, restarts.
     Stack(stack_cmd::Args),
+    /// Run a command, unmodified, under a policy on real CPUs (its threads placed, throttled and
+    /// fused through cgroups or affinity); its output, its exit status, then dyncore's summary.
+    Exec(exec_cmd::Args),
 }
 
 #[derive(Debug, Default, clap::Args)]
@@ -141,17 +145,19 @@ impl std::error::Error for BadInput {}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let out = cli.out.clone().unwrap_or_else(|| PathBuf::from("out"));
     let res = match &cli.cmd {
-        None => run(&RunArgs::default(), &cli.out),
-        Some(Cmd::Run(a)) => run(a, &cli.out),
+        None => run(&RunArgs::default(), &out),
+        Some(Cmd::Run(a)) => run(a, &out),
         Some(Cmd::Check { files }) => check(files),
-        Some(Cmd::Bench(b)) => bench::run(b, &cli.out),
+        Some(Cmd::Bench(b)) => bench::run(b, &out),
         Some(Cmd::Topology(t)) => topology::run(t),
         Some(Cmd::Policies) => {
             say!("{}", policies_cmd::listing(&dyncore_core::policies::Registry::builtin()));
             Ok(())
         }
         Some(Cmd::Stack(a)) => stack_cmd::run(a),
+        Some(Cmd::Exec(a)) => return exec_cmd::main(a, cli.out.as_deref()),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

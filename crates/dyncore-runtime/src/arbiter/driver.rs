@@ -15,6 +15,7 @@ use dyncore_core::{CpuId, CpuSet, Nanos};
 
 use super::affinity_only::AffinityOnly;
 use super::cgroups::Cgroups;
+use super::controller::Pinned;
 use super::discover::ProcTree;
 use super::probe::{Flavor, Probe, ProbeInput};
 use super::procevents::{ProcEvent, ProcEvents};
@@ -141,6 +142,8 @@ pub struct Arbiter<P: Policy + ?Sized> {
     cpu_time_before: Nanos,
     pub(super) scan_buf: Vec<(Tid, Option<Loc>)>,
     torn_down: bool,
+    /// The controller pinned to its spare CPU, until the teardown.
+    controller: Option<Pinned>,
     #[cfg(debug_assertions)]
     pub(super) contract: dyncore_core::policy::contract::Checker,
 }
@@ -177,6 +180,12 @@ fn validate(cfg: &ArbiterConfig) -> Result<CpuSet, ArbiterError> {
         ));
     }
     crate::affinity::check_allowed(set.iter()).map_err(|e| ArbiterError::Config(e.to_string()))?;
+    if let Some(c) = cfg.controller_cpu {
+        if set.contains(c) {
+            return bad(format!("the controller's CPU {c} is one of the run's CPUs {set}"));
+        }
+        crate::affinity::check_allowed([c]).map_err(|e| ArbiterError::Config(e.to_string()))?;
+    }
     Ok(set)
 }
 
@@ -238,6 +247,17 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 cfg.poll_ns
             }
         };
+        let controller = match cfg.controller_cpu {
+            Some(c) => {
+                let p = Pinned::pin(c).map_err(ArbiterError::Io)?;
+                notes.push(format!("the controller on real CPU {} alone", p.cpu()));
+                Some(p)
+            }
+            None => {
+                notes.push("the controller shares the CPUs it may use with the run".into());
+                None
+            }
+        };
         let n = cfg.cpus.len();
         let ticks = TickStats { tick_ns: cfg.tick_ns, ..TickStats::default() };
         Ok(Arbiter {
@@ -272,6 +292,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             cpu_time_before: thread_cpu_ns(),
             scan_buf: Vec::new(),
             torn_down: false,
+            controller,
             #[cfg(debug_assertions)]
             contract: dyncore_core::policy::contract::Checker::new(),
             cfg,
@@ -556,6 +577,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             errors.extend(cg.remove());
         }
         self.claim = None;
+        self.controller = None;
         lines.extend(errors.iter().map(|e| format!("teardown: {e}")));
         lines
     }

@@ -74,7 +74,15 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 self.dirty = true;
                 Ok(())
             }
-            Action::SetSpeed { cpu, duty } => self.set_duty(cpu, duty),
+            Action::SetSpeed { cpu, duty } => {
+                let real = self.cfg.duty_scale.apply(duty).map_err(|e| {
+                    ArbiterError::Policy(format!(
+                        "CPU {cpu}'s duty {duty} at a baseline of {}: {e}",
+                        self.cfg.duty_scale.baseline
+                    ))
+                })?;
+                self.set_duty(cpu, real)
+            }
             Action::Fuse { thread, object } => {
                 self.pending_rep = Some(object.representative);
                 self.log.fuses.push(FuseRecord { thread, object, fused_ns: now, split_ns: None });
@@ -113,7 +121,8 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         }
     }
 
-    /// Sets runtime CPU `cpu`'s quota to `duty`, measuring the write.
+    /// Sets runtime CPU `cpu`'s quota to `duty` (a real duty, scaled
+    /// already), measuring the write.
     pub(super) fn set_duty(&mut self, cpu: CpuId, duty: Duty) -> Result<(), ArbiterError> {
         match &mut self.mech {
             Mech::Groups(cg) => {

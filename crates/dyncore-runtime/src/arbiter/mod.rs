@@ -71,6 +71,7 @@ mod affinity_only;
 mod baseline;
 mod cgfs;
 mod cgroups;
+mod controller;
 mod discover;
 mod driver;
 mod execute;
@@ -89,8 +90,11 @@ use std::time::Duration;
 
 use dyncore_core::{CpuId, Nanos};
 
+use crate::backend::DutyScale;
+
 pub use baseline::{AloneRun, run_alone};
 pub use cgroups::{PERIOD_US, bandwidth};
+pub use controller::spare_cpu;
 pub use discover::{cpu_time_ns, last_cpu_and_state};
 pub use driver::{Arbiter, Ending, Placement};
 pub use probe::{Flavor, Probe, Want};
@@ -179,6 +183,17 @@ pub struct ArbiterConfig {
     /// duties true; the quota still caps every CPU. Not applied with
     /// affinity only.
     pub weight: Option<u32>,
+    /// The duty that stands for one baseline CPU: every duty the policy
+    /// sets is scaled with it before it becomes a quota (the live
+    /// backend's `--baseline-duty`; the default, 50%, leaves duties as
+    /// they are).
+    pub duty_scale: DutyScale,
+    /// A real CPU outside the run's to pin the controller (the thread
+    /// that drives the arbiter) to for the run's life, so that it takes
+    /// no time from the run's CPUs, as the live runner does; its affinity
+    /// is restored at the end. `None`: it stays where it is (and shares
+    /// the run's CPUs if its affinity allows them).
+    pub controller_cpu: Option<CpuId>,
     pub paths: SystemPaths,
 }
 
@@ -201,6 +216,8 @@ impl ArbiterConfig {
             quota_period_us: PERIOD_US,
             grace: Duration::from_secs(2),
             weight: None,
+            duty_scale: DutyScale::default(),
+            controller_cpu: None,
             paths: SystemPaths::default(),
         }
     }

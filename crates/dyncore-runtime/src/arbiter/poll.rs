@@ -142,7 +142,12 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 // An exec from a thread other than the leader gives that
                 // thread the leader's id, in the groups it was in: the
                 // full pass sees where it is.
-                ProcEvent::Exec { tgid } => full_pass |= self.pid_command.contains_key(&tgid),
+                ProcEvent::Exec { tgid } => {
+                    if self.pid_command.contains_key(&tgid) {
+                        full_pass = true;
+                        self.renamed(tgid);
+                    }
+                }
                 ProcEvent::Exit { tid } => {
                     if let Some(&t) = self.by_tid.get(&tid) {
                         self.exit(t)?;
@@ -155,6 +160,15 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             self.poll()?;
         }
         Ok(())
+    }
+
+    /// Process `pid` `exec`ed: its thread takes its new program's name.
+    fn renamed(&mut self, pid: Tid) {
+        if let (Some(&t), Ok(comm)) =
+            (self.by_tid.get(&pid), std::fs::read_to_string(format!("/proc/{pid}/comm")))
+        {
+            self.log.threads[t].comm = comm.trim_end().to_string();
+        }
     }
 
     /// A new thread: to its command (by its process, or its parent's),
