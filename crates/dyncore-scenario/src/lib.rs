@@ -2,7 +2,8 @@
 //! the simulator (`dyncore-sim`) and the live runtime (`dyncore-live`).
 //!
 //! * [`scenario`]: scenario files, their validation with errors that name
-//!   the field by path, and their limits;
+//!   the field by path, and their limits; [`load`]: finding and reading
+//!   them, with errors that name the file, the line and column;
 //! * [`machine`]: the machines a run names (topology, speed model, fusion);
 //! * [`workload`] and [`programs`]: the Table 3 programs and the plan of a
 //!   run's program instances (when, how much work, which [`ThreadSpec`]);
@@ -15,6 +16,7 @@
 //! [`ThreadSpec`]: dyncore_core::policy::ThreadSpec
 
 pub mod cost;
+pub mod load;
 pub mod machine;
 pub mod policy;
 mod profiles;

@@ -212,7 +212,7 @@ impl SimParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadSpec {
-    /// A Table 3 program: see [`PROGRAMS`].
+    /// A Table 3 program: see [`PROGRAMS`](crate::workload::PROGRAMS).
     pub program: String,
     /// Name in reports (default: the program's name). Results of programs
     /// with the same label in one run are averaged.

@@ -53,13 +53,16 @@
 //!
 //! Invariants (asserted): virtual time never goes backwards; work done never
 //! exceeds work given; busy + borrowed time of a CPU never exceeds elapsed
-//! time; the policy sets a CPU's speed before it runs a thread there.
+//! time; the policy sets a CPU's speed before it runs a thread there; and,
+//! when the run records its policy traffic, what the engine executed keeps
+//! to the actions (`executed.rs`, the execution checker).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use dyncore_core::exec::ExecObject;
 use dyncore_core::policies::PolicyInfo;
+use dyncore_core::policy::execution::Verdict;
 use dyncore_core::policy::trace::TraceWriter;
 use dyncore_core::policy::{Action, ActionKind, CpuState, Event, Policy, ReconfigId};
 use dyncore_core::speed::Duty;
@@ -71,6 +74,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::control::{EventBudgetExceeded, RunProgress, Watch};
 use crate::cost::Mechanism;
+use crate::executed::ExecRecord;
 use crate::machine::{MachineSpec, progress_rate};
 use crate::programs::{DealtWork, ProgramPlan, deal_work, plan_programs, work_rng};
 use crate::reconfigure::Reconfigurer;
@@ -171,6 +175,8 @@ struct Sim {
     touched: Vec<usize>,
     /// The policy's traffic, when the scenario asks for it.
     record: Option<TraceWriter<Vec<u8>, Vec<u8>>>,
+    /// What ran, for the execution checker (with the traffic).
+    executed: Option<ExecRecord>,
 }
 
 /// Runs run `index` of a validated scenario, reporting progress to `watch`.
@@ -181,6 +187,24 @@ pub fn run(
     index: usize,
     watch: &mut Watch<'_>,
 ) -> Result<RunResult, EventBudgetExceeded> {
+    run_inner(scenario, index, watch).map(|(r, _)| r)
+}
+
+/// Runs run `index` recording its policy traffic and what it executed;
+/// returns the result and the execution checker's verdict (a violation
+/// panics: it is a defect of the engine).
+pub fn run_checked(scenario: &Scenario, index: usize) -> Result<(RunResult, Verdict), EventBudgetExceeded> {
+    let mut s = scenario.clone();
+    s.record_policy_trace = true;
+    let (r, v) = run_inner(&s, index, &mut Watch { every_events: 0, report: &mut |_| {} })?;
+    Ok((r, v.expect("recorded with the traffic")))
+}
+
+fn run_inner(
+    scenario: &Scenario,
+    index: usize,
+    watch: &mut Watch<'_>,
+) -> Result<(RunResult, Option<Verdict>), EventBudgetExceeded> {
     let spec = &scenario.runs[index];
     let params = scenario.sim.with(&spec.sim);
     let mut sim = Sim::new(scenario, index);
@@ -277,6 +301,7 @@ impl Sim {
             record: scenario
                 .record_policy_trace
                 .then(|| TraceWriter::new(Vec::with_capacity(1 << 20), Vec::with_capacity(1 << 20))),
+            executed: scenario.record_policy_trace.then(ExecRecord::default),
             machine,
             info,
             policy,
@@ -423,6 +448,7 @@ impl Sim {
         self.threads[t].done = true;
         self.threads[t].remaining = 0.0;
         self.threads[t].generation += 1;
+        self.progressing(t);
         self.progs[p].live -= 1;
         self.feed(&Event::Exit { thread: t });
         if self.progs[p].live == 0 {
@@ -438,6 +464,9 @@ impl Sim {
     fn execute(&mut self, out: &mut Vec<Action>) {
         let mut touched = std::mem::take(&mut self.touched);
         for a in out.drain(..) {
+            if let Some(x) = &mut self.executed {
+                x.action(self.now, &a);
+            }
             match a {
                 Action::Dispatch { cpu, state } => {
                     self.set_cpu_state(cpu, state);
@@ -462,14 +491,20 @@ impl Sim {
                     let (stalled, proxy) = self.reconfigured_cpus(&cpus, true);
                     let cost = self.reconfigurer.offline(&cpus, mode, proxy);
                     cpus.iter().for_each(|c| self.cpus[c].offline = true);
-                    self.stall(&stalled, cost, id);
+                    let (start, _) = self.stall(&stalled, cost, id);
+                    if let Some(x) = &mut self.executed {
+                        x.change(cpus.iter(), start, false);
+                    }
                     touched.extend(stalled.iter());
                 }
                 Action::Online { id, cpus, mode } => {
                     let (stalled, _) = self.reconfigured_cpus(&cpus, false);
                     let cost = self.reconfigurer.online(&cpus, mode);
                     cpus.iter().for_each(|c| self.cpus[c].offline = false);
-                    self.stall(&stalled, cost, id);
+                    let (_, until) = self.stall(&stalled, cost, id);
+                    if let Some(x) = &mut self.executed {
+                        x.change(cpus.iter(), until, true);
+                    }
                     touched.extend(stalled.iter());
                 }
                 Action::Migrate { .. } | Action::Object { .. } => {}
@@ -520,11 +555,11 @@ impl Sim {
     /// reconfiguration `id` when that ends. Reconfigurations of a CPU are
     /// serialised, as the kernel serialises hotplug under one lock: one asked
     /// for while any of the CPUs is still reconfiguring starts when the last
-    /// of them is done.
-    fn stall(&mut self, cpus: &CpuSet, cost: Nanos, id: ReconfigId) {
+    /// of them is done. Returns when it starts and ends.
+    fn stall(&mut self, cpus: &CpuSet, cost: Nanos, id: ReconfigId) -> (Nanos, Nanos) {
         if cost == 0 {
             self.push(self.now, Ev::ReconfigDone(id.0, 0));
-            return;
+            return (self.now, self.now);
         }
         let start = cpus.iter().map(|c| self.cpus[c].stall_until).fold(self.now, Nanos::max);
         let until = start + cost;
@@ -534,6 +569,7 @@ impl Sim {
             self.push(until, Ev::StallEnd(c));
         }
         self.push(until, Ev::ReconfigDone(id.0, cost));
+        (start, until)
     }
 
     /// Runs `state` on `cpu` from now: a thread that left it stops
@@ -550,6 +586,7 @@ impl Sim {
                 self.threads[thread].cpu = None;
                 self.threads[thread].rate = 0.0;
                 self.threads[thread].generation += 1;
+                self.progressing(thread);
             }
         }
         if let CpuState::Running { thread, .. } = state {
@@ -607,8 +644,9 @@ impl Sim {
 
     fn reschedule_completion(&mut self, t: usize) {
         let rate = self.rate_of(t);
+        self.threads[t].rate = rate;
+        self.progressing(t);
         let th = &mut self.threads[t];
-        th.rate = rate;
         th.generation += 1;
         if rate > 0.0 && !th.done {
             let dt = (th.remaining / rate).ceil().max(0.0) as Nanos;
@@ -617,7 +655,15 @@ impl Sim {
         }
     }
 
-    fn finish(self, spec: &RunSpec, scenario: &Scenario) -> RunResult {
+    /// Tells the execution record where thread `t` progresses now.
+    fn progressing(&mut self, t: usize) {
+        if let Some(x) = &mut self.executed {
+            let th = &self.threads[t];
+            x.progress(t, th.cpu.filter(|_| th.rate > 0.0 && !th.done), self.now);
+        }
+    }
+
+    fn finish(mut self, spec: &RunSpec, scenario: &Scenario) -> (RunResult, Option<Verdict>) {
         let params = scenario.sim.with(&spec.sim);
         let reconfigures = reconfigures(self.info, &self.machine);
         let mechanism = if reconfigures { params.reconfig.name() } else { "none" };
@@ -629,6 +675,14 @@ impl Sim {
         if let Err(e) = self.policy.check() {
             panic!("policy invariant broken at the end of `{}`: {e}", spec.label);
         }
+        let verdict = self.executed.take().map(|x| x.finish(self.now));
+        if let Some(v) = verdict.as_ref().filter(|v| !v.ok()) {
+            panic!(
+                "the simulator did not execute what the policy asked in `{}`: {}",
+                spec.label,
+                v.summary()
+            );
+        }
         let runs: Vec<ProgramRun<'_>> = self
             .progs
             .iter()
@@ -636,7 +690,7 @@ impl Sim {
             .collect();
         let info = self.info;
         let r = self.policy.record.finish(self.now, &runs, |plan| tracked(info, plan));
-        RunResult {
+        let result = RunResult {
             label: spec.label.clone(),
             series: spec.series.clone().unwrap_or_else(|| spec.label.clone()),
             machine: spec.machine.clone(),
@@ -662,6 +716,7 @@ impl Sim {
                 let text = |b: Vec<u8>| String::from_utf8(b).expect("serde_json writes UTF-8");
                 PolicyTrace { events: text(events), actions: text(actions) }
             }),
-        }
+        };
+        (result, verdict)
     }
 }

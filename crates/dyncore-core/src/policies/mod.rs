@@ -5,7 +5,7 @@
 //! limits, the events it reads and the actions it may emit) and a `build`
 //! function that makes a fresh [`Policy`] for one run from the run's
 //! [`RunContext`] and its validated [`Params`] — plus one name in the
-//! [`builtin!`] line below. No backend changes: a backend gets a
+//! `builtin![...]` line below. No backend changes: a backend gets a
 //! `Box<dyn Policy + Send>` from [`Registry::build`], executes its actions,
 //! and builds every output from the event and action streams.
 //!

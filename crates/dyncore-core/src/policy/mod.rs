@@ -74,6 +74,7 @@
 //!    [`ExecObject::check`](crate::exec::ExecObject::check).
 
 pub mod contract;
+pub mod execution;
 pub mod trace;
 
 use serde::{Deserialize, Serialize};

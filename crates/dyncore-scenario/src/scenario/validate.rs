@@ -1,6 +1,6 @@
 //! [`Scenario::validate`]: meaning and limits, after serde has checked the
 //! shape. Every error names its field by path; a value out of range is
-//! reported as "expected <what [`accepted`] says>, found <value>".
+//! reported as "expected (what [`accepted`] says), found (the value)".
 //!
 //! What validation guarantees the engine (it relies on these): a machine of
 //! 1 to [`MAX_MACHINE_CPUS`] CPUs that can exist; every number finite and in

@@ -26,7 +26,7 @@
 use dyncore_core::placement::ComponentKind;
 use dyncore_core::profile::{ComponentCost, StackCosts};
 
-use super::{CpuSpec, NetParams, RunInput, simulate};
+use super::{Beside, CpuSpec, NetParams, RunInput, simulate};
 
 /// Table 2: configuration #1 at 2267 MHz.
 pub const PAPER_CONFIG1_2267_MBPS: f64 = 8641.0;
@@ -94,7 +94,7 @@ pub struct Fit {
 
 /// Throughput of `cpus` with `costs` (seed 1).
 pub fn mbps(costs: &StackCosts, net: &NetParams, cpus: &[CpuSpec]) -> f64 {
-    simulate(&RunInput { costs, net, cpus, load: &[], seed: 1 }).mbps
+    simulate(&RunInput { costs, net, cpus, load: &[], seed: 1, beside: Beside::default() }).mbps
 }
 
 /// Bisects `f` (decreasing in x) for `target` on `[lo, hi]`.

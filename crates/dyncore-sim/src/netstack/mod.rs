@@ -49,142 +49,24 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 use dyncore_core::Nanos;
-use dyncore_core::placement::{ComponentKind, ComponentSample, Layout, LoadSample};
+use dyncore_core::placement::ComponentKind;
 use dyncore_core::power::{PowerModel, SpeedStep, SpeedTable};
 use dyncore_core::profile::StackCosts;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
 
+mod beside;
 pub mod calibrate;
+mod params;
 pub mod policy;
 pub mod predict;
+mod sample;
 pub mod scale;
 pub mod scenario;
 
-/// Traffic and machine parameters of the model; every field has a default.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct NetParams {
-    /// Link speed, Gbit/s.
-    pub link_gbps: f64,
-    /// Payload bytes per segment.
-    pub mss: u32,
-    /// Bytes a frame adds on the wire (headers, preamble, gap).
-    pub frame_overhead: u32,
-    /// Concurrent TCP streams.
-    pub streams: u32,
-    /// Window of each stream, bytes (lwIP: no window scaling, 64 KiB).
-    pub window_bytes: u64,
-    /// From the last bit of a segment on the wire to its ACK reaching the
-    /// NIC: propagation and the receiver's turnaround, ns.
-    pub remote_ns: Nanos,
-    /// Mean of the exponential jitter added to `remote_ns`, ns.
-    pub remote_jitter_ns: Nanos,
-    /// The receiver acknowledges every this many segments.
-    pub ack_every: u32,
-    /// ... or this long after an unacknowledged segment, ns.
-    pub delack_ns: Nanos,
-    /// Messages a component handles in one turn on a shared CPU.
-    pub batch: u32,
-    /// Cycles a component's turn costs before its first message: after the
-    /// CPU slept (caches and TLB refilled, channels checked) or when the CPU
-    /// switches to it from another component (a context switch).
-    pub turn_cycles: f64,
-    /// Slowdown of a job that starts while its sibling hyperthread is busy.
-    pub smt_factor: f64,
-    /// A hyperthread whose sibling is awake wakes in this fraction of
-    /// `wakeup_ns`.
-    pub smt_wakeup_fraction: f64,
-    /// Simulated time, ms.
-    pub duration_ms: f64,
-    /// Time before measuring starts, ms.
-    pub warmup_ms: f64,
-}
-
-impl Default for NetParams {
-    fn default() -> Self {
-        NetParams {
-            link_gbps: 10.0,
-            mss: 1448,
-            frame_overhead: 90,
-            streams: 8,
-            window_bytes: 65535,
-            remote_ns: 30_000,
-            remote_jitter_ns: 5_000,
-            ack_every: 2,
-            delack_ns: 200_000,
-            batch: 1,
-            turn_cycles: 1000.0,
-            smt_factor: 1.3,
-            smt_wakeup_fraction: 0.25,
-            duration_ms: 20.0,
-            warmup_ms: 4.0,
-        }
-    }
-}
-
-/// One CPU of a layout: its speed and the components it runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CpuSpec {
-    /// Effective MHz: a step of the machine's speed table.
-    pub mhz: u32,
-    pub components: Vec<ComponentKind>,
-    /// CPUs with the same core are hyperthreads of one core (default: a
-    /// core of its own).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub core: Option<u32>,
-}
-
-/// An application that offers `gbps` (payload) from `at_ms` on; unlimited
-/// (`None`) before the first entry.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LoadStep {
-    pub at_ms: f64,
-    pub gbps: f64,
-}
-
-/// What one component did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct ComponentOutcome {
-    /// Fraction of the measured time it ran on its CPU.
-    pub busy: f64,
-    /// Messages it handled.
-    pub msgs: u64,
-}
-
-/// What one CPU did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CpuOutcome {
-    pub mhz: u32,
-    pub components: Vec<ComponentKind>,
-    /// Fraction of the measured time it ran jobs.
-    pub busy: f64,
-    /// Times it woke from sleep.
-    pub wakeups: u64,
-}
-
-/// The result of a run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Outcome {
-    /// Payload acknowledged per second over the measured time, Mbit/s.
-    pub mbps: f64,
-    /// Modelled power of the cores that host components, W.
-    pub power_w: f64,
-    /// Sum of the CPUs' MHz over 3 × 1600 MHz (the paper's Figure 2 bars).
-    pub resources: f64,
-    pub cpus: Vec<CpuOutcome>,
-    pub components: BTreeMap<ComponentKind, ComponentOutcome>,
-    /// Segments sent in the whole run (warm-up included).
-    pub packets: u64,
-    /// Events the engine handled.
-    pub events: u64,
-}
-
-/// Resources of the paper's Figure 2: 100% is 3 cores at 1600 MHz.
-pub const FULL_RESOURCES_MHZ: f64 = 3.0 * 1600.0;
+pub use beside::Beside;
+use beside::{Foreign, ForeignQueue};
+pub use params::{ComponentOutcome, CpuOutcome, CpuSpec, FULL_RESOURCES_MHZ, LoadStep, NetParams, Outcome};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Msg {
@@ -208,6 +90,11 @@ enum Ev {
     App,
     /// The measured time starts.
     Measure,
+    /// Work beside the stack was queued on this CPU (see [`Beside`]): wake it.
+    Beside(usize),
+    /// A CPU that has polled `spin_ns` with nothing to do sleeps, unless
+    /// work came since (its idle spell's number).
+    Park(usize, u64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -223,6 +110,8 @@ enum Job {
     /// A component handles a message (or TCP sends / the syscall server
     /// takes a write).
     Msg { comp: usize, msg: Option<Msg> },
+    /// Work beside the stack (see [`Beside`]).
+    Foreign(Foreign),
 }
 
 struct Cpu {
@@ -240,6 +129,11 @@ struct Cpu {
     busy_since: Nanos,
     busy_ns: Nanos,
     wakeups: u64,
+    /// Polling with nothing to do since (`spin_ns`), and the idle spell's
+    /// number.
+    spinning_since: Option<Nanos>,
+    spell: u64,
+    polled_ns: Nanos,
 }
 
 struct Comp {
@@ -260,6 +154,8 @@ pub struct RunInput<'a> {
     pub cpus: &'a [CpuSpec],
     pub load: &'a [LoadStep],
     pub seed: u64,
+    /// Work beside the stack on these CPUs (none by default).
+    pub beside: Beside,
 }
 
 /// The simulation state of one stack. [`policy`] drives a placement policy
@@ -268,6 +164,13 @@ pub struct Sim<'a> {
     costs: &'a StackCosts,
     net: &'a NetParams,
     load: &'a [LoadStep],
+    beside: Beside,
+    /// Per CPU, the work beside the stack waiting for it.
+    foreign: Vec<ForeignQueue>,
+    /// With a modelled application: bytes it has made that the stack has
+    /// not taken, and whether it is making a chunk.
+    app_ready: u64,
+    app_making: bool,
     table: SpeedTable,
     cpus: Vec<Cpu>,
     comps: Vec<Comp>,
@@ -342,6 +245,9 @@ impl<'a> Sim<'a> {
                 busy_since: 0,
                 busy_ns: 0,
                 wakeups: 0,
+                spinning_since: None,
+                spell: 0,
+                polled_ns: 0,
             });
         }
         for i in 0..cpus.len() {
@@ -354,10 +260,15 @@ impl<'a> Sim<'a> {
         let syscall = find(ComponentKind::Syscall);
         let net = input.net;
         let ncomp = comps.len();
+        let ncpu = cpus.len();
         let mut sim = Sim {
             costs: input.costs,
             net,
             load: input.load,
+            beside: input.beside,
+            foreign: (0..ncpu).map(|_| ForeignQueue::default()).collect(),
+            app_ready: 0,
+            app_making: false,
             table,
             cpus,
             comps,
@@ -443,7 +354,14 @@ impl<'a> Sim<'a> {
                 self.nic_busy = false;
                 self.nic_next();
             }
-            Ev::Remote(bytes) => self.remote(bytes),
+            Ev::Remote(bytes) => self.arrive(bytes),
+            Ev::Beside(cpu) => self.kick(cpu),
+            Ev::Park(cpu, spell) => {
+                if self.cpus[cpu].state == CpuState::Idle && self.cpus[cpu].spell == spell {
+                    self.stop_polling(cpu);
+                    self.sleep(cpu);
+                }
+            }
             Ev::AckIn(bytes) => {
                 let d = self.down_end();
                 self.enqueue(d, Msg::Ack(bytes));
@@ -468,6 +386,7 @@ impl<'a> Sim<'a> {
                 }
                 for cpu in &mut self.cpus {
                     cpu.busy_ns = 0;
+                    cpu.polled_ns = 0;
                     cpu.wakeups = 0;
                 }
                 self.acked_bytes = 0;
@@ -516,7 +435,7 @@ impl<'a> Sim<'a> {
     fn app_has(&mut self) -> bool {
         let mss = u64::from(self.net.mss);
         if self.app_rate_gbps.is_none() {
-            return true;
+            return !self.app_modelled() || self.app_ready_for_segment();
         }
         self.refill_app();
         if self.app_bytes >= mss {
@@ -565,7 +484,7 @@ impl<'a> Sim<'a> {
             CpuState::Idle => self.dispatch(cpu),
             CpuState::Asleep => {
                 let comps = self.cpus[cpu].comps.clone();
-                if comps.into_iter().any(|c| self.has_work(c)) {
+                if self.foreign_work(cpu) || comps.into_iter().any(|c| self.has_work(c)) {
                     let sibling_awake = self.cpus[cpu]
                         .sibling
                         .is_some_and(|s| matches!(self.cpus[s].state, CpuState::Busy | CpuState::Idle));
@@ -582,9 +501,13 @@ impl<'a> Sim<'a> {
     /// Starts the next job on an idle CPU, or puts it to sleep.
     fn dispatch(&mut self, cpu: usize) {
         debug_assert_eq!(self.cpus[cpu].state, CpuState::Idle);
+        if self.foreign_turn(cpu) {
+            self.run_foreign(cpu);
+            return;
+        }
         let n = self.cpus[cpu].comps.len();
         if n == 0 {
-            self.cpus[cpu].state = CpuState::Asleep;
+            self.idle(cpu);
             return;
         }
         // Stay with the current component for up to `batch` jobs.
@@ -609,16 +532,16 @@ impl<'a> Sim<'a> {
             }
         }
         let Some((i, c)) = pick else {
-            self.cpus[cpu].state = CpuState::Asleep;
-            self.cpus[cpu].in_turn = 0;
-            self.cpus[cpu].last_comp = None;
+            self.idle(cpu);
             return;
         };
+        self.stop_polling(cpu);
         if i != self.cpus[cpu].turn % n || self.cpus[cpu].in_turn >= self.net.batch.max(1) {
             self.cpus[cpu].turn = i;
             self.cpus[cpu].in_turn = 0;
         }
         self.cpus[cpu].in_turn += 1;
+        self.foreign[cpu].last = false;
         let msg = self.comps[c].queue.pop_front();
         let mss = self.net.mss;
         let cost = self.costs.component(self.comps[c].kind);
@@ -636,7 +559,7 @@ impl<'a> Sim<'a> {
                 match self.syscall {
                     Some(_) => self.sock_bytes -= u64::from(mss),
                     None if self.app_rate_gbps.is_some() => self.app_bytes -= u64::from(mss),
-                    None => {}
+                    None => self.app_took_segment(),
                 }
                 self.packets += 1;
             } else {
@@ -644,6 +567,7 @@ impl<'a> Sim<'a> {
                 if self.app_rate_gbps.is_some() {
                     self.app_bytes -= u64::from(mss);
                 }
+                self.app_took_segment();
             }
         }
         if self.cpus[cpu].last_comp != Some(c) {
@@ -662,9 +586,53 @@ impl<'a> Sim<'a> {
         self.push(self.now + ns, Ev::JobDone(cpu));
     }
 
+    /// `cpu` has nothing to do: it polls for `spin_ns`, then sleeps.
+    fn idle(&mut self, cpu: usize) {
+        if self.net.spin_ns == 0 {
+            return self.sleep(cpu);
+        }
+        if self.cpus[cpu].spinning_since.is_none() {
+            let c = &mut self.cpus[cpu];
+            c.spinning_since = Some(self.now);
+            c.spell += 1;
+            let spell = c.spell;
+            self.push(self.now + self.net.spin_ns, Ev::Park(cpu, spell));
+        }
+    }
+
+    fn sleep(&mut self, cpu: usize) {
+        let c = &mut self.cpus[cpu];
+        c.state = CpuState::Asleep;
+        c.in_turn = 0;
+        c.last_comp = None;
+    }
+
+    /// Ends a polling spell of `cpu`, counting its measured part.
+    pub(super) fn stop_polling(&mut self, cpu: usize) {
+        if let Some(t) = self.cpus[cpu].spinning_since.take()
+            && self.now > self.measure_from
+        {
+            self.cpus[cpu].polled_ns += self.now - t.max(self.measure_from);
+        }
+    }
+
     fn job_done(&mut self, cpu: usize) {
-        let Some(Job::Msg { comp: c, msg }) = self.cpus[cpu].job.take() else {
-            unreachable!("a job ends only on a busy CPU")
+        let (c, msg) = match self.cpus[cpu].job.take() {
+            Some(Job::Msg { comp, msg }) => (comp, msg),
+            Some(Job::Foreign(f)) => {
+                if self.now > self.measure_from {
+                    let since = self.cpus[cpu].busy_since.max(self.measure_from);
+                    self.cpus[cpu].busy_ns += self.now - since;
+                }
+                self.sample_cpu_busy[cpu] += self.now - self.cpus[cpu].busy_since;
+                self.cpus[cpu].state = CpuState::Idle;
+                self.foreign_done(f);
+                if self.cpus[cpu].state == CpuState::Idle {
+                    self.dispatch(cpu);
+                }
+                return;
+            }
+            None => unreachable!("a job ends only on a busy CPU"),
         };
         let ran = self.now - self.cpus[cpu].busy_since;
         if self.now > self.measure_from {
@@ -766,10 +734,17 @@ impl<'a> Sim<'a> {
             }
             let busy = busy as f64 / span;
             assert!(busy <= 1.0 + 1e-9, "a CPU busier than the time that passed");
+            let mut polled = cpu.polled_ns;
+            if let Some(t) = cpu.spinning_since
+                && self.now > self.measure_from
+            {
+                polled += self.now - t.max(self.measure_from);
+            }
             cpus.push(CpuOutcome {
                 mhz: cpu.step.mhz,
                 components: cpu.comps.iter().map(|&c| self.comps[c].kind).collect(),
                 busy,
+                polled: polled as f64 / span,
                 wakeups: cpu.wakeups,
             });
             if !cpu.comps.is_empty() {
@@ -798,67 +773,6 @@ impl<'a> Sim<'a> {
             packets: self.packets,
             events: self.events,
         }
-    }
-}
-
-impl Sim<'_> {
-    /// The load since the previous call, over `period_ns`, as a placement
-    /// policy sees it, and each CPU's busy fraction. `channel_slots` is the
-    /// capacity a channel's fill is measured against.
-    pub fn take_sample(&mut self, period_ns: Nanos, channel_slots: usize) -> (LoadSample, Vec<f64>) {
-        let p = period_ns.max(1) as f64;
-        let mut s =
-            LoadSample { components: BTreeMap::new(), bits_per_s: self.sample_acked as f64 * 8.0 / p * 1e9 };
-        for (i, c) in self.comps.iter_mut().enumerate() {
-            let busy = (self.sample_busy[i] as f64 / p).min(1.0);
-            let fill = (c.peak_queue as f64 / channel_slots.max(1) as f64).min(1.0);
-            s.components.insert(c.kind, ComponentSample { busy, fill, behind: false });
-            c.peak_queue = c.queue.len();
-            self.sample_busy[i] = 0;
-        }
-        let cpus = self.sample_cpu_busy.iter().map(|&b| (b as f64 / p).min(1.0)).collect();
-        self.sample_cpu_busy.iter_mut().for_each(|b| *b = 0);
-        self.sample_acked = 0;
-        (s, cpus)
-    }
-
-    /// Moves components and sets speeds as `layout` says (CPU ids index
-    /// this run's CPUs). A job in progress ends where it started; a CPU's
-    /// new speed applies from its next job.
-    pub fn apply_layout(&mut self, layout: &Layout) {
-        for cpu in &mut self.cpus {
-            cpu.comps.clear();
-        }
-        for (i, c) in self.comps.iter_mut().enumerate() {
-            if let Some(&cpu) = layout.cpu_of.get(&c.kind) {
-                c.cpu = cpu;
-            }
-            self.cpus[c.cpu].comps.push(i);
-        }
-        for (&cpu, &step) in &layout.step_of {
-            self.cpus[cpu].step = self.table.get(step);
-        }
-        for cpu in 0..self.cpus.len() {
-            let n = self.cpus[cpu].comps.len().max(1);
-            self.cpus[cpu].turn %= n;
-            self.kick(cpu);
-        }
-    }
-
-    /// Modelled power of the CPUs now, given each one's busy fraction.
-    pub fn power_w(&self, busy: &[f64]) -> f64 {
-        let power = PowerModel::newtos();
-        self.cpus
-            .iter()
-            .zip(busy)
-            .filter(|(c, _)| !c.comps.is_empty())
-            .map(|(c, &b)| power.core_w(c.step, b))
-            .sum()
-    }
-
-    /// Payload bytes acknowledged since the warm-up ended.
-    pub fn acked_bytes(&self) -> u64 {
-        self.acked_bytes
     }
 }
 

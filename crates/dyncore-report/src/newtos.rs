@@ -24,12 +24,12 @@ use serde::Serialize;
 use crate::figure::{DIFF_FLAG, PaperCounts};
 use crate::plot::{Chart, PALETTE, write_chart};
 use crate::report::{Written, report_dir, write_file};
-use crate::scenarios::{LoadError, error_in, read_text, syntax_error};
 use crate::table::{Table, escape_html};
+use dyncore_scenario::load::{LoadError, error_in, read_text, syntax_error};
 
 /// The shipped NewtOS scenarios' folder.
 pub fn default_dir() -> PathBuf {
-    crate::scenarios::default_dir().join("newtos")
+    dyncore_scenario::load::default_dir().join("newtos")
 }
 
 /// Whether the file at `path` is a network-stack scenario.
@@ -150,6 +150,7 @@ pub fn run_scenario(sc: &NetScenario) -> Vec<RunRow> {
                     cpus: &r.cpus,
                     load: &r.load,
                     seed,
+                    beside: Default::default(),
                 });
                 mbps.push(o.mbps);
                 power.push(o.power_w);

@@ -266,7 +266,7 @@ mod tests {
     }
 
     fn shipped(name: &str) -> (Scenario, Vec<ScenarioResult>, Figure) {
-        let path = crate::scenarios::default_dir().join(format!("{name}.toml"));
+        let path = dyncore_scenario::load::default_dir().join(format!("{name}.toml"));
         let sc = Scenario::from_toml(&std::fs::read_to_string(path).unwrap()).unwrap();
         let results = vec![dyncore_sim::run_quietly(&sc).expect("within the event budget")];
         let fig = Figure::build(&sc, &results);

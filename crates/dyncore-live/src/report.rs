@@ -20,10 +20,10 @@ use dyncore_sim::scenario::{GroupBy, PaperFigure, Scenario};
 use dyncore_sim::{RunResult, ScenarioResult};
 use serde::Serialize;
 
-use super::compare::{Diag, Side, agreement_sentence, diag_table, fmt_ns, side_by_side, side_table};
-use super::run::{LiveRunOutput, Outcome};
-use crate::figure::{Figure, comparison_table, metric_name};
-use crate::report::{
+use crate::compare::{Diag, Side, agreement_sentence, diag_table, fmt_ns, side_by_side, side_table};
+use crate::run::{LiveRunOutput, Outcome};
+use dyncore_report::figure::{Figure, comparison_table, metric_name};
+use dyncore_report::report::{
     Written, paper_verdict, programs_table, report_dir, runs_table, write_file, write_plots,
 };
 
@@ -265,7 +265,7 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
         };
         write_plots(&dir, &drawn_sc, drawn, &drawn_fig, Some(&subtitle))?
     };
-    crate::trace::write_chrome_trace(&dir.join("trace.json"), &shown[0])?;
+    dyncore_report::trace::write_chrome_trace(&dir.join("trace.json"), &shown[0])?;
     for o in r.live {
         write_file(&dir.join(format!("live-{}-events.jsonl", o.index)), o.run.events.as_bytes())?;
         write_file(&dir.join(format!("live-{}-actions.jsonl", o.index)), o.run.actions.as_bytes())?;
@@ -315,13 +315,13 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
         seeds: vec![sc.seed],
         counts: drawn_fig.paper_counts(&drawn_sc),
         all_finished: r.incomplete.is_none() && r.live_result.runs.iter().all(|x| x.finished),
-        html: crate::html::scenario_section(
+        html: dyncore_report::html::scenario_section(
             &drawn_sc,
             &drawn_fig,
             &plots,
             timeline_ref,
             sc.seed,
-            crate::html::Ran { ran, lead: &lead },
+            dyncore_report::html::Ran { ran, lead: &lead },
         ),
     })
 }
@@ -395,7 +395,7 @@ fn report_md(
     diags: &[Diag],
     drawn_sc: &Scenario,
     drawn_fig: &Figure,
-    plots: &[crate::report::Plot],
+    plots: &[dyncore_report::report::Plot],
     shown: &[ScenarioResult],
 ) -> String {
     let sc = r.scenario;
@@ -456,7 +456,7 @@ fn report_md(
          runtime's critical paths took live against what the simulator charged for the same plans. Tick \
          lateness: how late the controller fed each round of ticks. A figure outside {:.0}% names the largest \
          of these for its runs.\n",
-        super::compare::AGREEMENT * 100.0
+        crate::compare::AGREEMENT * 100.0
     );
     let _ = writeln!(s, "## Runs\n");
     s += &runs_table(&shown[0]).to_markdown();
@@ -588,7 +588,7 @@ fn median(v: &[u64]) -> u64 {
 fn lead_html(r: &LiveReport<'_>, live_fig: &Figure, sides: &[Side], diags: &[Diag]) -> String {
     let mut s = String::new();
     for b in banners(r) {
-        s += &crate::markdown::to_html(&b, 0, "");
+        s += &dyncore_report::markdown::to_html(&b, 0, "");
     }
     let _ = writeln!(
         s,
@@ -597,7 +597,7 @@ fn lead_html(r: &LiveReport<'_>, live_fig: &Figure, sides: &[Side], diags: &[Dia
     );
     s += &side_table(live_fig.x_name, sides).to_html(|i| (!sides[i].agrees()).then_some("differs"));
     s += "</div>\n";
-    s += &crate::markdown::to_html(&format!("{}.", agreement_sentence(sides)), 0, "");
+    s += &dyncore_report::markdown::to_html(&format!("{}.", agreement_sentence(sides)), 0, "");
     s += "<div class=\"table-wrap\">\n";
     s += &diag_table(diags).to_html(|_| None);
     s += "</div>\n";

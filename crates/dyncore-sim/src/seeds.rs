@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use dyncore_sim::{EventBudgetExceeded, RunProgress, RunResult, Scenario, ScenarioResult, Watch};
+use crate::{EventBudgetExceeded, RunProgress, RunResult, Scenario, ScenarioResult, Watch};
 
 /// Seeds per run when neither `--seeds` nor the scenario's `seeds` says:
 /// enough to show the spread, few enough for a default run of a second.
@@ -60,7 +60,7 @@ pub fn run_seeds(
                         let seed = per_seed[k].seed;
                         let mut report = |p: &RunProgress| progress(seed, p);
                         let mut watch = Watch { every_events: Watch::EVERY, report: &mut report };
-                        let r = dyncore_sim::engine::run(&per_seed[k], i, &mut watch).map(|mut r| {
+                        let r = crate::engine::run(&per_seed[k], i, &mut watch).map(|mut r| {
                             if k > 0 {
                                 r.trace = Vec::new();
                             }
@@ -112,8 +112,8 @@ mod tests {
     /// The parallel runner gives exactly what running each seed alone gives.
     #[test]
     fn parallel_seeds_match_sequential_runs_and_keep_one_trace() {
-        let text =
-            std::fs::read_to_string(crate::scenarios::default_dir().join("fig4-parallel.toml")).unwrap();
+        let text = std::fs::read_to_string(dyncore_scenario::load::default_dir().join("fig4-parallel.toml"))
+            .unwrap();
         let mut sc = Scenario::from_toml(&text).unwrap();
         sc.runs.truncate(6);
         let done = AtomicUsize::new(0);
@@ -127,7 +127,7 @@ mod tests {
         for (k, seed) in [3u64, 4, 5].into_iter().enumerate() {
             let mut s = sc.clone();
             s.seed = seed;
-            let alone = dyncore_sim::run_quietly(&s).expect("within the event budget");
+            let alone = crate::run_quietly(&s).expect("within the event budget");
             assert_eq!(got[k].seed, seed);
             let json = |r: &ScenarioResult| serde_json::to_string(&r.runs).unwrap();
             assert_eq!(json(&got[k]), json(&alone), "seed {seed}");

@@ -22,7 +22,7 @@ use dyncore_scenario::record::ProgramRun;
 use dyncore_scenario::scenario::Scenario;
 use dyncore_scenario::{PolicyTrace, RunResult};
 
-use super::run::{LiveRunOutput, Outcome};
+use crate::run::{LiveRunOutput, Outcome};
 
 /// The name reports give the live backend's reconfiguration mechanism.
 pub const LIVE_MECHANISM: &str = "live: Bolt on runtime CPUs";

@@ -60,7 +60,8 @@ mod tests {
     use super::*;
 
     fn fig3() -> Scenario {
-        crate::scenarios::load(&crate::scenarios::default_dir().join("fig3-taxation.toml")).unwrap()
+        dyncore_scenario::load::load(&dyncore_scenario::load::default_dir().join("fig3-taxation.toml"))
+            .unwrap()
     }
 
     #[test]

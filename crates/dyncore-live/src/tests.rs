@@ -33,12 +33,12 @@ use dyncore_scenario::policy::policy_for;
 use dyncore_sim::Scenario;
 use dyncore_sim::machine::MachineSpec;
 
-use super::run::{LiveOptions, Outcome, run};
+use crate::run::{LiveOptions, Outcome, run};
 
 fn scenario() -> Scenario {
-    let path = crate::scenarios::default_dir().join("live/live-exit-notify.toml");
-    let s = crate::scenarios::load(&path).expect("the shipped live scenario loads");
-    super::scale::scaled(&s, 0.2).expect("a fifth of it is valid")
+    let path = dyncore_scenario::load::default_dir().join("live/live-exit-notify.toml");
+    let s = dyncore_scenario::load::load(&path).expect("the shipped live scenario loads");
+    crate::scale::scaled(&s, 0.2).expect("a fifth of it is valid")
 }
 
 /// The options of a live run here, or why the test cannot run.
@@ -94,6 +94,10 @@ fn a_live_run_replays_byte_for_byte_through_a_fresh_policy() {
         let mut checker = Checker::with_speeds(machine.speed, machine.topology);
         check_replay(&events, &mut policy_for(&sc, i), &mut checker)
             .unwrap_or_else(|e| panic!("run {i}: the live traffic breaks the contract: {e}"));
+        // What the runtime really ran keeps to the dispatches (checked in
+        // `finish` too, which panics in tests).
+        let v = &out.run.execution;
+        assert!(v.ok() && v.slices > 0, "run {i}: {}", v.summary());
         fused |= !out.run.log.fuses.is_empty();
     }
     assert!(fused, "the notified run fuses: the test checks a run that reconfigured for real");

@@ -4,7 +4,7 @@
 //!
 //! For each scenario:
 //!
-//! 1. scale it (`--time-scale`, [`scale`]) and check the options — the
+//! 1. scale it (`--time-scale`, `dyncore_live::scale`) and check the options — the
 //!    real CPUs (`--real-cpus`, [`fit`]), the baseline duty
 //!    (`--baseline-duty`: every duty the run's machine can ask for must
 //!    stay in (0, 100%]) — refusing bad input before anything starts
@@ -25,16 +25,6 @@
 //! report of what ran is written marked INCOMPLETE, the index too, and the
 //! command exits with status 130.
 
-mod compare;
-mod fit;
-mod kernels;
-mod report;
-mod result;
-mod run;
-mod scale;
-#[cfg(test)]
-mod tests;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,10 +39,13 @@ use dyncore_sim::machine::MachineSpec;
 use dyncore_sim::{Scenario, ScenarioResult};
 use indicatif::{ProgressBar, ProgressStyle};
 
-pub use report::Kind;
-use run::{LiveOptions, Outcome};
+use dyncore_live::run::{self, LiveOptions, Outcome};
+use dyncore_live::{compare, fit, report, result, scale};
+use dyncore_scenario::load as scenarios;
 
-use crate::{BadInput, RunArgs, scenarios};
+pub use dyncore_live::report::Kind;
+
+use super::{BadInput, RunArgs, Runner};
 
 /// The live run was stopped by Ctrl-C (exit status 130, after the reports).
 #[derive(Debug)]
@@ -152,7 +145,8 @@ pub fn apply_time_scale(loaded: &mut [(PathBuf, Scenario)], x: Option<f64>) -> R
 }
 
 /// `dyncore run --backend live|both`.
-pub fn run(args: &RunArgs, kind: Kind, out: &Path) -> Result<()> {
+pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
+    let out = runner.out();
     if args.seeds.is_some_and(|n| n > 1) {
         return Err(bad_option(
             "--seeds: a live run is run with one seed (the scenario's, or --seed N); run it again with another \
@@ -161,7 +155,7 @@ pub fn run(args: &RunArgs, kind: Kind, out: &Path) -> Result<()> {
         ));
     }
     let x = args.time_scale.unwrap_or(1.0);
-    let mut scaled = crate::load_all(&args.files)?;
+    let mut scaled = super::load_all(runner.registry(), &args.files)?;
     for (_, s) in &mut scaled {
         if let Some(seed) = args.seed {
             s.seed = seed;
@@ -181,7 +175,7 @@ pub fn run(args: &RunArgs, kind: Kind, out: &Path) -> Result<()> {
             .context("installing the Ctrl-C handler")?;
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating the report folder {}", out.display()))?;
-    let description = crate::bench::machine_description();
+    let description = dyncore_report::machine::machine_description();
     let bar = ProgressBar::new_spinner();
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").expect("static template"),
@@ -191,7 +185,7 @@ pub fn run(args: &RunArgs, kind: Kind, out: &Path) -> Result<()> {
     let mut interrupted = false;
     for (path, sc) in &scaled {
         let predicted = dyncore_sim::run_quietly(&prediction_scenario(sc))
-            .map_err(|e| crate::budget_error(path, &e, &written))?;
+            .map_err(|e| super::budget_error(path, &e, &written))?;
         let (live, incomplete) = run_live(sc, &opts, &stop, &bar)?;
         let live_result = ScenarioResult {
             name: sc.name.clone(),
@@ -222,7 +216,7 @@ pub fn run(args: &RunArgs, kind: Kind, out: &Path) -> Result<()> {
         }
     }
     bar.finish_and_clear();
-    crate::report::write_index(out, &written, &what_ran(args, kind))?;
+    dyncore_report::report::write_index(out, &written, &what_ran(args, kind))?;
     say!("Report: {} (and index.md)", out.join("index.html").display());
     if interrupted {
         return Err(Interrupted.into());

@@ -7,16 +7,14 @@ use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use dyncore_sim::Scenario;
-use dyncore_sim::scenario::dotted_path;
-use dyncore_sim::scenario::limits::accepted;
+use crate::Scenario;
+use crate::scenario::dotted_path;
+use crate::scenario::limits::accepted;
+use dyncore_core::policies::Registry;
 use toml_edit::{ImDocument, Item, Table, Value};
 
 mod read;
 pub use read::read_text;
-
-#[cfg(test)]
-mod props;
 
 /// The shipped scenarios: `./scenarios` when run from the repository, else
 /// the folder next to this crate's sources.
@@ -91,16 +89,28 @@ impl fmt::Display for LoadError {
 
 impl std::error::Error for LoadError {}
 
-/// Reads, parses and validates one scenario file.
+/// Reads, parses and validates one scenario file (its policies from the
+/// built-in ones).
 pub fn load(path: &Path) -> Result<Scenario, LoadError> {
+    load_with(path, &Registry::builtin())
+}
+
+/// [`load`], its runs' policies from `registry`.
+pub fn load_with(path: &Path, registry: &Registry) -> Result<Scenario, LoadError> {
     let text = read_text(path)?;
-    parse(path, &text)
+    parse_with(path, &text, registry)
 }
 
 /// Parses and validates scenario text (`path` names the file in errors, and
 /// the folder machine profiles are read from).
 pub fn parse(path: &Path, text: &str) -> Result<Scenario, LoadError> {
+    parse_with(path, text, &Registry::builtin())
+}
+
+/// [`parse`], its runs' policies from `registry`.
+pub fn parse_with(path: &Path, text: &str, registry: &Registry) -> Result<Scenario, LoadError> {
     let mut scenario = Scenario::from_toml(text).map_err(|e| syntax_error(path, text, &e))?;
+    scenario.registry = registry.clone();
     scenario
         .load_profiles(path)
         .and_then(|()| scenario.validate())
@@ -121,7 +131,7 @@ pub fn error_in(file: &Path, text: &str, path: &[String], message: String) -> Lo
 
 /// A TOML or serde error: located by its span, with the full path of the
 /// field there, and serde's wording replaced by what the field accepts.
-pub(crate) fn syntax_error(file: &Path, text: &str, e: &toml::de::Error) -> LoadError {
+pub fn syntax_error(file: &Path, text: &str, e: &toml::de::Error) -> LoadError {
     let span = e.span();
     let doc = ImDocument::parse(text).ok();
     let path = span.clone().and_then(|s| match &doc {

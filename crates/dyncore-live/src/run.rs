@@ -1,5 +1,5 @@
 //! One run of a scenario on runtime CPUs: the machine's CPUs as runtime
-//! CPUs over the real ones ([`super::fit`]), the kernels calibrated at the
+//! CPUs over the real ones ([`crate::fit`]), the kernels calibrated at the
 //! baseline duty, the run's policy from the registry (`policy_for`) driven
 //! by the live executor, the programs started at their (scaled) start
 //! times with their work dealt as the simulator deals it, until every
@@ -37,8 +37,8 @@ use dyncore_scenario::programs::{ProgramPlan, deal_work, plan_programs, work_rng
 use dyncore_scenario::record::{Recorded, RunRecorder};
 use rand_chacha::ChaCha8Rng;
 
-use super::fit::{Fit, realtime_capacity};
-use super::kernels::{Rate, kernel_for, measure, units};
+use crate::fit::{Fit, realtime_capacity};
+use crate::kernels::{Rate, kernel_for, measure, units};
 
 /// `SCHED_FIFO` priority of the workers; the controller runs one above.
 pub const WORKER_PRIORITY: u8 = 20;

@@ -6,7 +6,7 @@
 //! The mechanisms, measured in every live run ([`Diag`]):
 //!
 //! * **throttling error**: how far each thread's work was from what its
-//!   live schedule at its duties promised ([`work_error`]: what the real
+//!   live schedule at its duties promised (`work_error`: what the real
 //!   CPUs delivered, whatever took it — the throttle, the hypervisor,
 //!   other load), and how far each runtime CPU's busy time was from its
 //!   duty over the periods it had work (the runtime's duty report);
@@ -30,9 +30,9 @@ use dyncore_sim::RunResult;
 use dyncore_sim::machine::MachineSpec;
 use dyncore_sim::scenario::{GroupBy, Scenario};
 
-use super::run::LiveRunOutput;
-use crate::figure::{Figure, fmt_value};
-use crate::table::Table;
+use crate::run::LiveRunOutput;
+use dyncore_report::figure::{Figure, fmt_value};
+use dyncore_report::table::Table;
 
 /// A live figure within this of the prediction agrees with it.
 pub const AGREEMENT: f64 = 0.15;
@@ -46,7 +46,7 @@ pub struct Diag {
     /// Largest |busy / entitled − 1| over the CPUs with loaded periods.
     pub duty_error: f64,
     /// Largest |units done / units the schedule promised − 1| over the
-    /// run's threads (see [`work_error`]).
+    /// run's threads (see `work_error`).
     pub work_error: f64,
     /// Largest |rate after / rate before − 1| over the run's kernels.
     pub drift: f64,

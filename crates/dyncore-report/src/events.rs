@@ -134,7 +134,7 @@ program = "gcc"
     #[test]
     fn figure_8_events_are_matched_to_the_paper() {
         let text =
-            std::fs::read_to_string(crate::scenarios::default_dir().join("fig8-mixed-sequential.toml"))
+            std::fs::read_to_string(dyncore_scenario::load::default_dir().join("fig8-mixed-sequential.toml"))
                 .unwrap();
         let sc = Scenario::from_toml(&text).unwrap();
         let run = dyncore_sim::run_one(&sc, 0).expect("within the event budget");

@@ -27,7 +27,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError};
 use toml_edit::{DocumentMut, Item, Table};
 
-use super::{LoadError, parse};
+use dyncore_scenario::load::{LoadError, parse};
 
 /// Event budget of every run in this test, so that a mutation asking for a
 /// day of virtual time costs a bounded number of events (and exercises the
