@@ -10,52 +10,11 @@
 mod common;
 
 use std::io::{BufRead as _, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use common::exec::{alive, allowed, left_by};
 use common::{command, stderr, tmp};
-
-/// The CPUs this process may use.
-fn allowed() -> Vec<usize> {
-    dyncore_runtime::affinity::allowed_cpus().unwrap().iter().collect()
-}
-
-/// Every cgroup mount point of this machine.
-fn hierarchies() -> Vec<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-    mounts
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() > 2 && (f[2] == "cgroup" || f[2] == "cgroup2")).then(|| PathBuf::from(f[1]))
-        })
-        .collect()
-}
-
-/// What a run of dyncore process `pid` left: its groups in every
-/// hierarchy and its claim files.
-fn left_by(pid: u32) -> Vec<PathBuf> {
-    let prefix = format!("dyncore.exec.{pid}.");
-    let mut dirs: Vec<PathBuf> = hierarchies();
-    dirs.push(PathBuf::from("/run/dyncore"));
-    dirs.push(std::env::temp_dir().join(format!("dyncore-{}", rustix::process::geteuid().as_raw())));
-    dirs.iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flatten()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-        .map(|e| e.path())
-        .collect()
-}
-
-/// Whether process `pid` is alive (a zombie is not).
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, r)| !r.trim_start().starts_with('Z')))
-        .unwrap_or(false)
-}
 
 fn exec(extra: &[&str], cmd: &[&str]) -> std::process::Command {
     let cpu = allowed()[0].to_string();
@@ -222,7 +181,7 @@ fn a_killed_run_s_groups_and_orphans_are_removed_by_the_next_start() {
     let (status, _, err, _) = run(&[], &["true"]);
     assert_eq!(status, 0, "{err}");
     assert!(err.contains(&format!("dyncore.exec.{pid}.")), "the sweep says what it removed: {err}");
-    assert!(left_by(pid).is_empty(), "left behind: {:?}", left_by(pid));
+    assert!(left_by(pid).is_empty(), "left behind: {:?}; the sweep said: {err}", left_by(pid));
     let deadline = Instant::now() + Duration::from_secs(5);
     while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));

@@ -35,10 +35,9 @@
 //!    exits at most once, after its spawn ([`Event::Exit`] when its work is
 //!    done). Once spawned, a thread is runnable until it exits, except
 //!    between an [`Event::Block`] and the next [`Event::Wake`]: a backend
-//!    that sees threads sleep may say so; one whose threads never sleep
-//!    (the simulator, the live runtime's kernels) never sends them. No
-//!    shipped backend sends them yet (the arbiter does not: a process
-//!    thread that sleeps keeps its slice). A thread is blocked only while
+//!    that sees threads sleep says so (the arbiter, which runs real
+//!    processes); one whose threads never sleep (the simulator, the live
+//!    runtime's kernels) never sends them. A thread is blocked only while
 //!    runnable, woken only while blocked, and may exit in either state.
 //! 3. Every CPU ticks ([`Event::Tick`]) periodically while anything runs.
 //! 4. Actions are executed in the order given. Every [`Action::Offline`] and

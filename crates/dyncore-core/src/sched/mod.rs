@@ -17,8 +17,10 @@
 //! behind it.
 //!
 //! A thread that blocks (`Event::Block`: it sleeps) leaves its CPU — its
-//! fused object, if it has one active, splits — or its queue, and keeps its
-//! virtual runtime and its object; when it wakes it is queued as a new
+//! fused object, if it has one active, splits — or its queue, keeps its
+//! virtual runtime and gives its object back (a sleeper holds no CPUs
+//! another thread could fuse); when it wakes it asks again, as a new
+//! thread does, and is queued as a new
 //! thread is, on its representative or the best CPU, at no less than the
 //! queue's `min_vruntime` (CFS without the sleeper credit). Backends whose
 //! threads never sleep never send either event.
@@ -275,8 +277,8 @@ impl ClusterScheduler {
 
     /// A new thread, or a blocked one, becomes runnable: it is queued on
     /// its object's representative, or where it is best placed, at no less
-    /// than the queue's minimum virtual runtime (CFS's wake-up). A new
-    /// thread first asks for its object; a woken one keeps the one it has.
+    /// than the queue's minimum virtual runtime (CFS's wake-up). It first
+    /// asks for its object (a blocked thread gave its own back).
     fn wake(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
         match self.threads[t].state {
             TState::New => {}
@@ -286,7 +288,7 @@ impl ClusterScheduler {
             _ => return,
         }
         self.decisions += 1;
-        if self.threads[t].state == TState::New && self.cfg.chameleon && self.threads[t].spec.want_cpus > 1 {
+        if self.cfg.chameleon && self.threads[t].spec.want_cpus > 1 {
             self.request_object(now, t, out);
         }
         let cpu = match self.threads[t].representative() {
@@ -303,8 +305,9 @@ impl ClusterScheduler {
     }
 
     /// A thread stopped being runnable: it leaves its CPU (splitting its
-    /// object) or its queue, and keeps its virtual runtime and its object
-    /// for its wake-up.
+    /// object) or its queue, keeps its virtual runtime, and gives its
+    /// object back to its node manager (another thread may get it while
+    /// it sleeps; it asks again when it wakes).
     fn block(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
         let cpu = self.threads[t].cpu;
         match self.threads[t].state {
@@ -323,6 +326,13 @@ impl ClusterScheduler {
         self.decisions += 1;
         self.threads[t].state = TState::Blocked;
         self.update_min_vruntime(cpu);
+        if let Some(node) = self.threads[t].node.take() {
+            self.threads[t].object = None;
+            let busy = self.native_busy();
+            let changes = self.nms[node].release(t, self.cfg.notify_on_exit, &busy);
+            self.refresh_in_objects();
+            self.apply(now, changes, out);
+        }
         self.schedule(now, cpu, out);
         self.flush(out);
     }

@@ -295,6 +295,8 @@ fn a_blocked_thread_gives_its_cpu_to_the_next_and_is_queued_again_when_it_wakes(
 
 #[test]
 fn a_fused_thread_that_blocks_splits_and_fuses_again_when_it_wakes() {
+    // Its object goes back to the node manager while it sleeps, and it
+    // gets one again when it wakes.
     let mut s = sched(1, 2, 2);
     let mut out = Vec::new();
     let a = spawn(&mut s, 0, wants(2, 1.0), &mut out);
@@ -305,7 +307,7 @@ fn a_fused_thread_that_blocks_splits_and_fuses_again_when_it_wakes() {
     assert!(out.iter().any(|x| matches!(x, Action::Split { thread, .. } if *thread == a)), "{out:?}");
     assert!(out.iter().any(|x| matches!(x, Action::Online { .. })), "{out:?}");
     assert_eq!((s.cpu_state(0), s.cpu_state(1)), (CpuState::Idle, CpuState::Idle));
-    assert!(s.object_of(a).is_some(), "it keeps its object while asleep");
+    assert!(s.object_of(a).is_none(), "it gives its object back while asleep");
     s.check().unwrap();
     finish_reconfigs(&mut s, 5 * MS, &out);
     out.clear();

@@ -44,6 +44,10 @@ pub(super) struct Live {
     pub alive: bool,
     /// Its CPU time at the last sample.
     pub cpu_sampled_ns: u64,
+    /// Handed to the policy as asleep (`Event::Block`, not yet woken).
+    pub asleep: bool,
+    /// Its CPU time at the last look for sleep.
+    pub sleep_seen_ns: u64,
 }
 
 /// A started command.
@@ -492,6 +496,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         t.missed += missed;
         t.late_ns.push(late - missed * tick);
         self.next_tick += (missed + 1) * tick;
+        self.sleep_round()?;
         for cpu in 0..self.cpus.len() {
             self.feed(Event::Tick { cpu })?;
         }

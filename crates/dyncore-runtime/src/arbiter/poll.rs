@@ -192,7 +192,15 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         let comm = if root { self.commands[command].comm.clone() } else { info.comm };
         let thread = self.threads.len();
         let cpu = cpu_time_ns(tid).unwrap_or(0);
-        self.threads.push(Live { tid, pid: info.pid, actual: loc, alive: true, cpu_sampled_ns: cpu });
+        self.threads.push(Live {
+            tid,
+            pid: info.pid,
+            actual: loc,
+            alive: true,
+            cpu_sampled_ns: cpu,
+            asleep: false,
+            sleep_seen_ns: cpu,
+        });
         self.dirty = true;
         self.by_tid.insert(tid, thread);
         let spawned_ns = self.now_ns();
