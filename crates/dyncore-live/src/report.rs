@@ -15,7 +15,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use dyncore_sim::scenario::{GroupBy, PaperFigure, Scenario};
 use dyncore_sim::{RunResult, ScenarioResult};
 use serde::Serialize;
@@ -23,9 +23,7 @@ use serde::Serialize;
 use crate::compare::{Diag, Side, agreement_sentence, diag_table, fmt_ns, side_by_side, side_table};
 use crate::run::{LiveRunOutput, Outcome};
 use dyncore_report::figure::{Figure, comparison_table, metric_name};
-use dyncore_report::report::{
-    Written, paper_verdict, programs_table, report_dir, runs_table, write_file, write_plots,
-};
+use dyncore_report::report::{Written, paper_verdict, programs_table, runs_table, write_file, write_plots};
 
 /// Which live backend wrote the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,8 +231,9 @@ pub fn comparison(r: &LiveReport<'_>) -> (Figure, Vec<Side>, Vec<Option<Diag>>) 
 /// Writes the report folder; returns what the index needs.
 pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     let sc = r.scenario;
-    let dir = report_dir(out, &sc.name)?;
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Written aside and renamed into place whole (`outdir`).
+    let staged = dyncore_report::outdir::stage(out, &sc.name)?;
+    let dir = staged.path().to_path_buf();
     let (live_fig, sides, diags) = comparison(r);
 
     // The plot, the trace and the figure the page shows: both backends or
@@ -309,6 +308,7 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     let lead = lead_html(r, &live_fig, &sides, &diag_list);
     let timeline_ref = timeline.as_ref().map(|(l, rows)| (*l, rows.as_slice()));
     let ran = if r.kind == Kind::Both { "live and simulated" } else { "live" };
+    staged.commit()?;
     Ok(Written {
         name: sc.name.clone(),
         title: sc.title.clone(),

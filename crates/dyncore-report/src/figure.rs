@@ -85,10 +85,25 @@ impl Cell {
         self.rel_diff().is_some_and(|d| d.abs() > DIFF_FLAG)
     }
 
-    /// Whether the paper's value lies in the seeds' range (if compared).
+    /// Whether the paper's value, to the precision it is printed with,
+    /// lies in the seeds' range (if compared): 1.25 stands for [1.245,
+    /// 1.255], 8641 for [8640.5, 8641.5]. A median of 1.2499 over five
+    /// identical seeds is in range of the paper's 1.25.
     pub fn paper_in_range(&self) -> Option<bool> {
-        self.rel_diff().and(self.paper).map(|p| self.spread.contains(p))
+        self.rel_diff().and(self.paper).map(|p| {
+            let h = printed_half_unit(p);
+            self.spread.max >= p - h && self.spread.min <= p + h
+        })
     }
+}
+
+/// Half a unit of the last digit `p` is printed with (its shortest
+/// decimal form, as the scenario file states it): 0.005 for 1.25, 0.5 for
+/// 8641.
+pub fn printed_half_unit(p: f64) -> f64 {
+    let text = format!("{p}");
+    let decimals = text.split_once('.').map_or(0, |(_, d)| d.len()) as i32;
+    0.5 * 10f64.powi(-decimals)
 }
 
 /// A `[[paper]]` entry that could not be compared, and why.
@@ -359,7 +374,10 @@ pub fn summary_sentence(c: &PaperCounts, seeds: bool) -> String {
         DIFF_FLAG * 100.0
     );
     if seeds {
-        s += &format!(", {} inside dyncore's range over seeds", n(c.in_range, "paper value"));
+        s += &format!(
+            ", {} inside dyncore's range over seeds (to the precision the paper prints)",
+            n(c.in_range, "paper value")
+        );
     }
     if c.unmatched > 0 {
         s += &format!("; {} could not be compared (unmatched)", n(c.unmatched, "paper figure"));
@@ -370,6 +388,21 @@ pub fn summary_sentence(c: &PaperCounts, seeds: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_paper_value_is_in_range_to_its_printed_precision() {
+        let cell = |lo: f64, hi: f64, paper: f64| Cell {
+            x: "x".into(),
+            series: "s".into(),
+            spread: Spread { median: lo, min: lo, max: hi, seeds: 5 },
+            paper: Some(paper),
+        };
+        assert_eq!(cell(1.2499, 1.2499, 1.25).paper_in_range(), Some(true), "Figure 5's DYN-2");
+        assert_eq!(cell(1.2449, 1.2449, 1.25).paper_in_range(), Some(false));
+        assert_eq!(cell(8640.6, 8640.6, 8641.0).paper_in_range(), Some(true));
+        assert_eq!(cell(8639.0, 8640.4, 8641.0).paper_in_range(), Some(false));
+        assert_eq!(printed_half_unit(0.1), 0.05);
+    }
 
     fn scenario(text: &str) -> Scenario {
         let s = Scenario::from_toml(text).unwrap();

@@ -171,8 +171,9 @@ pub fn write_scenario(
     results: &[ScenarioResult],
     fig: &Figure,
 ) -> Result<Written> {
-    let dir = report_dir(out, &scenario.name)?;
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Written aside and renamed into place whole (`outdir`).
+    let staged = crate::outdir::stage(out, &scenario.name)?;
+    let dir = staged.path().to_path_buf();
     let first = &results[0];
 
     write_file(&dir.join("results.json"), results_json(scenario, results, fig)?.as_bytes())?;
@@ -183,6 +184,7 @@ pub fn write_scenario(
     write_file(&dir.join("report.md"), md.as_bytes())?;
 
     let all_finished = results.iter().all(|r| r.runs.iter().all(|r| r.finished));
+    staged.commit()?;
     Ok(Written {
         name: scenario.name.clone(),
         title: scenario.title.clone(),
@@ -463,7 +465,8 @@ pub fn programs_table(result: &ScenarioResult) -> Table {
             "instance",
             "threads",
             "start (ms)",
-            "completion (ms)",
+            "completion (ms, from its start)",
+            "end (ms)",
             "speedup",
             "relative time",
             "fused (ms)",
@@ -479,6 +482,8 @@ pub fn programs_table(result: &ScenarioResult) -> Table {
                 p.threads.to_string(),
                 fmt_value(p.start_ns as f64 / 1e6),
                 opt(p.completion_ns.map(|c| c as f64 / 1e6)),
+                // The run's clock, as the timeline and the trace use.
+                opt(p.finish_ns.map(|f| f as f64 / 1e6)),
                 opt(p.speedup),
                 opt(p.relative_time),
                 fmt_value(p.fused_ns as f64 / 1e6),

@@ -99,7 +99,9 @@ impl Scenario {
         if let Some(n) = self.seeds
             && !(1..=Self::MAX_SEEDS).contains(&n)
         {
-            return Err(root.key("seeds").err(format!("must be in 1..={}", Self::MAX_SEEDS)));
+            return Err(root
+                .key("seeds")
+                .err(format!("expected a whole number from 1 to {}; found {n}", Self::MAX_SEEDS)));
         }
         if self.seed.checked_add(u64::from(self.seeds.unwrap_or(1)).saturating_sub(1)).is_none() {
             return Err(root.key("seeds").err(format!("seed + seeds - 1 must not exceed {}", u64::MAX)));

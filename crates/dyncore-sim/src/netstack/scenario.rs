@@ -180,11 +180,9 @@ impl NetScenario {
     /// Checks meaning (module docs); the error names the field by path.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         let root = At(Vec::new());
-        root.key("name").check(
-            !self.name.is_empty()
-                && self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
-            || format!("expected letters, digits, `-` or `_`; found `{}`", self.name),
-        )?;
+        // The same rule as every scenario's: one safe folder name that is
+        // not one the command writes itself.
+        crate::scenario::limits::check_name(&self.name).map_err(|m| root.key("name").err(m))?;
         root.key("seeds").check((1..=MAX_SEEDS).contains(&self.seeds), || {
             format!("expected 1 to {MAX_SEEDS}; found {}", self.seeds)
         })?;
@@ -215,6 +213,16 @@ impl NetScenario {
         for (i, p) in self.paper.iter().enumerate() {
             let at = root.index("paper", i);
             at.key("run").check(labels.contains(&p.run), || format!("no run is labelled `{}`", p.run))?;
+            if p.metric == "relative_mbps" {
+                // The metric is right; what is missing or wrong is `of`.
+                let of_ok = p.of.as_ref().is_some_and(|o| labels.contains(o));
+                at.key("of").check(of_ok, || match &p.of {
+                    None => {
+                        "missing: `relative_mbps` needs `of`, the label of the run it is relative to".into()
+                    }
+                    Some(o) => format!("no run is labelled `{o}`"),
+                })?;
+            }
             let metric_ok = match p.metric.as_str() {
                 "mbps" | "power_w" | "resources" => true,
                 "relative_mbps" => p.of.as_ref().is_some_and(|o| labels.contains(o)),
