@@ -23,7 +23,9 @@ use serde::Serialize;
 use crate::compare::{Diag, Side, agreement_sentence, diag_table, fmt_ns, side_by_side, side_table};
 use crate::run::{LiveRunOutput, Outcome};
 use dyncore_report::figure::{Figure, comparison_table, metric_name};
-use dyncore_report::report::{Written, paper_verdict, programs_table, runs_table, write_file, write_plots};
+use dyncore_report::report::{
+    ENERGY_NOTE, Written, energy_table, paper_verdict, programs_table, runs_table, write_file, write_plots,
+};
 
 /// Which live backend wrote the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -460,6 +462,9 @@ fn report_md(
     );
     let _ = writeln!(s, "## Runs\n");
     s += &runs_table(&shown[0]).to_markdown();
+    let _ = writeln!(s, "\n## Energy and wake-ups (modelled)\n");
+    s += &energy_table(&shown[0]).to_markdown();
+    let _ = writeln!(s, "\n{ENERGY_NOTE}");
     let _ = writeln!(s, "\n## Programs\n");
     s += &programs_table(&shown[0]).to_markdown();
     let _ = writeln!(

@@ -140,6 +140,7 @@ pub fn metric_name(m: Metric) -> &'static str {
         Metric::Speedup => "speedup vs one baseline CPU",
         Metric::RelativeTime => "completion time relative to running alone",
         Metric::CompletionS => "completion time (s)",
+        Metric::EnergyJ => "modelled energy of the run (J)",
     }
 }
 
@@ -149,6 +150,7 @@ pub fn metric_axis(m: Metric) -> &'static str {
         Metric::Speedup => "speedup vs one baseline CPU (×)",
         Metric::RelativeTime => "completion time relative to running alone (×)",
         Metric::CompletionS => "completion time (s)",
+        Metric::EnergyJ => "modelled energy of the run (J)",
     }
 }
 
@@ -157,6 +159,7 @@ pub fn metric_short(m: Metric) -> &'static str {
         Metric::Speedup => "speedup",
         Metric::RelativeTime => "relative time",
         Metric::CompletionS => "completion (s)",
+        Metric::EnergyJ => "energy (J)",
     }
 }
 
@@ -170,12 +173,14 @@ fn push_unique(v: &mut Vec<String>, s: &str) -> usize {
     }
 }
 
-/// A program's value of `metric`, if it finished.
-fn metric_of(metric: Metric, p: &dyncore_sim::ProgramResult) -> Option<f64> {
+/// A program's value of `metric`, if it finished (the energy is its run's,
+/// if the run finished).
+fn metric_of(metric: Metric, run: &dyncore_sim::RunResult, p: &dyncore_sim::ProgramResult) -> Option<f64> {
     match metric {
         Metric::Speedup => p.speedup,
         Metric::RelativeTime => p.relative_time,
         Metric::CompletionS => p.completion_ns.map(|c| c as f64 / 1e9),
+        Metric::EnergyJ => run.finished.then_some(run.energy.joules),
     }
 }
 
@@ -198,7 +203,7 @@ impl Figure {
                         GroupBy::Run => (run.label.as_str(), p.label.as_str()),
                     };
                     let (xi, si) = (push_unique(&mut categories, x), push_unique(&mut series, s));
-                    if let Some(v) = metric_of(metric, p) {
+                    if let Some(v) = metric_of(metric, run, p) {
                         let e = acc.entry((k, si, xi)).or_default();
                         e.0 += v;
                         e.1 += 1;

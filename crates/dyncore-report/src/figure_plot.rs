@@ -120,7 +120,7 @@ fn reference(
     let line = |value: f64, label: &str| Some(Reference { value, label: label.into(), over: Vec::new() });
     match metric {
         Metric::RelativeTime => line(1.0, "1 = running alone"),
-        Metric::CompletionS => None,
+        Metric::CompletionS | Metric::EnergyJ => None,
         Metric::Speedup if programs.is_empty() => None,
         Metric::Speedup if programs.iter().all(|(_, p)| p.threads == 1) => line(1.0, "1 = one baseline CPU"),
         Metric::Speedup if programs.iter().all(|(_, p)| p.threads > 1) => {

@@ -360,6 +360,9 @@ fn report_md(
     let _ = writeln!(s, "## Runs (seed {})\n", first.seed);
     s += &runs_table(first).to_markdown();
     s.push('\n');
+    let _ = writeln!(s, "## Energy and wake-ups (seed {}, modelled)\n", first.seed);
+    s += &energy_table(first).to_markdown();
+    let _ = writeln!(s, "\n{}\n", ENERGY_NOTE);
     let _ = writeln!(s, "## Programs (seed {})\n", first.seed);
     s += &programs_table(first).to_markdown();
     s.push('\n');
@@ -451,6 +454,52 @@ pub fn runs_table(result: &ScenarioResult) -> Table {
             r.proxy_ipis.to_string(),
             r.migrations.to_string(),
             r.events.to_string(),
+        ]);
+    }
+    t
+}
+
+/// What the energy table's figures are, under it.
+pub const ENERGY_NOTE: &str = "Energy is modelled, not measured: each CPU's state over time (from the policy's \
+     actions) priced by the power model (NewtOS Table 2): running at its duty, idle and online 2.27 W, parked \
+     offline 0 W, reconfiguring or borrowed as a busy baseline core. Parks: standalone `Offline`s (CPUs \
+     taken); wake-ups: standalone `Online`s, their latency from the request to the `ReconfigDone`; stalled: \
+     thread time spent dispatched on a CPU that was reconfiguring (what fuses, splits and wake-ups cost the \
+     threads).";
+
+/// Each run's modelled energy and what parking CPUs cost.
+pub fn energy_table(result: &ScenarioResult) -> Table {
+    let mut t = Table::new(
+        "",
+        &[
+            "run",
+            "policy",
+            "energy (J)",
+            "mean power (W)",
+            "idle online (ms)",
+            "parked (ms)",
+            "parks (CPUs)",
+            "wake-ups",
+            "wake-up mean (µs)",
+            "wake-up max (µs)",
+            "stalled (ms)",
+        ],
+    );
+    for r in &result.runs {
+        let e = &r.energy;
+        let mean_us = if e.wakeups == 0 { 0.0 } else { e.wakeup_ns as f64 / e.wakeups as f64 / 1e3 };
+        t.row(vec![
+            r.label.clone(),
+            r.policy.clone(),
+            fmt_value(e.joules),
+            fmt_value(e.mean_w),
+            fmt_value(e.idle_ns as f64 / 1e6),
+            fmt_value(e.offline_ns as f64 / 1e6),
+            format!("{} ({})", e.parks, e.parked_cpus),
+            e.wakeups.to_string(),
+            fmt_value(mean_us),
+            fmt_value(e.wakeup_max_ns as f64 / 1e3),
+            fmt_value(e.stalled_ns as f64 / 1e6),
         ]);
     }
     t

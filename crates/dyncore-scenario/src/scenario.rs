@@ -223,6 +223,9 @@ pub struct WorkloadSpec {
     /// Start time, virtual milliseconds.
     #[serde(default)]
     pub start_ms: f64,
+    /// Instances start this many ms apart: instance k at `start_ms + k ×
+    /// every_ms` (default: all at `start_ms`). A load that comes and goes.
+    pub every_ms: Option<f64>,
     /// Threads (parallel programs; default: one per CPU of the machine).
     pub threads: Option<u32>,
     /// Total work in milliseconds of one baseline CPU (default per program).
@@ -282,7 +285,8 @@ pub struct ReportSpec {
     /// `bars` (grouped bar chart) or `allocation` (CPUs per program over time).
     pub kind: PlotKind,
     /// `speedup` (vs one baseline CPU), `relative_time` (completion time vs
-    /// the program alone on one baseline CPU) or `completion_s`.
+    /// the program alone on one baseline CPU), `completion_s`, or
+    /// `energy_j` (the modelled energy of the program's run, joules).
     pub metric: Metric,
     /// x axis: `program` (series = runs) or `run` (series = program labels).
     pub group_by: GroupBy,
@@ -314,6 +318,9 @@ pub enum Metric {
     Speedup,
     RelativeTime,
     CompletionS,
+    /// The run's modelled energy (`RunResult::energy`), shown at each of
+    /// its programs.
+    EnergyJ,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -36,6 +36,9 @@ pub const WORK_MS: (f64, f64) = (0.001, 1e7);
 pub const MAX_RUN_WORK_MS: f64 = 1e7;
 /// Latest start, ms: one virtual day.
 pub const MAX_START_MS: f64 = 86_400_000.0;
+/// `every_ms`, the spacing of a workload's instances: at least 1 µs, at
+/// most one virtual day (every instance must start by `MAX_START_MS`).
+pub const EVERY_MS: (f64, f64) = (0.001, MAX_START_MS);
 /// Scheduler tick: from 100 µs (a 10 kHz tick; Linux's fastest is 1 ms) to 1 s.
 /// Every CPU ticks, so a tick of 1 ns would mean 10⁹ events per CPU per
 /// virtual second.
@@ -150,7 +153,7 @@ pub fn accepted(path: &[String]) -> Option<String> {
         "sim.max_events" => range("an integer number of events", MAX_EVENTS),
         "report" => "a table: kind, metric, group_by, timeline_run".to_string(),
         "report.kind" => "\"bars\" or \"allocation\"".to_string(),
-        "report.metric" => "\"speedup\", \"relative_time\" or \"completion_s\"".to_string(),
+        "report.metric" => "\"speedup\", \"relative_time\", \"completion_s\" or \"energy_j\"".to_string(),
         "report.group_by" => "\"program\" or \"run\"".to_string(),
         "paper" => "a list of [[paper]] tables (x, series, value, source)".to_string(),
         "paper.value" => "a finite, non-zero number (differences are relative to it)".to_string(),
@@ -174,6 +177,7 @@ pub fn accepted(path: &[String]) -> Option<String> {
         }
         "run.workload.count" => format!("an integer from 1 to {MAX_COUNT}"),
         "run.workload.start_ms" => format!("a number of ms from 0 to {MAX_START_MS}"),
+        "run.workload.every_ms" => format!("a number of ms from {} to {}", EVERY_MS.0, EVERY_MS.1),
         "run.workload.threads" => format!("an integer from 1 to {MAX_THREADS}"),
         "run.workload.work_ms" => format!("a number of ms from {} to {}", WORK_MS.0, WORK_MS.1),
         "run.workload.nice" => "an integer from -20 to 19".to_string(),
