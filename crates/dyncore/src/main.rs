@@ -18,6 +18,7 @@ use dyncore_sim::Scenario;
 extern crate dyncore;
 
 mod bench;
+mod exec_cmd;
 mod policies_cmd;
 mod stack_cmd;
 mod topology;
@@ -35,9 +36,9 @@ use dyncore::report::{newtos, plot, report, table};
                   deterministic simulator and writes a report into the report folder (out/)."
 )]
 struct Cli {
-    /// Report folder.
-    #[arg(long, global = true, default_value = "out")]
-    out: PathBuf,
+    /// Report folder (default: out; `exec` writes one only when asked).
+    #[arg(long, global = true, value_name = "DIR")]
+    out: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -60,6 +61,9 @@ enum Cmd {
     Policies,
     /// A TCP stream through the NewtOS split network stack: throughput, per-component load, restarts.
     Stack(stack_cmd::Args),
+    /// Run a command, unmodified, under a policy on real CPUs (its threads placed, throttled and
+    /// fused through cgroups or affinity); its output, its exit status, then dyncore's summary.
+    Exec(exec_cmd::Args),
 }
 
 #[derive(Debug, Default, clap::Args)]
@@ -149,7 +153,8 @@ impl RunArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runner = dyncore::Runner::new(&cli.out);
+    let out = cli.out.clone().unwrap_or_else(|| PathBuf::from("out"));
+    let runner = dyncore::Runner::new(&out);
     let res = match &cli.cmd {
         None => runner.run(&RunArgs::default().to_lib()),
         Some(Cmd::Run(a)) => runner.run(&a.to_lib()),
@@ -158,13 +163,14 @@ fn main() -> ExitCode {
                 say!("{l}");
             }
         }),
-        Some(Cmd::Bench(b)) => dyncore::runner::open_out(&cli.out).and_then(|_held| bench::run(b, &cli.out)),
+        Some(Cmd::Bench(b)) => dyncore::runner::open_out(&out).and_then(|_held| bench::run(b, &out)),
         Some(Cmd::Topology(t)) => topology::run(t),
         Some(Cmd::Policies) => {
             say!("{}", policies_cmd::listing(runner.registry()));
             Ok(())
         }
         Some(Cmd::Stack(a)) => stack_cmd::run(a),
+        Some(Cmd::Exec(a)) => return exec_cmd::main(a, cli.out.as_deref()),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

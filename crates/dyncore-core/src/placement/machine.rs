@@ -583,6 +583,8 @@ impl Policy for PlacementPolicy {
             }
             Event::Spawn { .. }
             | Event::Exit { .. }
+            | Event::Block { .. }
+            | Event::Wake { .. }
             | Event::Tick { .. }
             | Event::ReconfigDone { .. }
             | Event::Load { .. } => {}

@@ -13,7 +13,7 @@ pub static POLICY: PolicyEntry = PolicyEntry {
         summary: "Chameleon's cluster scheduler: execution objects from node managers, CFS with vruntimes[] and \
                   taxation on borrowed CPUs",
         params: &[],
-        events: &[EventKind::Spawn, EventKind::Exit, EventKind::Tick, EventKind::ReconfigDone],
+        events: &[EventKind::Spawn, EventKind::Exit, EventKind::Block, EventKind::Wake, EventKind::Tick, EventKind::ReconfigDone],
         actions: &[
             ActionKind::Dispatch,
             ActionKind::SetSpeed,

@@ -13,7 +13,7 @@ pub static POLICY: PolicyEntry = PolicyEntry {
         summary: "CFS without execution objects: every thread native, pinned where its affinity says (the paper's \
                   baseline)",
         params: &[],
-        events: &[EventKind::Spawn, EventKind::Exit, EventKind::Tick],
+        events: &[EventKind::Spawn, EventKind::Exit, EventKind::Block, EventKind::Wake, EventKind::Tick],
         actions: &[ActionKind::Dispatch, ActionKind::SetSpeed, ActionKind::Migrate],
     },
     build,

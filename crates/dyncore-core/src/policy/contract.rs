@@ -22,6 +22,9 @@ use crate::{CpuId, CpuSet, Nanos};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Life {
     Live,
+    /// Between a `Block` and its `Wake`: alive, not runnable (a policy that
+    /// does not read the events may still run it).
+    Blocked,
     Exited,
 }
 
@@ -88,7 +91,7 @@ impl Checker {
 
     fn live(&self, t: ThreadId) -> Result<SpeedClass, String> {
         match self.threads.get(t) {
-            Some(&(Life::Live, class)) => Ok(class),
+            Some(&(Life::Live | Life::Blocked, class)) => Ok(class),
             Some((Life::Exited, _)) => Err(format!("thread {t} has exited")),
             None => Err(format!("thread {t} was never spawned")),
         }
@@ -131,6 +134,20 @@ impl Checker {
             Event::Exit { thread } => {
                 self.live(*thread)?;
                 self.threads[*thread].0 = Life::Exited;
+            }
+            Event::Block { thread } => {
+                self.live(*thread)?;
+                if self.threads[*thread].0 == Life::Blocked {
+                    return Err(format!("thread {thread} is blocked already"));
+                }
+                self.threads[*thread].0 = Life::Blocked;
+            }
+            Event::Wake { thread } => {
+                self.live(*thread)?;
+                if self.threads[*thread].0 != Life::Blocked {
+                    return Err(format!("thread {thread} is not blocked"));
+                }
+                self.threads[*thread].0 = Life::Live;
             }
             Event::ReconfigDone { id, .. } => {
                 if !self.outstanding.remove(&id.0) {
@@ -395,6 +412,28 @@ mod tests {
         assert!(c.step(10, &spawn(5), &[]).unwrap_err().contains("dense"));
         let load = Event::Load { cpu: 0, busy_ns: 11, window_ns: 10 };
         assert!(c.step(10, &load, &[]).unwrap_err().contains("window"));
+        // A thread blocks once before it wakes, wakes only when blocked,
+        // may still be run while blocked (by a policy that does not read
+        // the events), and exits in either state.
+        let mut c = Checker::new();
+        c.step(0, &spawn(0), &[]).unwrap();
+        assert!(c.step(1, &Event::Wake { thread: 0 }, &[]).unwrap_err().contains("is not blocked"));
+        let mut c = Checker::new();
+        c.step(0, &spawn(0), &[]).unwrap();
+        c.step(1, &Event::Block { thread: 0 }, &[]).unwrap();
+        assert!(c.step(2, &Event::Block { thread: 0 }, &[]).unwrap_err().contains("blocked already"));
+        let mut c = Checker::new();
+        c.step(0, &spawn(0), &[]).unwrap();
+        c.step(1, &Event::Block { thread: 0 }, &[]).unwrap();
+        let run = [
+            Action::SetSpeed { cpu: 0, duty: Duty::BASELINE },
+            Action::Dispatch { cpu: 0, state: running(0, 1) },
+        ];
+        c.step(2, &Event::Tick { cpu: 0 }, &run).unwrap();
+        c.step(3, &Event::Wake { thread: 0 }, &[]).unwrap();
+        c.step(4, &Event::Block { thread: 0 }, &[]).unwrap();
+        c.step(5, &Event::Exit { thread: 0 }, &[Action::Dispatch { cpu: 0, state: CpuState::Idle }]).unwrap();
+        assert!(c.step(6, &Event::Wake { thread: 0 }, &[]).unwrap_err().contains("has exited"));
     }
 
     fn offline(id: u64, cpus: &str) -> Action {

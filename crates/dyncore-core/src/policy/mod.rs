@@ -33,8 +33,12 @@
 //! 2. Threads are named by the backend, densely, in spawn order: the n-th
 //!    [`Event::Spawn`] carries thread id n. A thread is spawned once and
 //!    exits at most once, after its spawn ([`Event::Exit`] when its work is
-//!    done). Threads are CPU-bound: once spawned they are runnable until
-//!    they exit.
+//!    done). Once spawned, a thread is runnable until it exits, except
+//!    between an [`Event::Block`] and the next [`Event::Wake`]: a backend
+//!    that sees threads sleep says so (the arbiter, which runs real
+//!    processes); one whose threads never sleep (the simulator, the live
+//!    runtime's kernels) never sends them. A thread is blocked only while
+//!    runnable, woken only while blocked, and may exit in either state.
 //! 3. Every CPU ticks ([`Event::Tick`]) periodically while anything runs,
 //!    an offline one too (a policy ignores the ticks it has no use for).
 //! 4. Actions are executed in the order given. Every [`Action::Offline`] and
@@ -138,6 +142,8 @@ impl<P: Policy + ?Sized> Policy for Box<P> {
 pub enum EventKind {
     Spawn,
     Exit,
+    Block,
+    Wake,
     Tick,
     ReconfigDone,
     Load,
@@ -162,9 +168,11 @@ pub enum ActionKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 7] = [
+    pub const ALL: [EventKind; 9] = [
         EventKind::Spawn,
         EventKind::Exit,
+        EventKind::Block,
+        EventKind::Wake,
         EventKind::Tick,
         EventKind::ReconfigDone,
         EventKind::Load,
@@ -176,6 +184,8 @@ impl EventKind {
         match self {
             EventKind::Spawn => "spawn",
             EventKind::Exit => "exit",
+            EventKind::Block => "block",
+            EventKind::Wake => "wake",
             EventKind::Tick => "tick",
             EventKind::ReconfigDone => "reconfig_done",
             EventKind::Load => "load",
@@ -250,6 +260,12 @@ pub enum Event {
     Spawn { thread: ThreadId, spec: ThreadSpec },
     /// A thread finished its work.
     Exit { thread: ThreadId },
+    /// A thread stopped being runnable: it sleeps (for a child, a pipe, a
+    /// lock, the disk). A policy that reads it runs something else; one
+    /// that does not keeps dispatching the thread, whose CPU then idles.
+    Block { thread: ThreadId },
+    /// A blocked thread is runnable again.
+    Wake { thread: ThreadId },
     /// The periodic tick of a CPU.
     Tick { cpu: CpuId },
     /// The reconfiguration `id` asked for by an `Offline` or `Online`
@@ -321,6 +337,8 @@ impl Event {
         match self {
             Event::Spawn { .. } => EventKind::Spawn,
             Event::Exit { .. } => EventKind::Exit,
+            Event::Block { .. } => EventKind::Block,
+            Event::Wake { .. } => EventKind::Wake,
             Event::Tick { .. } => EventKind::Tick,
             Event::ReconfigDone { .. } => EventKind::ReconfigDone,
             Event::Load { .. } => EventKind::Load,

@@ -54,7 +54,8 @@ impl ClusterScheduler {
             let new_rep = a.object.as_ref().map(|o| o.representative);
             self.threads[t].object = a.object;
             let state = self.threads[t].state;
-            if matches!(state, TState::New | TState::Exited) {
+            // Not runnable: it goes to its new representative when it wakes.
+            if matches!(state, TState::New | TState::Blocked | TState::Exited) {
                 continue;
             }
             let from = self.threads[t].cpu;

@@ -2,8 +2,8 @@
 //! the speed model of Table 2 — the Chameleon policy — and, with execution
 //! objects switched off, the plain Linux-like baseline.
 //!
-//! It implements [`Policy`]: the backend hands it spawns, exits, ticks and
-//! finished reconfigurations with the current time; it appends [`Action`]s
+//! It implements [`Policy`]: the backend hands it spawns, exits, blocks and
+//! wake-ups, ticks and finished reconfigurations with the current time; it appends [`Action`]s
 //! (a CPU's new state and speed, fuse, split, offline, online, migrate,
 //! object changed) that the backend executes. No clock, no threads, no
 //! randomness, and no knowledge of what a reconfiguration costs.
@@ -15,6 +15,15 @@
 //! `min_vruntime` never decreases. A running thread is preempted at a tick
 //! once it has run `min_granularity_ns` and the leftmost queued thread is
 //! behind it.
+//!
+//! A thread that blocks (`Event::Block`: it sleeps) leaves its CPU — its
+//! fused object, if it has one active, splits — or its queue, keeps its
+//! virtual runtime and gives its object back (a sleeper holds no CPUs
+//! another thread could fuse); when it wakes it asks again, as a new
+//! thread does, and is queued as a new
+//! thread is, on its representative or the best CPU, at no less than the
+//! queue's `min_vruntime` (CFS without the sleeper credit). Backends whose
+//! threads never sleep never send either event.
 //!
 //! ## Execution objects
 //! A thread that asks for a `sequential` object gets one from its node's
@@ -91,6 +100,8 @@ enum TState {
     New,
     Queued,
     Running,
+    /// Asleep between a `Block` and its `Wake`: in no queue, on no CPU.
+    Blocked,
     Exited,
 }
 
@@ -172,6 +183,8 @@ impl Policy for ClusterScheduler {
                 self.wake(now, t, out);
             }
             Event::Exit { thread } => self.exit(now, *thread, out),
+            Event::Block { thread } => self.block(now, *thread, out),
+            Event::Wake { thread } => self.wake(now, *thread, out),
             Event::Tick { cpu } => self.tick(now, *cpu, out),
             Event::ReconfigDone { id, .. } => self.reconfig_done(now, *id),
             Event::Load { .. } | Event::StackLoad { .. } | Event::StackControl { .. } => {}
@@ -262,9 +275,18 @@ impl ClusterScheduler {
         id
     }
 
-    /// A new thread becomes runnable.
+    /// A new thread, or a blocked one, becomes runnable: it is queued on
+    /// its object's representative, or where it is best placed, at no less
+    /// than the queue's minimum virtual runtime (CFS's wake-up). It first
+    /// asks for its object (a blocked thread gave its own back).
     fn wake(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
-        assert_eq!(self.threads[t].state, TState::New, "thread {t} woken twice");
+        match self.threads[t].state {
+            TState::New => {}
+            TState::Blocked => {}
+            // A wake of a runnable thread changes nothing (the backend's
+            // contract says it does not happen).
+            _ => return,
+        }
         self.decisions += 1;
         if self.cfg.chameleon && self.threads[t].spec.want_cpus > 1 {
             self.request_object(now, t, out);
@@ -282,6 +304,39 @@ impl ClusterScheduler {
         self.flush(out);
     }
 
+    /// A thread stopped being runnable: it leaves its CPU (splitting its
+    /// object) or its queue, keeps its virtual runtime, and gives its
+    /// object back to its node manager (another thread may get it while
+    /// it sleeps; it asks again when it wakes).
+    fn block(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
+        let cpu = self.threads[t].cpu;
+        match self.threads[t].state {
+            TState::Running => {
+                self.update_curr(now, cpu);
+                if !self.threads[t].fused.is_empty() {
+                    self.deactivate(now, t, out);
+                }
+                self.rqs[cpu].curr = None;
+                self.mark(cpu);
+            }
+            TState::Queued => self.dequeue(cpu, t),
+            // Not runnable already: nothing to take away.
+            TState::New | TState::Blocked | TState::Exited => return,
+        }
+        self.decisions += 1;
+        self.threads[t].state = TState::Blocked;
+        self.update_min_vruntime(cpu);
+        if let Some(node) = self.threads[t].node.take() {
+            self.threads[t].object = None;
+            let busy = self.native_busy();
+            let changes = self.nms[node].release(t, self.cfg.notify_on_exit, &busy);
+            self.refresh_in_objects();
+            self.apply(now, changes, out);
+        }
+        self.schedule(now, cpu, out);
+        self.flush(out);
+    }
+
     /// A thread finished.
     fn exit(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
         let cpu = self.threads[t].cpu;
@@ -295,7 +350,7 @@ impl ClusterScheduler {
                 self.mark(cpu);
             }
             TState::Queued => self.dequeue(cpu, t),
-            TState::New => {}
+            TState::New | TState::Blocked => {}
             TState::Exited => panic!("thread {t} exited twice"),
         }
         self.threads[t].state = TState::Exited;

@@ -252,3 +252,83 @@ fn exit_returns_borrowed_cpus_and_wakes_their_threads() {
     assert_eq!(s.cpu_state(0), CpuState::Idle);
     s.check().unwrap();
 }
+
+#[test]
+fn a_blocked_thread_gives_its_cpu_to_the_next_and_is_queued_again_when_it_wakes() {
+    // One CPU, A runs, B waits. A blocks at 5 ms: B runs at once (no
+    // minimum granularity for a thread that left). A wakes at 61 ms
+    // and is queued, not run: B has not had its granularity since.
+    let mut s = sched(1, 1, 1);
+    let mut out = Vec::new();
+    let a = spawn(&mut s, 0, native(0), &mut out);
+    let b = spawn(&mut s, 0, native(0), &mut out);
+    assert_eq!(running(&s, 0), Some(a));
+    out.clear();
+    s.handle(5 * MS, &Event::Block { thread: a }, &mut out);
+    assert_eq!(
+        out,
+        vec![Action::Dispatch { cpu: 0, state: CpuState::Running { thread: b, object_cpus: 1 } }]
+    );
+    assert_eq!(s.vruntime(a), 5 * MS, "its virtual runtime is kept");
+    s.check().unwrap();
+    // Blocked, it is never picked, however long B runs.
+    for t in [24, 40, 60] {
+        s.tick(t * MS, 0, &mut out);
+        assert_eq!(running(&s, 0), Some(b), "at {t} ms");
+    }
+    out.clear();
+    s.handle(61 * MS, &Event::Wake { thread: a }, &mut out);
+    assert!(out.is_empty(), "queued behind the running thread: {out:?}");
+    // Woken at the queue's minimum (B's 55 ms, as of the tick at 60 ms:
+    // it started at 5 ms from 0), not at its old 5 ms: a sleeper does not
+    // take the CPU for the time it slept.
+    assert_eq!(s.vruntime(b), 55 * MS);
+    assert_eq!(s.vruntime(a), 55 * MS);
+    s.check().unwrap();
+    // A block or a wake that does not apply changes nothing.
+    s.handle(62 * MS, &Event::Wake { thread: b }, &mut out);
+    assert!(out.is_empty(), "{out:?}");
+    s.handle(70 * MS, &Event::Block { thread: a }, &mut out);
+    s.handle(71 * MS, &Event::Exit { thread: a }, &mut out);
+    s.check().unwrap();
+}
+
+#[test]
+fn a_fused_thread_that_blocks_splits_and_fuses_again_when_it_wakes() {
+    // Its object goes back to the node manager while it sleeps, and it
+    // gets one again when it wakes.
+    let mut s = sched(1, 2, 2);
+    let mut out = Vec::new();
+    let a = spawn(&mut s, 0, wants(2, 1.0), &mut out);
+    finish_reconfigs(&mut s, 0, &out);
+    assert_eq!(s.fused_of(a).len(), 1);
+    out.clear();
+    s.handle(5 * MS, &Event::Block { thread: a }, &mut out);
+    assert!(out.iter().any(|x| matches!(x, Action::Split { thread, .. } if *thread == a)), "{out:?}");
+    assert!(out.iter().any(|x| matches!(x, Action::Online { .. })), "{out:?}");
+    assert_eq!((s.cpu_state(0), s.cpu_state(1)), (CpuState::Idle, CpuState::Idle));
+    assert!(s.object_of(a).is_none(), "it gives its object back while asleep");
+    s.check().unwrap();
+    finish_reconfigs(&mut s, 5 * MS, &out);
+    out.clear();
+    s.handle(9 * MS, &Event::Wake { thread: a }, &mut out);
+    assert!(out.iter().any(|x| matches!(x, Action::Fuse { thread, .. } if *thread == a)), "{out:?}");
+    assert_eq!(s.cpu_state(0), CpuState::Running { thread: a, object_cpus: 2 });
+    s.check().unwrap();
+}
+
+#[test]
+fn a_queued_thread_that_blocks_leaves_its_queue() {
+    let mut s = sched(1, 1, 1);
+    let mut out = Vec::new();
+    let a = spawn(&mut s, 0, native(0), &mut out);
+    let b = spawn(&mut s, 0, native(0), &mut out);
+    out.clear();
+    s.handle(MS, &Event::Block { thread: b }, &mut out);
+    assert!(out.is_empty(), "{out:?}");
+    s.handle(2 * MS, &Event::Exit { thread: a }, &mut out);
+    assert_eq!(s.cpu_state(0), CpuState::Idle, "the blocked thread is not run");
+    s.handle(3 * MS, &Event::Wake { thread: b }, &mut out);
+    assert_eq!(running(&s, 0), Some(b));
+    s.check().unwrap();
+}

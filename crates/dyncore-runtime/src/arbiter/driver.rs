@@ -15,6 +15,7 @@ use dyncore_core::{CpuId, CpuSet, Nanos};
 
 use super::affinity_only::AffinityOnly;
 use super::cgroups::Cgroups;
+use super::controller::Pinned;
 use super::discover::ProcTree;
 use super::probe::{Flavor, Probe, ProbeInput};
 use super::procevents::{ProcEvent, ProcEvents};
@@ -43,6 +44,10 @@ pub(super) struct Live {
     pub alive: bool,
     /// Its CPU time at the last sample.
     pub cpu_sampled_ns: u64,
+    /// Handed to the policy as asleep (`Event::Block`, not yet woken).
+    pub asleep: bool,
+    /// Its CPU time at the last look for sleep.
+    pub sleep_seen_ns: u64,
 }
 
 /// A started command.
@@ -141,6 +146,8 @@ pub struct Arbiter<P: Policy + ?Sized> {
     cpu_time_before: Nanos,
     pub(super) scan_buf: Vec<(Tid, Option<Loc>)>,
     torn_down: bool,
+    /// The controller pinned to its spare CPU, until the teardown.
+    controller: Option<Pinned>,
     #[cfg(debug_assertions)]
     pub(super) contract: dyncore_core::policy::contract::Checker,
 }
@@ -177,6 +184,12 @@ fn validate(cfg: &ArbiterConfig) -> Result<CpuSet, ArbiterError> {
         ));
     }
     crate::affinity::check_allowed(set.iter()).map_err(|e| ArbiterError::Config(e.to_string()))?;
+    if let Some(c) = cfg.controller_cpu {
+        if set.contains(c) {
+            return bad(format!("the controller's CPU {c} is one of the run's CPUs {set}"));
+        }
+        crate::affinity::check_allowed([c]).map_err(|e| ArbiterError::Config(e.to_string()))?;
+    }
     Ok(set)
 }
 
@@ -238,6 +251,17 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 cfg.poll_ns
             }
         };
+        let controller = match cfg.controller_cpu {
+            Some(c) => {
+                let p = Pinned::pin(c).map_err(ArbiterError::Io)?;
+                notes.push(format!("the controller on real CPU {} alone", p.cpu()));
+                Some(p)
+            }
+            None => {
+                notes.push("the controller shares the CPUs it may use with the run".into());
+                None
+            }
+        };
         let n = cfg.cpus.len();
         let ticks = TickStats { tick_ns: cfg.tick_ns, ..TickStats::default() };
         Ok(Arbiter {
@@ -272,6 +296,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             cpu_time_before: thread_cpu_ns(),
             scan_buf: Vec::new(),
             torn_down: false,
+            controller,
             #[cfg(debug_assertions)]
             contract: dyncore_core::policy::contract::Checker::new(),
             cfg,
@@ -471,6 +496,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         t.missed += missed;
         t.late_ns.push(late - missed * tick);
         self.next_tick += (missed + 1) * tick;
+        self.sleep_round()?;
         for cpu in 0..self.cpus.len() {
             self.feed(Event::Tick { cpu })?;
         }
@@ -556,6 +582,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             errors.extend(cg.remove());
         }
         self.claim = None;
+        self.controller = None;
         lines.extend(errors.iter().map(|e| format!("teardown: {e}")));
         lines
     }

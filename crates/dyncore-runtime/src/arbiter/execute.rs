@@ -74,7 +74,15 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 self.dirty = true;
                 Ok(())
             }
-            Action::SetSpeed { cpu, duty } => self.set_duty(cpu, duty),
+            Action::SetSpeed { cpu, duty } => {
+                let real = self.cfg.duty_scale.apply(duty).map_err(|e| {
+                    ArbiterError::Policy(format!(
+                        "CPU {cpu}'s duty {duty} at a baseline of {}: {e}",
+                        self.cfg.duty_scale.baseline
+                    ))
+                })?;
+                self.set_duty(cpu, real)
+            }
             Action::Fuse { thread, object } => {
                 self.pending_rep = Some(object.representative);
                 self.log.fuses.push(FuseRecord { thread, object, fused_ns: now, split_ns: None });
@@ -113,7 +121,8 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         }
     }
 
-    /// Sets runtime CPU `cpu`'s quota to `duty`, measuring the write.
+    /// Sets runtime CPU `cpu`'s quota to `duty` (a real duty, scaled
+    /// already), measuring the write.
     pub(super) fn set_duty(&mut self, cpu: CpuId, duty: Duty) -> Result<(), ArbiterError> {
         match &mut self.mech {
             Mech::Groups(cg) => {
@@ -161,6 +170,8 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 })
                 .collect();
             self.hold_all(&on)?;
+            // An asleep thread held here goes to an online CPU's group.
+            self.dirty = true;
             let held_ns = start.elapsed().as_nanos() as Nanos;
             steps_ns.push(("hold-threads", held_ns));
             for c in cpus.iter() {
@@ -202,27 +213,33 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         if !std::mem::replace(&mut self.dirty, false) {
             return Ok(());
         }
-        let mut desired: HashMap<ThreadId, CpuId> = HashMap::new();
         for (cpu, m) in self.cpus.iter().enumerate() {
-            if let CpuState::Running { thread, .. } = m.state {
-                if self.offline[cpu] {
-                    return Err(ArbiterError::Policy(format!(
-                        "thread {thread} dispatched on offline CPU {cpu}"
-                    )));
-                }
-                desired.insert(thread, cpu);
+            if let CpuState::Running { thread, .. } = m.state
+                && self.offline[cpu]
+            {
+                return Err(ArbiterError::Policy(format!("thread {thread} dispatched on offline CPU {cpu}")));
             }
         }
+        let wanted: Vec<Loc> = (0..self.threads.len()).map(|t| self.wanted(t)).collect();
         let moving: Vec<ThreadId> = (0..self.threads.len())
             .filter(|&t| {
                 let l = &self.threads[t];
-                let want = desired.get(&t).map_or(Loc::Held, |&c| Loc::Cpu(c));
-                l.alive && l.actual != Some(want) && l.actual != Some(Loc::Held)
+                let want = wanted[t];
+                // An asleep thread moves between CPUs' groups directly: it
+                // runs no code on its way.
+                let direct = l.asleep && matches!((l.actual, want), (Some(Loc::Cpu(_)), Loc::Cpu(_)));
+                l.alive && l.actual != Some(want) && l.actual != Some(Loc::Held) && !direct
             })
             .collect();
         self.hold_all(&moving)?;
-        let mut placing: Vec<(ThreadId, CpuId)> = desired.into_iter().collect();
-        placing.sort_unstable();
+        let placing: Vec<(ThreadId, CpuId)> = wanted
+            .iter()
+            .enumerate()
+            .filter_map(|(t, w)| match w {
+                Loc::Cpu(c) => Some((t, *c)),
+                Loc::Held => None,
+            })
+            .collect();
         for (t, cpu) in placing {
             let l = &self.threads[t];
             if !l.alive || l.actual == Some(Loc::Cpu(cpu)) {
@@ -308,14 +325,6 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 self.sample(t);
             }
         }
-    }
-
-    /// Where the policy has thread `t` now.
-    fn wanted(&self, t: ThreadId) -> Loc {
-        self.cpus
-            .iter()
-            .position(|m| matches!(m.state, CpuState::Running { thread, .. } if thread == t))
-            .map_or(Loc::Held, Loc::Cpu)
     }
 
     /// Checks invariants 1 and 2 of the module doc against the kernel's

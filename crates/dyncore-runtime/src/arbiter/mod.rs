@@ -4,7 +4,8 @@
 //! An [`Arbiter`] drives any [`Policy`] — through the same boundary as the
 //! simulator and the runtime's executor — over real CPUs, for commands it
 //! starts: it follows every thread of their process trees as it appears
-//! and exits, feeds each to the policy as `Spawn`/`Exit`, ticks every CPU,
+//! and exits, feeds each to the policy as `Spawn`/`Exit` (and as
+//! `Block`/`Wake` as it sleeps and wakes), ticks every CPU,
 //! and carries out what the policy says on the real threads.
 //!
 //! ## Mechanisms ([`probe`] chooses; the run reports which and why)
@@ -13,6 +14,7 @@
 //! |---|---|---|
 //! | `Dispatch { c, Running { T } }` | T moves into runtime CPU c's group: pinned to c's real CPU (`cpuset.cpus`), under c's quota, thawed | T's affinity = c's real CPU |
 //! | T not running (queued, or its CPU went to another) | T moves into the run's frozen `held` group | `SCHED_IDLE` (root) |
+//! | T asleep (`S` a whole tick: handed to the policy as `Block`; `Wake` when it runs again, module `sleep`) | T stays in the group it was in (an online CPU's), not frozen, so it can be seen to wake; woken, it runs there until the next tick round | T keeps its CPU |
 //! | `SetSpeed { c, duty }` | c's CFS quota = duty × period ([`PERIOD_US`], 20 ms; `cpu.cfs_quota_us` / `cpu.max`; 100% = no quota) | not enforced (counted) |
 //! | `Offline { cpus }` (a fuse's borrowed CPUs) | critical path only, Bolt-style: each CPU's threads held, then its group frozen (empty and frozen) | threads held |
 //! | `Online { cpus }` | each CPU's group thawed | — |
@@ -49,8 +51,8 @@
 //! the sweep keep 3; in debug builds every call's traffic also goes
 //! through the boundary's contract checker.
 //! 1. A thread the policy runs on CPU c is in c's group (every hierarchy),
-//!    and a thread it does not run is in `held`, once the call that
-//!    decided it returns.
+//!    an asleep one in an online CPU's group, and any other thread it does
+//!    not run is in `held`, once the call that decided it returns.
 //! 2. No thread is in the group of an offline CPU; that group is frozen.
 //! 3. Every group the run created is under its one parent group, named
 //!    after the run; all are removed when the run ends, however it ends
@@ -71,6 +73,7 @@ mod affinity_only;
 mod baseline;
 mod cgfs;
 mod cgroups;
+mod controller;
 mod discover;
 mod driver;
 mod execute;
@@ -80,6 +83,7 @@ mod procevents;
 pub mod record;
 pub mod registry;
 mod signals;
+mod sleep;
 mod spawn;
 mod summary;
 mod teardown;
@@ -89,8 +93,11 @@ use std::time::Duration;
 
 use dyncore_core::{CpuId, Nanos};
 
+use crate::backend::DutyScale;
+
 pub use baseline::{AloneRun, run_alone};
 pub use cgroups::{PERIOD_US, bandwidth};
+pub use controller::spare_cpu;
 pub use discover::{cpu_time_ns, last_cpu_and_state};
 pub use driver::{Arbiter, Ending, Placement};
 pub use probe::{Flavor, Probe, Want};
@@ -179,6 +186,20 @@ pub struct ArbiterConfig {
     /// duties true; the quota still caps every CPU. Not applied with
     /// affinity only.
     pub weight: Option<u32>,
+    /// The duty that stands for one baseline CPU: every duty the policy
+    /// sets is scaled with it before it becomes a quota (the live
+    /// backend's `--baseline-duty`; the default, 50%, leaves duties as
+    /// they are).
+    pub duty_scale: DutyScale,
+    /// A real CPU outside the run's to pin the controller (the thread
+    /// that drives the arbiter) to for the run's life, so that it takes
+    /// no time from the run's CPUs, as the live runner does; its affinity
+    /// is restored at the end. `None`: it stays where it is (and shares
+    /// the run's CPUs if its affinity allows them).
+    pub controller_cpu: Option<CpuId>,
+    /// Hand threads that sleep to the policy (`Block`/`Wake`, module
+    /// `sleep`), so a thread that waits gives its CPU to another.
+    pub follow_sleep: bool,
     pub paths: SystemPaths,
 }
 
@@ -201,6 +222,9 @@ impl ArbiterConfig {
             quota_period_us: PERIOD_US,
             grace: Duration::from_secs(2),
             weight: None,
+            duty_scale: DutyScale::default(),
+            controller_cpu: None,
+            follow_sleep: true,
             paths: SystemPaths::default(),
         }
     }

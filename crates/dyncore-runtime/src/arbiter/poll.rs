@@ -142,7 +142,12 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 // An exec from a thread other than the leader gives that
                 // thread the leader's id, in the groups it was in: the
                 // full pass sees where it is.
-                ProcEvent::Exec { tgid } => full_pass |= self.pid_command.contains_key(&tgid),
+                ProcEvent::Exec { tgid } => {
+                    if self.pid_command.contains_key(&tgid) {
+                        full_pass = true;
+                        self.renamed(tgid);
+                    }
+                }
                 ProcEvent::Exit { tid } => {
                     if let Some(&t) = self.by_tid.get(&tid) {
                         self.exit(t)?;
@@ -155,6 +160,15 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             self.poll()?;
         }
         Ok(())
+    }
+
+    /// Process `pid` `exec`ed: its thread takes its new program's name.
+    fn renamed(&mut self, pid: Tid) {
+        if let (Some(&t), Ok(comm)) =
+            (self.by_tid.get(&pid), std::fs::read_to_string(format!("/proc/{pid}/comm")))
+        {
+            self.log.threads[t].comm = comm.trim_end().to_string();
+        }
     }
 
     /// A new thread: to its command (by its process, or its parent's),
@@ -178,7 +192,15 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         let comm = if root { self.commands[command].comm.clone() } else { info.comm };
         let thread = self.threads.len();
         let cpu = cpu_time_ns(tid).unwrap_or(0);
-        self.threads.push(Live { tid, pid: info.pid, actual: loc, alive: true, cpu_sampled_ns: cpu });
+        self.threads.push(Live {
+            tid,
+            pid: info.pid,
+            actual: loc,
+            alive: true,
+            cpu_sampled_ns: cpu,
+            asleep: false,
+            sleep_seen_ns: cpu,
+        });
         self.dirty = true;
         self.by_tid.insert(tid, thread);
         let spawned_ns = self.now_ns();

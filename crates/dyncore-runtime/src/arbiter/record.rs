@@ -174,6 +174,10 @@ pub struct ArbiterLog {
     pub poll_ns: Vec<u64>,
     /// CPU time the controller thread used (policy, actuation, discovery).
     pub controller_cpu_ns: Nanos,
+    /// Threads handed to the policy as asleep (`Block`) and as awake again
+    /// (`Wake`).
+    pub blocks: u64,
+    pub wakes: u64,
 }
 
 impl ArbiterLog {

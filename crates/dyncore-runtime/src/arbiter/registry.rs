@@ -152,6 +152,7 @@ pub fn sweep(state: &Path, roots: &[PathBuf]) -> io::Result<Vec<String>> {
 
 fn sweep_locked(state: &Path, roots: &[PathBuf]) -> Vec<String> {
     let mut report = Vec::new();
+    let mut stale = Vec::new();
     for root in roots {
         let Ok(entries) = std::fs::read_dir(root) else { continue };
         for e in entries.flatten() {
@@ -159,8 +160,15 @@ fn sweep_locked(state: &Path, roots: &[PathBuf]) -> Vec<String> {
             if !name.starts_with(PREFIX) || !e.path().is_dir() || alive(state, &name) {
                 continue;
             }
-            report.push(remove_stale(&e.path(), &name));
+            stale.push((e.path(), name));
         }
+    }
+    // Every hierarchy's groups are thawed before any is emptied: a thread
+    // frozen in the freezer hierarchy cannot die of the SIGKILL sent while
+    // emptying its cpu or cpuset group.
+    let thaw_errors: Vec<Vec<io::Error>> = stale.iter().map(|(dir, _)| thaw_tree(dir)).collect();
+    for ((dir, name), errors) in stale.iter().zip(thaw_errors) {
+        report.push(remove_stale(dir, name, errors));
     }
     // Stale claims without groups (affinity-only runs, or groups already gone).
     if let Ok(entries) = std::fs::read_dir(state) {
@@ -189,9 +197,8 @@ fn alive(state: &Path, name: &str) -> bool {
 
 /// Empties (kills what is left) and removes a dead run's groups under
 /// `dir`, children first; one line saying what was done.
-fn remove_stale(dir: &Path, name: &str) -> String {
+fn remove_stale(dir: &Path, name: &str, thaw_errors: Vec<io::Error>) -> String {
     let threads = list_threads(dir);
-    let thaw_errors = thaw_tree(dir);
     let killed = kill_threads(&threads, libc::SIGKILL);
     let deadline = Instant::now() + Duration::from_secs(5);
     while !list_threads(dir).is_empty() && Instant::now() < deadline {

@@ -79,6 +79,13 @@ impl ArbiterRun {
                 us(quantile(&r, 0.99))
             );
         }
+        if log.blocks + log.wakes > 0 {
+            let _ = writeln!(
+                s,
+                "sleeps: {} blocks, {} wakes (a thread asleep for a tick gives its CPU back)",
+                log.blocks, log.wakes
+            );
+        }
         let _ = writeln!(s, "actuation delay:");
         for line in log.actuation.summary() {
             let _ = writeln!(s, "  {line}");

@@ -9,6 +9,7 @@ use std::path::Path;
 use anyhow::Result;
 use clap::Subcommand;
 
+pub mod arbiter;
 pub mod chart;
 pub mod goal;
 pub mod newtos;
@@ -33,6 +34,8 @@ pub enum BenchCmd {
     Stack(stack::Args),
     /// NewtOS at scale in the simulator: 64 stacks, 1024 CPUs, a diurnal load; energy and simulator speed.
     Newtos(newtos::Args),
+    /// The arbiter's cost to a real program (overhead at 100% duty against alone), actuation delays, discovery.
+    Arbiter(arbiter::Args),
 }
 
 /// Runs a bench; with `--strict`, fails when a goal's verdict is not the
@@ -44,6 +47,7 @@ pub fn run(cmd: &BenchCmd, out: &Path) -> Result<()> {
         BenchCmd::Reconfig(a) => ("reconfig", a.gate, reconfig::run(a, out)?),
         BenchCmd::Stack(a) => ("stack", a.gate, stack::run(a, out)?),
         BenchCmd::Newtos(a) => ("newtos", a.gate, newtos::run(a, out)?),
+        BenchCmd::Arbiter(a) => ("arbiter", a.gate, arbiter::run(a, out)?),
     };
     if gate.strict { goal::strict_check(name, &goals) } else { Ok(()) }
 }

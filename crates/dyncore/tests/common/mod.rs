@@ -5,6 +5,8 @@
 
 use std::process::{Command, Output};
 
+pub mod exec;
+
 /// Runs `dyncore` with `args` from the crate's folder.
 pub fn dyncore(args: &[&str]) -> Output {
     command(args).output().expect("the dyncore binary runs")

@@ -1,0 +1,258 @@
+//! `dyncore exec` as a user runs it: the command's output and exit status
+//! passed through; a missing or non-executable command 127/126 and bad
+//! arguments 2, with nothing created; SIGTERM, SIGINT and SIGHUP ending
+//! the run with 143/130/129, the command's whole tree signalled and reaped
+//! and the groups removed; a second run on overlapping CPUs refused, one
+//! on other CPUs run beside it; a `SIGKILL`ed run's groups and orphans
+//! removed by the next start; the trace and the report folder written.
+//! Nothing here asserts a time.
+
+mod common;
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::exec::{alive, allowed, left_by};
+use common::{command, stderr, tmp};
+
+fn exec(extra: &[&str], cmd: &[&str]) -> std::process::Command {
+    let cpu = allowed()[0].to_string();
+    let mut args = vec!["exec", "--policy", "linux", "--cpus", &cpu];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(cmd);
+    command(&args)
+}
+
+/// Runs to the end: (status, stdout, stderr, dyncore's pid).
+fn run(extra: &[&str], cmd: &[&str]) -> (i32, String, String, u32) {
+    let child = exec(extra, cmd).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let status = out.status.code().expect("dyncore exited, not killed");
+    (status, String::from_utf8_lossy(&out.stdout).into_owned(), stderr(&out), pid)
+}
+
+#[test]
+fn the_command_s_output_and_exit_status_pass_through_and_nothing_is_left() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let (status, out, err, pid) = run(&[], &["sh", "-c", "echo hello; echo oops >&2; exit 7"]);
+    assert_eq!(status, 7, "{err}");
+    assert_eq!(out, "hello\n", "the command's stdout, and nothing of dyncore's");
+    assert!(err.starts_with("oops\n"), "the command's stderr first: {err}");
+    assert!(err.contains("dyncore exec: policy `linux` on CPUs"), "{err}");
+    assert!(err.contains("): exit 7, wall "), "{err}");
+    assert!(left_by(pid).is_empty(), "left behind: {:?}", left_by(pid));
+    // A crash: 128 + the signal, as a shell says.
+    let (status, _, err, pid) = run(&["--quiet"], &["sh", "-c", "kill -SEGV $$"]);
+    assert_eq!(status, 128 + libc::SIGSEGV, "{err}");
+    assert_eq!(err, "", "--quiet prints nothing of dyncore's");
+    assert!(left_by(pid).is_empty(), "left behind: {:?}", left_by(pid));
+}
+
+#[test]
+fn a_missing_or_non_executable_command_exits_127_or_126_in_one_line_and_creates_nothing() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let (status, out, err, pid) = run(&[], &["dyncore-no-such-command", "x"]);
+    assert_eq!((status, out.as_str()), (127, ""));
+    assert_eq!(err, "dyncore exec: dyncore-no-such-command: command not found\n");
+    assert!(left_by(pid).is_empty());
+    let dir = tmp("exec-noexec");
+    let file = dir.path().join("script");
+    std::fs::write(&file, "#!/bin/sh\n").unwrap();
+    let (status, _, err, pid) = run(&[], &[file.to_str().unwrap()]);
+    assert_eq!(status, 126, "{err}");
+    assert_eq!(err, format!("dyncore exec: {}: not an executable file\n", file.display()));
+    assert!(left_by(pid).is_empty());
+}
+
+#[test]
+fn bad_arguments_exit_2_in_one_line_and_create_nothing() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let cpu = allowed()[0].to_string();
+    for (args, says) in [
+        (
+            vec!["--policy", "nope", "--cpus", &cpu],
+            "dyncore exec: --policy: unknown policy `nope`; known policies: ",
+        ),
+        (vec!["--policy", "linux", "--param", "x=1", "--cpus", &cpu], "dyncore exec: --param x: "),
+        (vec!["--policy", "linux", "--cpus", "99999"], "dyncore exec: --cpus 99999: "),
+        (
+            vec!["--policy", "linux", "--cpus", &cpu, "--class", "huge"],
+            "error: invalid value 'huge' for '--class <CLASS>'",
+        ),
+        (vec!["--cpus", &cpu], "error: the following required arguments were not provided"),
+    ] {
+        let mut all = vec!["exec"];
+        all.extend_from_slice(&args);
+        all.extend_from_slice(&["--", "true"]);
+        let child = command(&all).stderr(Stdio::piped()).spawn().unwrap();
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).starts_with(says), "{args:?}: {}", stderr(&out));
+        assert!(left_by(pid).is_empty());
+    }
+    let out = command(&["exec", "--policy", "linux", "--cpus", &cpu]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "no command: {}", stderr(&out));
+}
+
+/// Starts `dyncore exec` on `cpus` over a shell that prints its pid and
+/// its background child's, then waits; returns dyncore and those pids.
+fn start_tree(cpus: &str) -> (Child, Vec<i32>) {
+    let mut child = command(&["exec", "--policy", "linux", "--cpus", cpus, "--", "sh", "-c", TREE])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let pids: Vec<i32> = (0..2).map(|_| lines.next().unwrap().unwrap().trim().parse().unwrap()).collect();
+    (child, pids)
+}
+
+/// A shell with a background child, both sleeping until signalled (the
+/// background one ignores SIGINT, as a non-interactive shell's do: the
+/// grace period ends it).
+const TREE: &str = "sleep 300 & echo $!; echo $$; wait";
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) takes no pointers.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+#[test]
+fn sigterm_sigint_and_sighup_end_the_run_with_the_tree_reaped_and_the_groups_removed() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let cpu = allowed()[0].to_string();
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        let (child, pids) = start_tree(&cpu);
+        let pid = child.id();
+        assert!(!left_by(pid).is_empty(), "a running exec has its groups");
+        signal(&child, sig);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(128 + sig), "{}", stderr(&out));
+        for p in pids {
+            assert!(!alive(p), "process {p} of the tree outlived dyncore (signal {sig})");
+        }
+        assert!(left_by(pid).is_empty(), "left behind: {:?}", left_by(pid));
+        assert!(stderr(&out).contains("teardown: sent SIG"), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_second_run_on_overlapping_cpus_is_refused_and_one_on_other_cpus_runs_beside() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let cpus = allowed();
+    let first = cpus[0].to_string();
+    let (child, _) = start_tree(&first);
+    let (status, _, err, pid) = run(&[], &["true"]);
+    assert_eq!(status, 2, "{err}");
+    let says =
+        format!("dyncore exec: CPUs {first} are already arbitrated by run dyncore.exec.{}.", child.id());
+    assert!(err.starts_with(&says), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(left_by(pid).is_empty());
+    if let Some(other) = cpus.get(1) {
+        let other = other.to_string();
+        let out = command(&["exec", "-q", "--policy", "linux", "--cpus", &other, "--", "sh", "-c", "exit 3"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    } else {
+        eprintln!("one CPU: the run beside is not tried");
+    }
+    signal(&child, libc::SIGTERM);
+    assert_eq!(child.wait_with_output().unwrap().status.code(), Some(143));
+}
+
+#[test]
+fn a_killed_run_s_groups_and_orphans_are_removed_by_the_next_start() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let cpu = allowed()[0].to_string();
+    let (mut child, pids) = start_tree(&cpu);
+    let pid = child.id();
+    signal(&child, libc::SIGKILL);
+    child.wait().unwrap();
+    let mut stale = left_by(pid);
+    stale.retain(|p| !p.to_string_lossy().ends_with(".claim"));
+    assert!(!stale.is_empty(), "a SIGKILLed run leaves its groups (nothing could remove them)");
+    assert!(pids.iter().all(|&p| alive(p)), "and its tree, frozen or not");
+    let (status, _, err, _) = run(&[], &["true"]);
+    assert_eq!(status, 0, "{err}");
+    assert!(err.contains(&format!("dyncore.exec.{pid}.")), "the sweep says what it removed: {err}");
+    assert!(left_by(pid).is_empty(), "left behind: {:?}; the sweep said: {err}", left_by(pid));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for p in pids {
+        assert!(!alive(p), "orphan {p} survived the sweep");
+    }
+}
+
+#[test]
+fn the_trace_and_the_report_folder_are_written_and_the_traffic_replays() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let dir = tmp("exec-out");
+    let trace = dir.path().join("t.json");
+    let report = dir.path().join("report");
+    let cpus = allowed();
+    let list = cpus.iter().take(2).map(|c| c.to_string()).collect::<Vec<_>>().join(",");
+    let out = command(&[
+        "exec",
+        "--policy",
+        "chameleon",
+        "--cpus",
+        &list,
+        "--trace",
+        trace.to_str().unwrap(),
+        "--out",
+        report.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done",
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let t: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    let events = t["traceEvents"].as_array().unwrap();
+    assert!(events.iter().any(|e| e["ph"] == "X" && e["name"].as_str().unwrap().starts_with("sh [")));
+    for f in ["report.md", "summary.txt", "threads.csv", "events.jsonl", "actions.jsonl", "trace.json"] {
+        assert!(report.join(f).is_file(), "{f} missing");
+    }
+    let csv = std::fs::read_to_string(report.join("threads.csv")).unwrap();
+    assert!(csv.lines().count() >= 2, "{csv}");
+    // The traffic replays through a fresh policy, action for action.
+    let events = std::fs::read_to_string(report.join("events.jsonl")).unwrap();
+    let actions = std::fs::read_to_string(report.join("actions.jsonl")).unwrap();
+    let n = cpus.len().min(2);
+    let ctx = dyncore_core::policies::RunContext {
+        topology: dyncore_core::topology::Topology::uniform(1, n),
+        speed: dyncore_core::speed::SpeedModel::DYNAMIC,
+        max_fuse: if n >= 2 { 2 } else { 1 },
+        tick_ns: 4_000_000,
+        min_granularity_ns: 16_000_000,
+        notify_on_exit: true,
+        reconfig_mode: dyncore_core::reconfig::Mode::Bolt,
+        seed: 0,
+    };
+    let registry = dyncore_core::policies::Registry::builtin();
+    let params = registry.validate("chameleon", &[]).unwrap();
+    let mut policy = registry.build("chameleon", &ctx, &params).unwrap();
+    let parsed = dyncore_core::policy::trace::parse_events(&events).unwrap();
+    assert!(!parsed.is_empty());
+    let replayed = dyncore_core::policy::trace::replay(&parsed, &mut policy);
+    assert!(replayed == actions, "the recorded traffic is the policy's own: the replay differs");
+}
+
+#[test]
+fn with_affinity_only_the_command_runs_and_its_status_passes_through() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let (status, _, err, pid) = run(&["--mechanism", "affinity"], &["sh", "-c", "exit 4"]);
+    assert_eq!(status, 4, "{err}");
+    assert!(err.contains("mechanism: sched_setaffinity only"), "{err}");
+    assert!(left_by(pid).is_empty());
+}
