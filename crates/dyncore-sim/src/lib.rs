@@ -5,6 +5,7 @@
 //! ordered by (time, sequence number), one seeded ChaCha generator. The same
 //! scenario and seed give the same bytes out.
 
+pub mod claims;
 pub mod control;
 pub mod cost;
 pub mod engine;

@@ -24,6 +24,7 @@ macro_rules! say {
 }
 
 mod bench;
+mod claims_view;
 mod events;
 mod figure;
 mod figure_plot;
@@ -274,24 +275,29 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
             }
         };
         let fig = figure::Figure::build(sc, &results);
-        let w = report::write_scenario(out, path, sc, &results, &fig)
+        let claims = dyncore_sim::scenario::claims::check(sc, &results);
+        let w = report::write_scenario(out, path, sc, &results, &fig, &claims)
             .with_context(|| format!("writing the report of {}", sc.name))?;
         if !args.quiet {
-            bar.suspend(|| print_scenario(sc, seeds, &results, &fig));
+            bar.suspend(|| {
+                print_scenario(sc, seeds, &results, &fig);
+                print_claims(&claims);
+            });
         }
         written.push(w);
     }
     for (path, sc) in &nets {
         bar.set_message(sc.name.clone());
-        let (w, rows) = newtos::write_scenario(out, path, sc)
+        let (w, rep) = newtos::write_scenario(out, path, sc)
             .with_context(|| format!("writing the report of {}", sc.name))?;
         bar.inc((sc.runs.len() * sc.seeds as usize) as u64);
         if !args.quiet {
             bar.suspend(|| {
                 say!("\n{} ({})", sc.title, sc.name);
-                for r in &rows {
+                for r in &rep.rows {
                     say!("  {:<28} {:>8.0} Mbps {:>6.1} W", r.label, r.mbps.median, r.power_w.median);
                 }
+                print_claims(&rep.claims);
             });
         }
         written.push(w);
@@ -303,7 +309,7 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
         counts += w.counts;
     }
     let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
-    let diff_note = if counts.compared + counts.unmatched == 0 {
+    let diff_note = if counts.compared + counts.unmatched + counts.claims() == 0 {
         String::new()
     } else {
         let several = written.iter().any(|w| w.seeds.len() > 1);
@@ -380,6 +386,18 @@ fn seeds_of(args: &RunArgs, loaded: &mut [(PathBuf, Scenario)]) -> Result<Vec<Ve
         })?);
     }
     Ok(all)
+}
+
+/// A scenario's claims on the terminal: the count, and each claim that does
+/// not hold.
+fn print_claims(claims: &dyncore_sim::claims::Claims) {
+    if claims.claims.is_empty() {
+        return;
+    }
+    say!("  {}", claims_view::sentence(claims));
+    for c in claims.claims.iter().filter(|c| c.verdict != dyncore_sim::claims::Verdict::Held) {
+        say!("    {}: {}", c.verdict.word(), c.claim);
+    }
 }
 
 /// A scenario's comparison table on the terminal, and which runs did not

@@ -57,8 +57,10 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 pub mod calibrate;
+pub mod claims;
 pub mod policy;
 pub mod predict;
+pub mod run;
 pub mod scale;
 pub mod scenario;
 
@@ -175,6 +177,10 @@ pub struct Outcome {
     pub power_w: f64,
     /// Sum of the CPUs' MHz over 3 × 1600 MHz (the paper's Figure 2 bars).
     pub resources: f64,
+    /// Each core's busy fraction times its MHz, summed, over 3 × 1600 MHz
+    /// (the paper's Figure 5 bars: "CPU utilization ... normalized to 3
+    /// cores running unthrottled at 1600 MHz").
+    pub normalised_utilisation: f64,
     pub cpus: Vec<CpuOutcome>,
     pub components: BTreeMap<ComponentKind, ComponentOutcome>,
     /// Segments sent in the whole run (warm-up included).
@@ -781,6 +787,8 @@ impl<'a> Sim<'a> {
             }
         }
         let power_w = cores.values().map(|(s, b)| power.core_w(*s, *b)).sum();
+        let normalised_utilisation =
+            cores.values().map(|(s, b)| b * f64::from(s.mhz)).sum::<f64>() / FULL_RESOURCES_MHZ;
         let resources =
             self.cpus.iter().filter(|c| !c.comps.is_empty()).map(|c| f64::from(c.step.mhz)).sum::<f64>()
                 / FULL_RESOURCES_MHZ;
@@ -793,6 +801,7 @@ impl<'a> Sim<'a> {
             mbps: self.acked_bytes as f64 * 8.0 / span * 1e3,
             power_w,
             resources,
+            normalised_utilisation,
             cpus,
             components,
             packets: self.packets,

@@ -141,3 +141,30 @@ fn the_shipped_scenarios_carry_the_calibration() {
     assert!((f.config1_mbps / super::calibrate::PAPER_CONFIG1_2267_MBPS - 1.0).abs() < 0.01, "{f:?}");
     assert!((f.single_mbps / super::calibrate::PAPER_SINGLE_2267_MBPS - 1.0).abs() < 0.01, "{f:?}");
 }
+
+/// Every `expect` line of every shipped NewtOS scenario is a claim or
+/// marked as prose, and every check names figures the runs produce (one
+/// seed): never left unevaluated.
+#[test]
+fn every_shipped_claim_is_classified_and_evaluated() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/newtos");
+    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    for f in files {
+        let sc = super::scenario::NetScenario::from_toml(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        sc.validate().unwrap();
+        let rows = super::run::run_scenario(&sc, &[sc.seed]);
+        let c = super::claims::check(&sc, &rows);
+        assert!(c.unclassified.is_empty(), "{}: {:?}", sc.name, c.unclassified);
+        assert!(!c.claims.is_empty(), "{} checks no claim", sc.name);
+        for claim in &c.claims {
+            assert_ne!(
+                claim.verdict,
+                crate::claims::Verdict::NotEvaluated,
+                "{}: {:#?}",
+                sc.name,
+                claim.checks
+            );
+        }
+    }
+}
