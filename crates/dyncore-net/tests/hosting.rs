@@ -107,9 +107,13 @@ fn a_stream_crosses_a_stack_consolidated_on_one_cpu() {
     check(stream(&[7], &all_on(7), 8 << 20, |_| false), Some(8 << 20));
 }
 
+/// The stream runs until the throttled CPU has been measured over a window
+/// of many throttle periods (then the sender closes), so the bound below is
+/// always checked, however fast this machine streams.
 #[test]
 fn a_throttled_cpu_runs_no_more_than_its_duty() {
     let _cpus = dyncore_runtime::testing::real_cpus();
+    const WINDOW: Duration = Duration::from_millis(200);
     let speeds = SpeedTable::newtos();
     let duty = duty_of_step(&speeds, speeds.by_mhz(800).unwrap());
     assert_eq!(duty.per_mille(), 353, "800 MHz of 2267");
@@ -117,10 +121,11 @@ fn a_throttled_cpu_runs_no_more_than_its_duty() {
     let mut first: Option<(Instant, u64)> = None;
     let mut measured = None;
     check(
-        stream(&[0], &all_on(0), 32 << 20, |h| {
+        stream(&[0], &all_on(0), 1 << 40, |h| {
             if !set {
                 h.set_duty(0, duty).unwrap();
                 set = true;
+                return false;
             }
             let run_ns = h.cpus()[0].run_ns;
             match first {
@@ -129,18 +134,18 @@ fn a_throttled_cpu_runs_no_more_than_its_duty() {
                     measured = Some((t.elapsed(), (run_ns - r) as f64 / t.elapsed().as_nanos() as f64))
                 }
             }
-            false
+            measured.is_some_and(|(w, _)| w >= WINDOW)
         }),
-        Some(32 << 20),
+        None,
     );
     // The worker ran at most its duty (plus one round of overshoot per
-    // period, which the debt pays back), over a window long enough to hold
-    // many periods.
+    // period, which the debt pays back), over a window of many periods.
+    // The throttle's own bookkeeping bounds this whatever else runs on
+    // the real CPU: time taken from the worker only lowers it.
     let (window, m) = measured.expect("the stream outlived one poll");
     eprintln!("a 35.3% duty CPU ran {:.1}% of {:.0} ms", m * 100.0, window.as_secs_f64() * 1e3);
-    if window > Duration::from_millis(50) {
-        assert!(m <= 0.353 + 0.1, "a 35.3% CPU ran {:.1}% of the time", m * 100.0);
-    }
+    assert!(window >= WINDOW);
+    assert!(m <= 0.353 + 0.1, "a 35.3% CPU ran {:.1}% of the time", m * 100.0);
 }
 
 /// `DYNCORE_STACK_MOVES` (default 10 000): random moves during one stream.
@@ -174,29 +179,37 @@ fn random_moves_while_the_stream_flows_lose_and_duplicate_nothing() {
     assert!(done >= moves);
 }
 
+/// Crashes IP, the filter and the driver in turn, each one armed only once
+/// the one before has fired and restarted, until `CRASHES` have: the stream
+/// runs until then (then the sender closes), so every crash happens with
+/// traffic in flight, however fast this machine streams.
 #[test]
 fn ip_filter_and_driver_crash_on_runtime_cpus_and_the_connection_survives() {
     let _cpus = dyncore_runtime::testing::real_cpus();
+    const CRASHES: u64 = 30;
     quiet_injected_crashes();
     let cpus = [0, 1];
     let kinds = [ComponentKind::Ip, ComponentKind::Filter, ComponentKind::Driver];
-    let mut i = 0;
-    let mut last = Instant::now();
+    let mut armed = 0u64;
     let run = check(
-        stream(&cpus, &spread(&cpus), 16 << 20, |h| {
-            if i < 30 && last.elapsed() > Duration::from_millis(1) {
-                h.crash(kinds[i % 3]).unwrap();
-                i += 1;
-                last = Instant::now();
+        stream(&cpus, &spread(&cpus), 1 << 40, |h| {
+            let restarts: u64 = h.components().iter().map(|c| c.load.restarts).sum();
+            if restarts < armed {
+                return false; // the last one armed has not fired yet
             }
+            assert_eq!(restarts, armed, "a component restarted without a crash");
+            if armed == CRASHES {
+                return true;
+            }
+            h.crash(kinds[armed as usize % 3]).unwrap();
+            armed += 1;
             false
         }),
-        Some(16 << 20),
+        None,
     );
     let restarts: u64 = run.a.iter().map(|s| s.load.restarts).sum();
     let fired: u64 = run.a.iter().map(|s| s.component.crash_switch().fired()).sum();
-    assert!(restarts > 0, "no component crashed during the stream");
-    assert_eq!(restarts, fired);
+    assert_eq!((restarts, fired), (CRASHES, CRASHES));
     let max = run.a.iter().map(|s| s.load.restart_ns_max).max().unwrap();
     eprintln!("{restarts} restarts, the longest {:.1} µs", max as f64 / 1e3);
 }
@@ -220,9 +233,12 @@ fn bad_placements_are_refused() {
 /// The live controller: requests (a mode, a move, a speed) and load
 /// samples go to the policy through the boundary while the stream flows;
 /// its decisions move the slots and set the duties, with a reason each;
-/// idle, `dynamic` consolidates the stack. (Whether
-/// a burst spreads a `dynamic` stack depends on this machine's speed:
-/// `dyncore bench stack` B4 measures it.)
+/// idle, `dynamic` consolidates the stack. The stream runs until the
+/// requests are done (then the sender closes), so that every request is
+/// made while it flows, however fast this machine is; each request is one
+/// the policy must carry out (the move is to a CPU TCP is not on, read from
+/// the layout). (Whether a burst spreads a `dynamic` stack depends on this
+/// machine's speed: `dyncore bench stack` B4 measures it.)
 #[test]
 fn the_controller_carries_out_requests_and_consolidates_an_idle_dynamic_stack() {
     let _cpus = dyncore_runtime::testing::real_cpus();
@@ -244,55 +260,69 @@ fn the_controller_carries_out_requests_and_consolidates_an_idle_dynamic_stack() 
     cb.seed = 22;
     let mut a = Stack::build(&ca, Box::new(wa), 0);
     let mut b = Stack::build(&cb, Box::new(wb), 0);
-    let total = 32 << 20;
-    let sender = Sender::new(a.sockets.remove(0), (B, PORT), total, SEED);
+    let cancel = Arc::new(AtomicBool::new(false));
+    let sender = Sender::new(a.sockets.remove(0), (B, PORT), 1 << 40, SEED).cancel_on(cancel.clone());
     let receiver = Receiver::new(b.sockets.remove(0), PORT, Some(SEED));
-    let host = CpuHost::start(HostConfig::new(cpus), a.components, &layout.cpu_of).unwrap();
+    let host = CpuHost::start(HostConfig::new(cpus.clone()), a.components, &layout.cpu_of).unwrap();
     ctl.attach(&host).unwrap();
     let threads = Threads::start(b.components, vec![Box::new(sender), Box::new(receiver)]);
     let t0 = Instant::now();
     let _ = ctl.sample(&host, host.now_ns()).unwrap();
     let step600 = speeds.by_mhz(600).unwrap();
+    let mut tcp_to = None;
     let mut i = 0;
     while !threads.wait_apps(Duration::from_millis(5)) {
-        assert!(t0.elapsed() < LIMIT);
+        assert!(t0.elapsed() < LIMIT, "the stream did not close within {LIMIT:?}");
         let now = host.now_ns();
         match i {
-            2 => ctl.control(&host, now, Control::SetMode { mode: Mode::Spread }).unwrap(),
-            4 => ctl.control(&host, now, Control::Migrate { component: ComponentKind::Tcp, to: 2 }).unwrap(),
+            2 => {
+                ctl.control(&host, now, Control::SetMode { mode: Mode::Spread }).unwrap();
+                assert!(ctl.layout().cpus_in_use().len() > 1, "spread by request");
+            }
+            4 => {
+                let on = ctl.layout().cpu_of[&ComponentKind::Tcp];
+                let to = *cpus.iter().find(|&&c| c != on).expect("three CPUs");
+                ctl.control(&host, now, Control::Migrate { component: ComponentKind::Tcp, to }).unwrap();
+                assert_eq!(host.cpu_of(ComponentKind::Tcp), Some(to), "the host moved TCP");
+                tcp_to = Some((on, to));
+            }
             6 => ctl.control(&host, now, Control::SetSpeed { cpu: 2, step: step600 }).unwrap(),
             8 => {
                 assert_eq!(host.duty(2).unwrap(), duty_of_step(&speeds, step600));
-                ctl.control(&host, now, Control::SetSpeed { cpu: 2, step: speeds.fastest() }).unwrap()
+                ctl.control(&host, now, Control::SetSpeed { cpu: 2, step: speeds.fastest() }).unwrap();
+                // Every request made while the stream flows: now it closes.
+                cancel.store(true, Ordering::Release);
             }
             _ => {}
         }
         i += 1;
         let _ = ctl.sample(&host, host.now_ns()).unwrap();
     }
-    assert!(i > 8, "the stream ended before the requests: make it longer");
+    assert!(i > 8, "the stream closed before it was cancelled");
     let e = ctl.control(&host, host.now_ns(), Control::Migrate { component: ComponentKind::Ip, to: 9 });
     assert!(e.unwrap_err().to_string().contains("CPU 9"), "a move to a CPU the policy does not have");
     let run = threads.stop();
-    assert!(ctl.layout().cpus_in_use().len() > 1, "spread by request");
-    // Back to `dynamic`, idle: consolidated (at once, as the mode starts;
-    // otherwise after several light samples and a minimum dwell; bounded).
+    // Back to `dynamic`: consolidated as the mode starts, and idle, it
+    // stays so over the samples that follow.
     ctl.control(&host, host.now_ns(), Control::SetMode { mode: Mode::Dynamic }).unwrap();
-    let idle0 = Instant::now();
-    while ctl.layout().cpus_in_use().len() > 1 && idle0.elapsed() < Duration::from_secs(5) {
+    assert_eq!(ctl.layout().cpus_in_use().len(), 1, "dynamic consolidates as it starts");
+    for _ in 0..10 {
         std::thread::sleep(Duration::from_millis(10));
         let _ = ctl.sample(&host, host.now_ns()).unwrap();
     }
     host.check().unwrap();
     let a = host.stop();
-    check(Run { a, b: run.components, apps: run.apps }, Some(total));
+    check(Run { a, b: run.components, apps: run.apps }, None);
     for d in &ctl.log {
         eprintln!("{:>10.3} ms  {}  — {}", d.at_ns as f64 / 1e6, d.action, d.reason);
         assert!(!d.reason.is_empty());
     }
-    assert!(ctl.log.iter().any(|d| d.action.to_string() == "migrate tcp cpu 1 → 2"
-        || d.action.to_string().starts_with("migrate tcp")));
-    assert_eq!(ctl.layout().cpus_in_use().len(), 1, "idle, the stack was not consolidated again");
+    let (from, to) = tcp_to.expect("the move was requested");
+    assert!(
+        ctl.log.iter().any(|d| d.action == Action::Migrate { component: ComponentKind::Tcp, from, to }),
+        "the requested move of TCP from CPU {from} to {to} is not in the log"
+    );
+    assert_eq!(ctl.layout().cpus_in_use().len(), 1, "idle, the stack was spread again");
     let consolidations = ctl.log.iter().filter(|d| matches!(d.action, Action::Consolidate { .. })).count();
     assert!(consolidations >= 2, "at the start and back in dynamic: {consolidations}");
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::*;
-use dyncore_net::app::{App, Receiver};
+use dyncore_net::app::{App, Receiver, Sender};
 use dyncore_net::component::{Component, ComponentKind};
 use dyncore_net::host::{ThreadRun, Threads, quiet_injected_crashes, run_threads};
 use dyncore_net::stack::{Stack, StackConfig};
@@ -63,39 +63,57 @@ fn a_stream_crosses_two_split_stacks_on_threads() {
     }
 }
 
+/// A controller crashes a random one of IP, the filter and the driver of
+/// the sending stack, arming the next switch only once the last has fired,
+/// until `CRASHES` have; the stream runs until then (then the sender
+/// closes), so every crash happens with traffic in flight, however fast
+/// this machine streams or however late the controller is scheduled.
 #[test]
 fn components_crash_and_restart_on_threads_without_loss() {
+    const CRASHES: u64 = 20;
     quiet_injected_crashes();
-    let total = 16 << 20;
-    let (comps, apps) = split_pair(MemWireConfig::default(), total, |_| ());
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (wa, wb) = mem::pair(MemWireConfig::default());
+    let mut ca = StackConfig::new(A);
+    ca.seed = 11;
+    let mut cb = StackConfig::new(B);
+    cb.seed = 22;
+    let mut a = Stack::build(&ca, Box::new(wa), 0);
+    let mut b = Stack::build(&cb, Box::new(wb), 0);
+    let sender = Sender::new(a.sockets.remove(0), (B, PORT), 1 << 40, SEED).cancel_on(cancel.clone());
+    let receiver = Receiver::new(b.sockets.remove(0), PORT, Some(SEED));
+    let mut comps = a.components;
+    comps.extend(b.components);
     let switches: Vec<_> = comps
         .iter()
+        .take(ComponentKind::ALL.len()) // the sending stack's
         .filter(|c| matches!(c.kind(), ComponentKind::Ip | ComponentKind::Filter | ComponentKind::Driver))
         .map(|c| c.crash_switch().clone())
         .collect();
-    let done = Arc::new(AtomicBool::new(false));
-    // A controller arms a random component's switch every 200 µs.
     let controller = {
-        let done = done.clone();
+        let cancel = cancel.clone();
         std::thread::spawn(move || {
             let mut rng = ChaCha8Rng::seed_from_u64(1);
-            let mut armed = 0;
-            while !done.load(Ordering::Acquire) && armed < 2_000 {
+            let fired = || switches.iter().map(|s| s.fired()).sum::<u64>();
+            let t0 = std::time::Instant::now();
+            for n in 0..CRASHES {
                 switches[rng.random_range(0..switches.len())].arm();
-                armed += 1;
-                std::thread::sleep(Duration::from_micros(200));
+                while fired() == n {
+                    assert!(t0.elapsed() < LIMIT, "crash {n} never fired");
+                    std::thread::sleep(Duration::from_micros(100));
+                }
             }
+            cancel.store(true, Ordering::Release);
         })
     };
-    let (run, finished) = run_threads(comps, apps, LIMIT);
-    done.store(true, Ordering::Release);
+    let (run, finished) = run_threads(comps, vec![Box::new(sender), Box::new(receiver)], LIMIT);
     controller.join().unwrap();
     assert_finished(&run, finished);
-    check(&run, total);
+    let sent = run.apps[0].report().digest.bytes;
+    check(&run, sent);
     let restarts: u64 = run.components.iter().map(|s| s.load.restarts).sum();
-    assert!(restarts > 0, "no component crashed during the stream");
     let fired: u64 = run.components.iter().map(|s| s.component.crash_switch().fired()).sum();
-    assert_eq!(restarts, fired);
+    assert_eq!((restarts, fired), (CRASHES, CRASHES));
 }
 
 #[test]

@@ -357,10 +357,17 @@ impl<Req: Copy + Send, Resp: Copy + Send> CallServer<Req, Resp> {
     }
 
     /// Serves every pending call once, in slot order; `f(slot, request)`
-    /// computes a reply. Returns the number of requests served.
+    /// computes a reply. Returns the number of requests served. Once the
+    /// channel is closed no further call is served (the one being served
+    /// when it closed completes): its waiting clients have been told the
+    /// channel is closed, and a reply after that would be one they may or
+    /// may not see, depending on when they woke.
     pub fn poll(&mut self, mut f: impl FnMut(usize, &Req) -> Resp) -> usize {
         let mut served = 0;
         for (i, s) in self.chan.slots.iter().enumerate() {
+            if self.chan.is_closed() {
+                break;
+            }
             // 2. A request is pending when its seq differs from our reply's
             //    (we are the only writer of resp.seq, so relaxed reads it).
             let n = s.req[0].seq.load(Ordering::Acquire);
@@ -391,10 +398,12 @@ impl<Req: Copy + Send, Resp: Copy + Send> CallServer<Req, Resp> {
         self.chan
             .server_waiter
             .wait_until(policy, deadline, || {
-                if self.has_pending() {
-                    Some(ServerWake::Work)
-                } else if self.chan.is_closed() {
+                // Closed first: a closed channel serves nothing more
+                // (`poll`), pending or not.
+                if self.chan.is_closed() {
                     Some(ServerWake::Closed)
+                } else if self.has_pending() {
+                    Some(ServerWake::Work)
                 } else {
                     None
                 }

@@ -5,24 +5,20 @@
 //! ordered by (time, sequence number), one seeded ChaCha generator. The same
 //! scenario and seed give the same bytes out.
 
-pub mod claims;
 pub mod control;
-pub mod cost;
 pub mod engine;
-pub mod machine;
 pub mod netstack;
-mod profiles;
-pub mod programs;
 pub mod reconfigure;
-pub mod result;
-pub mod scenario;
-pub mod workload;
+
+// What the simulator shares with the live backend lives below both, in
+// dyncore-scenario; re-exported under its old paths.
+pub use dyncore_scenario::{claims, cost, machine, programs, result, scenario, workload};
 
 pub use control::{EventBudgetExceeded, RunProgress, Watch};
-pub use result::{
-    AllocSample, CpuStats, PolicyTrace, ProgramResult, ReconfigStats, RunResult, ScenarioResult, TraceEvent,
+pub use dyncore_scenario::{
+    AllocSample, CpuStats, PolicyTrace, ProgramResult, ReconfigStats, RunResult, Scenario, ScenarioError,
+    ScenarioResult, TraceEvent,
 };
-pub use scenario::{Scenario, ScenarioError};
 
 /// Runs every run of `scenario` in order, reporting progress to `watch`
 /// (within each run, and once as each run ends). The scenario must have

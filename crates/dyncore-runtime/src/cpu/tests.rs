@@ -465,21 +465,33 @@ fn a_failing_step_rolls_back_and_names_the_step() {
     assert_memory_accounted(&rt);
 }
 
+/// The step lasts until the watchdog has counted it (not for a fixed time,
+/// which a loaded machine could let pass between two of the watchdog's
+/// checks).
 #[test]
 fn watchdog_counts_a_worker_stuck_in_a_long_step() {
     let _cpus = crate::testing::real_cpus();
     let rt = runtime(2);
-    let done = Arc::new(AtomicBool::new(false));
-    let d = done.clone();
+    let (started, release, done) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (s, r, d) = (started.clone(), release.clone(), done.clone());
     rt.spawn_on(1, move |_: &mut Ctx<'_>| {
-        // Long compared to the 5 ms watchdog period.
-        std::thread::sleep(Duration::from_millis(100));
+        s.store(true, Ordering::SeqCst);
+        // One long step: long compared to the 5 ms watchdog period.
+        while !r.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         d.store(true, Ordering::SeqCst);
         TaskPoll::Ready
     })
     .unwrap();
+    eventually(&rt, "the long step started", || started.load(Ordering::SeqCst));
+    eventually(&rt, "the watchdog counted the long step", || rt.cpu_info(1).unwrap().watchdog_stalls >= 1);
+    release.store(true, Ordering::SeqCst);
     eventually(&rt, "the long step finished", || done.load(Ordering::SeqCst));
-    assert!(rt.cpu_info(1).unwrap().watchdog_stalls >= 1, "{}", rt.dump());
     assert_eq!(rt.cpu_info(0).unwrap().watchdog_stalls, 0, "an idle CPU is not stalled");
 }
 

@@ -169,6 +169,11 @@ fn endless(units: Arc<AtomicU64>, stop: Arc<AtomicBool>) -> impl crate::cpu::Tas
     }
 }
 
+/// The work each CPU's task did per nanosecond of *its own* loaded time
+/// (the throttle's periods in which it had work throughout), over one
+/// window that starts once both are loaded: the ratio then compares the
+/// duties, not how long each task happened to be loaded (one may start
+/// later, or be delayed by the machine).
 #[test]
 fn half_the_duty_does_about_half_the_work() {
     let _cpus = crate::testing::real_cpus();
@@ -179,21 +184,31 @@ fn half_the_duty_does_about_half_the_work() {
         (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
     rt.spawn_on(0, endless(full.clone(), stop.clone())).unwrap();
     rt.spawn_on(1, endless(half.clone(), stop.clone())).unwrap();
-    // Until the full-speed CPU has done a fixed amount of work (a few
-    // hundred throttle periods), however long that takes.
-    while full.load(Ordering::Relaxed) < 60_000_000 {
+    let loaded = |cpu: usize| rt.duty_report()[cpu].loaded_ns;
+    // Both tasks under way, for a few periods each.
+    while rt.duty_report().iter().any(|r| r.loaded_periods < 5) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (units0, loaded0) =
+        ([full.load(Ordering::Relaxed), half.load(Ordering::Relaxed)], [loaded(0), loaded(1)]);
+    // Until each CPU has been loaded for a few hundred throttle periods
+    // more, however long that takes.
+    let period = rt.duty_report()[1].period_ns;
+    while (0..2).any(|c| loaded(c) - loaded0[c] < 300 * period) {
         std::thread::sleep(Duration::from_millis(5));
     }
+    let units = [full.load(Ordering::Relaxed) - units0[0], half.load(Ordering::Relaxed) - units0[1]];
+    let report = rt.duty_report();
     stop.store(true, Ordering::Relaxed);
-    let ratio = half.load(Ordering::Relaxed) as f64 / full.load(Ordering::Relaxed) as f64;
-    eprintln!("50% duty did {ratio:.3} of the work of 100%");
-    assert!(
-        (0.3..0.7).contains(&ratio),
-        "50% duty did {ratio:.3} of the work of 100%: {:?}",
-        rt.duty_report()
-    );
-    let r = &rt.duty_report()[1];
+    let rate = |c: usize| units[c] as f64 / (report[c].loaded_ns - loaded0[c]) as f64;
+    let ratio = rate(1) / rate(0);
+    eprintln!("50% duty did {ratio:.3} of the work of 100% per loaded nanosecond");
+    assert!((0.3..0.7).contains(&ratio), "50% duty did {ratio:.3} of the work of 100%: {report:?}");
+    // The throttle's own bookkeeping: CPU 1 was held to its duty.
+    let r = &report[1];
     assert!(r.loaded_periods > 0 && r.throttled_ns > 0, "{r:?}");
+    let measured = r.measured().expect("loaded periods");
+    assert!((0.45..=0.55).contains(&measured), "a 50% CPU was busy {measured:.3} of its loaded time: {r:?}");
 }
 
 #[test]

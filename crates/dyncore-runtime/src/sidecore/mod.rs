@@ -253,8 +253,17 @@ impl<S: Service> Sidecore<S> {
         &self.shared.service
     }
 
+    /// Stops taking sidecalls, without waiting for the sidecore thread:
+    /// waiting and future sidecalls fail with [`SidecallError::Stopped`];
+    /// the one being served, if any, completes, and no other is served
+    /// after it. [`Sidecore::stop`] (or a drop) then waits for the thread.
+    pub fn close(&self) {
+        self.shared.chan.close();
+    }
+
     /// Stops the sidecore: waiting and future sidecalls fail with
-    /// [`SidecallError::Stopped`]. Same as dropping it.
+    /// [`SidecallError::Stopped`]; returns once the sidecore thread has
+    /// (when the call being served returns). Same as dropping it.
     pub fn stop(self) {}
 }
 

@@ -133,12 +133,14 @@ fn dropping_the_sidecore_fails_waiting_clients() {
             std::thread::spawn(move || c.call(()))
         })
         .collect();
+    // Give the clients time to start waiting (a client that has not
+    // called yet when the channel closes fails all the same).
     std::thread::sleep(Duration::from_millis(30));
-    // Stop from another thread (its join waits for the service to return).
-    let stopper = std::thread::spawn(move || sc.stop());
-    std::thread::sleep(Duration::from_millis(30));
+    // Closed while the service is held: at most the call being served
+    // then completes, whenever each thread runs.
+    sc.close();
     drop(held);
-    stopper.join().unwrap();
+    sc.stop();
     let results: Vec<_> = waiting.into_iter().map(|t| t.join().unwrap()).collect();
     // The one being served when the stop came may have got its reply;
     // every other waiting client fails with the reason, none hangs.

@@ -20,7 +20,7 @@ fn main() {
         ("profiles/reference.toml".to_string(), reference)
     } else {
         (
-            "crates/dyncore-sim/tests/fixtures/profile-2cpu.toml (a hand-written fixture: profiles/reference.toml \
+            "crates/dyncore-scenario/tests/fixtures/profile-2cpu.toml (a hand-written fixture: profiles/reference.toml \
              was absent at build time)"
                 .to_string(),
             fixture,
