@@ -166,7 +166,7 @@ work_ms = 100.0
 
 /// Figure 3's two tasks at `tax`: task B pinned on the CPU task A's pair
 /// would borrow.
-fn fig3_at(tax: f64) -> Scenario {
+fn fig3_at(tax: impl std::fmt::Display) -> Scenario {
     scenario(&format!(
         r#"
 name = "fig3"
@@ -222,4 +222,10 @@ fn the_borrowed_share_is_continuous_and_monotone_in_the_tax() {
         assert!((t - 1.0).abs() < 0.02, "{}: {t}", p.label);
     }
     assert!(run.reconfig.fuses > 0, "tax 100 still borrows, about 1% of the time");
+    // `tax = "auto"`: N-Queen (high class) on a pair runs at 1.5x, so the
+    // rate is (2 - 1) / (1.5 - 1) = 2: a third of B's CPU.
+    let run = run_one(&fig3_at("\"auto\""), 0).expect("within the event budget");
+    let a = run.programs.iter().find(|p| p.label == "A").unwrap();
+    let share = a.fused_ns as f64 / a.completion_ns.unwrap() as f64;
+    assert!((share - 1.0 / 3.0).abs() < 0.01, "auto: share {share}");
 }
