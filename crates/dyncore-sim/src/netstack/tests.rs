@@ -1,3 +1,6 @@
+use dyncore_core::placement::ComponentKind;
+use dyncore_core::profile::StackCosts;
+
 use super::calibrate::{base_costs, config1, config2, mbps, scaled, single};
 use super::*;
 

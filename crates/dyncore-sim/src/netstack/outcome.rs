@@ -1,0 +1,106 @@
+//! What a run produces: bitrate, modelled power, resources, each CPU's and
+//! each component's share of the measured time.
+
+use std::collections::BTreeMap;
+
+use dyncore_core::placement::ComponentKind;
+use dyncore_core::power::{PowerModel, SpeedStep};
+use serde::Serialize;
+
+use super::sim::{CpuState, Sim};
+
+/// What one component did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ComponentOutcome {
+    /// Fraction of the measured time it ran on its CPU.
+    pub busy: f64,
+    /// Messages it handled.
+    pub msgs: u64,
+}
+
+/// What one CPU did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CpuOutcome {
+    pub mhz: u32,
+    pub components: Vec<ComponentKind>,
+    /// Fraction of the measured time it ran jobs.
+    pub busy: f64,
+    /// Times it woke from sleep.
+    pub wakeups: u64,
+}
+
+/// The result of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    /// Payload acknowledged per second over the measured time, Mbit/s.
+    pub mbps: f64,
+    /// Modelled power of the cores that host components, W.
+    pub power_w: f64,
+    /// Sum of the CPUs' MHz over 3 × 1600 MHz (the paper's Figure 2 bars).
+    pub resources: f64,
+    /// Each core's busy fraction times its MHz, summed, over 3 × 1600 MHz
+    /// (the paper's Figure 5 bars: "CPU utilization ... normalized to 3
+    /// cores running unthrottled at 1600 MHz").
+    pub normalised_utilisation: f64,
+    pub cpus: Vec<CpuOutcome>,
+    pub components: BTreeMap<ComponentKind, ComponentOutcome>,
+    /// Segments sent in the whole run (warm-up included).
+    pub packets: u64,
+    /// Events the engine handled.
+    pub events: u64,
+}
+
+/// Resources of the paper's Figure 2: 100% is 3 cores at 1600 MHz.
+pub const FULL_RESOURCES_MHZ: f64 = 3.0 * 1600.0;
+
+impl Sim<'_> {
+    /// The outcome so far (measured from the end of the warm-up).
+    pub fn outcome(&self) -> Outcome {
+        let span = self.now.saturating_sub(self.measure_from).max(1) as f64;
+        let power = PowerModel::newtos();
+        let mut cpus = Vec::new();
+        let mut cores: BTreeMap<u32, (SpeedStep, f64)> = BTreeMap::new();
+        for cpu in &self.cpus {
+            let mut busy = cpu.busy_ns;
+            if cpu.state == CpuState::Busy && self.now > self.measure_from {
+                busy += self.now - cpu.busy_since.max(self.measure_from);
+            }
+            let busy = busy as f64 / span;
+            assert!(busy <= 1.0 + 1e-9, "a CPU busier than the time that passed");
+            cpus.push(CpuOutcome {
+                mhz: cpu.step.mhz,
+                components: cpu.comps.iter().map(|&c| self.comps[c].kind).collect(),
+                busy,
+                wakeups: cpu.wakeups,
+            });
+            if !cpu.comps.is_empty() {
+                let e = cores.entry(cpu.core).or_insert((cpu.step, 0.0));
+                if cpu.step.mhz > e.0.mhz {
+                    e.0 = cpu.step;
+                }
+                e.1 = (e.1 + busy).min(1.0);
+            }
+        }
+        let power_w = cores.values().map(|(s, b)| power.core_w(*s, *b)).sum();
+        let normalised_utilisation =
+            cores.values().map(|(s, b)| b * f64::from(s.mhz)).sum::<f64>() / FULL_RESOURCES_MHZ;
+        let resources =
+            self.cpus.iter().filter(|c| !c.comps.is_empty()).map(|c| f64::from(c.step.mhz)).sum::<f64>()
+                / FULL_RESOURCES_MHZ;
+        let components = self
+            .comps
+            .iter()
+            .map(|c| (c.kind, ComponentOutcome { busy: c.busy_ns as f64 / span, msgs: c.msgs }))
+            .collect();
+        Outcome {
+            mbps: self.acked_bytes as f64 * 8.0 / span * 1e3,
+            power_w,
+            resources,
+            normalised_utilisation,
+            cpus,
+            components,
+            packets: self.packets,
+            events: self.events,
+        }
+    }
+}
