@@ -21,8 +21,11 @@
 //!   2267, ± 3 points" holds when the change lies in [-12%, -6%].
 //!
 //! Every check compares **medians over the seeds**; the range over seeds is
-//! shown beside it. A check whose figure does not exist (a typo) or has no
-//! value (the program never finished) is *not evaluated*, never held.
+//! shown beside it. An ordering between two figures (`<` or `>`) must also
+//! hold **in every seed**, compared seed by seed: a difference smaller than
+//! what the seeds move is no ordering. A check whose figure does not exist
+//! (a typo) or has no value (the program never finished) is *not
+//! evaluated*, never held.
 //!
 //! # Claims
 //!
@@ -131,18 +134,22 @@ impl Expect {
 }
 
 /// A figure over seeds: the median and the range, over the seeds that gave
-/// a value.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// a value, and each seed's value (in seed order; NaN where a seed gave
+/// none) for comparisons seed by seed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Observed {
     pub median: f64,
     pub min: f64,
     pub max: f64,
     pub seeds: usize,
+    #[serde(skip)]
+    pub per_seed: Vec<f64>,
 }
 
 impl Observed {
     /// The median (mean of the middle two for an even count) and range of
-    /// the finite `values`; `None` if there are none.
+    /// the finite `values` (one per seed, in seed order; NaN for a seed
+    /// without one); `None` if there are none.
     pub fn of(values: &[f64]) -> Option<Observed> {
         let mut v: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
         if v.is_empty() {
@@ -151,12 +158,23 @@ impl Observed {
         v.sort_by(f64::total_cmp);
         let n = v.len();
         let median = if n % 2 == 1 { v[n / 2] } else { 0.5 * (v[n / 2 - 1] + v[n / 2]) };
-        Some(Observed { median, min: v[0], max: v[n - 1], seeds: n })
+        Some(Observed { median, min: v[0], max: v[n - 1], seeds: n, per_seed: values.to_vec() })
     }
 
     /// One value that did not vary.
     pub fn one(v: f64) -> Observed {
-        Observed { median: v, min: v, max: v, seeds: 1 }
+        Observed { median: v, min: v, max: v, seeds: 1, per_seed: vec![v] }
+    }
+
+    /// Whether `relation` holds between this figure and `other` in every
+    /// seed both have a value for (a paired comparison: the same seed's
+    /// random draws on both sides).
+    pub fn holds_in_every_seed(&self, relation: Relation, other: &Observed) -> bool {
+        self.per_seed
+            .iter()
+            .zip(&other.per_seed)
+            .filter(|(a, b)| a.is_finite() && b.is_finite())
+            .all(|(&a, &b)| relation.holds(a, b))
     }
 
     /// Whether `x` lies in `[min, max]` (to printing precision).
@@ -404,7 +422,7 @@ pub fn evaluate_check(check: &Check) -> CheckOutcome {
     };
     let missing = |why: &str| out(Verdict::NotEvaluated, "–".into(), None, Some(why.to_string()), None);
     let subject = match &check.subject.observed {
-        Ok(o) => *o,
+        Ok(o) => o.clone(),
         Err(why) => return missing(&format!("{}: {why}", check.subject.label)),
     };
     let x = subject.median;
@@ -422,8 +440,12 @@ pub fn evaluate_check(check: &Check) -> CheckOutcome {
         }
         Target::Figure { relation, other } => match &other.observed {
             Ok(o) => {
-                let measured = format!("{} against {}", fmt_observed(&subject), fmt_observed(o));
-                out(verdict(relation.holds(x, o.median)), measured, Some(x), None, None)
+                let every = *relation == Relation::About || subject.holds_in_every_seed(*relation, o);
+                let mut measured = format!("{} against {}", fmt_observed(&subject), fmt_observed(o));
+                if relation.holds(x, o.median) && !every {
+                    measured += " (not in every seed)";
+                }
+                out(verdict(relation.holds(x, o.median) && every), measured, Some(x), None, None)
             }
             Err(why) => missing(&format!("{}: {why}", other.label)),
         },

@@ -234,7 +234,8 @@ fn run(args: &RunArgs, out: &Path) -> Result<()> {
         Backend::Both => return live::run(args, live::Kind::Both, out),
     }
     let mut loaded = load_all(&args.files)?;
-    let nets = load_nets(&args.files)?;
+    let mut nets = load_nets(&args.files)?;
+    net_seeds(args, &mut nets)?;
     live::apply_time_scale(&mut loaded, args.time_scale)?;
     let seeds = seeds_of(args, &mut loaded)?;
     std::fs::create_dir_all(out).with_context(|| format!("creating the report folder {}", out.display()))?;
@@ -386,6 +387,44 @@ fn seeds_of(args: &RunArgs, loaded: &mut [(PathBuf, Scenario)]) -> Result<Vec<Ve
         })?);
     }
     Ok(all)
+}
+
+/// `--seed` and `--seeds` for the network-stack scenarios, as for the
+/// others; refused past their limit of seeds or past `u64::MAX`.
+fn net_seeds(
+    args: &RunArgs,
+    nets: &mut [(PathBuf, dyncore_sim::netstack::scenario::NetScenario)],
+) -> Result<()> {
+    use dyncore_sim::netstack::scenario::MAX_SEEDS;
+    for (path, sc) in nets {
+        if let Some(seed) = args.seed {
+            sc.seed = seed;
+        }
+        if let Some(n) = args.seeds {
+            sc.seeds = n;
+        }
+        let bad = |message: String| {
+            BadInput(vec![scenarios::LoadError {
+                file: path.clone(),
+                at: None,
+                field: Some("seeds".into()),
+                message,
+            }])
+        };
+        if sc.seeds > MAX_SEEDS {
+            return Err(bad(format!(
+                "a network-stack scenario runs at most {MAX_SEEDS} seeds; asked for {}",
+                sc.seeds
+            ))
+            .into());
+        }
+        if sc.seed.checked_add(u64::from(sc.seeds) - 1).is_none() {
+            return Err(
+                bad(format!("seed {} + {} seeds - 1 does not fit in 64 bits", sc.seed, sc.seeds)).into()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// A scenario's claims on the terminal: the count, and each claim that does

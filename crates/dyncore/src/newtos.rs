@@ -149,7 +149,7 @@ fn runs_table(rows: &[RunRow]) -> Table {
     if policy {
         h.extend(["energy J", "reaction ms"]);
     } else {
-        h.extend(["resources", "utilisation"]);
+        h.extend(["resources", "utilisation", "asleep (idle state: share of the time)", "governor"]);
     }
     let mut t = Table::new("", &h);
     for r in rows {
@@ -164,6 +164,23 @@ fn runs_table(rows: &[RunRow]) -> Table {
             cells.push(pct(r.resources));
             let b: Vec<String> = r.busy.iter().map(|(k, b)| format!("{k} {}", pct(b.median))).collect();
             cells.push(b.join(", "));
+            let names = dyncore_sim::netstack::idle::state_names();
+            let asleep: Vec<String> = r
+                .idle
+                .iter()
+                .map(|(comps, res)| {
+                    let states: Vec<String> = names
+                        .iter()
+                        .zip(res)
+                        .filter(|(_, f)| **f >= 0.005)
+                        .map(|(n, f)| format!("{n} {}", pct(*f)))
+                        .collect();
+                    let states = if states.is_empty() { "–".to_string() } else { states.join(" ") };
+                    format!("{comps}: {states}")
+                })
+                .collect();
+            cells.push(asleep.join(", "));
+            cells.push(r.governor.to_string());
         }
         t.row(cells);
     }
@@ -176,11 +193,17 @@ fn report_md(path: &Path, sc: &NetScenario, rows: &[RunRow], claims: &Claims, se
         s,
         "Scenario `{}` ({}), simulated by the NewtOS model (`dyncore_sim::netstack`), seeds {}–{}; \
          each figure is the median over the seeds, [min–max] where they differ. Power is **modelled** \
-         (`dyncore_core::power`, fitted to Table 2's 80 and 34 W).\n",
+         (`dyncore_core::power`, fitted to Table 2's 80 and 34 W), per idle state (C6 power-gated). A sleeping \
+         core enters the Nehalem idle state its governor picks (`dyncore_core::idle`: `menu` picks the deepest \
+         state whose target residency fits the predicted idle period) and pays its exit latency to wake. \
+         Reproduce with `cargo run --release -- run {} --seed {} --seeds {}`.\n",
         sc.name,
         path.display(),
         seeds[0],
-        seeds[seeds.len() - 1]
+        seeds[seeds.len() - 1],
+        path.display(),
+        seeds[0],
+        seeds.len()
     );
     if !sc.description.trim().is_empty() {
         let _ = writeln!(s, "{}\n", sc.description.trim());
@@ -213,9 +236,38 @@ struct NetChart<'a> {
     rows: &'a [RunRow],
 }
 
+impl NetChart<'_> {
+    /// The bars the scenario asks for: their axis title and each series.
+    fn bar_series(&self) -> (&'static str, Vec<(String, Vec<f64>)>) {
+        let kinds: Vec<ComponentKind> = ComponentKind::ALL
+            .into_iter()
+            .filter(|k| self.rows.iter().any(|r| r.busy.iter().any(|(c, _)| c == k)))
+            .collect();
+        match self.sc.report.bars.as_str() {
+            "utilisation" if !kinds.is_empty() => (
+                "busy fraction of its CPU",
+                kinds
+                    .iter()
+                    .map(|k| (k.name().to_string(), self.rows.iter().map(|r| r.busy_of(*k)).collect()))
+                    .collect(),
+            ),
+            "resources" => (
+                "resources (% of 3 × 1600 MHz)",
+                vec![("resources".into(), self.rows.iter().map(|r| r.resources * 100.0).collect())],
+            ),
+            _ => {
+                ("W (modelled)", vec![("power".into(), self.rows.iter().map(|r| r.power_w.median).collect())])
+            }
+        }
+    }
+}
+
 impl Chart for NetChart<'_> {
     fn size(&self) -> (u32, u32) {
-        (1000, 700)
+        // Wide enough that the x labels (about 7 px a character) do not run
+        // into each other.
+        let longest = self.rows.iter().map(|r| r.label.chars().count()).max().unwrap_or(0) as u32;
+        ((self.rows.len() as u32 * (longest * 7 + 16)).clamp(1000, 2000), 700)
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
@@ -272,7 +324,18 @@ impl Chart for NetChart<'_> {
             .map_err(e)?;
         let line: Vec<(f64, f64)> =
             self.rows.iter().enumerate().map(|(i, r)| (i as f64, r.mbps.median / 1000.0)).collect();
-        c.draw_series(LineSeries::new(line.clone(), PALETTE[0].stroke_width(2))).map_err(e)?;
+        // One line per group of runs (a cluster, a governor) when the runs
+        // are grouped; one line through all of them when every group is a
+        // single run.
+        let grouped = self.rows.windows(2).any(|w| w[0].group == w[1].group);
+        let mut start = 0;
+        for i in 1..=self.rows.len() {
+            if i == self.rows.len() || (grouped && self.rows[i].group != self.rows[i - 1].group) {
+                c.draw_series(LineSeries::new(line[start..i].to_vec(), PALETTE[0].stroke_width(2)))
+                    .map_err(e)?;
+                start = i;
+            }
+        }
         c.draw_series(line.iter().map(|&p| Circle::new(p, 4, PALETTE[0].filled()))).map_err(e)?;
         c.draw_series(self.rows.iter().enumerate().map(|(i, r)| {
             PathElement::new(
@@ -289,30 +352,7 @@ impl Chart for NetChart<'_> {
         }))
         .map_err(e)?;
         // Bars.
-        let bars = self.sc.report.bars.as_str();
-        let kinds: Vec<ComponentKind> = ComponentKind::ALL
-            .into_iter()
-            .filter(|k| self.rows.iter().any(|r| r.busy.iter().any(|(c, _)| c == k)))
-            .collect();
-        let (desc, series): (&str, Vec<(String, Vec<f64>)>) = match bars {
-            "utilisation" if !kinds.is_empty() => (
-                "busy fraction of its CPU",
-                kinds
-                    .iter()
-                    .map(|k| {
-                        let v = self.rows.iter().map(|r| r.busy_of(*k)).collect();
-                        (k.name().to_string(), v)
-                    })
-                    .collect(),
-            ),
-            "resources" => (
-                "resources (% of 3 × 1600 MHz)",
-                vec![("resources".into(), self.rows.iter().map(|r| r.resources * 100.0).collect())],
-            ),
-            _ => {
-                ("W (modelled)", vec![("power".into(), self.rows.iter().map(|r| r.power_w.median).collect())])
-            }
-        };
+        let (desc, series) = self.bar_series();
         // Headroom above the bars for the legend.
         let bmax = series.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.1, f64::max) * 1.45;
         let mut b = ChartBuilder::on(&bottom)

@@ -168,3 +168,19 @@ fn relations_parse_from_their_symbols() {
     assert_eq!(p("~").unwrap(), Relation::About);
     assert!(p("=").is_err());
 }
+
+#[test]
+fn an_ordering_must_hold_in_every_seed() {
+    // Medians 9419 against 9418, but seed 2 has it the other way round: a
+    // difference the seeds move is no ordering.
+    let a = op("mbps of 1600/600", &[9419.0, 9410.0, 9421.0]);
+    let b = op("mbps of 2267/2267", &[9418.0, 9418.0, 9417.0]);
+    let e = Entry { relation: Some(Relation::Above), than: Some(b.clone()), ..entry(a.clone()) };
+    let o = evaluate_check(&e.check());
+    assert_eq!(o.verdict, Verdict::Failed);
+    assert!(o.measured.ends_with("(not in every seed)"), "{}", o.measured);
+    // Every seed above: holds. A seed missing on one side is skipped.
+    let c = op("x", &[9420.0, f64::NAN, 9422.0]);
+    let e = Entry { relation: Some(Relation::Above), than: Some(b), ..entry(c) };
+    assert_eq!(verdict(e), Verdict::Held);
+}

@@ -121,7 +121,7 @@ fn observe(by: GroupBy, f: &Figure<'_>, results: &[ScenarioResult]) -> Operand {
     for r in results {
         match in_seed(by, f, r) {
             Ok(Some(v)) => values.push(v),
-            Ok(None) => {}
+            Ok(None) => values.push(f64::NAN),
             Err(e) => return Operand { label: f.label(by), observed: Err(e) },
         }
     }

@@ -12,16 +12,17 @@ use crate::claims::{Claims, Entry, Observed, Operand, assemble};
 fn metric_of(row: &RunRow, m: &str) -> Result<Observed, String> {
     let none = || {
         format!(
-            "run `{}` has no {m} (a layout by hand has no energy; a policy run no utilisation)",
+            "run `{}` has no {m} (a layout by hand has no energy; a policy run no utilisation or chip)",
             row.label
         )
     };
     match m {
-        "mbps" => Ok(row.mbps),
-        "power_w" => Ok(row.power_w),
+        "mbps" => Ok(row.mbps.clone()),
+        "power_w" => Ok(row.power_w.clone()),
         "resources" => Ok(Observed::one(row.resources)),
-        "normalised_utilisation" => row.normalised_utilisation.ok_or_else(none),
-        "energy_j" => row.energy_j.ok_or_else(none),
+        "chip_w" => row.chip_w.map(Observed::one).ok_or_else(none),
+        "normalised_utilisation" => row.normalised_utilisation.clone().ok_or_else(none),
+        "energy_j" => row.energy_j.clone().ok_or_else(none),
         _ => {
             let k: ComponentKind = m
                 .strip_prefix("busy.")
@@ -30,7 +31,7 @@ fn metric_of(row: &RunRow, m: &str) -> Result<Observed, String> {
             row.busy
                 .iter()
                 .find(|(c, _)| *c == k)
-                .map(|(_, b)| *b)
+                .map(|(_, b)| b.clone())
                 .ok_or_else(|| format!("{k} is not placed by hand in run `{}`", row.label))
         }
     }

@@ -49,6 +49,7 @@ use dyncore_core::Nanos;
 
 pub mod calibrate;
 pub mod claims;
+pub mod idle;
 mod outcome;
 mod params;
 pub mod policy;

@@ -5,6 +5,8 @@ use dyncore_core::Nanos;
 use dyncore_core::placement::ComponentKind;
 use serde::{Deserialize, Serialize};
 
+use super::idle::GovernorName;
+
 /// Traffic and machine parameters of the model; every field has a default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -36,9 +38,10 @@ pub struct NetParams {
     pub turn_cycles: f64,
     /// Slowdown of a job that starts while its sibling hyperthread is busy.
     pub smt_factor: f64,
-    /// A hyperthread whose sibling is awake wakes in this fraction of
-    /// `wakeup_ns`.
-    pub smt_wakeup_fraction: f64,
+    /// Which governor picks a sleeping CPU's idle state (`menu`,
+    /// `always-c1`, `always-c6`, or `fixed`: `[stack] wakeup_ns` for every
+    /// wake-up, no states).
+    pub governor: GovernorName,
     /// Simulated time, ms.
     pub duration_ms: f64,
     /// Time before measuring starts, ms.
@@ -60,7 +63,7 @@ impl Default for NetParams {
             batch: 1,
             turn_cycles: 1000.0,
             smt_factor: 1.3,
-            smt_wakeup_fraction: 0.25,
+            governor: GovernorName::Menu,
             duration_ms: 20.0,
             warmup_ms: 4.0,
         }

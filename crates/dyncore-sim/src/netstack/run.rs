@@ -4,11 +4,12 @@
 //! claims ([`super::claims`]) read the [`RunRow`]s.
 
 use dyncore_core::placement::ComponentKind;
+use dyncore_core::power::{PowerModel, SpeedTable};
 use serde::Serialize;
 
 use super::policy::simulate_policy;
 use super::scenario::{NetRun, NetScenario};
-use super::{RunInput, simulate};
+use super::{NetParams, RunInput, simulate};
 use crate::claims::Observed;
 
 /// One run's results over the seeds.
@@ -18,7 +19,15 @@ pub struct RunRow {
     pub group: String,
     pub layout: String,
     pub mbps: Observed,
+    /// Modelled power of the cores in use, at their simulated busy and
+    /// idle times.
     pub power_w: Observed,
+    /// Modelled power of the whole chip (4 cores and the uncore) with every
+    /// core busy at this run's chip frequency: Table 2's condition (layouts
+    /// by hand).
+    pub chip_w: Option<f64>,
+    /// The idle governor the run used.
+    pub governor: &'static str,
     /// The CPUs' MHz over 3 × 1600 MHz (the paper's Figure 2 bars).
     pub resources: f64,
     /// The cores' busy time weighted by their MHz, over 3 × 1600 MHz (the
@@ -26,6 +35,9 @@ pub struct RunRow {
     pub normalised_utilisation: Option<Observed>,
     /// Each component's busy fraction on its CPU (layouts by hand).
     pub busy: Vec<(ComponentKind, Observed)>,
+    /// Layouts by hand, first seed: per CPU, its components and the fraction
+    /// of the measured time in each idle state (`idle::state_names`).
+    pub idle: Vec<(String, Vec<f64>)>,
     /// Policy runs: energy (J) and reaction times (ms, first seed).
     pub energy_j: Option<Observed>,
     pub reactions_ms: Vec<Option<f64>>,
@@ -70,7 +82,9 @@ pub fn seeds_of(sc: &NetScenario) -> Vec<u64> {
 pub fn run_scenario(sc: &NetScenario, seeds: &[u64]) -> Vec<RunRow> {
     assert!(!seeds.is_empty(), "at least one seed");
     let mut rows = Vec::new();
+    let table = SpeedTable::newtos();
     for r in &sc.runs {
+        let net = NetParams { governor: r.governor.unwrap_or(sc.net.governor), ..sc.net.clone() };
         let mut mbps = Vec::new();
         let mut power = Vec::new();
         let mut energy = Vec::new();
@@ -80,9 +94,10 @@ pub fn run_scenario(sc: &NetScenario, seeds: &[u64]) -> Vec<RunRow> {
         let mut decisions = Vec::new();
         let mut resources = 0.0;
         let mut packets = 0;
+        let mut idle = Vec::new();
         for (i, &seed) in seeds.iter().enumerate() {
             if r.policy.is_some() {
-                let o = simulate_policy(&sc.stack, &sc.net, r, seed);
+                let o = simulate_policy(&sc.stack, &net, r, seed);
                 mbps.push(o.mbps);
                 power.push(o.power_w);
                 energy.push(o.energy_j);
@@ -92,17 +107,22 @@ pub fn run_scenario(sc: &NetScenario, seeds: &[u64]) -> Vec<RunRow> {
                     decisions = o.decisions;
                 }
             } else {
-                let o = simulate(&RunInput {
-                    costs: &sc.stack,
-                    net: &sc.net,
-                    cpus: &r.cpus,
-                    load: &r.load,
-                    seed,
-                });
+                let o =
+                    simulate(&RunInput { costs: &sc.stack, net: &net, cpus: &r.cpus, load: &r.load, seed });
                 mbps.push(o.mbps);
                 power.push(o.power_w);
                 used.push(o.normalised_utilisation);
                 resources = o.resources;
+                if i == 0 {
+                    idle = o
+                        .cpus
+                        .iter()
+                        .map(|c| {
+                            let names: Vec<&str> = c.components.iter().map(|k| k.name()).collect();
+                            (names.join("+"), c.residency.clone())
+                        })
+                        .collect();
+                }
                 packets += o.packets;
                 for (k, v) in &o.components {
                     let idx = ComponentKind::ALL.iter().position(|x| x == k).expect("a known component");
@@ -122,9 +142,15 @@ pub fn run_scenario(sc: &NetScenario, seeds: &[u64]) -> Vec<RunRow> {
             layout: layout_text(r),
             mbps: observed(&mbps),
             power_w: observed(&power),
+            chip_w: r.cpus.first().map(|c| {
+                let step = table.get(table.by_mhz(c.mhz).expect("validated speed"));
+                PowerModel::newtos().chip_w(step.chip_mhz)
+            }),
+            governor: net.governor.name(),
             resources,
             normalised_utilisation: (!used.is_empty()).then(|| observed(&used)),
             busy,
+            idle,
             energy_j: (!energy.is_empty()).then(|| observed(&energy)),
             reactions_ms: reactions,
             decisions,

@@ -20,6 +20,7 @@ use dyncore_core::power::SpeedTable;
 use dyncore_core::profile::StackCosts;
 use serde::{Deserialize, Serialize};
 
+use super::idle::GovernorName;
 use super::{CpuSpec, LoadStep, NetParams};
 use crate::claims::{Expect, Relation};
 use crate::scenario::ScenarioError;
@@ -69,6 +70,9 @@ pub struct NetRun {
     /// Offered load over time (default: as fast as the stack goes).
     #[serde(default)]
     pub load: Vec<LoadStep>,
+    /// This run's idle governor (default: `[net] governor`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub governor: Option<GovernorName>,
 }
 
 /// A `[[paper]]` entry: a check of a figure of this scenario (a run's
@@ -119,7 +123,8 @@ pub struct NetSide {
 }
 
 /// The metrics a `[[paper]]` entry may name (and `busy.<component>`).
-pub const METRICS: [&str; 5] = ["mbps", "power_w", "resources", "normalised_utilisation", "energy_j"];
+pub const METRICS: [&str; 6] =
+    ["mbps", "power_w", "chip_w", "resources", "normalised_utilisation", "energy_j"];
 
 /// Whether `m` is a metric of [`METRICS`] or `busy.<component>`.
 pub fn is_metric(m: &str) -> bool {
@@ -342,9 +347,6 @@ impl NetScenario {
             .check(n.smt_factor.is_finite() && (1.0..=10.0).contains(&n.smt_factor), || {
                 format!("expected 1 to 10; found {}", n.smt_factor)
             })?;
-        at.key("smt_wakeup_fraction").check((0.0..=1.0).contains(&n.smt_wakeup_fraction), || {
-            format!("expected 0 to 1; found {}", n.smt_wakeup_fraction)
-        })?;
         pos("duration_ms", n.duration_ms)?;
         at.key("duration_ms").check(n.duration_ms <= MAX_DURATION_MS, || {
             format!("expected at most {MAX_DURATION_MS} ms; found {}", n.duration_ms)

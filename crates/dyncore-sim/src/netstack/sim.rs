@@ -6,12 +6,14 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use dyncore_core::Nanos;
+use dyncore_core::idle::Governor;
 use dyncore_core::placement::ComponentKind;
 use dyncore_core::power::{SpeedStep, SpeedTable};
 use dyncore_core::profile::StackCosts;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::idle::IdleTrack;
 use super::{CpuSpec, LoadStep, NetParams, ms};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -68,6 +70,9 @@ pub(super) struct Cpu {
     pub(super) busy_since: Nanos,
     pub(super) busy_ns: Nanos,
     pub(super) wakeups: u64,
+    /// Its idle periods: the state, the history the governor reads, the
+    /// time in each state.
+    pub(super) idle: IdleTrack,
 }
 
 pub(super) struct Comp {
@@ -115,7 +120,9 @@ pub struct Sim<'a> {
     /// Bytes written through the syscall server waiting for TCP.
     pub(super) sock_bytes: u64,
     pub(super) app_rate_gbps: Option<f64>,
-    pub(super) app_last: Nanos,
+    /// When the application's next write of a segment comes (`Nanos::MAX`:
+    /// none).
+    pub(super) app_next: Nanos,
     pub(super) app_pending: bool,
     // NIC.
     pub(super) nic: VecDeque<u32>,
@@ -133,6 +140,10 @@ pub struct Sim<'a> {
     pub(super) sample_acked: u64,
     pub(super) sample_busy: Vec<Nanos>,
     pub(super) sample_cpu_busy: Vec<Nanos>,
+    /// When the current load sample began.
+    pub(super) sample_from: Nanos,
+    /// Picks each sleeping CPU's idle state (`None`: fixed wake-ups).
+    pub(super) governor: Option<Box<dyn Governor>>,
 }
 
 impl<'a> Sim<'a> {
@@ -170,6 +181,7 @@ impl<'a> Sim<'a> {
                 busy_since: 0,
                 busy_ns: 0,
                 wakeups: 0,
+                idle: IdleTrack::default(),
             });
         }
         for i in 0..cpus.len() {
@@ -201,7 +213,7 @@ impl<'a> Sim<'a> {
             app_bytes: 0,
             sock_bytes: 0,
             app_rate_gbps: None,
-            app_last: 0,
+            app_next: Nanos::MAX,
             app_pending: false,
             nic: VecDeque::new(),
             nic_busy: false,
@@ -215,6 +227,8 @@ impl<'a> Sim<'a> {
             sample_acked: 0,
             sample_busy: vec![0; ncomp],
             sample_cpu_busy: vec![0; input.cpus.len()],
+            sample_from: 0,
+            governor: net.governor.governor(),
         };
         sim.push(sim.measure_from, Ev::Measure);
         if let Some(first) = sim.load.first() {
@@ -284,7 +298,11 @@ impl<'a> Sim<'a> {
             Ev::App => {
                 self.app_pending = false;
                 self.refill_app();
-                self.app_rate_gbps = self.load.iter().rev().find(|l| ms(l.at_ms) <= self.now).map(|l| l.gbps);
+                let rate = self.load.iter().rev().find(|l| ms(l.at_ms) <= self.now).map(|l| l.gbps);
+                if rate != self.app_rate_gbps {
+                    self.app_rate_gbps = rate;
+                    self.app_next = self.now.saturating_add(self.write_gap());
+                }
                 let first = self.first_comp();
                 let cpu = self.comps[first].cpu;
                 self.kick(cpu);
@@ -297,6 +315,7 @@ impl<'a> Sim<'a> {
                 for cpu in &mut self.cpus {
                     cpu.busy_ns = 0;
                     cpu.wakeups = 0;
+                    cpu.idle.reset_measure();
                 }
                 self.acked_bytes = 0;
             }
@@ -329,14 +348,29 @@ impl<'a> Sim<'a> {
     }
 
     /// Credits the application's data up to now under an offered load.
+    /// Under an offered load the application writes one segment at a time,
+    /// the writes a Poisson process at the offered rate (seeded: each seed
+    /// draws its own arrivals). Credits the writes up to now; keeps at most
+    /// one window of backlog (the application blocks).
     fn refill_app(&mut self) {
-        if let Some(g) = self.app_rate_gbps {
-            let dt = self.now - self.app_last;
-            let add = (g * dt as f64 / 8.0) as u64;
-            // Keep at most one window of backlog: the application blocks.
-            self.app_bytes = (self.app_bytes + add).min(self.window);
+        let mss = u64::from(self.net.mss);
+        while self.app_next <= self.now {
+            self.app_bytes = (self.app_bytes + mss).min(self.window);
+            self.app_next = self.app_next.saturating_add(self.write_gap());
         }
-        self.app_last = self.now;
+    }
+
+    /// The time to the application's next write: exponential with the mean
+    /// of one segment at the offered rate (`Nanos::MAX` without a load).
+    fn write_gap(&mut self) -> Nanos {
+        match self.app_rate_gbps {
+            Some(g) if g > 0.0 => {
+                let mean = f64::from(self.net.mss) * 8.0 / g;
+                let u: f64 = self.rng.random::<f64>();
+                ((-(1.0 - u).ln() * mean).round() as Nanos).max(1)
+            }
+            _ => Nanos::MAX,
+        }
     }
 
     /// Whether the application has a segment's worth of data now; if not,
@@ -350,11 +384,9 @@ impl<'a> Sim<'a> {
         if self.app_bytes >= mss {
             return true;
         }
-        let g = self.app_rate_gbps.unwrap_or(0.0);
-        if g > 0.0 && !self.app_pending {
-            let need = (mss - self.app_bytes) as f64 * 8.0 / g;
+        if self.app_next != Nanos::MAX && !self.app_pending {
             self.app_pending = true;
-            self.push(self.now + need.ceil() as Nanos + 1, Ev::App);
+            self.push(self.app_next, Ev::App);
         }
         false
     }
@@ -397,8 +429,9 @@ impl<'a> Sim<'a> {
                     let sibling_awake = self.cpus[cpu]
                         .sibling
                         .is_some_and(|s| matches!(self.cpus[s].state, CpuState::Busy | CpuState::Idle));
-                    let frac = if sibling_awake { self.net.smt_wakeup_fraction } else { 1.0 };
-                    let lat = (self.costs.wakeup_ns * frac).round() as Nanos;
+                    let fixed = self.governor.is_none().then_some(self.costs.wakeup_ns);
+                    let (now, from) = (self.now, (self.measure_from, self.sample_from));
+                    let lat = self.cpus[cpu].idle.leave(now, from, sibling_awake, fixed);
                     self.cpus[cpu].state = CpuState::Waking;
                     self.cpus[cpu].wakeups += 1;
                     self.push(self.now + lat, Ev::Awake(cpu));
@@ -407,12 +440,19 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// The CPU has nothing to do: it sleeps in the state the governor picks.
+    fn sleep(&mut self, cpu: usize) {
+        let c = &mut self.cpus[cpu];
+        c.state = CpuState::Asleep;
+        c.idle.enter(self.now, self.governor.as_deref());
+    }
+
     /// Starts the next job on an idle CPU, or puts it to sleep.
     fn dispatch(&mut self, cpu: usize) {
         debug_assert_eq!(self.cpus[cpu].state, CpuState::Idle);
         let n = self.cpus[cpu].comps.len();
         if n == 0 {
-            self.cpus[cpu].state = CpuState::Asleep;
+            self.sleep(cpu);
             return;
         }
         // Stay with the current component for up to `batch` jobs.
@@ -437,7 +477,7 @@ impl<'a> Sim<'a> {
             }
         }
         let Some((i, c)) = pick else {
-            self.cpus[cpu].state = CpuState::Asleep;
+            self.sleep(cpu);
             self.cpus[cpu].in_turn = 0;
             self.cpus[cpu].last_comp = None;
             return;
