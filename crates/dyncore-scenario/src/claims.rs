@@ -22,8 +22,9 @@
 //!
 //! Every check compares **medians over the seeds**; the range over seeds is
 //! shown beside it. An ordering between two figures (`<` or `>`) must also
-//! hold **in every seed**, compared seed by seed: a difference smaller than
-//! what the seeds move is no ordering. A check whose figure does not exist
+//! hold **in every seed**, compared seed by seed, and differ by more than
+//! [`TIE_BAND`] (0.1%): a difference smaller than what the seeds move, or
+//! than the tables show, is no ordering. A check whose figure does not exist
 //! (a typo) or has no value (the program never finished) is *not
 //! evaluated*, never held.
 //!
@@ -45,6 +46,12 @@ use serde::{Deserialize, Serialize};
 /// `≈` means within this relative distance (of the value, or of the other
 /// figure).
 pub const ABOUT_BAND: f64 = 0.25;
+
+/// Two figures whose medians differ by less than this fraction of the
+/// larger are tied: no ordering between them holds (the tables print three
+/// significant digits; a difference below them is no difference a reader
+/// could see).
+pub const TIE_BAND: f64 = 0.001;
 
 /// Tolerance of a relative-change check when the entry gives none, in
 /// percentage points (the issue's "Table 2's relative drops, within 3
@@ -440,12 +447,16 @@ pub fn evaluate_check(check: &Check) -> CheckOutcome {
         }
         Target::Figure { relation, other } => match &other.observed {
             Ok(o) => {
-                let every = *relation == Relation::About || subject.holds_in_every_seed(*relation, o);
+                let ordering = *relation != Relation::About;
+                let every = !ordering || subject.holds_in_every_seed(*relation, o);
+                let tied = ordering && (x - o.median).abs() <= TIE_BAND * x.abs().max(o.median.abs());
                 let mut measured = format!("{} against {}", fmt_observed(&subject), fmt_observed(o));
-                if relation.holds(x, o.median) && !every {
+                if relation.holds(x, o.median) && tied {
+                    measured += " (tied: within 0.1%)";
+                } else if relation.holds(x, o.median) && !every {
                     measured += " (not in every seed)";
                 }
-                out(verdict(relation.holds(x, o.median) && every), measured, Some(x), None, None)
+                out(verdict(relation.holds(x, o.median) && every && !tied), measured, Some(x), None, None)
             }
             Err(why) => missing(&format!("{}: {why}", other.label)),
         },

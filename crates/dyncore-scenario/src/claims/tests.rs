@@ -171,16 +171,31 @@ fn relations_parse_from_their_symbols() {
 
 #[test]
 fn an_ordering_must_hold_in_every_seed() {
-    // Medians 9419 against 9418, but seed 2 has it the other way round: a
+    // Medians 9519 against 9418, but seed 2 has it the other way round: a
     // difference the seeds move is no ordering.
-    let a = op("mbps of 1600/600", &[9419.0, 9410.0, 9421.0]);
+    let a = op("mbps of 1600/600", &[9519.0, 9410.0, 9521.0]);
     let b = op("mbps of 2267/2267", &[9418.0, 9418.0, 9417.0]);
     let e = Entry { relation: Some(Relation::Above), than: Some(b.clone()), ..entry(a.clone()) };
     let o = evaluate_check(&e.check());
     assert_eq!(o.verdict, Verdict::Failed);
     assert!(o.measured.ends_with("(not in every seed)"), "{}", o.measured);
     // Every seed above: holds. A seed missing on one side is skipped.
-    let c = op("x", &[9420.0, f64::NAN, 9422.0]);
+    let c = op("x", &[9520.0, f64::NAN, 9522.0]);
     let e = Entry { relation: Some(Relation::Above), than: Some(b), ..entry(c) };
+    assert_eq!(verdict(e), Verdict::Held);
+}
+
+#[test]
+fn figures_within_a_tenth_of_a_percent_are_tied() {
+    // 1.0000 against 0.99995 in every seed: a tie, not an ordering.
+    let a = op("busy.ip of 600/200", &[1.0, 1.0]);
+    let b = op("busy.ip of 400/200", &[0.99995, 0.99995]);
+    let e = Entry { relation: Some(Relation::Above), than: Some(b), ..entry(a.clone()) };
+    let o = evaluate_check(&e.check());
+    assert_eq!(o.verdict, Verdict::Failed);
+    assert!(o.measured.ends_with("(tied: within 0.1%)"), "{}", o.measured);
+    // 0.2% apart in every seed: an ordering.
+    let c = op("busy.ip of 200/200", &[0.998, 0.998]);
+    let e = Entry { relation: Some(Relation::Above), than: Some(c), ..entry(a) };
     assert_eq!(verdict(e), Verdict::Held);
 }
