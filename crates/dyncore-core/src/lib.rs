@@ -10,6 +10,7 @@ pub mod exec;
 pub mod idle;
 pub mod node;
 pub mod placement;
+pub mod policies;
 pub mod policy;
 pub mod power;
 pub mod profile;

@@ -6,6 +6,14 @@
 //! a time, as a synchronous caller), so they run in the one-thread host as
 //! well as on threads of their own, where a host parks them on their
 //! socket's bell between replies.
+//!
+//! Each keeps a record of its connections ([`Connection`]): what went
+//! through it, and whether it completed or was reset. One made with
+//! [`Sender::reconnect`] / [`Receiver::reconnect`] opens a new connection
+//! after a reset and carries on (the sender sends the rest of its bytes on
+//! it, as a new stream: connection `k` carries the stream for
+//! [`connection_seed`]`(seed, k)`), as an application would after its stack
+//! restarted TCP.
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -32,10 +40,47 @@ pub trait App: Send {
         None
     }
     fn bell(&self) -> &Arc<Bell>;
-    /// The stream so far.
+    /// The stream so far (the current connection's).
     fn report(&self) -> StreamReport;
     /// Why it failed, if it did.
     fn error(&self) -> Option<&str>;
+    /// Every connection that ended, in order.
+    fn connections(&self) -> &[Connection] {
+        &[]
+    }
+}
+
+/// How a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Closed after the whole stream.
+    Completed,
+    /// Reset (the stack's TCP restarted, or the peer's).
+    Reset,
+}
+
+/// One connection of an application, as it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Connection {
+    /// The seed of the stream it carried.
+    pub seed: u64,
+    /// What went through it: bytes accepted by send calls, or received.
+    pub digest: Digest,
+    /// The bytes of a send call that a reset interrupted: TCP may have
+    /// sent some of them before it crashed, so a receiver may have got up
+    /// to this many bytes more than `digest` counts.
+    pub interrupted: u64,
+    /// Where the received bytes first differed from the stream (a
+    /// receiver that verifies; `None`: nowhere).
+    pub first_mismatch: Option<u64>,
+    pub outcome: Outcome,
+    pub started_ns: Option<Nanos>,
+    pub ended_ns: Nanos,
+}
+
+/// The stream seed of connection `k` of an application seeded `seed`.
+pub fn connection_seed(seed: u64, k: u64) -> u64 {
+    seed.wrapping_add(k.wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
 /// Where an application is.
@@ -131,6 +176,29 @@ pub struct Sender {
     retry_at_ns: Option<Nanos>,
     /// Set (by a Ctrl-C handler): stop sending and close cleanly.
     cancel: Option<Arc<AtomicBool>>,
+    seed: u64,
+    /// Open a new connection after a reset.
+    reconnect: bool,
+    conns: Vec<Connection>,
+    /// Bytes sent on earlier connections.
+    sent_before: u64,
+    /// What a receiver that reconnects needs to know to stop waiting.
+    progress: Arc<SenderProgress>,
+}
+
+/// A sender's progress as its receiver sees it ([`Receiver::until_done`]).
+#[derive(Debug, Default)]
+pub struct SenderProgress {
+    done: AtomicBool,
+    /// Connections that ended.
+    connections: std::sync::atomic::AtomicU64,
+}
+
+impl SenderProgress {
+    /// Done, after `connections` connections.
+    pub fn done_after(&self) -> Option<u64> {
+        self.done.load(Ordering::Acquire).then(|| self.connections.load(Ordering::Acquire))
+    }
 }
 
 impl Sender {
@@ -147,6 +215,66 @@ impl Sender {
             attempts: 0,
             retry_at_ns: None,
             cancel: None,
+            seed,
+            reconnect: false,
+            conns: Vec::new(),
+            sent_before: 0,
+            progress: Arc::default(),
+        }
+    }
+
+    /// Its progress, for its receiver ([`Receiver::until_done`]).
+    pub fn progress(&self) -> Arc<SenderProgress> {
+        self.progress.clone()
+    }
+
+    /// After a reset, sends the rest of its bytes on a new connection
+    /// (module docs).
+    pub fn reconnect(mut self) -> Self {
+        self.reconnect = true;
+        self
+    }
+
+    /// Bytes this connection is to carry.
+    fn goal(&self) -> u64 {
+        self.total - self.sent_before
+    }
+
+    /// Ends the current connection with `outcome`.
+    fn end_connection(&mut self, outcome: Outcome, now_ns: Nanos) {
+        // In `Streaming` the call outstanding is always a send.
+        let interrupted = if outcome == Outcome::Reset && self.st.phase == Phase::Streaming {
+            self.in_flight as u64
+        } else {
+            0
+        };
+        self.conns.push(Connection {
+            seed: connection_seed(self.seed, self.conns.len() as u64),
+            digest: self.st.hash.digest(),
+            interrupted,
+            first_mismatch: None,
+            outcome,
+            started_ns: self.st.started_ns,
+            ended_ns: now_ns,
+        });
+        self.progress.connections.store(self.conns.len() as u64, Ordering::Release);
+    }
+
+    /// A reset connection: on to the next, or done if nothing is left (the
+    /// bytes the reset lost are lost: a new connection carries a new
+    /// stream).
+    fn next_connection(&mut self, now_ns: Nanos) {
+        self.end_connection(Outcome::Reset, now_ns);
+        self.sent_before += self.st.hash.digest().bytes;
+        self.stream = StreamGen::new(connection_seed(self.seed, self.conns.len() as u64));
+        self.chunk.clear();
+        self.chunk_off = 0;
+        self.st = StreamState::new();
+        self.attempts = 0;
+        self.retry_at_ns = None;
+        if self.goal() == 0 || self.cancelled() {
+            self.st.phase = Phase::Done;
+            self.st.finished_ns = Some(now_ns);
         }
     }
 
@@ -172,7 +300,7 @@ impl Sender {
     /// Submits the next send (refilling the chunk from the stream).
     fn send_next(&mut self) {
         if self.chunk_off == self.chunk.len() {
-            let n = (self.total - self.stream.position()).min(self.sock.send_max() as u64) as usize;
+            let n = (self.goal() - self.stream.position()).min(self.sock.send_max() as u64) as usize;
             self.chunk.resize(n, 0);
             self.stream.fill(&mut self.chunk);
             self.chunk_off = 0;
@@ -198,12 +326,22 @@ impl Sender {
             (Phase::Closing, Completion::Closed) => {
                 self.st.phase = Phase::Done;
                 self.st.finished_ns = Some(now_ns);
+                self.end_connection(Outcome::Completed, now_ns);
             }
             (Phase::Connecting, Completion::Error(SockError::Refused))
                 if self.attempts < CONNECT_ATTEMPTS =>
             {
                 self.st.phase = Phase::Start;
                 self.retry_at_ns = Some(now_ns + CONNECT_RETRY_NS);
+            }
+            // The stack's TCP restarted while this connect was in flight:
+            // there was no connection yet; try again.
+            (Phase::Connecting, Completion::Error(SockError::Reset)) if self.reconnect => {
+                self.st.phase = Phase::Start;
+                self.retry_at_ns = None;
+            }
+            (Phase::Streaming | Phase::Closing, Completion::Error(SockError::Reset)) if self.reconnect => {
+                self.next_connection(now_ns)
             }
             (_, Completion::Error(e)) => self.fail("call failed", e),
             (phase, c) => self.st.phase = Phase::Failed(format!("sender: unexpected {c:?} while {phase:?}")),
@@ -223,8 +361,11 @@ impl App for Sender {
         }
         let Some(c) = self.sock.poll_reply(&mut |_| ()) else { return p };
         self.complete(c, now_ns, &mut p);
+        if self.st.is_done() {
+            self.progress.done.store(true, Ordering::Release);
+        }
         if self.st.phase == Phase::Streaming {
-            if self.st.hash.digest().bytes == self.total || self.cancelled() {
+            if self.st.hash.digest().bytes == self.goal() || self.cancelled() {
                 self.sock.submit(UserCall::Close).expect("no call outstanding");
                 self.st.phase = Phase::Closing;
             } else {
@@ -259,6 +400,10 @@ impl App for Sender {
     fn error(&self) -> Option<&str> {
         self.st.error()
     }
+
+    fn connections(&self) -> &[Connection] {
+        &self.conns
+    }
 }
 
 /// Accepts one connection, receives until the peer closes, hashes what it
@@ -266,14 +411,73 @@ impl App for Sender {
 pub struct Receiver {
     sock: Socket,
     port: u16,
+    verify_seed: Option<u64>,
     verifier: Option<StreamVerifier>,
     st: StreamState,
+    reconnect: bool,
+    conns: Vec<Connection>,
+    /// Its sender's progress: waiting for a next connection once the
+    /// sender is done and every connection it had is accounted for here
+    /// means there is none.
+    sender: Option<Arc<SenderProgress>>,
+    last_poll_ns: Nanos,
 }
 
 impl Receiver {
     /// `verify_seed`: compare with the stream for that seed as bytes arrive.
     pub fn new(sock: Socket, port: u16, verify_seed: Option<u64>) -> Self {
-        Receiver { sock, port, verifier: verify_seed.map(StreamVerifier::new), st: StreamState::new() }
+        Receiver {
+            sock,
+            port,
+            verify_seed,
+            verifier: verify_seed.map(StreamVerifier::new),
+            st: StreamState::new(),
+            reconnect: false,
+            conns: Vec::new(),
+            sender: None,
+            last_poll_ns: 0,
+        }
+    }
+
+    /// After a reset, accepts the next connection (module docs).
+    pub fn reconnect(mut self) -> Self {
+        self.reconnect = true;
+        self
+    }
+
+    /// Done when, after a reset, it waits for a next connection, the
+    /// sender is done, and this side has seen as many connections end as
+    /// the sender had: a reset may lose the end of a stream, and with it
+    /// the EOF that would have ended this side.
+    pub fn until_done(mut self, sender: Arc<SenderProgress>) -> Self {
+        self.sender = Some(sender);
+        self
+    }
+
+    /// Waiting for a connection after a reset.
+    fn waiting_after_reset(&self) -> bool {
+        self.st.phase == Phase::Connecting && !self.conns.is_empty()
+    }
+
+    fn end_connection(&mut self, outcome: Outcome, now_ns: Nanos) {
+        let k = self.conns.len() as u64;
+        self.conns.push(Connection {
+            seed: self.verify_seed.map_or(0, |s| connection_seed(s, k)),
+            digest: self.st.hash.digest(),
+            interrupted: 0,
+            first_mismatch: self.first_mismatch(),
+            outcome,
+            started_ns: self.st.started_ns,
+            ended_ns: now_ns,
+        });
+    }
+
+    /// The current connection was reset: accept the next.
+    fn next_connection(&mut self, now_ns: Nanos) {
+        self.end_connection(Outcome::Reset, now_ns);
+        let k = self.conns.len() as u64;
+        self.verifier = self.verify_seed.map(|s| StreamVerifier::new(connection_seed(s, k)));
+        self.st = StreamState::new();
     }
 
     pub fn phase(&self) -> &Phase {
@@ -289,6 +493,12 @@ impl Receiver {
 impl App for Receiver {
     fn poll(&mut self, now_ns: Nanos) -> Progress {
         let mut p = Progress::IDLE;
+        self.last_poll_ns = now_ns;
+        let seen = self.conns.len() as u64;
+        if self.waiting_after_reset() && self.sender.as_ref().and_then(|s| s.done_after()) == Some(seen) {
+            self.st.phase = Phase::Done;
+            return p;
+        }
         if self.st.phase == Phase::Start {
             self.sock.submit(UserCall::Accept { port: self.port }).expect("no call outstanding");
             self.st.phase = Phase::Connecting;
@@ -320,6 +530,21 @@ impl App for Receiver {
             }
             (Phase::Closing, Completion::Closed) => {
                 self.st.phase = Phase::Done;
+                self.end_connection(Outcome::Completed, now_ns);
+                None
+            }
+            // The whole stream came (EOF); the close met a reset.
+            (Phase::Closing, Completion::Error(SockError::Reset)) if self.reconnect => {
+                self.st.phase = Phase::Done;
+                self.end_connection(Outcome::Completed, now_ns);
+                None
+            }
+            (Phase::Connecting, Completion::Error(SockError::Reset)) if self.reconnect => {
+                self.st.phase = Phase::Start;
+                None
+            }
+            (Phase::Streaming, Completion::Error(SockError::Reset)) if self.reconnect => {
+                self.next_connection(now_ns);
                 None
             }
             (_, Completion::Error(e)) => {
@@ -345,6 +570,11 @@ impl App for Receiver {
         self.st.phase == Phase::Start || self.sock.has_reply()
     }
 
+    fn deadline_ns(&self) -> Option<Nanos> {
+        // The sender's flag does not ring this side's bell: look again soon.
+        (self.sender.is_some() && self.waiting_after_reset()).then(|| self.last_poll_ns + 1_000_000)
+    }
+
     fn bell(&self) -> &Arc<Bell> {
         self.sock.bell()
     }
@@ -355,5 +585,9 @@ impl App for Receiver {
 
     fn error(&self) -> Option<&str> {
         self.st.error()
+    }
+
+    fn connections(&self) -> &[Connection] {
+        &self.conns
     }
 }

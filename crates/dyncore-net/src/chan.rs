@@ -1,40 +1,60 @@
-//! Channels between components: a dyncore-ring SPSC ring wrapped so that a
-//! message survives the crash of the component that was handling it.
+//! Channels between components: a dyncore-ring SPSC ring that outlives the
+//! components at its ends, and the ends they attach to it.
 //!
-//! An [`Inbox`] hands out the next message with [`Inbox::peek`] and keeps it
-//! until [`Inbox::commit`]. A component step is
+//! A [`Channel`] is the ring's memory, its consumer's bell and its name.
+//! It belongs to the stack, not to a component: a component *attaches* an
+//! [`Inbox`] or an [`Outbox`] to it, and a component restarted in fresh
+//! memory attaches new ones, which start at the channel's *committed*
+//! positions (the ring's published head and released tail; whatever the
+//! crashed instance had staged or taken is forgotten).
 //!
-//! 1. peek the input message;
+//! An end commits in one of two ways ([`Log`]):
+//!
+//! * **through a journal** (components): pushes and takes are staged in the
+//!   component's [`Journal`], and the component commits all of its ends at
+//!   once at the end of a poll ([`dyncore_ring::journal`]'s protocol). A
+//!   message's sequence number is its position in its ring; a restarted
+//!   component resumes at the committed position, so a message is handled
+//!   by exactly one committed poll;
+//! * **directly** (applications, the wire's far end, tests):
+//!   [`Outbox::publish`] and [`Inbox::release`] store the positions
+//!   themselves.
+//!
+//! A component step is
+//!
+//! 1. peek the input message ([`Inbox::peek`]; it stays in the inbox);
 //! 2. run the component's logic on it (checksums, filter rules, frame
 //!    checks: the code that may panic). The logic must be idempotent: a
-//!    crash here means the next instance runs it again on the same message;
-//! 3. emit the results (push to an [`Outbox`], free a buffer) and commit the
-//!    input. This is framework code that does not panic: pushes cannot fail
-//!    (below) and commit is a field store.
+//!    crash means the next instance runs it again on the same message;
+//! 3. stage the results (push to an [`Outbox`], free a buffer) and mark the
+//!    input handled ([`Inbox::commit`]), all staged in the journal;
 //!
-//! So a crash anywhere in step 2 leaves the message in the inbox, with no
-//! output emitted: the restarted component, attached to the same inbox,
-//! handles it exactly once. A crash cannot happen in step 3.
+//! and at the end of a poll, the journal commits the batch. A crash
+//! anywhere before the journal's commit point leaves every message of the
+//! batch in its inbox and none of its outputs visible; a crash after it is
+//! finished by the journal's recovery. See docs/architecture.md, "Restart in
+//! fresh memory", for the whole protocol, numbered.
 //!
 //! Pushes never fail because rings are sized: every message on a frame or
 //! data channel owns a distinct pool buffer, so a channel never holds more
 //! messages than its pool has buffers; control channels carry at most one
-//! message per client (one call outstanding). Consumers release cells in
-//! batches of at most [`BATCH`] per poll, so a ring needs `messages + BATCH`
-//! cells ([`capacity_for`]). A push into a full ring is therefore a broken
-//! invariant and panics with the channel's name.
+//! message per client (one call outstanding). Consumers take at most
+//! [`BATCH`] messages per poll before committing, so a ring needs
+//! `messages + BATCH` cells ([`capacity_for`]). A push into a full ring is
+//! therefore a broken invariant and panics with the channel's name.
 //!
 //! Each channel carries its consumer's *bell* (a dyncore-ring [`Waiter`]):
-//! [`Outbox::publish`] makes the staged messages visible with one release
-//! store and rings the bell, so a consumer that parked wakes; it counts the
-//! rings that had to wake a sleeper (the wake-ups NewtOS pays for MWAIT or
-//! kernel notifications).
+//! publishing makes the staged messages visible with one release store and
+//! rings the bell, so a consumer that parked wakes; it counts the rings
+//! that had to wake a sleeper (the wake-ups NewtOS pays for MWAIT or kernel
+//! notifications).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use dyncore_ring::{Consumer, Probe, Producer, Waiter, ring};
+use dyncore_ring::journal::{HeadWord, Journal, TailWord, Word, WordRef};
+use dyncore_ring::{Consumer, Probe, Producer, RingRef, Waiter};
 
 use crate::pool::BufId;
 
@@ -129,21 +149,145 @@ impl Bell {
     }
 }
 
-/// Creates a channel named `name` that holds at most `messages` messages,
-/// whose consumer parks on `bell`.
-pub fn channel<T: Copy + Send>(
+/// How a channel end (or a pool's, or a counter's) commits: by itself, or
+/// staged in its owner's journal (see the module docs).
+#[derive(Clone, Default)]
+pub enum Log {
+    #[default]
+    Direct,
+    Journal(Arc<Journal>),
+}
+
+impl Log {
+    /// The journal slot of `word`, when this is a journal.
+    pub fn slot(&self, word: &dyn Word) -> Option<(Arc<Journal>, usize)> {
+        match self {
+            Log::Direct => None,
+            Log::Journal(j) => Some((j.clone(), j.slot_of(word))),
+        }
+    }
+}
+
+/// A ring's head as a journal word: storing it publishes and rings the
+/// consumer's bell.
+struct Publish<T> {
+    ring: RingRef<T>,
+    bell: Arc<Bell>,
+}
+
+impl<T: Send> Word for Publish<T> {
+    fn load(&self) -> u64 {
+        self.ring.head() as u64
+    }
+    fn store(&self, v: u64) {
+        HeadWord(self.ring.clone()).store(v);
+        self.bell.ring();
+    }
+    fn key(&self) -> usize {
+        self.ring.head_key()
+    }
+}
+
+/// A channel: its ring, its consumer's bell and its name; it outlives the
+/// ends attached to it (see the module docs). Cloning shares it.
+pub struct Channel<T> {
+    name: &'static str,
+    ring: RingRef<T>,
+    bell: Arc<Bell>,
+    messages: usize,
+    head: WordRef,
+    tail: WordRef,
+}
+
+impl<T> Clone for Channel<T> {
+    fn clone(&self) -> Self {
+        Channel {
+            name: self.name,
+            ring: self.ring.clone(),
+            bell: self.bell.clone(),
+            messages: self.messages,
+            head: self.head.clone(),
+            tail: self.tail.clone(),
+        }
+    }
+}
+
+impl<T: Copy + Send + 'static> Channel<T> {
+    /// A channel named `name` that holds at most `messages` messages, whose
+    /// consumer parks on `bell`.
+    pub fn new(name: &'static str, messages: usize, bell: Arc<Bell>) -> Channel<T> {
+        let ring = dyncore_ring::ring::shared::<T>(capacity_for(messages));
+        let head: WordRef = Arc::new(Publish { ring: ring.clone(), bell: bell.clone() });
+        let tail: WordRef = Arc::new(TailWord(ring.clone()));
+        Channel { name, ring, bell, messages, head, tail }
+    }
+
+    /// Attaches the sending end (at the published head).
+    pub fn outbox(&self, log: &Log) -> Outbox<T> {
+        Outbox {
+            name: self.name,
+            tx: self.ring.attach_producer(),
+            staged: false,
+            bell: self.bell.clone(),
+            probe: self.ring.probe(),
+            messages: self.messages,
+            log: log.slot(&*self.head),
+        }
+    }
+
+    /// Attaches the receiving end (at the released tail).
+    pub fn inbox(&self, log: &Log) -> Inbox<T> {
+        Inbox {
+            name: self.name,
+            rx: self.ring.attach_consumer(),
+            held: None,
+            taken: 0,
+            probe: self.ring.probe(),
+            messages: self.messages,
+            log: log.slot(&*self.tail),
+        }
+    }
+}
+
+impl<T> Channel<T> {
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The word the producer's journal commits (the ring's head).
+    pub fn head_word(&self) -> WordRef {
+        self.head.clone()
+    }
+
+    /// The word the consumer's journal commits (the ring's tail).
+    pub fn tail_word(&self) -> WordRef {
+        self.tail.clone()
+    }
+
+    /// Messages published and not yet released.
+    pub fn pending(&self) -> usize {
+        self.ring.head().wrapping_sub(self.ring.tail())
+    }
+
+    /// Messages ever published (the sequence number of the next one).
+    pub fn published(&self) -> usize {
+        self.ring.head()
+    }
+
+    /// The consumer's bell.
+    pub fn bell(&self) -> &Arc<Bell> {
+        &self.bell
+    }
+}
+
+/// Creates a channel and attaches both ends directly (applications, tests).
+pub fn channel<T: Copy + Send + 'static>(
     name: &'static str,
     messages: usize,
     bell: Arc<Bell>,
 ) -> (Outbox<T>, Inbox<T>) {
-    let cap = capacity_for(messages);
-    let (tx, rx) = ring(cap);
-    let probe = rx.probe();
-    let tx_probe = rx.probe();
-    (
-        Outbox { name, tx, staged: false, bell, probe: tx_probe, messages },
-        Inbox { name, rx, held: None, taken: 0, probe, messages },
-    )
+    let c = Channel::new(name, messages, bell);
+    (c.outbox(&Log::Direct), c.inbox(&Log::Direct))
 }
 
 /// The sending end of a channel.
@@ -154,10 +298,12 @@ pub struct Outbox<T> {
     bell: Arc<Bell>,
     probe: Probe<T>,
     messages: usize,
+    log: Option<(Arc<Journal>, usize)>,
 }
 
 impl<T: Copy + Send> Outbox<T> {
-    /// Stages `v`; it becomes visible at [`Outbox::publish`].
+    /// Stages `v`; it becomes visible at [`Outbox::publish`], or at the
+    /// journal's commit.
     ///
     /// Panics if the ring is full, which the sizing rule in the module docs
     /// makes impossible.
@@ -166,11 +312,16 @@ impl<T: Copy + Send> Outbox<T> {
             panic!("channel {}: full, but it is sized to hold every message that can exist", self.name);
         }
         self.staged = true;
+        if let Some((j, i)) = &self.log {
+            j.stage(*i, self.tx.position() as u64);
+        }
     }
 
     /// Publishes staged messages (one release store) and rings the
-    /// consumer's bell.
+    /// consumer's bell. An end that commits through a journal publishes at
+    /// the journal's commit instead, and must not call this.
     pub fn publish(&mut self) {
+        debug_assert!(self.log.is_none(), "channel {}: a journaled end publishes at its commit", self.name);
         if self.staged {
             self.tx.publish();
             self.staged = false;
@@ -203,6 +354,7 @@ pub struct Inbox<T> {
     taken: usize,
     probe: Probe<T>,
     messages: usize,
+    log: Option<(Arc<Journal>, usize)>,
 }
 
 impl<T: Copy + Send> Inbox<T> {
@@ -219,16 +371,28 @@ impl<T: Copy + Send> Inbox<T> {
         self.held
     }
 
-    /// Marks the peeked message handled.
+    /// Marks the peeked message handled (staged in the journal, if any).
     pub fn commit(&mut self) {
         debug_assert!(self.held.is_some(), "channel {}: commit without a peeked message", self.name);
         self.held = None;
+        if let Some((j, i)) = &self.log {
+            j.stage(*i, self.rx.position() as u64);
+        }
     }
 
-    /// Hands consumed cells back to the producer (end of a poll).
+    /// End of a poll: hands consumed cells back to the producer (a direct
+    /// end; a journaled one's are handed back by the journal's commit) and
+    /// starts a new batch.
     pub fn release(&mut self) {
-        self.rx.release();
+        if self.log.is_none() {
+            self.rx.release();
+        }
         self.taken = 0;
+    }
+
+    /// Whether this end commits directly (not through a journal).
+    pub fn is_direct(&self) -> bool {
+        self.log.is_none()
     }
 
     /// Whether a message waits (held or published), without taking it.

@@ -11,19 +11,31 @@
 //! for example `deny in tcp dport 23`, `allow out to 10.0.0.0/8`. Omitted
 //! fields match anything; ports match only TCP packets.
 //!
-//! Its state is its rule list, rebuilt from configuration on restart; the
-//! per-rule hit counts are kept outside the instance and survive.
+//! Its state is its rule list and its counts: packets passed and denied each
+//! way, hits per rule. A restarted instance gets the rules from its
+//! blueprint and the counts from its journal (they are journal words, so a
+//! crash never counts a packet twice).
+//!
+//! **Two versions**, to show a live update that changes the state's shape:
+//! version 1 counts hits for the rules it was given; version 2 also counts
+//! the hits of the implicit last rule, "allow everything no rule matched"
+//! (`default_hits`). An update from 1 to 2 initialises it from version 1's
+//! state: every packet passed that no allow rule counted,
+//! `passed_in + passed_out - Σ hits of allow rules` ([`FilterState::to_v2`]).
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use dyncore_core::Nanos;
+use dyncore_ring::journal::{self, Journal, Word, WordRef};
 use smoltcp::wire::{IpProtocol, Ipv4Packet, TcpPacket};
 
-use crate::chan::{Frame, Inbox, Outbox};
-use crate::component::{Common, Component, ComponentKind, NotRestartable, Progress};
-use crate::pool::Freer;
+use crate::chan::{Channel, Frame, Inbox, Log, Outbox};
+use crate::component::{
+    Blueprint, Common, Component, ComponentKind, Counters, CrashPoint, Progress, State, StateBody, Tally,
+    UpdateError, journal_of,
+};
+use crate::pool::{Freer, PoolRef};
 
 /// Which way a packet goes, seen from the stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,56 +189,254 @@ pub fn decide(rules: &[Rule], dir: Direction, pkt: &[u8]) -> (Option<usize>, Ver
     }
 }
 
-/// The filter's channels and pools.
+/// The filter's ports: what outlives its instances.
+#[derive(Clone)]
 pub struct FilterPorts {
     /// Outbound, from IP (transmit pool).
-    pub from_ip: Inbox<Frame>,
-    pub to_driver: Outbox<Frame>,
+    pub from_ip: Channel<Frame>,
+    pub to_driver: Channel<Frame>,
     /// Inbound, from the driver (receive pool).
-    pub from_driver: Inbox<Frame>,
-    pub to_ip: Outbox<Frame>,
-    pub tx_free: Freer,
-    pub rx_free: Freer,
+    pub from_driver: Channel<Frame>,
+    pub to_ip: Channel<Frame>,
+    pub tx: (PoolRef, usize),
+    pub rx: (PoolRef, usize),
+    /// Bell and crash switch (its counters are per version: see
+    /// [`FilterBlueprint`]).
     pub common: Common,
     /// Hits per rule, in rule order.
-    pub hits: Arc<[AtomicU64]>,
+    pub hits: Arc<[Arc<journal::Counter>]>,
 }
 
+impl FilterPorts {
+    fn words(&self, counters: &Counters) -> Vec<WordRef> {
+        let mut w = vec![
+            self.from_ip.tail_word(),
+            self.to_driver.head_word(),
+            self.from_driver.tail_word(),
+            self.to_ip.head_word(),
+            self.tx.0.freer_word(self.tx.1),
+            self.rx.0.freer_word(self.rx.1),
+        ];
+        w.extend(counters.words());
+        w.extend(self.hits.iter().map(|h| h.clone() as WordRef));
+        w
+    }
+}
+
+/// Version 1's counters, in index order.
 pub const COUNTERS: &[&str] = &["passed_in", "passed_out", "denied_in", "denied_out"];
+/// Version 2's: version 1's and the implicit last rule's hits.
+pub const COUNTERS_V2: &[&str] = &["passed_in", "passed_out", "denied_in", "denied_out", "default_hits"];
+const DEFAULT_HITS: usize = 4;
 
-/// The packet filter component.
-pub struct Filter {
-    ports: FilterPorts,
-    config: Arc<[Rule]>,
-    /// The instance's rule list: rebuilt from `config` on restart.
-    rules: Vec<Rule>,
+/// The filter's state, for a live update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FilterState {
+    /// Rules, hits per rule, and passed/denied in/out (the order of [`COUNTERS`]).
+    V1 { rules: Vec<Rule>, hits: Vec<u64>, counts: [u64; 4] },
+    /// Version 1's, and the hits of the implicit last rule.
+    V2 { rules: Vec<Rule>, hits: Vec<u64>, counts: [u64; 4], default_hits: u64 },
 }
 
-impl Filter {
+impl FilterState {
+    /// The state as version 2 holds it: from version 1, `default_hits` is
+    /// every packet passed that no allow rule counted.
+    pub fn to_v2(self) -> FilterState {
+        match self {
+            FilterState::V1 { rules, hits, counts } => {
+                let by_rules: u64 = rules
+                    .iter()
+                    .zip(&hits)
+                    .filter(|(r, _)| r.verdict == Verdict::Allow)
+                    .map(|(_, h)| h)
+                    .sum();
+                let default_hits = (counts[0] + counts[1]).saturating_sub(by_rules);
+                FilterState::V2 { rules, hits, counts, default_hits }
+            }
+            v2 => v2,
+        }
+    }
+
+    /// The state as version 1 holds it (from version 2: without
+    /// `default_hits`).
+    pub fn to_v1(self) -> FilterState {
+        match self {
+            FilterState::V2 { rules, hits, counts, .. } => FilterState::V1 { rules, hits, counts },
+            v1 => v1,
+        }
+    }
+
+    fn parts(&self) -> (&[Rule], &[u64], &[u64; 4], Option<u64>) {
+        match self {
+            FilterState::V1 { rules, hits, counts } => (rules, hits, counts, None),
+            FilterState::V2 { rules, hits, counts, default_hits } => {
+                (rules, hits, counts, Some(*default_hits))
+            }
+        }
+    }
+}
+
+/// The filter's blueprint at one version (see [`crate::component::Blueprint`]).
+#[derive(Clone)]
+pub struct FilterBlueprint {
+    ports: FilterPorts,
+    /// Its counters (version 1's or version 2's names) and the common parts
+    /// with them.
+    common: Common,
+    rules: Arc<[Rule]>,
+    version: u32,
+    journal: Arc<Journal>,
+}
+
+impl FilterBlueprint {
+    /// Version 1 over `ports`, its counters those of `ports.common`.
     pub fn new(ports: FilterPorts, rules: Arc<[Rule]>) -> Self {
         assert_eq!(ports.hits.len(), rules.len(), "one hit counter per rule");
-        Filter { ports, rules: rules.to_vec(), config: rules }
+        assert_eq!(ports.common.counters.names(), COUNTERS, "version 1's counters");
+        let common = ports.common.clone();
+        let journal = journal_of(ports.words(&common.counters));
+        FilterBlueprint { ports, common, rules, version: 1, journal }
     }
 
     /// Creates the per-rule hit counters for a rule list.
-    pub fn hit_counters(rules: &[Rule]) -> Arc<[AtomicU64]> {
-        rules.iter().map(|_| AtomicU64::new(0)).collect()
+    pub fn hit_counters(rules: &[Rule]) -> Arc<[Arc<journal::Counter>]> {
+        rules.iter().map(|_| Arc::new(journal::Counter::new(0))).collect()
     }
 
+    fn attach(&self, rules: Vec<Rule>) -> Box<dyn Component> {
+        let p = &self.ports;
+        let log = Log::Journal(self.journal.clone());
+        Box::new(Filter {
+            from_ip: p.from_ip.inbox(&log),
+            to_driver: p.to_driver.outbox(&log),
+            from_driver: p.from_driver.inbox(&log),
+            to_ip: p.to_ip.outbox(&log),
+            tx_free: p.tx.0.freer(p.tx.1, &log),
+            rx_free: p.rx.0.freer(p.rx.1, &log),
+            tally: Tally::attach(&self.common.counters, &log),
+            hits: Tally::over(&p.hits, &log),
+            hit_values: p.hits.clone(),
+            rules,
+            version: self.version,
+            common: self.common.clone(),
+            journal: self.journal.clone(),
+        })
+    }
+}
+
+impl Blueprint for FilterBlueprint {
+    fn kind(&self) -> ComponentKind {
+        ComponentKind::Filter
+    }
+
+    fn version(&self) -> u32 {
+        self.version
+    }
+
+    fn journal(&self) -> &Arc<Journal> {
+        &self.journal
+    }
+
+    fn common(&self) -> &Common {
+        &self.common
+    }
+
+    fn build(&self, _now_ns: Nanos) -> Box<dyn Component> {
+        self.attach(self.rules.to_vec())
+    }
+
+    fn at_version(&self, version: u32) -> Result<Arc<dyn Blueprint>, UpdateError> {
+        let names = match version {
+            1 => COUNTERS,
+            2 => COUNTERS_V2,
+            v => return Err(UpdateError(format!("the filter has versions 1 and 2, not {v}"))),
+        };
+        // New counters (set from the old instance's state in `build_from`)
+        // and a journal over them; the ports are the same.
+        let mut common = self.ports.common.clone();
+        common.counters = Counters::new(names);
+        let journal = journal_of(self.ports.words(&common.counters));
+        Ok(Arc::new(FilterBlueprint {
+            ports: self.ports.clone(),
+            common,
+            rules: self.rules.clone(),
+            version,
+            journal,
+        }))
+    }
+
+    fn accepts(&self, state: &State) -> Result<(), UpdateError> {
+        match &state.body {
+            StateBody::Filter(f) => {
+                let (rules, hits, ..) = f.parts();
+                if rules.len() != self.ports.hits.len() || hits.len() != rules.len() {
+                    return Err(UpdateError(format!(
+                        "the filter's state has {} rules and {} hit counts, its ports {} hit counters",
+                        rules.len(),
+                        hits.len(),
+                        self.ports.hits.len()
+                    )));
+                }
+                Ok(())
+            }
+            _ => Err(UpdateError(format!("the filter cannot start from {}'s state", state.kind))),
+        }
+    }
+
+    fn build_from(&self, state: State, _now_ns: Nanos) -> Box<dyn Component> {
+        let StateBody::Filter(f) = state.body else { unreachable!("checked by accepts") };
+        let f = if self.version == 2 { f.to_v2() } else { f.to_v1() };
+        let (rules, hits, counts, default_hits) = f.parts();
+        // No instance is attached: set the words, then let the journal
+        // read them back as its committed values.
+        let c = &self.common.counters;
+        for (i, &v) in counts.iter().enumerate() {
+            c.set(i, v);
+        }
+        if let Some(d) = default_hits {
+            c.set(DEFAULT_HITS, d);
+        }
+        for (h, &v) in self.ports.hits.iter().zip(hits) {
+            h.store(v);
+        }
+        self.journal.recover();
+        self.attach(rules.to_vec())
+    }
+}
+
+/// The packet filter component: one instance, attached to its ports.
+pub struct Filter {
+    from_ip: Inbox<Frame>,
+    to_driver: Outbox<Frame>,
+    from_driver: Inbox<Frame>,
+    to_ip: Outbox<Frame>,
+    tx_free: Freer,
+    rx_free: Freer,
+    tally: Tally,
+    hits: Tally,
+    hit_values: Arc<[Arc<journal::Counter>]>,
+    rules: Vec<Rule>,
+    version: u32,
+    common: Common,
+    journal: Arc<Journal>,
+}
+
+impl Filter {
     /// One packet going `dir`, if any.
     fn step(&mut self, dir: Direction) -> Option<()> {
-        let p = &mut self.ports;
         let (inbox, outbox, freer) = match dir {
-            Direction::Out => (&mut p.from_ip, &mut p.to_driver, &mut p.tx_free),
-            Direction::In => (&mut p.from_driver, &mut p.to_ip, &mut p.rx_free),
+            Direction::Out => (&mut self.from_ip, &mut self.to_driver, &mut self.tx_free),
+            Direction::In => (&mut self.from_driver, &mut self.to_ip, &mut self.rx_free),
         };
         let f = inbox.peek()?;
         let (rule, verdict) = freer.pool().with(f.buf, |b| {
-            p.common.crash.check(ComponentKind::Filter);
+            self.common.crash.check(ComponentKind::Filter, CrashPoint::Logic);
             decide(&self.rules, dir, &b[..f.len as usize])
         });
-        if let Some(i) = rule {
-            p.hits[i].fetch_add(1, Ordering::Relaxed);
+        match rule {
+            Some(i) => self.hits.add(i, 1),
+            None if verdict == Verdict::Allow && self.version >= 2 => self.tally.add(DEFAULT_HITS, 1),
+            None => {}
         }
         let counter = match (verdict, dir) {
             (Verdict::Allow, Direction::In) => 0,
@@ -234,7 +444,7 @@ impl Filter {
             (Verdict::Deny, Direction::In) => 2,
             (Verdict::Deny, Direction::Out) => 3,
         };
-        p.common.counters.add(counter, 1);
+        self.tally.add(counter, 1);
         match verdict {
             Verdict::Allow => outbox.push(f),
             Verdict::Deny => freer.free(f.buf),
@@ -249,6 +459,10 @@ impl Component for Filter {
         ComponentKind::Filter
     }
 
+    fn version(&self) -> u32 {
+        self.version
+    }
+
     fn poll(&mut self, _now_ns: Nanos) -> Progress {
         let mut p = Progress::IDLE;
         while self.step(Direction::Out).is_some() {
@@ -257,38 +471,38 @@ impl Component for Filter {
         while self.step(Direction::In).is_some() {
             p.add(1, 0);
         }
-        let ports = &mut self.ports;
-        ports.from_ip.release();
-        ports.from_driver.release();
-        ports.to_driver.publish();
-        ports.to_ip.publish();
-        ports.tx_free.flush();
-        ports.rx_free.flush();
+        self.from_ip.release();
+        self.from_driver.release();
+        self.common.commit(ComponentKind::Filter, &self.journal);
         p
     }
 
     fn has_work(&self) -> bool {
-        self.ports.from_ip.has_work() || self.ports.from_driver.has_work()
+        self.from_ip.has_work() || self.from_driver.has_work()
     }
 
     fn inbound_fill(&self) -> f64 {
-        self.ports.from_ip.fill().max(self.ports.from_driver.fill())
+        self.from_ip.fill().max(self.from_driver.fill())
     }
 
     fn outbound_fill(&self) -> Vec<(ComponentKind, f64)> {
-        vec![
-            (ComponentKind::Driver, self.ports.to_driver.fill()),
-            (ComponentKind::Ip, self.ports.to_ip.fill()),
-        ]
+        vec![(ComponentKind::Driver, self.to_driver.fill()), (ComponentKind::Ip, self.to_ip.fill())]
     }
 
-    fn restart(&mut self) -> Result<(), NotRestartable> {
-        self.rules = self.config.to_vec();
-        Ok(())
+    fn export(&self) -> Result<State, UpdateError> {
+        let v = self.common.counters.values();
+        let counts = [v[0], v[1], v[2], v[3]];
+        let rules = self.rules.clone();
+        let hits = self.hit_values.iter().map(|h| h.get()).collect();
+        let body = match self.version {
+            1 => FilterState::V1 { rules, hits, counts },
+            _ => FilterState::V2 { rules, hits, counts, default_hits: v[DEFAULT_HITS] },
+        };
+        Ok(State { kind: ComponentKind::Filter, version: self.version, body: StateBody::Filter(body) })
     }
 
     fn common(&self) -> &Common {
-        &self.ports.common
+        &self.common
     }
 }
 

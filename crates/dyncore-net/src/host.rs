@@ -1,10 +1,13 @@
 //! Hosts for phase A: what runs the components until runtime CPUs do.
 //!
 //! * [`Supervised`] wraps a component: it polls it under `catch_unwind`,
-//!   and when the component panics (an injected crash or a bug), restarts
-//!   it in place — a fresh instance attached to the same ports — and counts
-//!   the restart and its duration. A component that cannot restart (TCP)
-//!   takes the host down with it, as it would take down NewtOS's stack.
+//!   and when the component panics (an injected crash or a bug), drops the
+//!   instance whole, recovers its journal (finishing a commit the crash
+//!   interrupted) and builds a new instance from the component's blueprint,
+//!   in fresh memory, attached to the same ports at their committed
+//!   positions; it times each restart from the crash to the new instance
+//!   ready, and to its first message handled. It also carries out live
+//!   updates ([`Supervised::update`]) between two polls.
 //! * [`RoundRobin`] polls every component and application in turn on the
 //!   calling thread (a consolidated core). With a virtual clock it is
 //!   deterministic: time advances a tick per round and, when a whole round
@@ -27,7 +30,8 @@ use dyncore_core::placement::{ComponentSample, LoadSample};
 use dyncore_ring::SpinPolicy;
 
 use crate::app::App;
-use crate::component::{Component, ComponentKind, INJECTED_CRASH, Progress};
+use crate::chan::clock_ns;
+use crate::component::{Blueprint, Component, ComponentKind, INJECTED_CRASH, Progress, UpdateError};
 
 /// Installs (once) a panic hook that keeps injected crashes off stderr and
 /// passes every other panic to the previous hook.
@@ -68,44 +72,100 @@ pub struct Load {
     pub messages: u64,
     pub bytes: u64,
     pub restarts: u64,
-    /// Longest restart: from the start of the poll that crashed to the new
-    /// instance ready (unwinding included).
+    /// Longest restart: from the crash to the new instance ready.
     pub restart_ns_max: u64,
+    /// Restarts whose recovery finished a commit the crash interrupted.
+    pub redone: u64,
+    /// Live updates, and the longest pause one caused.
+    pub updates: u64,
+    pub update_pause_ns_max: u64,
+}
+
+/// The restart times of one component (ns), in the order they happened.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Restarts {
+    /// From the crash (the injected crash firing, or the panic caught) to
+    /// the new instance built and attached.
+    pub ready_ns: Vec<u64>,
+    /// From the crash to the first message the new instance handled.
+    pub first_message_ns: Vec<u64>,
+}
+
+/// A live update carried out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Updated {
+    pub kind: ComponentKind,
+    pub from: u32,
+    pub to: u32,
+    /// From the old instance's last poll to the new instance ready: the
+    /// component handled nothing in between.
+    pub pause_ns: u64,
 }
 
 /// A component under supervision (see the module docs).
 pub struct Supervised {
-    pub component: Box<dyn Component>,
+    component: Option<Box<dyn Component>>,
+    blueprint: Arc<dyn Blueprint>,
     pub load: Load,
     /// The panic message of the last crash.
     pub last_crash: Option<String>,
+    pub restarts: Restarts,
+    /// The last crash's time ([`clock_ns`]), until the new instance handles
+    /// a message.
+    awaiting_first: Option<u64>,
 }
 
 impl Supervised {
-    pub fn new(component: Box<dyn Component>) -> Self {
-        Supervised { component, load: Load::default(), last_crash: None }
+    /// Builds the first instance of `blueprint`'s component.
+    pub fn new(blueprint: Arc<dyn Blueprint>, now_ns: Nanos) -> Self {
+        Supervised {
+            component: Some(blueprint.build(now_ns)),
+            blueprint,
+            load: Load::default(),
+            last_crash: None,
+            restarts: Restarts::default(),
+            awaiting_first: None,
+        }
     }
 
-    /// Polls; on a panic, restarts the component (or re-raises the panic
-    /// if it cannot restart).
+    /// The instance running now.
+    pub fn component(&self) -> &dyn Component {
+        self.component.as_deref().expect("a supervised component always has an instance between polls")
+    }
+
+    pub fn kind(&self) -> ComponentKind {
+        self.blueprint.kind()
+    }
+
+    pub fn blueprint(&self) -> &Arc<dyn Blueprint> {
+        &self.blueprint
+    }
+
+    /// Buffers out of the pools its instances allocate from (zero at rest).
+    pub fn buffers_out(&self) -> usize {
+        self.blueprint.buffers_out()
+    }
+
+    /// Polls; on a panic, drops the instance and builds a new one (module
+    /// docs).
     pub fn poll(&mut self, now_ns: Nanos) -> Progress {
-        let c = &mut self.component;
-        // The restart time counts from the start of the poll that crashed
-        // (the crash itself is not timed separately): unwinding included.
-        let t0 = Instant::now();
+        let c = self.component.as_mut().expect("an instance between polls");
+        let switch = c.crash_switch().clone();
+        let fired = switch.fired();
         let p = match catch_unwind(AssertUnwindSafe(|| c.poll(now_ns))) {
             Ok(p) => p,
             Err(payload) => {
-                if self.component.restart().is_err() {
-                    resume_unwind(payload);
-                }
-                let ns = crate::elapsed_ns(t0);
-                self.load.restarts += 1;
-                self.load.restart_ns_max = self.load.restart_ns_max.max(ns);
+                let crashed_at = if switch.fired() != fired { switch.fired_at_ns() } else { clock_ns() };
+                self.restart(now_ns, crashed_at);
                 self.last_crash = Some(panic_message(payload.as_ref()));
                 Progress::IDLE
             }
         };
+        if p.messages > 0
+            && let Some(t) = self.awaiting_first.take()
+        {
+            self.restarts.first_message_ns.push(clock_ns().saturating_sub(t));
+        }
         self.load.polls += 1;
         if p.is_idle() {
             self.load.empty_polls += 1;
@@ -113,6 +173,39 @@ impl Supervised {
         self.load.messages += p.messages;
         self.load.bytes += p.bytes;
         p
+    }
+
+    /// A new instance in fresh memory after a crash at `crashed_at`.
+    fn restart(&mut self, now_ns: Nanos, crashed_at: u64) {
+        // The crashed instance goes whole: its memory, its private
+        // positions, the handles it attached.
+        self.component = None;
+        let rec = self.blueprint.journal().recover();
+        self.component = Some(self.blueprint.build(now_ns));
+        let ns = clock_ns().saturating_sub(crashed_at);
+        self.restarts.ready_ns.push(ns);
+        self.awaiting_first = Some(crashed_at);
+        self.load.restarts += 1;
+        self.load.redone += u64::from(rec.redone);
+        self.load.restart_ns_max = self.load.restart_ns_max.max(ns);
+    }
+
+    /// Replaces the instance with one of `version`, started from the old
+    /// one's state, between two polls (the old instance has committed
+    /// everything it did). Nothing changes if the update is refused.
+    pub fn update(&mut self, version: u32, now_ns: Nanos) -> Result<Updated, UpdateError> {
+        let t0 = clock_ns();
+        let target = self.blueprint.at_version(version)?;
+        let state = self.component().export()?;
+        target.accepts(&state)?;
+        let from = self.component().version();
+        self.component = None;
+        self.component = Some(target.build_from(state, now_ns));
+        self.blueprint = target;
+        let pause_ns = clock_ns().saturating_sub(t0);
+        self.load.updates += 1;
+        self.load.update_pause_ns_max = self.load.update_pause_ns_max.max(pause_ns);
+        Ok(Updated { kind: self.kind(), from, to: version, pause_ns })
     }
 }
 
@@ -131,7 +224,7 @@ pub fn load_sample(
     assert_eq!(stack.len(), before.len(), "one earlier load per component");
     let behind: BTreeSet<ComponentKind> = stack
         .iter()
-        .flat_map(|s| s.component.outbound_fill())
+        .flat_map(|s| s.component().outbound_fill())
         .filter(|&(_, fill)| fill >= behind_fill)
         .map(|(k, _)| k)
         .collect();
@@ -139,13 +232,13 @@ pub fn load_sample(
         .iter()
         .zip(before)
         .map(|(s, b)| {
-            let k = s.component.kind();
+            let k = s.kind();
             let busy = s.load.busy_ns.saturating_sub(b.busy_ns) as f64 / window_ns.max(1) as f64;
             (
                 k,
                 ComponentSample {
                     busy: busy.min(1.0),
-                    fill: s.component.inbound_fill(),
+                    fill: s.component().inbound_fill(),
                     behind: behind.contains(&k),
                 },
             )
@@ -187,8 +280,12 @@ pub struct RoundRobin {
 }
 
 impl RoundRobin {
-    pub fn new(components: Vec<Box<dyn Component>>, apps: Vec<Box<dyn App>>, clock: Clock) -> Self {
-        let components = components.into_iter().map(Supervised::new).collect();
+    pub fn new(blueprints: Vec<Arc<dyn Blueprint>>, apps: Vec<Box<dyn App>>, clock: Clock) -> Self {
+        let now = match clock {
+            Clock::Virtual { now_ns, .. } => now_ns,
+            Clock::Real { epoch } => crate::elapsed_ns(epoch),
+        };
+        let components = blueprints.into_iter().map(|b| Supervised::new(b, now)).collect();
         RoundRobin { components, apps, clock, rounds: 0 }
     }
 
@@ -220,7 +317,7 @@ impl RoundRobin {
             let wake = if busy {
                 next
             } else {
-                let comps = self.components.iter().filter_map(|s| s.component.deadline_ns(*now_ns));
+                let comps = self.components.iter().filter_map(|s| s.component().deadline_ns(*now_ns));
                 comps.chain(self.apps.iter().filter_map(|a| a.deadline_ns())).min().unwrap_or(next)
             };
             *now_ns = wake.max(next);
@@ -269,18 +366,18 @@ pub struct Threads {
 
 impl Threads {
     /// Starts a thread per component and per application.
-    pub fn start(components: Vec<Box<dyn Component>>, apps: Vec<Box<dyn App>>) -> Threads {
+    pub fn start(blueprints: Vec<Arc<dyn Blueprint>>, apps: Vec<Box<dyn App>>) -> Threads {
         let epoch = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
         let apps_done = Arc::new(AtomicUsize::new(0));
         let n_apps = apps.len();
         let mut bells = Vec::new();
-        let components = components
+        let components = blueprints
             .into_iter()
-            .map(|c| {
-                bells.push(c.bell().clone());
+            .map(|b| {
+                bells.push(b.common().bell.clone());
                 let stop = stop.clone();
-                std::thread::spawn(move || component_thread(Supervised::new(c), epoch, &stop))
+                std::thread::spawn(move || component_thread(Supervised::new(b, 0), epoch, &stop))
             })
             .collect();
         let apps = apps
@@ -341,16 +438,17 @@ impl Drop for Threads {
 /// Runs every component and application on its own thread until every
 /// application is done or `limit` passes; returns whether they finished.
 pub fn run_threads(
-    components: Vec<Box<dyn Component>>,
+    blueprints: Vec<Arc<dyn Blueprint>>,
     apps: Vec<Box<dyn App>>,
     limit: Duration,
 ) -> (ThreadRun, bool) {
-    let t = Threads::start(components, apps);
+    let t = Threads::start(blueprints, apps);
     let finished = t.wait_apps(limit);
     (t.stop(), finished)
 }
 
-/// Joins a thread, re-raising its panic (a component that could not restart).
+/// Joins a thread, re-raising its panic (a component whose constructor
+/// panicked).
 fn rejoin<T>(h: JoinHandle<T>) -> T {
     h.join().unwrap_or_else(|p| resume_unwind(p))
 }
@@ -360,7 +458,7 @@ fn deadline_at(epoch: Instant, ns: Option<Nanos>) -> Option<Instant> {
 }
 
 fn component_thread(mut s: Supervised, epoch: Instant, stop: &AtomicBool) -> Supervised {
-    let bell = s.component.bell().clone();
+    let bell = s.component().bell().clone();
     let mut empty = 0;
     while !stop.load(Ordering::Acquire) {
         let t0 = Instant::now();
@@ -374,8 +472,8 @@ fn component_thread(mut s: Supervised, epoch: Instant, stop: &AtomicBool) -> Sup
         if empty >= PARK_AFTER_EMPTY_POLLS {
             empty = 0;
             s.load.parks += 1;
-            let deadline = deadline_at(epoch, s.component.deadline_ns(now));
-            let c = &s.component;
+            let deadline = deadline_at(epoch, s.component().deadline_ns(now));
+            let c = s.component();
             let _ = bell.waiter().wait_until(&SpinPolicy::PARK, deadline, || {
                 (c.has_work() || stop.load(Ordering::Acquire)).then_some(())
             });

@@ -19,12 +19,17 @@
 //! ring to the worker running again, measured per wake-up.
 //!
 //! **Speed**: each CPU has a duty cycle in per-mille
-//! ([`dyncore_core::speed::Duty`]), kept the way the runtime's throttle keeps
-//! it (`dyncore_runtime::cpu`, `throttle.rs`): over fixed periods the worker
-//! may run `duty × period`; time past the budget is debt for the next
-//! periods; once the budget is used it sleeps to the period's end. A speed
-//! step of the NewtOS table maps to the duty of its capacity
-//! ([`duty_of_step`]: 200 MHz of a 2267 MHz core is 88‰).
+//! ([`dyncore_core::speed::Duty`]), kept by the runtime's throttle itself
+//! ([`dyncore_runtime::cpu::Throttle`], `throttle.rs`): over fixed periods
+//! the worker may run `duty × period` (a round of polls counts, work or not:
+//! a polling core runs); time past the budget is debt for the next periods;
+//! once the budget is used it sleeps to the period's end (spinning gaps
+//! shorter than the runtime's `SPIN_BELOW_NS`). Its counters
+//! ([`dyncore_runtime::cpu::ThrottleCounters`]) give the running and
+//! throttled time and how well the duty was kept over loaded periods
+//! ([`dyncore_runtime::cpu::DutyReport`]). A speed step of the NewtOS table
+//! maps to the duty of its capacity ([`duty_of_step`]: 200 MHz of a 2267
+//! MHz core is 88‰).
 //!
 //! **Moves** ([`CpuHost::place`]) hand a slot over, as Bolt's offline hands
 //! over a CPU's run queue: the slot is detached on the source CPU between two
@@ -50,10 +55,11 @@ use dyncore_core::power::{SpeedTable, StepIdx};
 use dyncore_core::speed::Duty;
 use dyncore_core::{CpuId, Nanos};
 use dyncore_ring::SpinPolicy;
+use dyncore_runtime::cpu::{DutyReport, SPIN_BELOW_NS, Throttle, ThrottleCounters};
 
 use crate::chan::{Bell, clock_ns};
-use crate::component::{Component, ComponentKind};
-use crate::host::{Load, PARK_AFTER_EMPTY_POLLS, Supervised};
+use crate::component::{Blueprint, ComponentKind};
+use crate::host::{Load, PARK_AFTER_EMPTY_POLLS, Supervised, Updated};
 
 /// The duty that gives a speed step's capacity (its effective frequency
 /// over the fastest step's), in per-mille, at least 1‰.
@@ -89,14 +95,12 @@ impl HostConfig {
     }
 }
 
-/// What a runtime CPU counted (all times in ns).
+/// What a runtime CPU counted (all times in ns); its running and
+/// throttled time are the throttle's ([`ThrottleCounters`]).
 #[derive(Debug, Default)]
 struct CpuStats {
-    /// Time the worker ran (polling, work or not): what its duty limits.
-    run_ns: AtomicU64,
     /// Time in polls that did work.
     busy_ns: AtomicU64,
-    throttled_ns: AtomicU64,
     parks: AtomicU64,
     /// Parks ended by a ring (not a deadline), and the time from those
     /// rings to the worker running.
@@ -107,10 +111,12 @@ struct CpuStats {
 }
 
 /// A runtime CPU's figures at one moment.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CpuSnapshot {
     pub cpu: CpuId,
     pub duty_per_mille: u16,
+    /// Time the worker ran (rounds of polls, work or not): what its duty
+    /// limits.
     pub run_ns: u64,
     pub busy_ns: u64,
     pub throttled_ns: u64,
@@ -121,6 +127,8 @@ pub struct CpuSnapshot {
     pub rounds: u64,
     /// Components it hosts now.
     pub slots: usize,
+    /// How well the throttle kept the duty over loaded periods.
+    pub duty: DutyReport,
 }
 
 struct HostCpu {
@@ -128,7 +136,8 @@ struct HostCpu {
     slots: Mutex<Vec<Supervised>>,
     /// Bumped by every attach (a parked worker re-checks).
     version: AtomicU64,
-    duty_per_mille: AtomicU32,
+    /// The duty, and the running and throttled time (the runtime's throttle).
+    throttle: ThrottleCounters,
     stats: CpuStats,
 }
 
@@ -141,6 +150,8 @@ struct SlotStats {
     bytes: AtomicU64,
     restarts: AtomicU64,
     restart_ns_max: AtomicU64,
+    updates: AtomicU64,
+    update_pause_ns_max: AtomicU64,
     inbound_fill_pm: AtomicU32,
     /// Outbound fill per receiving component (index in `ComponentKind::ALL`), ‰.
     outbound_fill_pm: [AtomicU32; 5],
@@ -156,7 +167,8 @@ struct Shared {
     /// Where each component is (index into `cpus`), and its stats.
     place: Mutex<BTreeMap<ComponentKind, usize>>,
     stats: BTreeMap<ComponentKind, Arc<SlotStats>>,
-    /// A worker's component that panicked and could not restart.
+    /// A worker's panic outside a component's poll (a component whose
+    /// constructor panicked): the stack is down.
     fatal: Mutex<Option<Box<dyn std::any::Any + Send>>>,
 }
 
@@ -196,7 +208,7 @@ impl CpuHost {
     /// worker fails.
     pub fn start(
         cfg: HostConfig,
-        components: Vec<Box<dyn Component>>,
+        blueprints: Vec<Arc<dyn Blueprint>>,
         initial: &BTreeMap<ComponentKind, CpuId>,
     ) -> Result<CpuHost, HostError> {
         dyncore_runtime::testing::assert_held_here("starting a stack host on runtime CPUs");
@@ -216,14 +228,14 @@ impl CpuHost {
                 id,
                 slots: Mutex::new(Vec::new()),
                 version: AtomicU64::new(0),
-                duty_per_mille: AtomicU32::new(1000),
+                throttle: ThrottleCounters::default(),
                 stats: CpuStats::default(),
             })
             .collect();
         let mut place = BTreeMap::new();
         let mut stats = BTreeMap::new();
-        for c in components {
-            let k = c.kind();
+        for b in blueprints {
+            let k = b.kind();
             let cpu = initial.get(&k).ok_or_else(|| HostError(format!("component {k} is not placed")))?;
             let i = index_of(*cpu)
                 .ok_or_else(|| HostError(format!("{k} placed on CPU {cpu}, not a host CPU")))?;
@@ -231,8 +243,8 @@ impl CpuHost {
                 return Err(HostError(format!("two components are {k}")));
             }
             stats.insert(k, Arc::new(SlotStats::default()));
-            c.bell().forward_to(&bells, i);
-            cpus[i].slots.lock().unwrap().push(Supervised::new(c));
+            b.common().bell.forward_to(&bells, i);
+            cpus[i].slots.lock().unwrap().push(Supervised::new(b, 0));
         }
         let shared = Arc::new(Shared {
             cpus,
@@ -313,10 +325,10 @@ impl CpuHost {
         // a whole round.
         let slot = {
             let mut src = lock(&sh.cpus[from].slots);
-            let pos = src.iter().position(|s| s.component.kind() == kind).expect("the place map is right");
+            let pos = src.iter().position(|s| s.kind() == kind).expect("the place map is right");
             src.remove(pos)
         };
-        slot.component.bell().forward_to(&sh.bells, to);
+        slot.component().bell().forward_to(&sh.bells, to);
         lock(&sh.cpus[to].slots).push(slot);
         place.insert(kind, to);
         sh.stats[&kind].moves.fetch_add(1, Ordering::Relaxed);
@@ -328,30 +340,76 @@ impl CpuHost {
     /// Sets a CPU's duty cycle (takes effect at its next throttle check).
     pub fn set_duty(&self, cpu: CpuId, duty: Duty) -> Result<(), HostError> {
         let i = self.index_of(cpu)?;
-        self.shared.cpus[i].duty_per_mille.store(u32::from(duty.per_mille()), Ordering::Relaxed);
+        self.shared.cpus[i].throttle.set_duty(duty);
         self.shared.bells[i].ring();
         Ok(())
     }
 
     pub fn duty(&self, cpu: CpuId) -> Result<Duty, HostError> {
         let i = self.index_of(cpu)?;
-        Ok(Duty::from_per_mille(self.shared.cpus[i].duty_per_mille.load(Ordering::Relaxed))
-            .expect("only duties are stored"))
+        Ok(self.shared.cpus[i].throttle.duty())
     }
 
     /// Arms `kind`'s crash switch (it panics mid-message at its next one).
     pub fn crash(&self, kind: ComponentKind) -> Result<(), HostError> {
+        self.crash_at(kind, crate::component::CrashPoint::Logic)
+    }
+
+    /// Arms `kind`'s crash switch for `point`.
+    pub fn crash_at(
+        &self,
+        kind: ComponentKind,
+        point: crate::component::CrashPoint,
+    ) -> Result<(), HostError> {
+        self.with_slot(kind, |s| s.component().crash_switch().arm_at(point))
+    }
+
+    /// The version `kind` runs.
+    pub fn version(&self, kind: ComponentKind) -> Result<u32, HostError> {
+        self.with_slot(kind, |s| s.component().version())
+    }
+
+    /// Whether `kind`'s crash switch is armed (and has not fired yet).
+    pub fn is_armed(&self, kind: ComponentKind) -> Result<bool, HostError> {
+        self.with_slot(kind, |s| s.component().crash_switch().is_armed())
+    }
+
+    /// Disarms `kind`'s crash switch; returns whether it was armed.
+    pub fn disarm(&self, kind: ComponentKind) -> Result<bool, HostError> {
+        self.with_slot(kind, |s| s.component().crash_switch().disarm())
+    }
+
+    /// Replaces `kind`'s instance with one of `version` while traffic flows
+    /// (a live update, [`Supervised::update`]): the worker hosting it holds
+    /// its CPU's slot lock for a whole round, so taking the lock is the
+    /// quiescent point between two of its polls.
+    pub fn update(&self, kind: ComponentKind, version: u32) -> Result<Updated, HostError> {
+        let now = self.now_ns();
+        let r = self.with_slot(kind, |s| s.update(version, now))?;
+        let u = r.map_err(|e| HostError(format!("update {kind} to version {version}: {e}")))?;
+        let st = &self.shared.stats[&kind];
+        st.updates.fetch_add(1, Ordering::Relaxed);
+        st.update_pause_ns_max.fetch_max(u.pause_ns, Ordering::Relaxed);
+        Ok(u)
+    }
+
+    fn with_slot<R>(
+        &self,
+        kind: ComponentKind,
+        f: impl FnOnce(&mut Supervised) -> R,
+    ) -> Result<R, HostError> {
         let sh = &self.shared;
-        let i = *lock(&sh.place).get(&kind).ok_or_else(|| HostError(format!("no component {kind}")))?;
-        let slots = lock(&sh.cpus[i].slots);
-        let s = slots.iter().find(|s| s.component.kind() == kind).expect("the place map is right");
-        s.component.crash_switch().arm();
-        Ok(())
+        let place = lock(&sh.place);
+        let i = *place.get(&kind).ok_or_else(|| HostError(format!("no component {kind}")))?;
+        let mut slots = lock(&sh.cpus[i].slots);
+        let s = slots.iter_mut().find(|s| s.kind() == kind).expect("the place map is right");
+        Ok(f(s))
     }
 
     /// Every CPU's figures now.
     pub fn cpus(&self) -> Vec<CpuSnapshot> {
         let slots = self.slot_counts();
+        let period = period_ns(&self.shared.cfg);
         self.shared
             .cpus
             .iter()
@@ -361,16 +419,17 @@ impl CpuHost {
                 let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
                 CpuSnapshot {
                     cpu: c.id,
-                    duty_per_mille: c.duty_per_mille.load(Ordering::Relaxed) as u16,
-                    run_ns: r(&s.run_ns),
+                    duty_per_mille: c.throttle.duty().per_mille(),
+                    run_ns: c.throttle.busy_ns(),
                     busy_ns: r(&s.busy_ns),
-                    throttled_ns: r(&s.throttled_ns),
+                    throttled_ns: c.throttle.throttled_ns(),
                     parks: r(&s.parks),
                     wakeups: r(&s.wakeups),
                     wake_ns: r(&s.wake_ns),
                     wake_ns_max: r(&s.wake_ns_max),
                     rounds: r(&s.rounds),
                     slots,
+                    duty: c.throttle.report(c.id, period),
                 }
             })
             .collect()
@@ -404,6 +463,8 @@ impl CpuHost {
                         bytes: r(&s.bytes),
                         restarts: r(&s.restarts),
                         restart_ns_max: r(&s.restart_ns_max),
+                        updates: r(&s.updates),
+                        update_pause_ns_max: r(&s.update_pause_ns_max),
                         ..Load::default()
                     },
                     inbound_fill: pm(&s.inbound_fill_pm),
@@ -421,8 +482,8 @@ impl CpuHost {
         let mut found = BTreeMap::new();
         for (i, c) in sh.cpus.iter().enumerate() {
             for s in lock(&c.slots).iter() {
-                if found.insert(s.component.kind(), i).is_some() {
-                    return Err(format!("{} is in two slots", s.component.kind()));
+                if found.insert(s.kind(), i).is_some() {
+                    return Err(format!("{} is in two slots", s.kind()));
                 }
             }
         }
@@ -432,14 +493,14 @@ impl CpuHost {
         Ok(())
     }
 
-    /// A component that panicked and could not restart (TCP), if any: the
-    /// stack is broken.
+    /// A worker that stopped on a panic outside a component's poll (a
+    /// component's constructor): the stack is broken.
     pub fn failed(&self) -> bool {
         lock(&self.shared.fatal).is_some()
     }
 
     /// Stops every worker and takes the components back (pipeline order),
-    /// re-raising the panic of a component that could not restart.
+    /// re-raising the panic that stopped a worker, if one did.
     pub fn stop(mut self) -> Vec<Supervised> {
         self.signal_stop();
         for h in self.workers.drain(..) {
@@ -450,7 +511,7 @@ impl CpuHost {
         }
         let mut all: Vec<Supervised> =
             self.shared.cpus.iter().flat_map(|c| std::mem::take(&mut *lock(&c.slots))).collect();
-        all.sort_by_key(|s| s.component.kind());
+        all.sort_by_key(|s| s.kind());
         all
     }
 
@@ -479,101 +540,27 @@ fn kind_index(k: ComponentKind) -> usize {
     ComponentKind::ALL.iter().position(|&x| x == k).expect("every kind is in ALL")
 }
 
-/// Spins this long (ns) rather than sleeping for a throttle gap.
-const SPIN_BELOW_NS: u64 = 30_000;
+/// The throttle's period, ns.
+fn period_ns(cfg: &HostConfig) -> u64 {
+    u64::try_from(cfg.throttle_period.as_nanos()).unwrap_or(1_000_000).max(1)
+}
 
 fn worker(sh: &Shared, i: usize) {
     let cpu = &sh.cpus[i];
-    let bell = &sh.bells[i];
-    let period = u64::try_from(sh.cfg.throttle_period.as_nanos()).unwrap_or(1_000_000).max(1);
-    let dedicated_spin = SpinPolicy { spin_iters: 20_000, yield_iters: 0, umwait: true };
-    let mut period_start = crate::elapsed_ns(sh.epoch);
-    let mut period_run = 0u64;
-    let mut debt = 0u64;
+    let mut throttle = Throttle::new(period_ns(&sh.cfg), crate::elapsed_ns(sh.epoch));
     let mut empty = 0u32;
     while !sh.stop.load(Ordering::Acquire) {
-        // Throttle: the budget of this period (module docs).
-        let duty = u64::from(cpu.duty_per_mille.load(Ordering::Relaxed));
+        // The runtime's throttle: run, or idle to the period's end.
         let now = crate::elapsed_ns(sh.epoch);
-        if now >= period_start + period {
-            let periods = (now - period_start) / period;
-            period_start += periods * period;
-            period_run = 0;
+        if let Some(until) = throttle.admit(now, cpu.throttle.duty(), &cpu.throttle) {
+            idle_throttled(sh, i, until);
+            throttle.throttled(crate::elapsed_ns(sh.epoch).saturating_sub(now), &cpu.throttle);
+            continue;
         }
-        if duty < 1000 {
-            let budget = period * duty / 1000;
-            if period_run + debt >= budget {
-                // Pay debt out of this period's budget, then idle to its end.
-                debt = (period_run + debt).saturating_sub(budget);
-                let end = period_start + period;
-                let gap = end.saturating_sub(crate::elapsed_ns(sh.epoch));
-                if gap >= SPIN_BELOW_NS {
-                    let deadline = sh.epoch + Duration::from_nanos(end);
-                    let _ = bell.waiter().wait_until(&SpinPolicy::PARK, Some(deadline), || {
-                        sh.stop.load(Ordering::Acquire).then_some(())
-                    });
-                } else {
-                    while crate::elapsed_ns(sh.epoch) < end {
-                        std::hint::spin_loop();
-                    }
-                }
-                let t = crate::elapsed_ns(sh.epoch);
-                cpu.stats.throttled_ns.fetch_add(t - now, Ordering::Relaxed);
-                continue;
-            }
-        } else {
-            debt = 0;
-        }
-        // One round over the slots.
         let t0 = Instant::now();
-        let (did, n, deadline) = {
-            let mut slots = lock(&cpu.slots);
-            let n = slots.len();
-            let mut did = false;
-            let mut deadline: Option<Nanos> = None;
-            for s in slots.iter_mut() {
-                let ts = Instant::now();
-                let now_ns = crate::elapsed_ns(sh.epoch);
-                let before_restarts = s.load.restarts;
-                let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.poll(now_ns)));
-                let p = match p {
-                    Ok(p) => p,
-                    Err(payload) => {
-                        // Could not restart (TCP): the stack is down.
-                        *lock(&sh.fatal) = Some(payload);
-                        sh.stop.store(true, Ordering::Release);
-                        return;
-                    }
-                };
-                let st = &sh.stats[&s.component.kind()];
-                st.polls.fetch_add(1, Ordering::Relaxed);
-                if !p.is_idle() {
-                    let ns = crate::elapsed_ns(ts);
-                    s.load.busy_ns += ns;
-                    st.busy_ns.fetch_add(ns, Ordering::Relaxed);
-                    st.messages.fetch_add(p.messages, Ordering::Relaxed);
-                    st.bytes.fetch_add(p.bytes, Ordering::Relaxed);
-                    cpu.stats.busy_ns.fetch_add(ns, Ordering::Relaxed);
-                    did = true;
-                }
-                if s.load.restarts != before_restarts {
-                    st.restarts.store(s.load.restarts, Ordering::Relaxed);
-                    st.restart_ns_max.store(s.load.restart_ns_max, Ordering::Relaxed);
-                }
-                let c = &s.component;
-                st.inbound_fill_pm.store((c.inbound_fill() * 1000.0) as u32, Ordering::Relaxed);
-                for (k, f) in c.outbound_fill() {
-                    st.outbound_fill_pm[kind_index(k)].store((f * 1000.0) as u32, Ordering::Relaxed);
-                }
-                if let Some(d) = c.deadline_ns(now_ns) {
-                    deadline = Some(deadline.map_or(d, |x: Nanos| x.min(d)));
-                }
-            }
-            (did, n, deadline)
-        };
+        let (did, n, deadline) = round(sh, i);
         let ran = crate::elapsed_ns(t0);
-        period_run += ran;
-        cpu.stats.run_ns.fetch_add(ran, Ordering::Relaxed);
+        throttle.charge(ran, &cpu.throttle);
         cpu.stats.rounds.fetch_add(1, Ordering::Relaxed);
         if did {
             empty = 0;
@@ -585,25 +572,100 @@ fn worker(sh: &Shared, i: usize) {
             continue;
         }
         empty = 0;
-        // Park until a ring (work for a slot, an attach, a duty change,
-        // stop) or the earliest timer of a slot.
-        cpu.stats.parks.fetch_add(1, Ordering::Relaxed);
-        let version = cpu.version.load(Ordering::Acquire);
-        let policy = if n <= 1 { dedicated_spin } else { SpinPolicy::PARK };
-        let woke_before = bell.wakeups();
-        let dl = deadline.map(|d| sh.epoch + Duration::from_nanos(d));
-        let ready = || {
-            let go = sh.stop.load(Ordering::Acquire)
-                || cpu.version.load(Ordering::Acquire) != version
-                || lock(&cpu.slots).iter().any(|s| s.component.has_work());
-            go.then_some(())
-        };
-        let _ = bell.waiter().wait_until(&policy, dl, ready);
-        if bell.wakeups() != woke_before {
-            let cost = clock_ns().saturating_sub(bell.rang_at_ns());
-            cpu.stats.wakeups.fetch_add(1, Ordering::Relaxed);
-            cpu.stats.wake_ns.fetch_add(cost, Ordering::Relaxed);
-            cpu.stats.wake_ns_max.fetch_max(cost, Ordering::Relaxed);
+        // Not throttled but idle: the period is not a loaded one.
+        throttle.interrupted();
+        park(sh, i, n, deadline);
+    }
+}
+
+/// Idles to `until` (host clock, ns), waking early to stop or for a new
+/// duty; spins gaps too short to sleep.
+fn idle_throttled(sh: &Shared, i: usize, until: u64) {
+    let cpu = &sh.cpus[i];
+    let duty = cpu.throttle.duty();
+    let wake = || (sh.stop.load(Ordering::Acquire) || cpu.throttle.duty() != duty).then_some(());
+    let gap = until.saturating_sub(crate::elapsed_ns(sh.epoch));
+    if gap >= SPIN_BELOW_NS {
+        let deadline = sh.epoch + Duration::from_nanos(until);
+        let _ = sh.bells[i].waiter().wait_until(&SpinPolicy::PARK, Some(deadline), wake);
+    } else {
+        while crate::elapsed_ns(sh.epoch) < until && wake().is_none() {
+            std::hint::spin_loop();
         }
+    }
+}
+
+/// One round over CPU `i`'s slots: whether any did work, how many slots
+/// there are, and the earliest deadline among them.
+fn round(sh: &Shared, i: usize) -> (bool, usize, Option<Nanos>) {
+    let cpu = &sh.cpus[i];
+    let mut slots = lock(&cpu.slots);
+    let n = slots.len();
+    let mut did = false;
+    let mut deadline: Option<Nanos> = None;
+    for s in slots.iter_mut() {
+        let ts = Instant::now();
+        let now_ns = crate::elapsed_ns(sh.epoch);
+        let before_restarts = s.load.restarts;
+        let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.poll(now_ns)));
+        let p = match p {
+            Ok(p) => p,
+            Err(payload) => {
+                // A new instance could not be built: the stack is down.
+                *lock(&sh.fatal) = Some(payload);
+                sh.stop.store(true, Ordering::Release);
+                return (false, n, None);
+            }
+        };
+        let st = &sh.stats[&s.kind()];
+        st.polls.fetch_add(1, Ordering::Relaxed);
+        if !p.is_idle() {
+            let ns = crate::elapsed_ns(ts);
+            s.load.busy_ns += ns;
+            st.busy_ns.fetch_add(ns, Ordering::Relaxed);
+            st.messages.fetch_add(p.messages, Ordering::Relaxed);
+            st.bytes.fetch_add(p.bytes, Ordering::Relaxed);
+            cpu.stats.busy_ns.fetch_add(ns, Ordering::Relaxed);
+            did = true;
+        }
+        if s.load.restarts != before_restarts {
+            st.restarts.store(s.load.restarts, Ordering::Relaxed);
+            st.restart_ns_max.store(s.load.restart_ns_max, Ordering::Relaxed);
+        }
+        let c = s.component();
+        st.inbound_fill_pm.store((c.inbound_fill() * 1000.0) as u32, Ordering::Relaxed);
+        for (k, f) in c.outbound_fill() {
+            st.outbound_fill_pm[kind_index(k)].store((f * 1000.0) as u32, Ordering::Relaxed);
+        }
+        if let Some(d) = c.deadline_ns(now_ns) {
+            deadline = Some(deadline.map_or(d, |x: Nanos| x.min(d)));
+        }
+    }
+    (did, n, deadline)
+}
+
+/// Parks CPU `i` until a ring (work for a slot, an attach, a duty change,
+/// stop) or the earliest timer of a slot; counts the wake-up and its cost.
+fn park(sh: &Shared, i: usize, n: usize, deadline: Option<Nanos>) {
+    let cpu = &sh.cpus[i];
+    let bell = &sh.bells[i];
+    let dedicated_spin = SpinPolicy { spin_iters: 20_000, yield_iters: 0, umwait: true };
+    cpu.stats.parks.fetch_add(1, Ordering::Relaxed);
+    let version = cpu.version.load(Ordering::Acquire);
+    let policy = if n <= 1 { dedicated_spin } else { SpinPolicy::PARK };
+    let woke_before = bell.wakeups();
+    let dl = deadline.map(|d| sh.epoch + Duration::from_nanos(d));
+    let ready = || {
+        let go = sh.stop.load(Ordering::Acquire)
+            || cpu.version.load(Ordering::Acquire) != version
+            || lock(&cpu.slots).iter().any(|s| s.component().has_work());
+        go.then_some(())
+    };
+    let _ = bell.waiter().wait_until(&policy, dl, ready);
+    if bell.wakeups() != woke_before {
+        let cost = clock_ns().saturating_sub(bell.rang_at_ns());
+        cpu.stats.wakeups.fetch_add(1, Ordering::Relaxed);
+        cpu.stats.wake_ns.fetch_add(cost, Ordering::Relaxed);
+        cpu.stats.wake_ns_max.fetch_max(cost, Ordering::Relaxed);
     }
 }

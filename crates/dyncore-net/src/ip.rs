@@ -13,32 +13,134 @@
 //!   to this stack, TCP) and verifies both checksums, dropping what fails,
 //!   with a counter per reason.
 //!
-//! Its state is its configuration (its address), rebuilt on restart. Both
-//! directions are transactional steps (see [`crate::chan`]); filling
-//! checksums is idempotent, so a crash mid-fill is repaired by doing it again.
+//! Its state is its configuration (its address): a restarted instance gets
+//! it from its blueprint, an updated one from the old instance's
+//! [`IpState`]. Both directions are transactional steps (see
+//! [`crate::chan`]); filling checksums is idempotent, so a crash mid-fill is
+//! repaired by doing it again.
 
 use std::net::Ipv4Addr;
 
 use dyncore_core::Nanos;
 use smoltcp::wire::{IpAddress, IpProtocol, Ipv4Packet, TcpPacket};
 
-use crate::chan::{Frame, Inbox, Outbox};
-use crate::component::{Common, Component, ComponentKind, NotRestartable, Progress};
-use crate::pool::Freer;
+use std::sync::Arc;
 
-/// The IP component's channels and pools.
+use dyncore_ring::journal::{Journal, WordRef};
+
+use crate::chan::{Channel, Frame, Inbox, Log, Outbox};
+use crate::component::{
+    Blueprint, Common, Component, ComponentKind, CrashPoint, Progress, State, StateBody, Tally, UpdateError,
+    journal_of, only_version,
+};
+use crate::pool::{Freer, PoolRef};
+
+/// The IP component's ports: what outlives its instances.
+#[derive(Clone)]
 pub struct IpPorts {
     /// Outbound packets from TCP (transmit pool).
-    pub from_tcp: Inbox<Frame>,
-    pub to_filter: Outbox<Frame>,
+    pub from_tcp: Channel<Frame>,
+    pub to_filter: Channel<Frame>,
     /// Inbound packets from the filter (receive pool).
-    pub from_filter: Inbox<Frame>,
-    pub to_tcp: Outbox<Frame>,
-    /// Frees transmit buffers (malformed outbound packets).
-    pub tx_free: Freer,
-    /// Frees receive buffers (dropped inbound packets).
-    pub rx_free: Freer,
+    pub from_filter: Channel<Frame>,
+    pub to_tcp: Channel<Frame>,
+    /// The transmit pool and IP's freer in it (malformed outbound packets).
+    pub tx: (PoolRef, usize),
+    /// The receive pool and IP's freer in it (dropped inbound packets).
+    pub rx: (PoolRef, usize),
     pub common: Common,
+}
+
+impl IpPorts {
+    fn words(&self) -> Vec<WordRef> {
+        let mut w = vec![
+            self.from_tcp.tail_word(),
+            self.to_filter.head_word(),
+            self.from_filter.tail_word(),
+            self.to_tcp.head_word(),
+            self.tx.0.freer_word(self.tx.1),
+            self.rx.0.freer_word(self.rx.1),
+        ];
+        w.extend(self.common.counters.words());
+        w
+    }
+}
+
+/// IP's state, for a live update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IpState {
+    V1 { addr: Ipv4Addr },
+}
+
+/// IP's blueprint (see [`crate::component::Blueprint`]).
+#[derive(Clone)]
+pub struct IpBlueprint {
+    ports: IpPorts,
+    addr: Ipv4Addr,
+    journal: Arc<Journal>,
+}
+
+impl IpBlueprint {
+    pub fn new(ports: IpPorts, addr: Ipv4Addr) -> Self {
+        let journal = journal_of(ports.words());
+        IpBlueprint { ports, addr, journal }
+    }
+
+    fn attach(&self, addr: Ipv4Addr) -> Box<dyn Component> {
+        let p = &self.ports;
+        let log = Log::Journal(self.journal.clone());
+        Box::new(Ip {
+            from_tcp: p.from_tcp.inbox(&log),
+            to_filter: p.to_filter.outbox(&log),
+            from_filter: p.from_filter.inbox(&log),
+            to_tcp: p.to_tcp.outbox(&log),
+            tx_free: p.tx.0.freer(p.tx.1, &log),
+            rx_free: p.rx.0.freer(p.rx.1, &log),
+            tally: Tally::attach(&p.common.counters, &log),
+            common: p.common.clone(),
+            journal: self.journal.clone(),
+            logic: Logic { addr },
+        })
+    }
+}
+
+impl Blueprint for IpBlueprint {
+    fn kind(&self) -> ComponentKind {
+        ComponentKind::Ip
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn journal(&self) -> &Arc<Journal> {
+        &self.journal
+    }
+
+    fn common(&self) -> &Common {
+        &self.ports.common
+    }
+
+    fn build(&self, _now_ns: Nanos) -> Box<dyn Component> {
+        self.attach(self.addr)
+    }
+
+    fn at_version(&self, version: u32) -> Result<Arc<dyn Blueprint>, UpdateError> {
+        only_version(ComponentKind::Ip, version)?;
+        Ok(Arc::new(self.clone()))
+    }
+
+    fn accepts(&self, state: &State) -> Result<(), UpdateError> {
+        match state.body {
+            StateBody::Ip(IpState::V1 { .. }) => Ok(()),
+            _ => Err(UpdateError(format!("IP cannot start from {}'s state", state.kind))),
+        }
+    }
+
+    fn build_from(&self, state: State, _now_ns: Nanos) -> Box<dyn Component> {
+        let StateBody::Ip(IpState::V1 { addr }) = state.body else { unreachable!("checked by accepts") };
+        self.attach(addr)
+    }
 }
 
 /// Counter names, in index order.
@@ -117,59 +219,62 @@ impl Logic {
     }
 }
 
-/// The IP component.
+/// The IP component: one instance, attached to its ports.
 pub struct Ip {
-    ports: IpPorts,
-    addr: Ipv4Addr,
+    from_tcp: Inbox<Frame>,
+    to_filter: Outbox<Frame>,
+    from_filter: Inbox<Frame>,
+    to_tcp: Outbox<Frame>,
+    tx_free: Freer,
+    rx_free: Freer,
+    tally: Tally,
+    common: Common,
+    journal: Arc<Journal>,
     logic: Logic,
 }
 
 impl Ip {
-    pub fn new(ports: IpPorts, addr: Ipv4Addr) -> Self {
-        Ip { ports, addr, logic: Logic { addr } }
-    }
-
     /// One outbound packet, if any: fill checksums, pass to the filter.
     fn step_out(&mut self) -> Option<u64> {
-        let f = self.ports.from_tcp.peek()?;
-        let pool = self.ports.tx_free.pool().clone();
+        let f = self.from_tcp.peek()?;
+        let pool = self.tx_free.pool().clone();
         let verdict = pool.with(f.buf, |b| {
-            self.ports.common.crash.check(ComponentKind::Ip);
+            self.common.crash.check(ComponentKind::Ip, CrashPoint::Logic);
             self.logic.fill_outbound(&mut b[..f.len as usize])
         });
         match verdict {
             Ok(_) => {
-                self.ports.to_filter.push(f);
-                self.ports.common.counters.add(SENT, 1);
+                self.to_filter.push(f);
+                self.tally.add(SENT, 1);
             }
             Err(why) => {
-                self.ports.tx_free.free(f.buf);
-                self.ports.common.counters.add(why as usize, 1);
+                self.tx_free.free(f.buf);
+                self.tally.add(why as usize, 1);
             }
         }
-        self.ports.from_tcp.commit();
+        self.from_tcp.commit();
         Some(verdict.unwrap_or(0))
     }
 
     /// One inbound packet, if any: verify, pass to TCP or drop.
     fn step_in(&mut self) -> Option<u64> {
-        let f = self.ports.from_filter.peek()?;
-        let pool = self.ports.rx_free.pool().clone();
+        let f = self.from_filter.peek()?;
+        let pool = self.rx_free.pool().clone();
         let verdict = pool.with(f.buf, |b| {
-            self.ports.common.crash.check(ComponentKind::Ip);
+            self.common.crash.check(ComponentKind::Ip, CrashPoint::Logic);
             self.logic.check_inbound(&b[..f.len as usize])
         });
         match verdict {
             Ok(_) => {
-                self.ports.to_tcp.push(f);
-                self.ports.common.counters.add(RECEIVED, 1);
+                self.to_tcp.push(f);
+                self.tally.add(RECEIVED, 1);
             }
             Err(why) => {
-                self.ports.rx_free.free(f.buf);
-                self.ports.common.counters.add(why as usize, 1);
+                self.rx_free.free(f.buf);
+                self.tally.add(why as usize, 1);
             }
         }
-        self.ports.from_filter.commit();
+        self.from_filter.commit();
         Some(verdict.unwrap_or(0))
     }
 }
@@ -187,38 +292,34 @@ impl Component for Ip {
         while let Some(bytes) = self.step_in() {
             p.add(1, bytes);
         }
-        let ports = &mut self.ports;
-        ports.from_tcp.release();
-        ports.from_filter.release();
-        ports.to_filter.publish();
-        ports.to_tcp.publish();
-        ports.tx_free.flush();
-        ports.rx_free.flush();
+        self.from_tcp.release();
+        self.from_filter.release();
+        self.common.commit(ComponentKind::Ip, &self.journal);
         p
     }
 
     fn has_work(&self) -> bool {
-        self.ports.from_tcp.has_work() || self.ports.from_filter.has_work()
+        self.from_tcp.has_work() || self.from_filter.has_work()
     }
 
     fn inbound_fill(&self) -> f64 {
-        self.ports.from_tcp.fill().max(self.ports.from_filter.fill())
+        self.from_tcp.fill().max(self.from_filter.fill())
     }
 
     fn outbound_fill(&self) -> Vec<(ComponentKind, f64)> {
-        vec![
-            (ComponentKind::Filter, self.ports.to_filter.fill()),
-            (ComponentKind::Tcp, self.ports.to_tcp.fill()),
-        ]
+        vec![(ComponentKind::Filter, self.to_filter.fill()), (ComponentKind::Tcp, self.to_tcp.fill())]
     }
 
-    fn restart(&mut self) -> Result<(), NotRestartable> {
-        self.logic = Logic { addr: self.addr };
-        Ok(())
+    fn export(&self) -> Result<State, UpdateError> {
+        Ok(State {
+            kind: ComponentKind::Ip,
+            version: 1,
+            body: StateBody::Ip(IpState::V1 { addr: self.logic.addr }),
+        })
     }
 
     fn common(&self) -> &Common {
-        &self.ports.common
+        &self.common
     }
 }
 

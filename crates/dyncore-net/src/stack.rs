@@ -1,5 +1,6 @@
-//! Builds a split stack: creates every channel, pool and bell, and attaches
-//! the components and the application sockets to them.
+//! Builds a split stack: creates every channel, pool and bell, the
+//! components' blueprints (what outlives their instances, see
+//! [`crate::component::Blueprint`]), and the application sockets.
 //!
 //! ```text
 //!  app ──calls──► syscall ──► TCP ──► IP ──► filter ──► driver ──► wire
@@ -20,20 +21,19 @@
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
-use dyncore_core::Nanos;
+use dyncore_ring::journal;
 
-use crate::chan::{Bell, Frame, channel};
-use crate::component::{Common, Component};
-use crate::driver::{Driver, DriverPorts};
-use crate::filter::{Filter, FilterPorts, Rule};
-use crate::ip::{Ip, IpPorts};
-use crate::pool::Pool;
+use crate::chan::{Bell, Channel, Frame, Log};
+use crate::component::{Blueprint, Common};
+use crate::driver::{DriverBlueprint, DriverPorts};
+use crate::filter::{FilterBlueprint, FilterPorts, Rule};
+use crate::ip::{IpBlueprint, IpPorts};
+use crate::pool::PoolRef;
 use crate::proto::{Call, Reply, Tagged};
-use crate::syscall::{ClientLink, Socket, SyscallPorts, SyscallServer};
-use crate::tcp::{ClientPools, SocketConfig, Tcp, TcpConfig, TcpPorts};
-use crate::wire::WirePort;
+use crate::syscall::{ClientLink, Socket, SyscallBlueprint, SyscallPorts};
+use crate::tcp::{ClientPools, SocketConfig, TcpBlueprint, TcpConfig, TcpFacts, TcpPorts};
+use crate::wire::Wire;
 
 /// How to build a stack.
 #[derive(Debug, Clone)]
@@ -66,19 +66,22 @@ impl StackConfig {
     }
 }
 
-/// A built stack: its components in pipeline order (syscall, TCP, IP,
-/// filter, driver) and the applications' sockets.
+/// A built stack: its components' blueprints in pipeline order (syscall,
+/// TCP, IP, filter, driver) and the applications' sockets. A host builds
+/// the instances ([`crate::host::Supervised::new`]).
 pub struct Stack {
-    pub components: Vec<Box<dyn Component>>,
+    pub blueprints: Vec<Arc<dyn Blueprint>>,
     pub sockets: Vec<Socket>,
     /// The filter's rules and hits per rule.
     pub rules: Arc<[Rule]>,
-    pub rule_hits: Arc<[AtomicU64]>,
+    pub rule_hits: Arc<[Arc<journal::Counter>]>,
+    /// What TCP checkpoints (connections reset by its restarts).
+    pub tcp_facts: Arc<TcpFacts>,
 }
 
 impl Stack {
-    /// Builds a stack on `wire`, at time `now_ns`.
-    pub fn build(cfg: &StackConfig, wire: Box<dyn WirePort>, now_ns: Nanos) -> Stack {
+    /// Builds a stack on `wire`.
+    pub fn build(cfg: &StackConfig, wire: Arc<dyn Wire>) -> Stack {
         assert!(cfg.frames > 0 && cfg.sockets > 0 && cfg.data_buf_bytes > 0, "empty stack configuration");
         let mtu = wire.mtu();
         let sc_bell = Bell::new();
@@ -88,104 +91,99 @@ impl Stack {
         let driver_bell = wire.bell().clone();
         let n = cfg.frames;
 
-        // Transmit pool: TCP allocates; IP, filter and driver free.
-        let (tx_alloc, tx_freers) = Pool::create("tx", n, mtu, 3, tcp_bell.clone());
-        let [ip_tx_free, filter_tx_free, driver_tx_free] = freers3(tx_freers);
-        // Receive pool: the driver allocates; filter, IP and TCP free.
-        let (rx_alloc, rx_freers) = Pool::create("rx", n, mtu, 3, driver_bell.clone());
-        let [filter_rx_free, ip_rx_free, tcp_rx_free] = freers3(rx_freers);
+        // Transmit pool: TCP allocates; IP (0), filter (1) and driver (2) free.
+        let tx = PoolRef::create("tx", n, mtu, 3, tcp_bell.clone());
+        // Receive pool: the driver allocates; filter (0), IP (1) and TCP (2) free.
+        let rx = PoolRef::create("rx", n, mtu, 3, driver_bell.clone());
 
-        let (tcp_to_ip, ip_from_tcp) = channel::<Frame>("tcp→ip", n, ip_bell.clone());
-        let (ip_to_filter, filter_from_ip) = channel::<Frame>("ip→filter", n, filter_bell.clone());
-        let (filter_to_driver, driver_from_filter) =
-            channel::<Frame>("filter→driver", n, driver_bell.clone());
-        let (driver_to_filter, filter_from_driver) =
-            channel::<Frame>("driver→filter", n, filter_bell.clone());
-        let (filter_to_ip, ip_from_filter) = channel::<Frame>("filter→ip", n, ip_bell.clone());
-        let (ip_to_tcp, tcp_from_ip) = channel::<Frame>("ip→tcp", n, tcp_bell.clone());
-        let (sc_to_tcp, tcp_from_sc) = channel::<Tagged<Call>>("syscall→tcp", cfg.sockets, tcp_bell.clone());
-        let (tcp_to_sc, sc_from_tcp) = channel::<Tagged<Reply>>("tcp→syscall", cfg.sockets, sc_bell.clone());
+        let tcp_to_ip = Channel::<Frame>::new("tcp→ip", n, ip_bell.clone());
+        let ip_to_filter = Channel::<Frame>::new("ip→filter", n, filter_bell.clone());
+        let filter_to_driver = Channel::<Frame>::new("filter→driver", n, driver_bell.clone());
+        let driver_to_filter = Channel::<Frame>::new("driver→filter", n, filter_bell.clone());
+        let filter_to_ip = Channel::<Frame>::new("filter→ip", n, ip_bell.clone());
+        let ip_to_tcp = Channel::<Frame>::new("ip→tcp", n, tcp_bell.clone());
+        let sc_to_tcp = Channel::<Tagged<Call>>::new("syscall→tcp", cfg.sockets, tcp_bell.clone());
+        let tcp_to_sc = Channel::<Tagged<Reply>>::new("tcp→syscall", cfg.sockets, sc_bell.clone());
 
         let mut links = Vec::new();
         let mut pools = Vec::new();
         let mut sockets = Vec::new();
+        let direct = Log::Direct;
         for _ in 0..cfg.sockets {
             let bell = Bell::new();
-            let (calls_tx, calls_rx) = channel::<Call>("client→syscall", 1, sc_bell.clone());
-            let (replies_tx, replies_rx) = channel::<Reply>("syscall→client", 1, bell.clone());
-            let (send_alloc, mut send_free) = Pool::create("send", 2, cfg.data_buf_bytes, 1, bell.clone());
-            let (recv_alloc, mut recv_free) =
-                Pool::create("recv", 2, cfg.data_buf_bytes, 1, tcp_bell.clone());
-            links.push(ClientLink { calls: calls_rx, replies: replies_tx });
-            pools.push(ClientPools { send_free: one(&mut send_free), recv_alloc });
-            sockets.push(Socket::new(calls_tx, replies_rx, bell, send_alloc, one(&mut recv_free)));
+            let calls = Channel::<Call>::new("client→syscall", 1, sc_bell.clone());
+            let replies = Channel::<Reply>::new("syscall→client", 1, bell.clone());
+            let send = PoolRef::create("send", 2, cfg.data_buf_bytes, 1, bell.clone());
+            let recv = PoolRef::create("recv", 2, cfg.data_buf_bytes, 1, tcp_bell.clone());
+            sockets.push(Socket::new(
+                calls.outbox(&direct),
+                replies.inbox(&direct),
+                bell,
+                send.alloc(&direct),
+                recv.freer(0, &direct),
+            ));
+            links.push(ClientLink { calls, replies });
+            pools.push(ClientPools { send: (send, 0), recv });
         }
 
         let rules: Arc<[Rule]> = cfg.rules.clone().into();
-        let rule_hits = Filter::hit_counters(&rules);
-        let components: Vec<Box<dyn Component>> = vec![
-            Box::new(SyscallServer::new(SyscallPorts {
+        let rule_hits = FilterBlueprint::hit_counters(&rules);
+        let tcp = TcpBlueprint::new(
+            TcpPorts {
+                from_ip: ip_to_tcp.clone(),
+                rx: (rx.clone(), 2),
+                to_ip: tcp_to_ip.clone(),
+                tx: tx.clone(),
+                from_sc: sc_to_tcp.clone(),
+                to_sc: tcp_to_sc.clone(),
+                clients: pools,
+                common: Common::new(tcp_bell, crate::tcp::COUNTERS),
+            },
+            TcpConfig { addr: cfg.addr, mtu, socket: cfg.socket, seed: cfg.seed },
+        );
+        let tcp_facts = tcp.facts().clone();
+        let blueprints: Vec<Arc<dyn Blueprint>> = vec![
+            Arc::new(SyscallBlueprint::new(SyscallPorts {
                 clients: links,
                 to_tcp: sc_to_tcp,
-                from_tcp: sc_from_tcp,
+                from_tcp: tcp_to_sc,
                 common: Common::new(sc_bell, crate::syscall::COUNTERS),
             })),
-            Box::new(Tcp::new(
-                TcpPorts {
-                    from_ip: tcp_from_ip,
-                    rx_free: tcp_rx_free,
-                    to_ip: tcp_to_ip,
-                    tx_alloc,
-                    from_sc: tcp_from_sc,
-                    to_sc: tcp_to_sc,
-                    clients: pools,
-                    common: Common::new(tcp_bell, crate::tcp::COUNTERS),
-                },
-                TcpConfig { addr: cfg.addr, mtu, socket: cfg.socket, seed: cfg.seed },
-                now_ns,
-            )),
-            Box::new(Ip::new(
+            Arc::new(tcp),
+            Arc::new(IpBlueprint::new(
                 IpPorts {
-                    from_tcp: ip_from_tcp,
-                    to_filter: ip_to_filter,
-                    from_filter: ip_from_filter,
+                    from_tcp: tcp_to_ip,
+                    to_filter: ip_to_filter.clone(),
+                    from_filter: filter_to_ip.clone(),
                     to_tcp: ip_to_tcp,
-                    tx_free: ip_tx_free,
-                    rx_free: ip_rx_free,
+                    tx: (tx.clone(), 0),
+                    rx: (rx.clone(), 1),
                     common: Common::new(ip_bell, crate::ip::COUNTERS),
                 },
                 cfg.addr,
             )),
-            Box::new(Filter::new(
+            Arc::new(FilterBlueprint::new(
                 FilterPorts {
-                    from_ip: filter_from_ip,
-                    to_driver: filter_to_driver,
-                    from_driver: filter_from_driver,
+                    from_ip: ip_to_filter,
+                    to_driver: filter_to_driver.clone(),
+                    from_driver: driver_to_filter.clone(),
                     to_ip: filter_to_ip,
-                    tx_free: filter_tx_free,
-                    rx_free: filter_rx_free,
+                    tx: (tx.clone(), 1),
+                    rx: (rx.clone(), 0),
                     common: Common::new(filter_bell, crate::filter::COUNTERS),
                     hits: rule_hits.clone(),
                 },
                 rules.clone(),
             )),
-            Box::new(Driver::new(DriverPorts {
-                from_filter: driver_from_filter,
-                tx_free: driver_tx_free,
+            Arc::new(DriverBlueprint::new(DriverPorts {
+                from_filter: filter_to_driver,
+                tx: (tx, 2),
                 to_filter: driver_to_filter,
-                rx_alloc,
+                rx,
                 common: Common::new(driver_bell, crate::driver::COUNTERS),
                 wire,
             })),
         ];
-        Stack { components, sockets, rules, rule_hits }
+        Stack { blueprints, sockets, rules, rule_hits, tcp_facts }
     }
-}
-
-fn freers3(v: Vec<crate::pool::Freer>) -> [crate::pool::Freer; 3] {
-    v.try_into().unwrap_or_else(|_| unreachable!("pools are created with three freers"))
-}
-
-fn one(v: &mut Vec<crate::pool::Freer>) -> crate::pool::Freer {
-    v.pop().expect("pools are created with one freer")
 }

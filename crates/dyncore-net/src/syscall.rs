@@ -14,7 +14,7 @@
 //! it has at most one call outstanding.
 //!
 //! The server holds no state of its own (calls and replies are in its
-//! channels), so it restarts like IP.
+//! channels), so a restarted instance is its ports.
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -22,39 +22,117 @@ use std::time::{Duration, Instant};
 
 use dyncore_core::Nanos;
 use dyncore_ring::SpinPolicy;
+use dyncore_ring::journal::{Journal, WordRef};
 
-use crate::chan::{Bell, Frame, Inbox, Outbox};
-use crate::component::{Common, Component, ComponentKind, NotRestartable, Progress};
+use crate::chan::{Bell, Channel, Frame, Inbox, Log, Outbox};
+use crate::component::{
+    Blueprint, Common, Component, ComponentKind, CrashPoint, Progress, State, StateBody, Tally, UpdateError,
+    journal_of, only_version,
+};
 use crate::pool::{Alloc, Freer};
 use crate::proto::{Call, Reply, SockError, Tagged};
 
 /// One client's channels, as the server holds them.
+#[derive(Clone)]
 pub struct ClientLink {
-    pub calls: Inbox<Call>,
-    pub replies: Outbox<Reply>,
+    pub calls: Channel<Call>,
+    pub replies: Channel<Reply>,
 }
 
-/// The syscall server's channels.
+/// The syscall server's ports: what outlives its instances.
+#[derive(Clone)]
 pub struct SyscallPorts {
     pub clients: Vec<ClientLink>,
-    pub to_tcp: Outbox<Tagged<Call>>,
-    pub from_tcp: Inbox<Tagged<Reply>>,
+    pub to_tcp: Channel<Tagged<Call>>,
+    pub from_tcp: Channel<Tagged<Reply>>,
     pub common: Common,
+}
+
+impl SyscallPorts {
+    fn words(&self) -> Vec<WordRef> {
+        let mut w = vec![self.to_tcp.head_word(), self.from_tcp.tail_word()];
+        for c in &self.clients {
+            w.push(c.calls.tail_word());
+            w.push(c.replies.head_word());
+        }
+        w.extend(self.common.counters.words());
+        w
+    }
 }
 
 pub const COUNTERS: &[&str] = &["calls", "replies"];
 const CALLS: usize = 0;
 const REPLIES: usize = 1;
 
-/// The syscall server component.
-pub struct SyscallServer {
+/// The syscall server's blueprint (see [`crate::component::Blueprint`]).
+#[derive(Clone)]
+pub struct SyscallBlueprint {
     ports: SyscallPorts,
+    journal: Arc<Journal>,
 }
 
-impl SyscallServer {
+impl SyscallBlueprint {
     pub fn new(ports: SyscallPorts) -> Self {
-        SyscallServer { ports }
+        let journal = journal_of(ports.words());
+        SyscallBlueprint { ports, journal }
     }
+}
+
+impl Blueprint for SyscallBlueprint {
+    fn kind(&self) -> ComponentKind {
+        ComponentKind::Syscall
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn journal(&self) -> &Arc<Journal> {
+        &self.journal
+    }
+
+    fn common(&self) -> &Common {
+        &self.ports.common
+    }
+
+    fn build(&self, _now_ns: Nanos) -> Box<dyn Component> {
+        let p = &self.ports;
+        let log = Log::Journal(self.journal.clone());
+        Box::new(SyscallServer {
+            clients: p.clients.iter().map(|c| (c.calls.inbox(&log), c.replies.outbox(&log))).collect(),
+            to_tcp: p.to_tcp.outbox(&log),
+            from_tcp: p.from_tcp.inbox(&log),
+            tally: Tally::attach(&p.common.counters, &log),
+            common: p.common.clone(),
+            journal: self.journal.clone(),
+        })
+    }
+
+    fn at_version(&self, version: u32) -> Result<Arc<dyn Blueprint>, UpdateError> {
+        only_version(ComponentKind::Syscall, version)?;
+        Ok(Arc::new(self.clone()))
+    }
+
+    fn accepts(&self, state: &State) -> Result<(), UpdateError> {
+        match (state.kind, &state.body) {
+            (ComponentKind::Syscall, StateBody::Ports) => Ok(()),
+            _ => Err(UpdateError(format!("the syscall server cannot start from {}'s state", state.kind))),
+        }
+    }
+
+    fn build_from(&self, _state: State, now_ns: Nanos) -> Box<dyn Component> {
+        self.build(now_ns)
+    }
+}
+
+/// The syscall server component: one instance, attached to its ports.
+pub struct SyscallServer {
+    clients: Vec<(Inbox<Call>, Outbox<Reply>)>,
+    to_tcp: Outbox<Tagged<Call>>,
+    from_tcp: Inbox<Tagged<Reply>>,
+    tally: Tally,
+    common: Common,
+    journal: Arc<Journal>,
 }
 
 impl Component for SyscallServer {
@@ -64,52 +142,49 @@ impl Component for SyscallServer {
 
     fn poll(&mut self, _now_ns: Nanos) -> Progress {
         let mut p = Progress::IDLE;
-        let ports = &mut self.ports;
-        for (client, link) in ports.clients.iter_mut().enumerate() {
-            while let Some(call) = link.calls.peek() {
-                ports.common.crash.check(ComponentKind::Syscall);
-                ports.to_tcp.push(Tagged { client: client as u16, msg: call });
-                link.calls.commit();
-                ports.common.counters.add(CALLS, 1);
+        for (client, (calls, _)) in self.clients.iter_mut().enumerate() {
+            while let Some(call) = calls.peek() {
+                self.common.crash.check(ComponentKind::Syscall, CrashPoint::Logic);
+                self.to_tcp.push(Tagged { client: client as u16, msg: call });
+                calls.commit();
+                self.tally.add(CALLS, 1);
                 p.add(1, 0);
             }
-            link.calls.release();
+            calls.release();
         }
-        while let Some(t) = ports.from_tcp.peek() {
-            ports.common.crash.check(ComponentKind::Syscall);
-            let link = ports.clients.get_mut(t.client as usize).expect("TCP replies only to known clients");
-            link.replies.push(t.msg);
-            ports.from_tcp.commit();
-            ports.common.counters.add(REPLIES, 1);
+        while let Some(t) = self.from_tcp.peek() {
+            self.common.crash.check(ComponentKind::Syscall, CrashPoint::Logic);
+            let (_, replies) =
+                self.clients.get_mut(t.client as usize).expect("TCP replies only to known clients");
+            replies.push(t.msg);
+            self.from_tcp.commit();
+            self.tally.add(REPLIES, 1);
             p.add(1, 0);
         }
-        ports.from_tcp.release();
-        ports.to_tcp.publish();
-        for link in &mut ports.clients {
-            link.replies.publish();
-        }
+        self.from_tcp.release();
+        self.common.commit(ComponentKind::Syscall, &self.journal);
         p
     }
 
     fn has_work(&self) -> bool {
-        self.ports.from_tcp.has_work() || self.ports.clients.iter().any(|c| c.calls.has_work())
+        self.from_tcp.has_work() || self.clients.iter().any(|(c, _)| c.has_work())
     }
 
     fn inbound_fill(&self) -> f64 {
-        self.ports.clients.iter().map(|c| c.calls.fill()).fold(self.ports.from_tcp.fill(), f64::max)
+        self.clients.iter().map(|(c, _)| c.fill()).fold(self.from_tcp.fill(), f64::max)
     }
 
     fn outbound_fill(&self) -> Vec<(ComponentKind, f64)> {
         // Replies to clients go to applications, not components.
-        vec![(ComponentKind::Tcp, self.ports.to_tcp.fill())]
+        vec![(ComponentKind::Tcp, self.to_tcp.fill())]
     }
 
-    fn restart(&mut self) -> Result<(), NotRestartable> {
-        Ok(())
+    fn export(&self) -> Result<State, UpdateError> {
+        Ok(State { kind: ComponentKind::Syscall, version: 1, body: StateBody::Ports })
     }
 
     fn common(&self) -> &Common {
-        &self.ports.common
+        &self.common
     }
 }
 

@@ -12,23 +12,35 @@
 //! buffers and smoltcp's socket buffers here: this is TCP's copy, the
 //! 60-70% of its work that the paper measures.
 //!
-//! TCP holds the connections, which a restart would lose, so it refuses to
-//! restart: it is the component NewtOS keeps alive while IP, the filter and
-//! the driver are replaced under it.
+//! **A crash is contained** ([`crate::tcp_reset`]): TCP restarts in fresh
+//! memory like the others, but its connections were in the crashed
+//! instance's memory (smoltcp's sockets), so they are *reset*. What a
+//! restarted TCP needs for that it checkpoints in its journal, committed
+//! with every poll ([`TcpFacts`]): per client, the calls it took and the
+//! replies it gave (so it owes a reply to a client whose call was in
+//! flight), the send buffer it held, and the connection it held (so it can
+//! make the peer reset it too). A new instance replies `Error(Reset)` to
+//! every call in flight, frees the buffers, and probes each peer so that it
+//! resets its side; the stack stays up, and new connections work at once.
 
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use dyncore_core::Nanos;
+use dyncore_ring::journal::{self, Journal, WordRef};
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
 use smoltcp::phy::{self, Checksum, ChecksumCapabilities, Device, DeviceCapabilities, Medium};
 use smoltcp::socket::tcp;
 use smoltcp::time::{Duration as SmolDuration, Instant as SmolInstant};
-use smoltcp::wire::{HardwareAddress, IpCidr};
+use smoltcp::wire::{HardwareAddress, IpCidr, IpEndpoint};
 
-use crate::chan::{Frame, Inbox, Outbox};
-use crate::component::{Common, Component, ComponentKind, NotRestartable, Progress};
-use crate::pool::{Alloc, Freer};
+use crate::chan::{Channel, Frame, Inbox, Log, Outbox};
+use crate::component::{
+    Blueprint, Common, Component, ComponentKind, CrashPoint, Progress, State, Tally, UpdateError, journal_of,
+};
+use crate::pool::{Alloc, Freer, PoolRef};
 use crate::proto::{Call, Reply, SockError, Tagged};
+use crate::tcp_reset::{Conn, Facts, Probes};
 
 /// smoltcp's time from ours.
 pub fn smol_now(now_ns: Nanos) -> SmolInstant {
@@ -89,26 +101,46 @@ pub fn capabilities(mtu: usize, offload: bool) -> DeviceCapabilities {
     caps
 }
 
-/// A client's data pools, as TCP holds them.
+/// A client's data pools, as TCP uses them: it frees the client's send
+/// buffers (freer `send.1` of `send.0`) and allocates its receive buffers.
+#[derive(Clone)]
 pub struct ClientPools {
-    /// Frees the client's send buffers once copied into the socket.
-    pub send_free: Freer,
-    /// Allocates receive buffers to hand data to the client.
-    pub recv_alloc: Alloc,
+    pub send: (PoolRef, usize),
+    pub recv: PoolRef,
 }
 
-/// TCP's channels and pools.
+/// TCP's ports: what outlives its instances.
+#[derive(Clone)]
 pub struct TcpPorts {
-    /// Inbound packets from IP (receive pool, freed here once consumed).
-    pub from_ip: Inbox<Frame>,
-    pub rx_free: Freer,
+    /// Inbound packets from IP (receive pool; TCP is its freer `rx.1`).
+    pub from_ip: Channel<Frame>,
+    pub rx: (PoolRef, usize),
     /// Outbound packets to IP (transmit pool, allocated here).
-    pub to_ip: Outbox<Frame>,
-    pub tx_alloc: Alloc,
-    pub from_sc: Inbox<Tagged<Call>>,
-    pub to_sc: Outbox<Tagged<Reply>>,
+    pub to_ip: Channel<Frame>,
+    pub tx: PoolRef,
+    pub from_sc: Channel<Tagged<Call>>,
+    pub to_sc: Channel<Tagged<Reply>>,
     pub clients: Vec<ClientPools>,
     pub common: Common,
+}
+
+impl TcpPorts {
+    fn words(&self) -> Vec<WordRef> {
+        let mut w = vec![
+            self.from_ip.tail_word(),
+            self.rx.0.freer_word(self.rx.1),
+            self.to_ip.head_word(),
+            self.from_sc.tail_word(),
+            self.to_sc.head_word(),
+        ];
+        w.extend(self.tx.alloc_words());
+        for c in &self.clients {
+            w.push(c.send.0.freer_word(c.send.1));
+            w.extend(c.recv.alloc_words());
+        }
+        w.extend(self.common.counters.words());
+        w
+    }
 }
 
 pub const COUNTERS: &[&str] =
@@ -119,6 +151,103 @@ const BYTES_SENT: usize = 2;
 const BYTES_RECEIVED: usize = 3;
 const CALLS: usize = 4;
 const NO_TX_BUFFER: usize = 5;
+
+/// What TCP checkpoints in its journal (see the module docs): journal
+/// words that outlive its instances.
+pub struct TcpFacts {
+    /// Per client: calls taken, replies given, the send buffer held
+    /// (`id + 1`, 0: none), the connection held ([`Conn`], 0: none), and
+    /// connections reset by restarts.
+    pub(crate) words: Vec<Arc<journal::Counter>>,
+    clients: usize,
+}
+
+impl TcpFacts {
+    fn new(clients: usize) -> Arc<TcpFacts> {
+        let n = clients * Facts::PER_CLIENT + Facts::GLOBAL;
+        Arc::new(TcpFacts { words: (0..n).map(|_| Arc::new(journal::Counter::new(0))).collect(), clients })
+    }
+
+    /// Connections of client `c` that TCP restarts reset.
+    pub fn resets(&self, c: usize) -> u64 {
+        self.words[c * Facts::PER_CLIENT + Facts::RESETS].get()
+    }
+
+    /// Instances of TCP so far (1 + restarts).
+    pub fn instances(&self) -> u64 {
+        self.words[self.clients * Facts::PER_CLIENT + Facts::INSTANCES].get()
+    }
+}
+
+/// TCP's blueprint (see [`crate::component::Blueprint`]).
+pub struct TcpBlueprint {
+    ports: TcpPorts,
+    cfg: TcpConfig,
+    facts: Arc<TcpFacts>,
+    journal: Arc<Journal>,
+}
+
+impl TcpBlueprint {
+    pub fn new(ports: TcpPorts, cfg: TcpConfig) -> Self {
+        let facts = TcpFacts::new(ports.clients.len());
+        let mut words = ports.words();
+        words.extend(facts.words.iter().map(|w| w.clone() as WordRef));
+        let journal = journal_of(words);
+        TcpBlueprint { ports, cfg, facts, journal }
+    }
+
+    /// What TCP checkpoints (connections reset, instances).
+    pub fn facts(&self) -> &Arc<TcpFacts> {
+        &self.facts
+    }
+}
+
+impl Blueprint for TcpBlueprint {
+    fn kind(&self) -> ComponentKind {
+        ComponentKind::Tcp
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn journal(&self) -> &Arc<Journal> {
+        &self.journal
+    }
+
+    fn common(&self) -> &Common {
+        &self.ports.common
+    }
+
+    fn build(&self, now_ns: Nanos) -> Box<dyn Component> {
+        Box::new(Tcp::attach(self, now_ns))
+    }
+
+    fn at_version(&self, _version: u32) -> Result<Arc<dyn Blueprint>, UpdateError> {
+        Err(UPDATE_REFUSED.clone())
+    }
+
+    fn accepts(&self, _state: &State) -> Result<(), UpdateError> {
+        Err(UPDATE_REFUSED.clone())
+    }
+
+    fn build_from(&self, _state: State, _now_ns: Nanos) -> Box<dyn Component> {
+        unreachable!("TCP accepts no state")
+    }
+
+    fn buffers_out(&self) -> usize {
+        self.ports.tx.outstanding() + self.ports.clients.iter().map(|c| c.recv.outstanding()).sum::<usize>()
+    }
+}
+
+/// Why TCP cannot be updated live.
+static UPDATE_REFUSED: std::sync::LazyLock<UpdateError> = std::sync::LazyLock::new(|| {
+    UpdateError(
+        "TCP cannot be updated live: its state is smoltcp's sockets, which export neither their sequence \
+         numbers nor their buffers (a crash restarts TCP and resets its connections instead)"
+            .into(),
+    )
+});
 
 /// The device smoltcp sees: receive from IP, transmit to IP.
 struct ChannelDevice<'a> {
@@ -182,7 +311,7 @@ impl Device for ChannelDevice<'_> {
     fn receive(&mut self, _t: SmolInstant) -> Option<(RxTok<'_>, TxTok<'_>)> {
         // A received packet may need a reply at once: take it only if a
         // transmit buffer is free (otherwise it waits in the channel).
-        if self.tx_alloc.available() == 0 {
+        if !self.tx_alloc.has_free() {
             self.no_tx_buffer += 1;
             return None;
         }
@@ -195,7 +324,7 @@ impl Device for ChannelDevice<'_> {
     }
 
     fn transmit(&mut self, _t: SmolInstant) -> Option<TxTok<'_>> {
-        if self.tx_alloc.available() == 0 {
+        if !self.tx_alloc.has_free() {
             self.no_tx_buffer += 1;
             return None;
         }
@@ -232,18 +361,33 @@ pub struct TcpConfig {
     pub addr: Ipv4Addr,
     pub mtu: usize,
     pub socket: SocketConfig,
-    /// smoltcp's random seed (initial sequence numbers).
+    /// smoltcp's random seed (initial sequence numbers); each instance
+    /// mixes in its number, so a restarted TCP does not reuse them.
     pub seed: u64,
 }
 
-/// The TCP component.
+/// The TCP component: one instance, attached to its ports.
 pub struct Tcp {
-    ports: TcpPorts,
+    from_ip: Inbox<Frame>,
+    rx_free: Freer,
+    to_ip: Outbox<Frame>,
+    tx_alloc: Alloc,
+    from_sc: Inbox<Tagged<Call>>,
+    to_sc: Outbox<Tagged<Reply>>,
+    /// Per client: its send pool's freer and its receive pool's allocator.
+    pools: Vec<(Freer, Alloc)>,
+    tally: Tally,
+    facts: Facts,
+    probes: Probes,
+    common: Common,
+    journal: Arc<Journal>,
+    addr: Ipv4Addr,
     mtu: usize,
+    /// The first ephemeral port this stack uses.
+    first_port: u16,
     iface: Interface,
     sockets: SocketSet<'static>,
     clients: Vec<Client>,
-    next_port: u16,
     /// When smoltcp next needs a poll (timers), as of the last poll.
     next_poll_ns: Option<Nanos>,
 }
@@ -251,15 +395,89 @@ pub struct Tcp {
 const EPHEMERAL_FIRST: u16 = 49152;
 
 impl Tcp {
-    pub fn new(mut ports: TcpPorts, cfg: TcpConfig, now_ns: Nanos) -> Self {
-        let mut dev = device(&mut ports, cfg.mtu);
-        let iface = new_interface(cfg.addr, cfg.seed, &mut dev, now_ns);
+    /// A new instance: attaches the ports, and resets what a crashed
+    /// instance left (see the module docs; staged, committed by the first
+    /// poll).
+    fn attach(bp: &TcpBlueprint, now_ns: Nanos) -> Tcp {
+        let p = &bp.ports;
+        let log = Log::Journal(bp.journal.clone());
+        let mut facts = Facts::attach(&bp.facts.words, &log, p.clients.len());
+        let instance = facts.begin_instance();
+        let seed = bp.cfg.seed.wrapping_add(instance.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut from_ip = p.from_ip.inbox(&log);
+        let mut rx_free = p.rx.0.freer(p.rx.1, &log);
+        let mut to_ip = p.to_ip.outbox(&log);
+        let mut tx_alloc = p.tx.alloc(&log);
+        let mut dev = ChannelDevice {
+            rx: &mut from_ip,
+            rx_free: &mut rx_free,
+            tx: &mut to_ip,
+            tx_alloc: &mut tx_alloc,
+            mtu: bp.cfg.mtu,
+            frames_in: 0,
+            frames_out: 0,
+            no_tx_buffer: 0,
+        };
+        let iface = new_interface(bp.cfg.addr, seed, &mut dev, now_ns);
         let mut sockets = SocketSet::new(Vec::new());
-        let clients = (0..ports.clients.len())
-            .map(|_| Client { handle: sockets.add(new_socket(cfg.socket)), pending: None })
+        let clients = (0..p.clients.len())
+            .map(|_| Client { handle: sockets.add(new_socket(bp.cfg.socket)), pending: None })
             .collect();
-        let next_port = EPHEMERAL_FIRST + (cfg.seed % 1000) as u16;
-        Tcp { ports, mtu: cfg.mtu, iface, sockets, clients, next_port, next_poll_ns: None }
+        let mut t = Tcp {
+            from_ip,
+            rx_free,
+            to_ip,
+            tx_alloc,
+            from_sc: p.from_sc.inbox(&log),
+            to_sc: p.to_sc.outbox(&log),
+            pools: p.clients.iter().map(|c| (c.send.0.freer(c.send.1, &log), c.recv.alloc(&log))).collect(),
+            tally: Tally::attach(&p.common.counters, &log),
+            facts,
+            probes: Probes::default(),
+            common: p.common.clone(),
+            journal: bp.journal.clone(),
+            addr: bp.cfg.addr,
+            mtu: bp.cfg.mtu,
+            first_port: EPHEMERAL_FIRST + (bp.cfg.seed % 1000) as u16,
+            iface,
+            sockets,
+            clients,
+            next_poll_ns: None,
+        };
+        t.reset_what_was_held();
+        t
+    }
+
+    /// What a crashed instance held, from the facts it committed: a reply
+    /// `Error(Reset)` to every call in flight, its send buffer freed, and
+    /// the peer of every connection probed (see [`crate::tcp_reset`]).
+    fn reset_what_was_held(&mut self) {
+        for c in 0..self.clients.len() {
+            let held = self.facts.reset_client(c);
+            if held.reply_owed {
+                self.reply(c, Reply::Error(SockError::Reset));
+            }
+            if let Some(buf) = held.send_buffer {
+                self.pools[c].0.free(buf);
+            }
+            if let Some(conn) = held.conn {
+                self.probes.add(conn);
+            }
+        }
+    }
+
+    /// Pushes a reply to client `c` and counts it in the facts.
+    fn reply(&mut self, c: usize, r: Reply) {
+        self.to_sc.push(Tagged { client: c as u16, msg: r });
+        self.facts.replied(c);
+        match r {
+            Reply::Connected => {
+                let s = self.sockets.get::<tcp::Socket>(self.clients[c].handle);
+                self.facts.set_conn(c, Conn::of(s.local_endpoint(), s.remote_endpoint()));
+            }
+            Reply::Closed | Reply::Error(_) => self.facts.set_conn(c, None),
+            _ => {}
+        }
     }
 
     /// Starts a call; returns an immediate reply if it fails at once.
@@ -267,6 +485,9 @@ impl Tcp {
         let c = &mut self.clients[client];
         if c.pending.is_some() {
             // The protocol allows one outstanding call per client.
+            if let Call::Send { data } = call {
+                self.pools[client].0.free(data.buf);
+            }
             return Some(Reply::Error(SockError::InvalidState));
         }
         let sock = self.sockets.get_mut::<tcp::Socket>(c.handle);
@@ -275,8 +496,7 @@ impl Tcp {
                 if sock.state() == tcp::State::TimeWait {
                     sock.abort();
                 }
-                let local = self.next_port;
-                self.next_port = if local == u16::MAX { EPHEMERAL_FIRST } else { local + 1 };
+                let local = self.facts.take_port(self.first_port);
                 sock.connect(self.iface.context(), (addr, port), local).map(|_| Pending::Connect).ok()
             }
             Call::Accept { port } => {
@@ -294,12 +514,15 @@ impl Tcp {
         };
         match ok {
             Some(p) => {
+                if let Pending::Send { data, .. } = p {
+                    self.facts.set_held(client, Some(data.buf));
+                }
                 c.pending = Some(p);
                 None
             }
             None => {
                 if let Call::Send { data } = call {
-                    self.ports.clients[client].send_free.free(data.buf);
+                    self.pools[client].0.free(data.buf);
                 }
                 Some(Reply::Error(SockError::InvalidState))
             }
@@ -313,7 +536,7 @@ impl Tcp {
         let c = &mut self.clients[client];
         let Some(pending) = c.pending else { return (None, 0) };
         let sock = self.sockets.get_mut::<tcp::Socket>(c.handle);
-        let pools = &mut self.ports.clients[client];
+        let (send_free, recv_alloc) = &mut self.pools[client];
         let state = sock.state();
         let mut copied = 0;
         let reply = match pending {
@@ -325,16 +548,18 @@ impl Tcp {
             },
             Pending::Send { data, done } => {
                 if !sock.may_send() {
-                    pools.send_free.free(data.buf);
+                    send_free.free(data.buf);
+                    self.facts.set_held(client, None);
                     Some(Reply::Error(SockError::Reset))
                 } else {
-                    let n = pools.send_free.pool().with(data.buf, |b| {
+                    let n = send_free.pool().with(data.buf, |b| {
                         sock.send_slice(&b[done as usize..data.len as usize]).unwrap_or(0)
                     });
                     copied = n as u64;
                     let done = done + n as u32;
                     if done == data.len {
-                        pools.send_free.free(data.buf);
+                        send_free.free(data.buf);
+                        self.facts.set_held(client, None);
                         Some(Reply::Sent { len: data.len })
                     } else {
                         c.pending = Some(Pending::Send { data, done });
@@ -343,40 +568,11 @@ impl Tcp {
                 }
             }
             Pending::Recv => {
-                if sock.can_recv() {
-                    match pools.recv_alloc.alloc() {
-                        // The client has not freed its last buffer yet.
-                        None => None,
-                        Some(buf) => {
-                            let cap = pools.recv_alloc.pool().buf_bytes();
-                            let len = pools.recv_alloc.pool().with(buf, |b| {
-                                // The socket's ring may wrap: at most two pieces.
-                                for _ in 0..2 {
-                                    let room = cap - b.len();
-                                    let n = sock
-                                        .recv(|d| {
-                                            let n = d.len().min(room);
-                                            b.extend_from_slice(&d[..n]);
-                                            (n, n)
-                                        })
-                                        .unwrap_or(0);
-                                    if n == 0 || b.len() == cap {
-                                        break;
-                                    }
-                                }
-                                b.len()
-                            });
-                            copied = len as u64;
-                            Some(Reply::Data { data: Frame { buf, len: len as u32 } })
-                        }
-                    }
-                } else {
-                    match sock.recv(|_| (0, ())) {
-                        Err(tcp::RecvError::Finished) => Some(Reply::Eof),
-                        Err(tcp::RecvError::InvalidState) => Some(Reply::Error(SockError::Reset)),
-                        Ok(()) => None,
-                    }
+                let r = recv_into(sock, recv_alloc);
+                if let Some(Reply::Data { data }) = r {
+                    copied = data.len.into();
                 }
+                r
             }
             Pending::Close => match state {
                 tcp::State::Closed | tcp::State::TimeWait | tcp::State::FinWait2 => Some(Reply::Closed),
@@ -394,13 +590,13 @@ impl Tcp {
         for client in 0..self.clients.len() {
             let (reply, copied) = self.advance(client);
             if let Some(r) = reply {
-                self.ports.to_sc.push(Tagged { client: client as u16, msg: r });
+                self.reply(client, r);
                 p.add(1, 0);
             }
             if copied > 0 {
                 // Only a completed receive copies out; a send copies in.
                 let out = matches!(reply, Some(Reply::Data { .. }));
-                self.ports.common.counters.add(if out { BYTES_RECEIVED } else { BYTES_SENT }, copied);
+                self.tally.add(if out { BYTES_RECEIVED } else { BYTES_SENT }, copied);
                 p.add(0, copied);
             }
         }
@@ -408,28 +604,56 @@ impl Tcp {
 
     /// One pass of smoltcp over the channels.
     fn poll_iface(&mut self, now_ns: Nanos) -> Progress {
-        let mut dev = device(&mut self.ports, self.mtu);
+        let mut dev = ChannelDevice {
+            rx: &mut self.from_ip,
+            rx_free: &mut self.rx_free,
+            tx: &mut self.to_ip,
+            tx_alloc: &mut self.tx_alloc,
+            mtu: self.mtu,
+            frames_in: 0,
+            frames_out: 0,
+            no_tx_buffer: 0,
+        };
         self.iface.poll(smol_now(now_ns), &mut dev, &mut self.sockets);
         let (i, o, n) = (dev.frames_in, dev.frames_out, dev.no_tx_buffer);
-        let c = &self.ports.common.counters;
-        c.add(FRAMES_IN, i);
-        c.add(FRAMES_OUT, o);
-        c.add(NO_TX_BUFFER, n);
+        self.tally.add(FRAMES_IN, i);
+        self.tally.add(FRAMES_OUT, o);
+        self.tally.add(NO_TX_BUFFER, n);
         Progress { messages: i + o, bytes: 0 }
     }
 }
 
-fn device(ports: &mut TcpPorts, mtu: usize) -> ChannelDevice<'_> {
-    ChannelDevice {
-        rx: &mut ports.from_ip,
-        rx_free: &mut ports.rx_free,
-        tx: &mut ports.to_ip,
-        tx_alloc: &mut ports.tx_alloc,
-        mtu,
-        frames_in: 0,
-        frames_out: 0,
-        no_tx_buffer: 0,
+/// A receive call's data: a buffer of the client's receive pool filled
+/// from the socket, `Eof`, an error, or nothing yet.
+fn recv_into(sock: &mut tcp::Socket<'static>, alloc: &mut Alloc) -> Option<Reply> {
+    if !sock.can_recv() {
+        return match sock.recv(|_| (0, ())) {
+            Err(tcp::RecvError::Finished) => Some(Reply::Eof),
+            Err(tcp::RecvError::InvalidState) => Some(Reply::Error(SockError::Reset)),
+            Ok(()) => None,
+        };
     }
+    // `None`: the client has not freed its last buffer yet.
+    let buf = alloc.alloc()?;
+    let cap = alloc.pool().buf_bytes();
+    let len = alloc.pool().with(buf, |b| {
+        // The socket's ring may wrap: at most two pieces.
+        for _ in 0..2 {
+            let room = cap - b.len();
+            let n = sock
+                .recv(|d| {
+                    let n = d.len().min(room);
+                    b.extend_from_slice(&d[..n]);
+                    (n, n)
+                })
+                .unwrap_or(0);
+            if n == 0 || b.len() == cap {
+                break;
+            }
+        }
+        b.len()
+    });
+    Some(Reply::Data { data: Frame { buf, len: len as u32 } })
 }
 
 impl Component for Tcp {
@@ -438,17 +662,19 @@ impl Component for Tcp {
     }
 
     fn poll(&mut self, now_ns: Nanos) -> Progress {
-        // TCP's crash point: there is no message to keep, its state is the
-        // connections, and a crash loses them (the host does not restart it).
-        self.ports.common.crash.check(ComponentKind::Tcp);
         let mut p = Progress::IDLE;
+        // 0. A new instance's probes to the peers of reset connections.
+        let probes = self.probes.emit(now_ns, self.addr, &mut self.to_ip, &mut self.tx_alloc);
+        self.tally.add(FRAMES_OUT, probes);
+        p.messages += probes;
         // 1. New calls from the syscall server.
-        while let Some(t) = self.ports.from_sc.peek() {
-            self.ports.from_sc.commit();
-            self.ports.common.counters.add(CALLS, 1);
+        while let Some(t) = self.from_sc.peek() {
+            self.from_sc.commit();
+            self.facts.called(t.client as usize);
+            self.tally.add(CALLS, 1);
             p.add(1, 0);
             if let Some(r) = self.start(t.client as usize, t.msg) {
-                self.ports.to_sc.push(Tagged { client: t.client, msg: r });
+                self.reply(t.client as usize, r);
             }
         }
         // 2. Copy queued sends in and received data out, so that 3 sends
@@ -456,6 +682,9 @@ impl Component for Tcp {
         self.advance_all(&mut p);
         // 3. smoltcp: receive, timers, transmit.
         p += self.poll_iface(now_ns);
+        // TCP's crash point: in the middle of its work, frames taken and
+        // segments built, nothing committed.
+        self.common.crash.check(ComponentKind::Tcp, CrashPoint::Logic);
         // 4. Complete the calls the packets allowed, and send what they queued.
         let before = p;
         self.advance_all(&mut p);
@@ -463,26 +692,25 @@ impl Component for Tcp {
             p += self.poll_iface(now_ns);
         }
         self.next_poll_ns = self.iface.poll_at(smol_now(now_ns), &self.sockets).map(nanos_of);
-        // Frees before replies: a client that sees its reply finds its
-        // buffer returned.
-        let ports = &mut self.ports;
-        ports.from_ip.release();
-        ports.from_sc.release();
-        ports.rx_free.flush();
-        for c in &mut ports.clients {
-            c.send_free.flush();
+        if let Some(t) = self.probes.next_ns() {
+            self.next_poll_ns = Some(self.next_poll_ns.map_or(t, |n| n.min(t)));
         }
-        ports.to_ip.publish();
-        ports.to_sc.publish();
+        self.from_ip.release();
+        self.from_sc.release();
+        self.tx_alloc.release();
+        for (_, recv) in &mut self.pools {
+            recv.release();
+        }
+        self.common.commit(ComponentKind::Tcp, &self.journal);
         p
     }
 
     fn has_work(&self) -> bool {
-        let p = &self.ports;
-        p.from_ip.has_work()
-            || p.from_sc.has_work()
-            || p.tx_alloc.refill_waiting()
-            || p.clients.iter().any(|c| c.recv_alloc.refill_waiting())
+        self.from_ip.has_work()
+            || self.from_sc.has_work()
+            || self.tx_alloc.refill_waiting()
+            || self.pools.iter().any(|(_, a)| a.refill_waiting())
+            || self.probes.due()
     }
 
     fn deadline_ns(&self, _now_ns: Nanos) -> Option<Nanos> {
@@ -490,23 +718,25 @@ impl Component for Tcp {
     }
 
     fn inbound_fill(&self) -> f64 {
-        self.ports.from_ip.fill().max(self.ports.from_sc.fill())
+        self.from_ip.fill().max(self.from_sc.fill())
     }
 
     fn outbound_fill(&self) -> Vec<(ComponentKind, f64)> {
-        vec![(ComponentKind::Ip, self.ports.to_ip.fill()), (ComponentKind::Syscall, self.ports.to_sc.fill())]
+        vec![(ComponentKind::Ip, self.to_ip.fill()), (ComponentKind::Syscall, self.to_sc.fill())]
     }
 
-    fn buffers_out(&mut self) -> usize {
-        let p = &mut self.ports;
-        p.tx_alloc.outstanding() + p.clients.iter_mut().map(|c| c.recv_alloc.outstanding()).sum::<usize>()
-    }
-
-    fn restart(&mut self) -> Result<(), NotRestartable> {
-        Err(NotRestartable(ComponentKind::Tcp))
+    fn export(&self) -> Result<State, UpdateError> {
+        Err(UPDATE_REFUSED.clone())
     }
 
     fn common(&self) -> &Common {
-        &self.ports.common
+        &self.common
     }
+}
+
+/// The address and port pair of a connection, as [`Conn`] packs them.
+pub(crate) fn endpoints(ep: Option<IpEndpoint>) -> Option<(Ipv4Addr, u16)> {
+    let ep = ep?;
+    let smoltcp::wire::IpAddress::Ipv4(a) = ep.addr;
+    Some((a, ep.port))
 }

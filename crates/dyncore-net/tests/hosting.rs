@@ -14,7 +14,7 @@ use common::*;
 use dyncore_core::CpuId;
 use dyncore_core::power::SpeedTable;
 use dyncore_net::app::{App, Receiver, Sender};
-use dyncore_net::component::{Component, ComponentKind};
+use dyncore_net::component::{Component, ComponentKind, CrashPoint};
 use dyncore_net::host::{Supervised, Threads, quiet_injected_crashes};
 use dyncore_net::hosting::{CpuHost, HostConfig, duty_of_step};
 use dyncore_net::stack::{Stack, StackConfig};
@@ -45,13 +45,13 @@ fn stream(
     ca.seed = 11;
     let mut cb = StackConfig::new(B);
     cb.seed = 22;
-    let mut a = Stack::build(&ca, Box::new(wa), 0);
-    let mut b = Stack::build(&cb, Box::new(wb), 0);
+    let mut a = Stack::build(&ca, std::sync::Arc::new(wa));
+    let mut b = Stack::build(&cb, std::sync::Arc::new(wb));
     let cancel = Arc::new(AtomicBool::new(false));
     let sender = Sender::new(a.sockets.remove(0), (B, PORT), total, SEED).cancel_on(cancel.clone());
     let receiver = Receiver::new(b.sockets.remove(0), PORT, Some(SEED));
-    let host = CpuHost::start(HostConfig::new(cpus.to_vec()), a.components, initial).unwrap();
-    let threads = Threads::start(b.components, vec![Box::new(sender), Box::new(receiver)]);
+    let host = CpuHost::start(HostConfig::new(cpus.to_vec()), a.blueprints, initial).unwrap();
+    let threads = Threads::start(b.blueprints, vec![Box::new(sender), Box::new(receiver)]);
     let t0 = Instant::now();
     while !threads.wait_apps(Duration::from_micros(100)) {
         assert!(t0.elapsed() < LIMIT, "the stream did not finish within {LIMIT:?}");
@@ -85,10 +85,10 @@ fn check(mut run: Run, total: Option<u64>) -> Run {
     }
     assert!(s.digest.bytes > 0);
     assert_eq!(r.digest, s.digest, "the receiver's digest differs from the sender's");
-    let comps: Vec<&dyn Component> = run.a.iter().chain(run.b.iter()).map(|s| s.component.as_ref()).collect();
+    let comps: Vec<&dyn Component> = run.a.iter().chain(run.b.iter()).map(|s| s.component()).collect();
     assert_frames_conserved(&comps);
     for s in run.a.iter_mut().chain(run.b.iter_mut()) {
-        assert_eq!(s.component.buffers_out(), 0, "{} holds buffers at rest", s.component.kind());
+        assert_eq!(s.buffers_out(), 0, "{} holds buffers at rest", s.kind());
     }
     run
 }
@@ -120,6 +120,7 @@ fn a_throttled_cpu_runs_no_more_than_its_duty() {
     let mut set = false;
     let mut first: Option<(Instant, u64)> = None;
     let mut measured = None;
+    let mut report = None;
     check(
         stream(&[0], &all_on(0), 1 << 40, |h| {
             if !set {
@@ -127,7 +128,9 @@ fn a_throttled_cpu_runs_no_more_than_its_duty() {
                 set = true;
                 return false;
             }
-            let run_ns = h.cpus()[0].run_ns;
+            let snap = h.cpus().remove(0);
+            report = Some(snap.duty);
+            let run_ns = snap.run_ns;
             match first {
                 None => first = Some((Instant::now(), run_ns)),
                 Some((t, r)) => {
@@ -146,6 +149,19 @@ fn a_throttled_cpu_runs_no_more_than_its_duty() {
     eprintln!("a 35.3% duty CPU ran {:.1}% of {:.0} ms", m * 100.0, window.as_secs_f64() * 1e3);
     assert!(window >= WINDOW);
     assert!(m <= 0.353 + 0.1, "a 35.3% CPU ran {:.1}% of the time", m * 100.0);
+    // The runtime's throttle keeps the books: over the periods the CPU had
+    // work throughout, what it ran against what the duty entitled it to.
+    let r = report.expect("sampled");
+    assert_eq!(r.duty, duty);
+    if let (Some(m), Some(e)) = (r.measured(), r.entitled()) {
+        eprintln!(
+            "over {} loaded periods: ran {:.1}%, entitled {:.1}%",
+            r.loaded_periods,
+            m * 100.0,
+            e * 100.0
+        );
+        assert!(m <= e + 0.05, "{r:?}");
+    }
 }
 
 /// `DYNCORE_STACK_MOVES` (default 10 000): random moves during one stream.
@@ -179,17 +195,21 @@ fn random_moves_while_the_stream_flows_lose_and_duplicate_nothing() {
     assert!(done >= moves);
 }
 
-/// Crashes IP, the filter and the driver in turn, each one armed only once
-/// the one before has fired and restarted, until `CRASHES` have: the stream
-/// runs until then (then the sender closes), so every crash happens with
-/// traffic in flight, however fast this machine streams.
+/// Crashes the syscall server, IP, the filter and the driver, each at a
+/// random point of its step (in the middle of a message, and at each step
+/// of its journal's commit), one armed only once the one before has fired
+/// and restarted, until `CRASHES` have: the stream runs until then (then
+/// the sender closes), so every crash happens with traffic in flight. Each
+/// crash is a new instance in fresh memory; the stream, the frame
+/// accounting and the buffers come out whole. Reports the restart times.
 #[test]
-fn ip_filter_and_driver_crash_on_runtime_cpus_and_the_connection_survives() {
+fn stateless_components_crash_at_random_points_on_runtime_cpus_and_the_connection_survives() {
     let _cpus = dyncore_runtime::testing::real_cpus();
-    const CRASHES: u64 = 30;
+    const CRASHES: u64 = 80;
     quiet_injected_crashes();
     let cpus = [0, 1];
-    let kinds = [ComponentKind::Ip, ComponentKind::Filter, ComponentKind::Driver];
+    let kinds = [ComponentKind::Syscall, ComponentKind::Ip, ComponentKind::Filter, ComponentKind::Driver];
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
     let mut armed = 0u64;
     let run = check(
         stream(&cpus, &spread(&cpus), 1 << 40, |h| {
@@ -201,31 +221,139 @@ fn ip_filter_and_driver_crash_on_runtime_cpus_and_the_connection_survives() {
             if armed == CRASHES {
                 return true;
             }
-            h.crash(kinds[armed as usize % 3]).unwrap();
+            // Each kind in turn, at a random point.
+            let k = kinds[armed as usize % kinds.len()];
+            h.crash_at(k, CrashPoint::ALL[rng.random_range(0..CrashPoint::ALL.len())]).unwrap();
             armed += 1;
             false
         }),
         None,
     );
     let restarts: u64 = run.a.iter().map(|s| s.load.restarts).sum();
-    let fired: u64 = run.a.iter().map(|s| s.component.crash_switch().fired()).sum();
+    let fired: u64 = run.a.iter().map(|s| s.component().crash_switch().fired()).sum();
     assert_eq!((restarts, fired), (CRASHES, CRASHES));
-    let max = run.a.iter().map(|s| s.load.restart_ns_max).max().unwrap();
-    eprintln!("{restarts} restarts, the longest {:.1} µs", max as f64 / 1e3);
+    for s in &run.a {
+        eprintln!("{}", restart_summary(s));
+    }
+}
+
+/// TCP crashes three times, each armed once the one before has fired and
+/// bytes flow again on a new connection; the four streams run until then
+/// (then the senders close). Each crash resets the connections TCP held,
+/// the applications carry on over new ones.
+#[test]
+fn a_tcp_crash_on_runtime_cpus_resets_its_four_connections_and_the_streams_go_on() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    const CRASHES: u64 = 3;
+    quiet_injected_crashes();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (comps, apps, stacks) =
+        streams_pair_until(MemWireConfig::default(), 1 << 40, 4, true, Some(cancel.clone()));
+    let (a, b) = comps.split_at(5);
+    let cpus = [0, 1];
+    let host = CpuHost::start(HostConfig::new(cpus.to_vec()), a.to_vec(), &spread(&cpus)).unwrap();
+    let threads = Threads::start(b.to_vec(), apps);
+    let t0 = Instant::now();
+    let mut armed = 0;
+    let copied = || host.components()[1].load.bytes;
+    let mut at_restart = 0;
+    while !threads.wait_apps(Duration::from_micros(200)) {
+        assert!(t0.elapsed() < LIMIT, "the streams did not finish within {LIMIT:?}");
+        assert!(!host.failed(), "a hosted component failed");
+        let restarts = host.components()[1].load.restarts;
+        if restarts < armed {
+            at_restart = copied();
+            continue; // the last one armed has not fired yet
+        }
+        // Bytes flow again (a new connection) before the next crash.
+        if copied() <= at_restart + (1 << 20) {
+            continue;
+        }
+        if armed == CRASHES {
+            cancel.store(true, Ordering::Release);
+            continue;
+        }
+        host.crash(ComponentKind::Tcp).unwrap();
+        armed += 1;
+    }
+    let a = host.stop();
+    let run = threads.stop();
+    let (completed, reset) = check_connections(&run.apps);
+    let tcp = a.iter().find(|s| s.kind() == ComponentKind::Tcp).unwrap();
+    assert_eq!((tcp.load.restarts, tcp.component().crash_switch().fired()), (CRASHES, CRASHES));
+    assert_eq!(stacks[0].tcp_facts.instances(), 1 + CRASHES);
+    for i in 0..4 {
+        let seen = run.apps[i]
+            .connections()
+            .iter()
+            .filter(|c| c.outcome == dyncore_net::app::Outcome::Reset)
+            .count();
+        assert_eq!(stacks[0].tcp_facts.resets(i), seen as u64, "stream {i}");
+    }
+    assert!(reset > 0, "no connection was open at a crash");
+    eprintln!(
+        "{CRASHES} TCP restarts: {reset} connections reset, {completed} completed; {}",
+        restart_summary(tcp)
+    );
+}
+
+/// Live updates on runtime CPUs while the stream flows: the filter to
+/// version 2 and back, IP and the driver to new instances, over and over.
+#[test]
+fn components_are_updated_live_on_runtime_cpus() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let cpus = [0, 1];
+    let mut n = 0u32;
+    let mut pauses = Vec::new();
+    let mut last = Instant::now();
+    let run = check(
+        stream(&cpus, &spread(&cpus), 1 << 40, |h| {
+            if n == 0 {
+                let e = h.update(ComponentKind::Tcp, 1).unwrap_err();
+                assert!(e.0.contains("TCP cannot be updated live"), "{e}");
+            }
+            if last.elapsed() > Duration::from_millis(2) {
+                let (k, v) = match n % 3 {
+                    0 => (ComponentKind::Filter, 2 - (n / 3) % 2),
+                    1 => (ComponentKind::Ip, 1),
+                    _ => (ComponentKind::Driver, 1),
+                };
+                let up = h.update(k, v).unwrap();
+                assert_eq!((up.kind, up.to), (k, v));
+                pauses.push(up.pause_ns);
+                n += 1;
+                last = Instant::now();
+            }
+            n >= 60
+        }),
+        None,
+    );
+    let updates: u64 = run.a.iter().map(|s| s.load.updates).sum();
+    assert_eq!(updates, 60);
+    // The filter went 1 → 2 → 1 … twenty times: it ends at version 1.
+    for s in &run.a {
+        assert_eq!(s.component().version(), 1, "{}", s.kind());
+    }
+    pauses.sort_unstable();
+    eprintln!(
+        "60 live updates on runtime CPUs: pause p50 {:.1} µs, max {:.1} µs",
+        pauses[30] as f64 / 1e3,
+        pauses[59] as f64 / 1e3
+    );
 }
 
 #[test]
 fn bad_placements_are_refused() {
     let _cpus = dyncore_runtime::testing::real_cpus();
     let (wa, _wb) = mem::pair(MemWireConfig::default());
-    let a = Stack::build(&StackConfig::new(A), Box::new(wa), 0);
+    let a = Stack::build(&StackConfig::new(A), std::sync::Arc::new(wa));
     let mut partial = all_on(0);
     partial.remove(&ComponentKind::Ip);
-    let e = CpuHost::start(HostConfig::new(vec![0]), a.components, &partial).err().unwrap();
+    let e = CpuHost::start(HostConfig::new(vec![0]), a.blueprints, &partial).err().unwrap();
     assert!(e.0.contains("ip is not placed"), "{e}");
     let (wa, _wb) = mem::pair(MemWireConfig::default());
-    let a = Stack::build(&StackConfig::new(A), Box::new(wa), 0);
-    let host = CpuHost::start(HostConfig::new(vec![0, 1]), a.components, &all_on(0)).unwrap();
+    let a = Stack::build(&StackConfig::new(A), std::sync::Arc::new(wa));
+    let host = CpuHost::start(HostConfig::new(vec![0, 1]), a.blueprints, &all_on(0)).unwrap();
     let e = host.place(ComponentKind::Ip, 9).unwrap_err();
     assert!(e.0.contains("CPU 9 is not one of the host's CPUs"), "{e}");
 }
@@ -258,14 +386,14 @@ fn the_controller_carries_out_requests_and_consolidates_an_idle_dynamic_stack() 
     ca.seed = 11;
     let mut cb = StackConfig::new(B);
     cb.seed = 22;
-    let mut a = Stack::build(&ca, Box::new(wa), 0);
-    let mut b = Stack::build(&cb, Box::new(wb), 0);
+    let mut a = Stack::build(&ca, std::sync::Arc::new(wa));
+    let mut b = Stack::build(&cb, std::sync::Arc::new(wb));
     let cancel = Arc::new(AtomicBool::new(false));
     let sender = Sender::new(a.sockets.remove(0), (B, PORT), 1 << 40, SEED).cancel_on(cancel.clone());
     let receiver = Receiver::new(b.sockets.remove(0), PORT, Some(SEED));
-    let host = CpuHost::start(HostConfig::new(cpus.clone()), a.components, &layout.cpu_of).unwrap();
+    let host = CpuHost::start(HostConfig::new(cpus.clone()), a.blueprints, &layout.cpu_of).unwrap();
     ctl.attach(&host).unwrap();
-    let threads = Threads::start(b.components, vec![Box::new(sender), Box::new(receiver)]);
+    let threads = Threads::start(b.blueprints, vec![Box::new(sender), Box::new(receiver)]);
     let t0 = Instant::now();
     let _ = ctl.sample(&host, host.now_ns()).unwrap();
     let step600 = speeds.by_mhz(600).unwrap();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use dyncore_net::app::{App, Receiver, Sender};
-use dyncore_net::component::{Component, ComponentKind};
+use dyncore_net::component::{Component, ComponentKind, CrashPoint};
 use dyncore_net::host::{ThreadRun, Threads, quiet_injected_crashes, run_threads};
 use dyncore_net::stack::{Stack, StackConfig};
 use dyncore_net::stream::{StreamGen, StreamHash};
@@ -28,7 +28,7 @@ fn assert_finished(run: &ThreadRun, finished: bool) {
     }
     let mut dump = String::new();
     for s in &run.components {
-        let c = &s.component;
+        let c = s.component();
         dump += &format!(
             "\n  {}: has_work {} fill {:.2} {:?} {:?}",
             c.kind(),
@@ -46,7 +46,7 @@ fn assert_finished(run: &ThreadRun, finished: bool) {
 
 fn check(run: &ThreadRun, total: u64) {
     assert_stream_intact(&run.apps, total);
-    let comps: Vec<&dyn Component> = run.components.iter().map(|s| s.component.as_ref()).collect();
+    let comps: Vec<&dyn Component> = run.components.iter().map(|s| s.component()).collect();
     assert_frames_conserved(&comps);
 }
 
@@ -58,13 +58,15 @@ fn a_stream_crosses_two_split_stacks_on_threads() {
     assert_finished(&run, finished);
     check(&run, total);
     for s in &mut run.components {
-        assert_eq!(s.component.buffers_out(), 0, "{} holds buffers at rest", s.component.kind());
-        assert!(s.load.busy_ns > 0, "{} was never busy", s.component.kind());
+        assert_eq!(s.buffers_out(), 0, "{} holds buffers at rest", s.kind());
+        assert!(s.load.busy_ns > 0, "{} was never busy", s.kind());
     }
 }
 
-/// A controller crashes a random one of IP, the filter and the driver of
-/// the sending stack, arming the next switch only once the last has fired,
+/// A controller crashes a random one of the syscall server, IP, the filter
+/// and the driver of the sending stack, at a random point of its step (in
+/// the middle of a message, or at a step of its journal's commit), arming
+/// the next switch only once the last has fired,
 /// until `CRASHES` have; the stream runs until then (then the sender
 /// closes), so every crash happens with traffic in flight, however fast
 /// this machine streams or however late the controller is scheduled.
@@ -78,17 +80,17 @@ fn components_crash_and_restart_on_threads_without_loss() {
     ca.seed = 11;
     let mut cb = StackConfig::new(B);
     cb.seed = 22;
-    let mut a = Stack::build(&ca, Box::new(wa), 0);
-    let mut b = Stack::build(&cb, Box::new(wb), 0);
+    let mut a = Stack::build(&ca, std::sync::Arc::new(wa));
+    let mut b = Stack::build(&cb, std::sync::Arc::new(wb));
     let sender = Sender::new(a.sockets.remove(0), (B, PORT), 1 << 40, SEED).cancel_on(cancel.clone());
     let receiver = Receiver::new(b.sockets.remove(0), PORT, Some(SEED));
-    let mut comps = a.components;
-    comps.extend(b.components);
+    let mut comps = a.blueprints;
+    comps.extend(b.blueprints);
     let switches: Vec<_> = comps
         .iter()
         .take(ComponentKind::ALL.len()) // the sending stack's
-        .filter(|c| matches!(c.kind(), ComponentKind::Ip | ComponentKind::Filter | ComponentKind::Driver))
-        .map(|c| c.crash_switch().clone())
+        .filter(|c| c.kind() != ComponentKind::Tcp)
+        .map(|c| c.common().crash.clone())
         .collect();
     let controller = {
         let cancel = cancel.clone();
@@ -97,7 +99,8 @@ fn components_crash_and_restart_on_threads_without_loss() {
             let fired = || switches.iter().map(|s| s.fired()).sum::<u64>();
             let t0 = std::time::Instant::now();
             for n in 0..CRASHES {
-                switches[rng.random_range(0..switches.len())].arm();
+                let point = CrashPoint::ALL[rng.random_range(0..CrashPoint::ALL.len())];
+                switches[rng.random_range(0..switches.len())].arm_at(point);
                 while fired() == n {
                     assert!(t0.elapsed() < LIMIT, "crash {n} never fired");
                     std::thread::sleep(Duration::from_micros(100));
@@ -112,7 +115,7 @@ fn components_crash_and_restart_on_threads_without_loss() {
     let sent = run.apps[0].report().digest.bytes;
     check(&run, sent);
     let restarts: u64 = run.components.iter().map(|s| s.load.restarts).sum();
-    let fired: u64 = run.components.iter().map(|s| s.component.crash_switch().fired()).sum();
+    let fired: u64 = run.components.iter().map(|s| s.component().crash_switch().fired()).sum();
     assert_eq!((restarts, fired), (CRASHES, CRASHES));
 }
 
@@ -120,11 +123,11 @@ fn components_crash_and_restart_on_threads_without_loss() {
 fn an_application_makes_blocking_calls_from_its_own_thread() {
     let total: u64 = 3 << 20;
     let (wa, wb) = mem::pair(MemWireConfig::default());
-    let mut a = Stack::build(&StackConfig::new(A), Box::new(wa), 0);
-    let mut b = Stack::build(&StackConfig::new(B), Box::new(wb), 0);
+    let mut a = Stack::build(&StackConfig::new(A), std::sync::Arc::new(wa));
+    let mut b = Stack::build(&StackConfig::new(B), std::sync::Arc::new(wb));
     let receiver: Box<dyn App> = Box::new(Receiver::new(b.sockets.remove(0), PORT, Some(SEED)));
-    let mut comps = a.components;
-    comps.extend(b.components);
+    let mut comps = a.blueprints;
+    comps.extend(b.blueprints);
     let host = Threads::start(comps, vec![receiver]);
     // The sender is straight-line code with synchronous calls.
     let mut sock = a.sockets.remove(0);
@@ -166,13 +169,13 @@ fn an_application_makes_blocking_calls_from_its_own_thread() {
 fn a_split_stack_streams_to_a_monolithic_stack_on_threads() {
     let total = 4 << 20;
     let (wa, wb) = mem::pair(MemWireConfig::default());
-    let mut a = Stack::build(&StackConfig::new(A), Box::new(wa), 0);
+    let mut a = Stack::build(&StackConfig::new(A), std::sync::Arc::new(wa));
     let sender: Box<dyn App> =
         Box::new(dyncore_net::app::Sender::new(a.sockets.remove(0), (B, PORT), total, SEED));
     let role = dyncore_net::mono::MonoRole::Receive { port: PORT, verify_seed: Some(SEED) };
-    let mono = dyncore_net::mono::Mono::new(Box::new(wb), B, Default::default(), 5, role, 0);
+    let mono = dyncore_net::mono::Mono::new(wb.port(), B, Default::default(), 5, role, 0);
     // The monolithic stack parks between frames with its TCP timers as deadline.
-    let (run, finished) = run_threads(a.components, vec![sender, Box::new(mono)], LIMIT);
+    let (run, finished) = run_threads(a.blueprints, vec![sender, Box::new(mono)], LIMIT);
     assert_finished(&run, finished);
     assert_stream_intact(&run.apps, total);
 }

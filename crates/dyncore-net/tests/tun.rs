@@ -33,8 +33,8 @@ macro_rules! require_tun {
     };
 }
 
-fn stack_on(net_port: tun::TunPort) -> Stack {
-    Stack::build(&StackConfig::new(STACK_ADDR), Box::new(net_port), 0)
+fn stack_on(net_port: tun::TunEnd) -> Stack {
+    Stack::build(&StackConfig::new(STACK_ADDR), std::sync::Arc::new(net_port))
 }
 
 fn assert_gone(net_name: &str, dev: &str) {
@@ -54,7 +54,7 @@ fn the_split_stack_sends_to_linux_tcp() {
     let mut stack = stack_on(port);
     let sender: Box<dyn App> =
         Box::new(Sender::new(stack.sockets.remove(0), (LINUX_ADDR, PORT), total, SEED));
-    let host = Threads::start(stack.components, vec![sender]);
+    let host = Threads::start(stack.blueprints, vec![sender]);
     let finished = host.wait_apps(LIMIT);
     let run = host.stop();
     cancel.store(true, Ordering::Release);
@@ -78,7 +78,7 @@ fn the_split_stack_receives_from_linux_tcp() {
     let cancel = Arc::new(AtomicBool::new(false));
     let mut stack = stack_on(port);
     let receiver: Box<dyn App> = Box::new(Receiver::new(stack.sockets.remove(0), PORT, Some(SEED)));
-    let host = Threads::start(stack.components, vec![receiver]);
+    let host = Threads::start(stack.blueprints, vec![receiver]);
     let linux =
         linux_peer::sender(&net, SocketAddrV4::new(STACK_ADDR, PORT), total, SEED, LIMIT, cancel.clone());
     let finished = host.wait_apps(LIMIT);
@@ -88,7 +88,7 @@ fn the_split_stack_receives_from_linux_tcp() {
     assert!(finished, "the stream did not finish: {:?}", run.apps[0].error());
     assert_eq!(sent.unwrap(), run.apps[0].report().digest, "the stack received other bytes than Linux sent");
     // The Linux side's checksums passed the IP component's verification.
-    let ip = &run.components[2].component;
+    let ip = run.components[2].component();
     assert_eq!(ip.counters().get("bad_tcp_checksum"), 0);
     assert!(ip.counters().get("received") > total / 1500);
 }
@@ -130,7 +130,7 @@ fn ctrl_c_child() {
     let mut stack = stack_on(port);
     let sender =
         Sender::new(stack.sockets.remove(0), (LINUX_ADDR, PORT), u64::MAX, SEED).cancel_on(cancel.clone());
-    let host = Threads::start(stack.components, vec![Box::new(sender)]);
+    let host = Threads::start(stack.blueprints, vec![Box::new(sender)]);
     println!("READY {} {}", net.namespace(), net.device());
     let finished = host.wait_apps(LIMIT);
     let run = host.stop();

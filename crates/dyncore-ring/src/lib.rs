@@ -2,8 +2,11 @@
 //!
 //! * [`call`]: synchronous request/response over cache-line slots, one slot
 //!   per client, polled by one server (the sidecall transport).
-//! * [`ring`]: a single-producer single-consumer ring of cache-line cells
+//! * [`ring`](mod@ring): a single-producer single-consumer ring of cache-line cells
 //!   with batched head/tail publication (NewtOS component queues).
+//! * [`journal`]: commits the positions of several rings at once, so a
+//!   component that crashes between any two steps loses and duplicates
+//!   nothing, and one restarted in fresh memory resumes where it committed.
 //! * [`waiter`]: spin-then-park waiting (UMWAIT where the CPU has `waitpkg`,
 //!   else `spin_loop`, then a futex) with a wake handshake that never loses a
 //!   wake-up.
@@ -31,6 +34,7 @@
 //! --lib -- loom`), where the private `sync` module swaps `std` for loom.
 
 pub mod call;
+pub mod journal;
 mod park;
 pub mod ring;
 mod sync;
@@ -40,7 +44,8 @@ pub mod waitpkg;
 pub use call::{BATCH_MAX, CallChannel, CallClient, CallError, CallServer, PAYLOAD_MAX, ServerWake};
 /// Re-exported so users pad their own shared words the same way.
 pub use crossbeam_utils::CachePadded;
-pub use ring::{Consumer, Probe, Producer, ring};
+pub use journal::{CommitPoint, Journal, Word, WordRef};
+pub use ring::{Consumer, Probe, Producer, RingRef, ring};
 /// The `Arc` channels are shared through: `std::sync::Arc`, or loom's under
 /// `cfg(dyncore_loom)` (hold channels in this type to compile in both).
 pub use sync::Arc as ChannelArc;

@@ -21,6 +21,21 @@
 //! Invariants: `tail <= head <= tail + cap` (checked in debug builds); a
 //! cell between `tail` and `head` is read only by the consumer, any other
 //! cell written only by the producer.
+//!
+//! **Handles that come and go.** [`ring`] makes a ring and its two handles
+//! at once. [`shared`] makes only the ring's memory ([`RingRef`]); handles
+//! are then *attached* to it ([`RingRef::attach_producer`],
+//! [`RingRef::attach_consumer`]), at most one of each kind at a time, and an
+//! attached handle starts at the ring's *published* positions: a producer at
+//! `head`, a consumer at `tail`. Dropping an attached handle neither
+//! publishes nor releases anything, so whatever it staged is forgotten and
+//! the next handle starts where the last published positions say. This is
+//! what a restarted component needs: the ring outlives the component, and
+//! the component's private positions die with it. Such handles do not
+//! publish or release themselves; an owner that commits several rings at
+//! once (see [`crate::journal`]) stores their positions with
+//! [`RingRef::set_head`] and [`RingRef::set_tail`], reading the staged ones
+//! with [`Producer::position`] and [`Consumer::position`].
 
 use std::mem::MaybeUninit;
 
@@ -38,6 +53,7 @@ const _: () = assert!(size_of::<Cell<[u8; 64]>>() == 64 && size_of::<Cell<u64>>(
 struct Shared<T> {
     head: CachePadded<AtomicUsize>,
     tail: CachePadded<AtomicUsize>,
+    /// A producer (consumer) handle is attached.
     producer_alive: AtomicBool,
     consumer_alive: AtomicBool,
     cells: Box<[Cell<T>]>,
@@ -58,20 +74,121 @@ impl<T> Shared<T> {
 
 /// Creates a ring holding `capacity` items (rounded up to a power of two).
 pub fn ring<T: Copy + Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
+    let r = shared(capacity);
+    let mut p = r.attach_producer();
+    p.owns_positions = true;
+    (p, r.attach_consumer())
+}
+
+/// Creates a ring's memory holding `capacity` items (rounded up to a power
+/// of two), with no handle attached (see the module docs).
+pub fn shared<T: Copy + Send>(capacity: usize) -> RingRef<T> {
     #[cfg(not(dyncore_loom))]
     let () = Producer::<T>::FITS;
     let cap = capacity.max(1).next_power_of_two();
-    let shared = Arc::new(Shared {
+    RingRef(Arc::new(Shared {
         head: CachePadded::new(AtomicUsize::new(0)),
         tail: CachePadded::new(AtomicUsize::new(0)),
-        producer_alive: AtomicBool::new(true),
-        consumer_alive: AtomicBool::new(true),
+        producer_alive: AtomicBool::new(false),
+        consumer_alive: AtomicBool::new(false),
         cells: (0..cap).map(|_| Cell(UnsafeCell::new(MaybeUninit::uninit()))).collect(),
-    });
-    (
-        Producer { shared: shared.clone(), head: 0, published: 0, tail_cache: 0 },
-        Consumer { shared, tail: 0, released: 0, head_cache: 0 },
-    )
+    }))
+}
+
+/// A ring's memory, which outlives the handles attached to it (see the
+/// module docs).
+pub struct RingRef<T>(Arc<Shared<T>>);
+
+impl<T> Clone for RingRef<T> {
+    fn clone(&self) -> Self {
+        RingRef(self.0.clone())
+    }
+}
+
+impl<T: Copy + Send> RingRef<T> {
+    /// Attaches the producer handle at the published `head`.
+    ///
+    /// Panics if a producer is attached already: two producers would break
+    /// the single-producer protocol.
+    pub fn attach_producer(&self) -> Producer<T> {
+        let was = self.0.producer_alive.swap(true, Ordering::AcqRel);
+        assert!(!was, "a ring has one producer at a time");
+        let head = self.0.head.load(Ordering::Acquire);
+        let tail = self.0.tail.load(Ordering::Acquire);
+        Producer { shared: self.0.clone(), head, published: head, tail_cache: tail, owns_positions: false }
+    }
+
+    /// Attaches the consumer handle at the released `tail`.
+    ///
+    /// Panics if a consumer is attached already.
+    pub fn attach_consumer(&self) -> Consumer<T> {
+        let was = self.0.consumer_alive.swap(true, Ordering::AcqRel);
+        assert!(!was, "a ring has one consumer at a time");
+        let tail = self.0.tail.load(Ordering::Acquire);
+        Consumer { shared: self.0.clone(), tail, released: tail, head_cache: tail }
+    }
+}
+
+impl<T> RingRef<T> {
+    /// Items the ring holds.
+    pub fn capacity(&self) -> usize {
+        self.0.cap()
+    }
+
+    /// The published head (items ever published).
+    pub fn head(&self) -> usize {
+        self.0.head.load(Ordering::Acquire)
+    }
+
+    /// The released tail (items ever released).
+    pub fn tail(&self) -> usize {
+        self.0.tail.load(Ordering::Acquire)
+    }
+
+    /// Publishes up to `head` (2), for the owner of the producer's
+    /// positions (module docs). It never moves backwards, and never past
+    /// `tail + capacity`.
+    pub fn set_head(&self, head: usize) {
+        let tail = self.0.tail.load(Ordering::Acquire);
+        let old = self.0.head.load(Ordering::Relaxed);
+        assert!(
+            head.wrapping_sub(old) <= self.0.cap() && head.wrapping_sub(tail) <= self.0.cap(),
+            "a ring's head moves forward within its capacity (old {old}, new {head}, tail {tail})"
+        );
+        self.0.head.store(head, Ordering::Release);
+    }
+
+    /// Releases up to `tail` (4), for the owner of the consumer's
+    /// positions. It never moves backwards, and never past `head`.
+    pub fn set_tail(&self, tail: usize) {
+        let head = self.0.head.load(Ordering::Acquire);
+        let old = self.0.tail.load(Ordering::Relaxed);
+        assert!(
+            tail.wrapping_sub(old) <= head.wrapping_sub(old),
+            "a ring's tail moves forward, never past its head (old {old}, new {tail}, head {head})"
+        );
+        self.0.tail.store(tail, Ordering::Release);
+    }
+
+    /// A read-only view (see [`Consumer::probe`]).
+    pub fn probe(&self) -> Probe<T> {
+        Probe { shared: self.0.clone() }
+    }
+
+    /// What identifies the head word ([`crate::journal::Word::key`]).
+    pub fn head_key(&self) -> usize {
+        &*self.0.head as *const AtomicUsize as usize
+    }
+
+    /// What identifies the tail word.
+    pub fn tail_key(&self) -> usize {
+        &*self.0.tail as *const AtomicUsize as usize
+    }
+
+    /// Whether two references name the same ring.
+    pub fn same(&self, other: &RingRef<T>) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// The writing end.
@@ -81,6 +198,9 @@ pub struct Producer<T> {
     head: usize,
     published: usize,
     tail_cache: usize,
+    /// Made by [`ring`]: it publishes what it staged when dropped. An
+    /// attached handle forgets it instead (module docs).
+    owns_positions: bool,
 }
 
 impl<T: Copy + Send> Producer<T> {
@@ -121,6 +241,13 @@ impl<T: Copy + Send> Producer<T> {
     pub fn is_abandoned(&self) -> bool {
         !self.shared.consumer_alive.load(Ordering::Acquire)
     }
+
+    /// The staged head: items pushed since the ring was made (published or
+    /// not). What an owner of the positions publishes with
+    /// [`RingRef::set_head`].
+    pub fn position(&self) -> usize {
+        self.head
+    }
 }
 
 impl<T> Producer<T> {
@@ -135,8 +262,10 @@ impl<T> Producer<T> {
 
 impl<T> Drop for Producer<T> {
     fn drop(&mut self) {
-        // Staged items are published so nothing pushed is lost.
-        self.publish();
+        if self.owns_positions {
+            // Staged items are published so nothing pushed is lost.
+            self.publish();
+        }
         self.shared.producer_alive.store(false, Ordering::Release);
     }
 }
@@ -198,6 +327,13 @@ impl<T: Copy + Send> Consumer<T> {
     /// many items wait, without consuming them.
     pub fn probe(&self) -> Probe<T> {
         Probe { shared: self.shared.clone() }
+    }
+
+    /// The private tail: items taken since the ring was made (released or
+    /// not). What an owner of the positions releases with
+    /// [`RingRef::set_tail`].
+    pub fn position(&self) -> usize {
+        self.tail
     }
 }
 

@@ -8,7 +8,7 @@
 #[cfg(not(dyncore_loom))]
 mod imp {
     pub use std::sync::Arc;
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
     /// `std::cell::UnsafeCell` with loom's closure API.
     #[derive(Debug)]
@@ -46,7 +46,7 @@ mod imp {
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
     pub use loom::sync::Arc;
-    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
     #[inline]
     pub(crate) fn spin_loop() {

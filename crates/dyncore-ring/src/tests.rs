@@ -288,3 +288,80 @@ fn waitpkg_detection_agrees_with_the_kernel() {
         waitpkg::wait_for_write(&std::sync::atomic::AtomicU32::new(0));
     }
 }
+
+#[test]
+fn attached_handles_start_at_the_published_positions_and_forget_what_they_staged() {
+    let r = ring::shared::<u32>(4);
+    let mut p = r.attach_producer();
+    p.push(1).unwrap();
+    p.publish();
+    p.push(2).unwrap(); // staged, never published
+    assert_eq!(p.position(), 2);
+    drop(p);
+    assert_eq!(r.head(), 1, "an attached producer does not publish when dropped");
+    let mut p = r.attach_producer();
+    assert_eq!(p.position(), 1, "a new producer starts at the published head");
+    p.push(3).unwrap();
+    p.publish();
+    let mut c = r.attach_consumer();
+    assert_eq!(c.pop(), Some(1));
+    assert_eq!(c.pop(), Some(3), "the forgotten item was overwritten");
+    drop(c);
+    assert_eq!(r.tail(), 0, "an attached consumer does not release when dropped");
+    let mut c = r.attach_consumer();
+    assert_eq!(c.pop(), Some(1), "a new consumer starts at the released tail");
+    r.set_tail(c.position());
+    assert_eq!(r.tail(), 1);
+}
+
+#[test]
+#[should_panic(expected = "one producer at a time")]
+fn two_producers_are_refused() {
+    let r = ring::shared::<u32>(4);
+    let _a = r.attach_producer();
+    let _b = r.attach_producer();
+}
+
+#[test]
+#[should_panic(expected = "never past its head")]
+fn a_tail_past_the_head_is_refused() {
+    let r = ring::shared::<u32>(4);
+    r.set_tail(1);
+}
+
+#[test]
+fn a_journal_commits_every_word_or_none_and_recovery_finishes_a_pending_commit() {
+    use journal::{CommitPoint, Counter, Crashed, HeadWord, Journal, TailWord, Word};
+    let x = ring::shared::<u32>(4);
+    let y = ring::shared::<u32>(4);
+    let n = Arc::new(Counter::new(0));
+    let j = Journal::new(vec![Arc::new(TailWord(x.clone())), Arc::new(HeadWord(y.clone())), n.clone()]);
+    let (sx, sy, sn) = (j.slot_of(&TailWord(x.clone())), j.slot_of(&HeadWord(y.clone())), j.slot_of(&*n));
+    let mut px = x.attach_producer();
+    px.push(5).unwrap();
+    px.publish();
+    for stop_at in CommitPoint::ALL {
+        let mut rx = x.attach_consumer();
+        let mut ty = y.attach_producer();
+        let v = rx.pop().expect("the item is there until a commit consumes it");
+        ty.push(v).unwrap();
+        j.stage(sx, rx.position() as u64);
+        j.stage(sy, ty.position() as u64);
+        j.stage(sn, n.load() + 1);
+        assert!(j.dirty());
+        let r = j.commit(&mut |p| if p == stop_at { Err(Crashed(p)) } else { Ok(()) });
+        assert_eq!(r, Err(Crashed(stop_at)));
+        drop((rx, ty));
+        let rec = j.recover();
+        assert_eq!(rec.redone, stop_at != CommitPoint::Staged, "{stop_at:?}");
+        if rec.redone {
+            assert_eq!((x.tail(), y.head(), n.get()), (1, 1, 1), "{stop_at:?}: finished in full");
+            break;
+        }
+        assert_eq!((x.tail(), y.head(), n.get()), (0, 0, 0), "{stop_at:?}: nothing of it shows");
+        assert!(!j.dirty(), "recovery forgets what was staged");
+    }
+    assert_eq!((x.tail(), y.head(), n.get()), (1, 1, 1));
+    j.commit_now(); // nothing staged: nothing happens
+    assert_eq!(n.get(), 1);
+}

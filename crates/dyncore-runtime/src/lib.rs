@@ -13,10 +13,13 @@
 //! * [`machine`]: the real machine's topology from sysfs, and whether a
 //!   fused pair can be a real SMT core.
 //! * [`affinity`]: pinning and the process's allowed CPUs.
+//! * [`arbiter`]: unmodified processes placed, throttled and fused by a
+//!   policy, through cgroups (or CPU affinity).
 //! * [`wait`]: lock-free waiting with a deadline ([`spin_until`]).
 //! * [`testing`]: the guard every test on real CPUs holds.
 
 pub mod affinity;
+pub mod arbiter;
 pub mod backend;
 pub mod cpu;
 pub mod kernels;

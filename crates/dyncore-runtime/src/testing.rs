@@ -146,6 +146,12 @@ fn under_cargo_test() -> bool {
     *UNDER.get_or_init(|| std::env::current_exe().map(|p| is_test_binary(&p)).unwrap_or(false))
 }
 
+/// Whether this process is a cargo test binary (see `under_cargo_test`):
+/// checks that must fail a test, and only report elsewhere, ask it.
+pub fn in_test_binary() -> bool {
+    under_cargo_test()
+}
+
 fn is_test_binary(exe: &std::path::Path) -> bool {
     let in_deps = exe.parent().and_then(|d| d.file_name()).is_some_and(|d| d == "deps");
     let hashed = exe

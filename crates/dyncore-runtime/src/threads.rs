@@ -21,16 +21,32 @@
 //! runtime moved its runner elsewhere; the runner does not run there — the
 //! thread is unplaced until the policy places it again).
 //!
+//! What ran, recorded from the workers: each runner keeps, in its own
+//! fields (no lock, no shared write per step), the slice it executed — the
+//! start of its first kernel step ([`Ctx::step_started_ns`], which the
+//! worker read before taking the runner from its queue), the start of its
+//! last and the end of its last ([`Task::stepped`], the worker's own
+//! reading after the step) — and hands it to the record once, when it is
+//! dropped. [`LiveThreads::executed`] waits for every runner to be dropped
+//! and returns the slices, which the execution checker
+//! (`dyncore_core::policy::execution`) holds against the policy's
+//! `Dispatch`es. The record is bounded ([`SLICE_CAP`] slices, then counted
+//! as lost) and costs one lock per placement, none per step.
+//!
 //! Invariants: a thread's kernel is stepped by at most one runner at a
 //! time (its mutex; a runner that cannot take it yields its step); only a
-//! runner of the current epoch steps it; a finished thread is never
-//! stepped again.
+//! runner of the current epoch steps it (unless the test-only fault hook,
+//! [`LiveThreads::inject_dispatch_fault`], makes one ignore its successor);
+//! a finished thread is never stepped again; every kernel step is inside
+//! exactly one recorded slice, of the runner that took it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use dyncore_core::CpuId;
+use dyncore_core::policy::execution::ExecSlice;
 
 use crate::cpu::{Ctx, PlaceError, Runtime, Task, TaskPoll};
 use crate::kernels::Kernel;
@@ -63,17 +79,67 @@ struct Slot {
     finished: AtomicBool,
 }
 
+/// Most slices a [`LiveThreads`] keeps; later ones are counted as lost.
+pub const SLICE_CAP: usize = 1 << 20;
+
+/// A test-only defect: asked by a runner that finds the thread's placement
+/// superseded (the policy moved or stopped it), with the thread and the
+/// runner's CPU; `true` makes the runner ignore the `Dispatch` and keep
+/// stepping there. For the execution checker's tests: it must catch this.
+pub type DispatchFault = Box<dyn Fn(ThreadId, CpuId) -> bool + Send + Sync>;
+
+/// What ran: the slices of the runners dropped so far, and the fault hook.
+#[derive(Default)]
+struct Record {
+    slices: Mutex<Vec<ExecSlice>>,
+    lost: AtomicU64,
+    /// Runners created and not yet dropped (they may still step).
+    open: AtomicUsize,
+    faulty: AtomicBool,
+    fault: Mutex<Option<DispatchFault>>,
+    /// Kernel steps taken by runners that ignored their successor.
+    ignored_steps: AtomicU64,
+}
+
+impl Record {
+    fn push(&self, s: ExecSlice) {
+        let mut v = self.slices.lock().unwrap_or_else(|e| e.into_inner());
+        if v.len() < SLICE_CAP {
+            v.push(s);
+        } else {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn ignores(&self, thread: ThreadId, cpu: CpuId) -> bool {
+        self.faulty.load(Ordering::Acquire)
+            && self.fault.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|f| f(thread, cpu))
+    }
+}
+
+/// The slices a [`LiveThreads`] executed ([`LiveThreads::executed`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Executed {
+    /// On the runtime's clock, in the order the runners were dropped.
+    pub slices: Vec<ExecSlice>,
+    /// Slices dropped by the bounded record.
+    pub lost: u64,
+    /// Runners still alive at the deadline (their slices are missing).
+    pub open: usize,
+}
+
 /// The threads of a live run. See the module docs.
 pub struct LiveThreads {
     slots: Vec<Arc<Slot>>,
     events: Sender<ThreadEvent>,
+    record: Arc<Record>,
 }
 
 impl LiveThreads {
     /// No threads yet, and the receiving end of their events.
     pub fn new() -> (LiveThreads, Receiver<ThreadEvent>) {
         let (events, rx) = channel();
-        (LiveThreads { slots: Vec::new(), events }, rx)
+        (LiveThreads { slots: Vec::new(), events, record: Arc::default() }, rx)
     }
 
     /// Adds a thread (not placed: it runs nowhere yet).
@@ -117,6 +183,7 @@ impl LiveThreads {
         self.stop(t);
         let epoch = s.epoch.fetch_add(1, Ordering::AcqRel) + 1;
         s.cpu.store(cpu, Ordering::Release);
+        self.record.open.fetch_add(1, Ordering::AcqRel);
         let runner = Runner {
             slot: s.clone(),
             thread: t,
@@ -125,6 +192,10 @@ impl LiveThreads {
             events: self.events.clone(),
             clock: rt.clock_start(),
             ended: false,
+            record: self.record.clone(),
+            slice: None,
+            stepping: None,
+            ignoring: false,
         };
         rt.spawn_on(cpu, runner).inspect_err(|_| {
             s.epoch.fetch_add(1, Ordering::AcqRel);
@@ -159,6 +230,33 @@ impl LiveThreads {
     pub fn name(&self, t: ThreadId) -> &'static str {
         self.slot(t).name
     }
+
+    /// The slices executed so far, once every runner created so far has
+    /// been dropped or `deadline` has passed (see [`Executed::open`]).
+    /// Stop the threads first ([`LiveThreads::stop`]): a stopped thread's
+    /// runner drops out at its next step.
+    pub fn executed(&self, deadline: Instant) -> Executed {
+        let r = &self.record;
+        let _ = crate::wait::spin_until(Some(deadline), || r.open.load(Ordering::Acquire) == 0);
+        let open = r.open.load(Ordering::Acquire);
+        let slices = r.slices.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        Executed { slices, lost: r.lost.load(Ordering::Relaxed), open }
+    }
+
+    /// Installs (or with `None` removes) a test-only defect (see
+    /// [`DispatchFault`]).
+    pub fn inject_dispatch_fault(&self, fault: Option<DispatchFault>) {
+        let r = &self.record;
+        let on = fault.is_some();
+        *r.fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
+        r.faulty.store(on, Ordering::Release);
+    }
+
+    /// Kernel steps taken so far by runners that ignored a `Dispatch`
+    /// (see [`DispatchFault`]).
+    pub fn steps_ignoring_dispatch(&self) -> u64 {
+        self.record.ignored_steps.load(Ordering::Acquire)
+    }
 }
 
 /// Steps a thread's kernel on one CPU for one epoch.
@@ -173,6 +271,14 @@ struct Runner {
     /// Ended normally (finished, superseded or displaced): nothing to
     /// report when dropped.
     ended: bool,
+    record: Arc<Record>,
+    /// What this runner executed so far, handed to the record when dropped.
+    slice: Option<ExecSlice>,
+    /// The start of the kernel step in progress (until [`Task::stepped`]).
+    stepping: Option<u64>,
+    /// Ignores its successor (the test-only fault hook said so at its
+    /// last step).
+    ignoring: bool,
 }
 
 impl Runner {
@@ -185,12 +291,43 @@ impl Runner {
         // The receiver may be gone (the run ended): nothing to tell.
         let _ = self.events.send(e);
     }
+
+    /// Whether the thread's placement is no longer this runner's (unless
+    /// the fault hook makes it ignore that).
+    fn superseded(&mut self, s: &Slot) -> bool {
+        if s.epoch.load(Ordering::Acquire) == self.epoch {
+            return false;
+        }
+        // Asked again at every step: removing the hook ends the defect.
+        self.ignoring = self.record.ignores(self.thread, self.cpu);
+        !self.ignoring
+    }
+
+    /// A kernel step that started at `start_ns` ended at `end_ns`.
+    fn ran(&mut self, start_ns: u64, end_ns: u64) {
+        match &mut self.slice {
+            Some(sl) => (sl.last_start_ns, sl.end_ns, sl.steps) = (start_ns, end_ns, sl.steps + 1),
+            None => {
+                self.slice = Some(ExecSlice {
+                    thread: self.thread,
+                    cpu: self.cpu,
+                    start_ns,
+                    last_start_ns: start_ns,
+                    end_ns,
+                    steps: 1,
+                })
+            }
+        }
+    }
 }
 
 impl Task for Runner {
     fn step(&mut self, cx: &mut Ctx<'_>) -> TaskPoll {
         let s = self.slot.clone();
-        if s.epoch.load(Ordering::Acquire) != self.epoch {
+        if self.superseded(&s) {
+            return self.end();
+        }
+        if cx.cpu() != self.cpu && self.ignoring {
             return self.end();
         }
         if cx.cpu() != self.cpu {
@@ -221,6 +358,10 @@ impl Task for Runner {
         if s.finished.load(Ordering::Acquire) {
             return self.end();
         }
+        self.stepping = Some(cx.step_started_ns());
+        if self.ignoring && s.epoch.load(Ordering::Acquire) != self.epoch {
+            self.record.ignored_steps.fetch_add(1, Ordering::AcqRel);
+        }
         let p = kernel.step();
         let units = s.units.fetch_add(p.units, Ordering::AcqRel) + p.units;
         if !p.done {
@@ -235,6 +376,12 @@ impl Task for Runner {
     fn name(&self) -> String {
         format!("thread {} ({})", self.thread, self.slot.name)
     }
+
+    fn stepped(&mut self, end_ns: u64) {
+        if let Some(start) = self.stepping.take() {
+            self.ran(start, end_ns);
+        }
+    }
 }
 
 impl Drop for Runner {
@@ -243,6 +390,14 @@ impl Drop for Runner {
     /// drops without ending (a runtime shutting down with the runner
     /// queued, a refused placement) have nothing to report.
     fn drop(&mut self) {
+        if let Some(start) = self.stepping.take() {
+            // The step panicked (the worker did not call `stepped`).
+            self.ran(start, dyncore_core::nanos(self.clock.elapsed()));
+        }
+        if let Some(sl) = self.slice.take() {
+            self.record.push(sl);
+        }
+        self.record.open.fetch_sub(1, Ordering::AcqRel);
         let s = &self.slot;
         if self.ended || !s.kernel.is_poisoned() {
             return;

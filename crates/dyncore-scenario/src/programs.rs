@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::machine::MachineSpec;
-use crate::scenario::{PolicyKind, RunSpec, TaxSpec, WorkloadSpec};
+use crate::scenario::{RunSpec, TaxSpec, WorkloadSpec};
 use crate::workload::{Binding, Program, Shape, program};
 
 /// One program instance of a run.
@@ -33,19 +33,18 @@ pub struct ProgramPlan {
     /// Threads it spawns (1 for a sequential program).
     pub threads: u32,
     pub smt_factor: f64,
-    /// It asks for an execution object (Chameleon on a machine that fuses).
-    pub wants_object: bool,
-    /// The spec every one of its threads is spawned with.
+    /// The spec every one of its threads is spawned with: what the thread
+    /// is and wants, whatever the policy. Whether it gets an execution
+    /// object is the policy's decision alone.
     pub template: ThreadSpec,
 }
 
 /// The program instances of run `spec` on `machine`, in workload order (the
 /// order in which the engine queues their arrivals).
 pub fn plan_programs(spec: &RunSpec, machine: &MachineSpec) -> Vec<ProgramPlan> {
-    let chameleon = spec.policy == PolicyKind::Chameleon;
     let mut out = Vec::new();
     for w in &spec.workloads {
-        let plan = plan_workload(w, machine, chameleon);
+        let plan = plan_workload(w, machine);
         for instance in 0..w.count {
             out.push(ProgramPlan { instance, ..plan.clone() });
         }
@@ -58,21 +57,20 @@ pub fn plan_programs(spec: &RunSpec, machine: &MachineSpec) -> Vec<ProgramPlan> 
 }
 
 /// One workload entry's plan (instance 0, not yet named).
-fn plan_workload(w: &WorkloadSpec, machine: &MachineSpec, chameleon: bool) -> ProgramPlan {
+fn plan_workload(w: &WorkloadSpec, machine: &MachineSpec) -> ProgramPlan {
     let ncpus = machine.topology.ncpus();
     let prog = program(&w.program).expect("validated");
     let threads = if prog.is_sequential() { 1 } else { w.threads.unwrap_or(ncpus as u32) };
     let smt_factor = w.smt_factor.unwrap_or(prog.smt_factor);
-    let wants_object = chameleon && machine.max_fuse > 1;
-    let want_cpus = if !wants_object {
-        1
-    } else if let Some(l) = w.seq_level {
-        1usize << l
-    } else if prog.is_sequential() {
-        machine.max_fuse
-    } else {
-        1
-    };
+    // The object it asks for: `seq_level`'s, else the machine's largest for
+    // a sequential program and none for a parallel one; never more than
+    // the machine can fuse.
+    let want_cpus = match w.seq_level {
+        Some(l) => 1usize << l,
+        None if prog.is_sequential() => machine.max_fuse,
+        None => 1,
+    }
+    .min(machine.max_fuse);
     // The benefit of the object: its speed over a native CPU; on SMT, the
     // gain of a core alone over a shared one.
     let speedup = if machine.smt {
@@ -104,7 +102,6 @@ fn plan_workload(w: &WorkloadSpec, machine: &MachineSpec, chameleon: bool) -> Pr
         work_ns: (w.work_ms.unwrap_or(prog.work_ms) * 1e6) as u64,
         threads,
         smt_factor,
-        wants_object,
         template: ThreadSpec { nice: w.nice, tax, want_cpus, weight, affinity, class: prog.class },
     }
 }

@@ -11,6 +11,7 @@
 //! (`run[2].workload[0].program`), so the command line can point at the
 //! file and line.
 
+use dyncore_core::policies::{ParamValue, Registry};
 use serde::{Deserialize, Serialize};
 
 pub mod claims;
@@ -20,14 +21,101 @@ mod validate;
 use crate::claims::{Expect, Relation};
 use crate::cost::Mechanism;
 
-/// Which scheduler runs the machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PolicyKind {
-    /// CFS without execution objects (threads may be pinned).
-    Linux,
-    /// Chameleon: execution objects, node managers, cluster scheduler.
-    Chameleon,
+/// Which policy runs the machine, by its name in the registry
+/// ([`dyncore_core::policies`]), and its parameters as the file gives them:
+/// `policy = "chameleon"`, or `policy = { name = "greedy-fuse", idle_ms = 2 }`.
+/// [`Scenario::validate`] checks both against the registry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicySpec {
+    pub name: String,
+    /// (parameter, value), in the file's order.
+    pub params: Vec<(String, ParamValue)>,
+    /// Written as a table (errors then point into it).
+    pub table: bool,
+}
+
+impl PolicySpec {
+    /// A policy by name, with its defaults.
+    pub fn named(name: &str) -> PolicySpec {
+        PolicySpec { name: name.to_string(), params: Vec::new(), table: false }
+    }
+}
+
+impl Serialize for PolicySpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        if !self.table && self.params.is_empty() {
+            return s.serialize_str(&self.name);
+        }
+        let mut m = s.serialize_map(Some(1 + self.params.len()))?;
+        m.serialize_entry("name", &self.name)?;
+        for (k, v) in &self.params {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for PolicySpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = PolicySpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a policy name, or a table with its `name` and its parameters")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PolicySpec, E> {
+                Ok(PolicySpec::named(v))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<PolicySpec, A::Error> {
+                let mut name = None;
+                let mut params = Vec::new();
+                while let Some(k) = m.next_key::<String>()? {
+                    if k == "name" {
+                        name = Some(m.next_value::<String>()?);
+                    } else {
+                        params.push((k, m.next_value::<ParamValueDe>()?.0));
+                    }
+                }
+                let name = name.ok_or_else(|| serde::de::Error::missing_field("name"))?;
+                Ok(PolicySpec { name, params, table: true })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A parameter's value, with our own words when it is of no accepted type.
+struct ParamValueDe(ParamValue);
+
+impl<'de> Deserialize<'de> for ParamValueDe {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = ParamValueDe;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number, true or false, or a string")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<ParamValueDe, E> {
+                Ok(ParamValueDe(ParamValue::Bool(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<ParamValueDe, E> {
+                Ok(ParamValueDe(ParamValue::Int(v)))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ParamValueDe, E> {
+                Ok(ParamValueDe(ParamValue::Int(
+                    i64::try_from(v).map_err(|_| E::custom("a number too large"))?,
+                )))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<ParamValueDe, E> {
+                Ok(ParamValueDe(ParamValue::Float(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<ParamValueDe, E> {
+                Ok(ParamValueDe(ParamValue::Str(v.to_string())))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// A tax rate: a number, or `"auto"` (derived from the program's speedup).
@@ -126,7 +214,7 @@ impl SimParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadSpec {
-    /// A Table 3 program: see [`PROGRAMS`].
+    /// A Table 3 program: see [`PROGRAMS`](crate::workload::PROGRAMS).
     pub program: String,
     /// Name in reports (default: the program's name). Results of programs
     /// with the same label in one run are averaged.
@@ -176,7 +264,7 @@ pub struct RunSpec {
     pub series: Option<String>,
     /// Architecture: see [`ARCHS`](crate::machine::ARCHS).
     pub machine: String,
-    pub policy: PolicyKind,
+    pub policy: PolicySpec,
     /// Override the architecture's node count.
     pub nodes: Option<usize>,
     /// Override the architecture's CPUs per node.
@@ -387,6 +475,10 @@ pub struct Scenario {
     /// [`Scenario::load_profiles`] (keyed by the path as written).
     #[serde(skip)]
     pub profiles: std::collections::BTreeMap<String, dyncore_core::profile::MachineProfile>,
+    /// The policies its runs may name (not a file field: the built-in ones,
+    /// or a program's own beside them, set before [`Scenario::validate`]).
+    #[serde(skip)]
+    pub registry: Registry,
 }
 
 fn default_seed() -> u64 {

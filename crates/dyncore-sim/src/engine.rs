@@ -22,11 +22,19 @@
 //!   it.
 //!
 //! ## Actions
-//! `Dispatch` and `SetSpeed` set what a CPU runs and at which duty; `Fuse`
-//! and `Split` are counted and traced; `Offline`/`Online` stall the CPUs of
-//! their object for the mechanism's latency ([`crate::reconfigure`]),
-//! serialised per CPU, and are answered by `ReconfigDone` when that ends;
-//! `Migrate` and `Object` are counted and sampled.
+//! `Dispatch` and `SetSpeed` set what a CPU runs and at which duty;
+//! `Offline`/`Online` stall the CPUs of their object (the `Fuse`/`Split`
+//! just before; else the action's own CPUs) for the mechanism's latency
+//! ([`crate::reconfigure`]), serialised per CPU, and are answered by
+//! `ReconfigDone` when that ends. The rest change nothing here.
+//!
+//! ## Outputs
+//! The engine holds the policy as a `Box<dyn Policy + Send>` from the
+//! registry and knows nothing else of it. Every figure of the result — CPU
+//! time, program completion, fused time, reconfiguration counters, the
+//! allocation timeline, the trace — comes from the policy's events and
+//! actions through [`dyncore_scenario::record`], the code the live backend
+//! uses too; the engine adds what is its own (IPIs, events processed).
 //!
 //! The queue is ordered by (time, sequence number), so equal-time events run
 //! in the order they were scheduled. Randomness comes from ChaCha
@@ -45,38 +53,41 @@
 //!
 //! Invariants (asserted): virtual time never goes backwards; work done never
 //! exceeds work given; busy + borrowed time of a CPU never exceeds elapsed
-//! time; the policy sets a CPU's speed before it runs a thread there.
+//! time; the policy sets a CPU's speed before it runs a thread there; and,
+//! when the run records its policy traffic, what the engine executed keeps
+//! to the actions (`executed.rs`, the execution checker).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use dyncore_core::exec::ExecObject;
+use dyncore_core::policies::PolicyInfo;
+use dyncore_core::policy::execution::Verdict;
 use dyncore_core::policy::trace::TraceWriter;
-use dyncore_core::policy::{Action, CpuState, Event, Policy, ReconfigId, ThreadSpec};
-use dyncore_core::reconfig::Mode;
-use dyncore_core::sched::{ClusterScheduler, Config};
+use dyncore_core::policy::{Action, ActionKind, CpuState, Event, Policy, ReconfigId};
 use dyncore_core::speed::Duty;
-use dyncore_core::{CpuSet, Nanos};
+use dyncore_core::{CpuId, CpuSet, Nanos};
+use dyncore_scenario::policy::{machine_of, policy_for, policy_info, reconfigures, run_seed, tracked};
+use dyncore_scenario::record::{ProgramRun, Recorded, RunRecorder};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::control::{EventBudgetExceeded, RunProgress, Watch};
 use crate::cost::Mechanism;
+use crate::executed::ExecRecord;
 use crate::machine::{MachineSpec, progress_rate};
 use crate::programs::{DealtWork, ProgramPlan, deal_work, plan_programs, work_rng};
 use crate::reconfigure::Reconfigurer;
-use crate::result::{
-    AllocSample, CpuStats, PolicyTrace, ProgramResult, ReconfigStats, RunResult, TraceEvent,
-};
-use crate::scenario::{PolicyKind, RunSpec, Scenario};
-use crate::workload::Program;
+use crate::result::{PolicyTrace, RunResult};
+use crate::scenario::{RunSpec, Scenario};
 
-/// Period of the `Load` samples fed to the policy, per CPU.
-pub const LOAD_SAMPLE_NS: Nanos = 100_000_000;
+pub use dyncore_scenario::policy::LOAD_SAMPLE_NS;
+pub use dyncore_scenario::record::TRACE_CAP;
 
-/// Trace events kept per run; beyond this the trace is truncated (the
-/// results are not affected).
-pub const TRACE_CAP: usize = 400_000;
+/// What the simulator executes: every action a thread policy emits
+/// (`Place` moves network-stack components: `netstack` runs those). A
+/// scenario whose policy may emit another is refused when it is validated.
+pub const EXECUTES: &[ActionKind] = dyncore_scenario::policy::THREAD_ACTIONS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
@@ -96,25 +107,12 @@ struct Key {
 }
 
 struct ProgState {
-    label: String,
-    /// Name in traces and timelines: the label, with `#instance` when
-    /// several programs share it (set once all programs exist).
-    name: String,
-    instance: u32,
-    prog: &'static Program,
-    start_ns: Nanos,
+    plan: ProgramPlan,
     threads: Vec<usize>,
     /// Pool of remaining tasks (dynamic programs), baseline ns.
     pool: Vec<u64>,
-    work_ns: u64,
     live: usize,
-    finish_ns: Option<Nanos>,
-    fused_ns: u64,
-    smt_factor: f64,
-    wants_object: bool,
-    spec_threads: u32,
-    /// Spec of each thread, spawned at arrival.
-    template: ThreadSpec,
+    finished: bool,
 }
 
 struct ThreadState {
@@ -129,11 +127,11 @@ struct ThreadState {
 
 struct CpuSim {
     state: CpuState,
-    since: Nanos,
     stall_until: Nanos,
     /// The duty the policy last set (`None`: never set).
     duty: Option<Duty>,
-    stats: CpuStats,
+    /// Offline (taken by an `Offline`, not yet brought back).
+    offline: bool,
     /// Busy time and time at the last `Load` sample.
     sampled_busy_ns: Nanos,
     sampled_at: Nanos,
@@ -154,7 +152,8 @@ struct Sim {
     queue: BinaryHeap<Reverse<(Key, Ev)>>,
     rng: ChaCha8Rng,
     machine: MachineSpec,
-    policy: ClusterScheduler,
+    info: &'static PolicyInfo,
+    policy: Recorded<Box<dyn Policy + Send>>,
     reconfigurer: Reconfigurer,
     pending: Option<PendingReconfig>,
     progs: Vec<ProgState>,
@@ -170,18 +169,14 @@ struct Sim {
     live_programs: usize,
     pending_arrivals: usize,
     events: u64,
-    reconfig: ReconfigStats,
     proxy_ipis: u64,
-    migrations: u64,
-    defrag_migrations: u64,
-    fuse_start: Vec<Option<(Nanos, CpuSet)>>,
-    allocation: Vec<AllocSample>,
-    trace: Vec<TraceEvent>,
     actions: Vec<Action>,
     /// Scratch list of CPUs whose threads `execute` must refresh.
     touched: Vec<usize>,
     /// The policy's traffic, when the scenario asks for it.
     record: Option<TraceWriter<Vec<u8>, Vec<u8>>>,
+    /// What ran, for the execution checker (with the traffic).
+    executed: Option<ExecRecord>,
 }
 
 /// Runs run `index` of a validated scenario, reporting progress to `watch`.
@@ -192,6 +187,24 @@ pub fn run(
     index: usize,
     watch: &mut Watch<'_>,
 ) -> Result<RunResult, EventBudgetExceeded> {
+    run_inner(scenario, index, watch).map(|(r, _)| r)
+}
+
+/// Runs run `index` recording its policy traffic and what it executed;
+/// returns the result and the execution checker's verdict (a violation
+/// panics: it is a defect of the engine).
+pub fn run_checked(scenario: &Scenario, index: usize) -> Result<(RunResult, Verdict), EventBudgetExceeded> {
+    let mut s = scenario.clone();
+    s.record_policy_trace = true;
+    let (r, v) = run_inner(&s, index, &mut Watch { every_events: 0, report: &mut |_| {} })?;
+    Ok((r, v.expect("recorded with the traffic")))
+}
+
+fn run_inner(
+    scenario: &Scenario,
+    index: usize,
+    watch: &mut Watch<'_>,
+) -> Result<(RunResult, Option<Verdict>), EventBudgetExceeded> {
     let spec = &scenario.runs[index];
     let params = scenario.sim.with(&spec.sim);
     let mut sim = Sim::new(scenario, index);
@@ -235,50 +248,19 @@ pub fn run(
     Ok(sim.finish(spec, scenario))
 }
 
-fn machine_of(spec: &RunSpec) -> MachineSpec {
-    MachineSpec::build(spec).unwrap_or_else(|(f, m)| panic!("unvalidated scenario: {f}: {m}"))
-}
-
-/// The policy that run `index` of a validated scenario runs: Chameleon's
-/// cluster scheduler, or its Linux-like mode, configured for the run's
-/// machine. A replay of the run's event trace starts from a fresh one.
-pub fn policy_for(scenario: &Scenario, index: usize) -> ClusterScheduler {
-    let spec = &scenario.runs[index];
-    let params = scenario.sim.with(&spec.sim);
-    let machine = machine_of(spec);
-    ClusterScheduler::new(
-        machine.topology,
-        Config {
-            min_granularity_ns: params.min_granularity_ns,
-            chameleon: spec.policy == PolicyKind::Chameleon,
-            notify_on_exit: params.notify_on_exit,
-            max_fuse: machine.max_fuse,
-            speed: machine.speed,
-            reconfig_mode: Mode::Bolt,
-        },
-    )
-}
-
-/// Whether run `spec` can reconfigure at all: Chameleon on a machine that fuses.
-fn reconfigures(spec: &RunSpec, machine: &MachineSpec) -> bool {
-    spec.policy == PolicyKind::Chameleon && machine.max_fuse > 1
-}
-
 impl Sim {
     /// The simulation of run `index`, with its programs' arrivals and the
     /// first ticks queued.
     fn new(scenario: &Scenario, index: usize) -> Sim {
         let spec = &scenario.runs[index];
         let params = scenario.sim.with(&spec.sim);
-        let machine = machine_of(spec);
+        let machine = machine_of(scenario, index);
         let ncpus = machine.topology.ncpus();
-        let policy = policy_for(scenario, index);
+        let info = policy_info(scenario, index);
+        let policy = Recorded { policy: policy_for(scenario, index), record: RunRecorder::new(ncpus) };
         let profile = (params.reconfig == Mechanism::Runtime).then(|| scenario.profile_for(index));
-        // One generator per run: seed mixed with the run index (splitmix64 step).
-        let mut z = scenario.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        let rng = ChaCha8Rng::seed_from_u64(z ^ (z >> 31));
+        // One generator per run: the seed mixed with the run index.
+        let rng = ChaCha8Rng::seed_from_u64(run_seed(scenario.seed, index));
 
         let mut sim = Sim {
             index,
@@ -292,12 +274,11 @@ impl Sim {
             progs: Vec::new(),
             threads: Vec::new(),
             cpus: (0..ncpus)
-                .map(|c| CpuSim {
+                .map(|_| CpuSim {
                     state: CpuState::Idle,
-                    since: 0,
                     stall_until: 0,
                     duty: None,
-                    stats: CpuStats { cpu: c, ..Default::default() },
+                    offline: false,
                     sampled_busy_ns: 0,
                     sampled_at: 0,
                 })
@@ -311,22 +292,18 @@ impl Sim {
             live_programs: 0,
             pending_arrivals: 0,
             events: 0,
-            reconfig: ReconfigStats::default(),
             parallel_live: 0,
             ipi_queued: false,
             ipis: 0,
             proxy_ipis: 0,
-            migrations: 0,
-            defrag_migrations: 0,
-            fuse_start: Vec::new(),
-            allocation: Vec::new(),
-            trace: Vec::new(),
             actions: Vec::new(),
             touched: Vec::new(),
             record: scenario
                 .record_policy_trace
                 .then(|| TraceWriter::new(Vec::with_capacity(1 << 20), Vec::with_capacity(1 << 20))),
+            executed: scenario.record_policy_trace.then(ExecRecord::default),
             machine,
+            info,
             policy,
         };
         for plan in plan_programs(spec, &sim.machine) {
@@ -342,23 +319,7 @@ impl Sim {
     fn add_program(&mut self, plan: ProgramPlan) {
         let idx = self.progs.len();
         let start_ns = plan.start_ns;
-        self.progs.push(ProgState {
-            name: plan.name,
-            label: plan.label,
-            instance: plan.instance,
-            prog: plan.program,
-            start_ns,
-            threads: Vec::new(),
-            pool: Vec::new(),
-            work_ns: plan.work_ns,
-            live: 0,
-            finish_ns: None,
-            fused_ns: 0,
-            smt_factor: plan.smt_factor,
-            wants_object: plan.wants_object,
-            spec_threads: plan.threads,
-            template: plan.template,
-        });
+        self.progs.push(ProgState { plan, threads: Vec::new(), pool: Vec::new(), live: 0, finished: false });
         self.pending_arrivals += 1;
         self.live_programs += 1;
         self.push(start_ns, Ev::Arrive(idx));
@@ -438,8 +399,7 @@ impl Sim {
         if window_ns < LOAD_SAMPLE_NS {
             return;
         }
-        let running = matches!(c.state, CpuState::Running { .. });
-        let busy = c.stats.busy_ns + if running { self.now - c.since } else { 0 };
+        let busy = self.policy.record.busy_ns(cpu, self.now);
         let busy_ns = busy - c.sampled_busy_ns;
         let c = &mut self.cpus[cpu];
         c.sampled_busy_ns = busy;
@@ -449,16 +409,15 @@ impl Sim {
 
     fn arrive(&mut self, p: usize) {
         self.pending_arrivals -= 1;
-        if !self.progs[p].prog.is_sequential() {
+        let program = self.progs[p].plan.program;
+        if !program.is_sequential() {
             self.parallel_live += 1;
             self.queue_ipi();
         }
-        let (shape, nthreads, work) =
-            (self.progs[p].prog.shape, self.progs[p].spec_threads, self.progs[p].work_ns);
+        let (nthreads, work) = (self.progs[p].plan.threads, self.progs[p].plan.work_ns);
         let mut rng = work_rng(self.seed, p);
-        let DealtWork { initial, pool } = deal_work(shape, work, nthreads, &mut rng);
+        let DealtWork { initial, pool } = deal_work(program.shape, work, nthreads, &mut rng);
         self.progs[p].pool = pool;
-        self.trace_push(|s| TraceEvent::Instant { name: format!("start {}", s.progs[p].name), t_ns: s.now });
         for work in initial {
             let tid = self.threads.len();
             self.threads.push(ThreadState {
@@ -472,10 +431,9 @@ impl Sim {
             });
             self.progs[p].threads.push(tid);
             self.progs[p].live += 1;
-            let spec = self.progs[p].template.clone();
+            let spec = self.progs[p].plan.template.clone();
             self.feed(&Event::Spawn { thread: tid, spec });
         }
-        self.sample_allocation();
     }
 
     fn task_done(&mut self, t: usize) {
@@ -490,27 +448,25 @@ impl Sim {
         self.threads[t].done = true;
         self.threads[t].remaining = 0.0;
         self.threads[t].generation += 1;
+        self.progressing(t);
         self.progs[p].live -= 1;
         self.feed(&Event::Exit { thread: t });
         if self.progs[p].live == 0 {
-            self.progs[p].finish_ns = Some(self.now);
+            self.progs[p].finished = true;
             self.live_programs -= 1;
-            if !self.progs[p].prog.is_sequential() {
+            if !self.progs[p].plan.program.is_sequential() {
                 self.parallel_live -= 1;
             }
-            self.trace_push(|s| TraceEvent::Instant {
-                name: format!("exit {}", s.progs[p].name),
-                t_ns: s.now,
-            });
-            self.sample_allocation();
         }
     }
 
     /// Executes the policy's actions, in order.
     fn execute(&mut self, out: &mut Vec<Action>) {
         let mut touched = std::mem::take(&mut self.touched);
-        let mut alloc_changed = false;
         for a in out.drain(..) {
+            if let Some(x) = &mut self.executed {
+                x.action(self.now, &a);
+            }
             match a {
                 Action::Dispatch { cpu, state } => {
                     self.set_cpu_state(cpu, state);
@@ -523,44 +479,39 @@ impl Sim {
                     self.cpus[cpu].duty = Some(duty);
                     touched.push(cpu);
                 }
-                Action::Fuse { thread, object } => {
+                Action::Fuse { object, .. } => {
                     touched.push(object.representative);
-                    self.fused(thread, object);
+                    self.pending = Some(PendingReconfig { object, fuse: true });
                 }
-                Action::Split { thread, object } => {
+                Action::Split { object, .. } => {
                     touched.push(object.representative);
-                    self.split(thread, object);
+                    self.pending = Some(PendingReconfig { object, fuse: false });
                 }
                 Action::Offline { id, cpus, mode } => {
-                    let p = self
-                        .pending
-                        .take()
-                        .filter(|p| p.fuse)
-                        .expect("contract: an Offline follows its Fuse");
-                    let cost = self.reconfigurer.offline(&cpus, mode, &p.object);
-                    self.stall(&p.object, cost, "fuse", id);
-                    touched.extend(p.object.borrowed.iter());
+                    let (stalled, proxy) = self.reconfigured_cpus(&cpus, true);
+                    let cost = self.reconfigurer.offline(&cpus, mode, proxy);
+                    cpus.iter().for_each(|c| self.cpus[c].offline = true);
+                    let (start, _) = self.stall(&stalled, cost, id);
+                    if let Some(x) = &mut self.executed {
+                        x.change(cpus.iter(), start, false);
+                    }
+                    touched.extend(stalled.iter());
                 }
                 Action::Online { id, cpus, mode } => {
-                    let p = self
-                        .pending
-                        .take()
-                        .filter(|p| !p.fuse)
-                        .expect("contract: an Online follows its Split");
-                    let cost = self.reconfigurer.online(&cpus, mode, &p.object);
-                    self.stall(&p.object, cost, "split", id);
-                    touched.extend(p.object.borrowed.iter());
-                }
-                Action::Migrate { defrag, .. } => {
-                    self.migrations += 1;
-                    if defrag {
-                        self.defrag_migrations += 1;
+                    let (stalled, _) = self.reconfigured_cpus(&cpus, false);
+                    let cost = self.reconfigurer.online(&cpus, mode);
+                    cpus.iter().for_each(|c| self.cpus[c].offline = false);
+                    let (_, until) = self.stall(&stalled, cost, id);
+                    if let Some(x) = &mut self.executed {
+                        x.change(cpus.iter(), until, true);
                     }
+                    touched.extend(stalled.iter());
                 }
-                Action::Object { .. } => alloc_changed = true,
-                // This engine feeds the cluster scheduler thread events
-                // only, and it answers them with thread actions only.
-                Action::Place { .. } => unreachable!("the thread engine feeds no stack events"),
+                Action::Migrate { .. } | Action::Object { .. } => {}
+                // Refused before the run starts (`EXECUTES`).
+                Action::Place { .. } => {
+                    unreachable!("a policy that places components passed the capability check")
+                }
             }
         }
         touched.sort_unstable();
@@ -570,104 +521,64 @@ impl Sim {
         }
         touched.clear();
         self.touched = touched;
-        if alloc_changed {
-            self.sample_allocation();
-        }
         debug_assert!(self.reconfigurer.check().is_ok());
     }
 
-    /// `thread` fused `object`: counted, its span opened; its `Offline` comes next.
-    fn fused(&mut self, thread: usize, object: ExecObject) {
-        self.reconfig.fuses += 1;
-        if self.fuse_start.len() <= thread {
-            self.fuse_start.resize(thread + 1, None);
+    /// The CPUs an `Offline` (`offline`) or `Online` of `cpus` stalls, and
+    /// the CPU that proxies for them: the object of the `Fuse` or `Split`
+    /// just before (its representative), else `cpus` alone (the lowest CPU
+    /// that stays online).
+    fn reconfigured_cpus(&mut self, cpus: &CpuSet, offline: bool) -> (CpuSet, CpuId) {
+        match self.pending.take() {
+            Some(p) if p.fuse == offline => {
+                assert_eq!(
+                    cpus, &p.object.borrowed,
+                    "contract: the CPUs of an Offline/Online are its object's borrowed ones"
+                );
+                (p.object.cpus(), p.object.representative)
+            }
+            Some(p) => panic!(
+                "contract: a {} is followed by its {}",
+                if p.fuse { "Fuse" } else { "Split" },
+                if p.fuse { "Offline" } else { "Online" }
+            ),
+            None => {
+                let proxy = (0..self.cpus.len())
+                    .find(|&c| !cpus.contains(c) && !self.cpus[c].offline)
+                    .expect("contract: the last online CPU is never taken offline");
+                (cpus.clone(), proxy)
+            }
         }
-        self.fuse_start[thread] = Some((self.now, object.cpus()));
-        self.pending = Some(PendingReconfig { object, fuse: true });
     }
 
-    /// `thread` split `object`: counted, its span traced; its `Online` comes next.
-    fn split(&mut self, thread: usize, object: ExecObject) {
-        self.reconfig.splits += 1;
-        if let Some(Some((start, set))) = self.fuse_start.get_mut(thread).map(Option::take) {
-            self.trace_push(|s| TraceEvent::ObjectSpan {
-                object: thread,
-                cpus: set.to_string(),
-                name: format!("{} on {} CPUs", s.progs[s.threads[thread].prog].name, set.len()),
-                start_ns: start,
-                end_ns: s.now,
-            });
-        }
-        self.pending = Some(PendingReconfig { object, fuse: false });
-    }
-
-    /// Marks the CPUs of `object` as reconfiguring for `cost` ns and answers
+    /// Marks `cpus` as reconfiguring for `cost` ns and answers
     /// reconfiguration `id` when that ends. Reconfigurations of a CPU are
     /// serialised, as the kernel serialises hotplug under one lock: one asked
     /// for while any of the CPUs is still reconfiguring starts when the last
-    /// of them is done.
-    fn stall(&mut self, object: &ExecObject, cost: Nanos, what: &str, id: ReconfigId) {
+    /// of them is done. Returns when it starts and ends.
+    fn stall(&mut self, cpus: &CpuSet, cost: Nanos, id: ReconfigId) -> (Nanos, Nanos) {
         if cost == 0 {
             self.push(self.now, Ev::ReconfigDone(id.0, 0));
-            return;
+            return (self.now, self.now);
         }
-        self.reconfig.time_ns += cost;
-        let rep = object.representative;
-        let start = std::iter::once(rep)
-            .chain(object.borrowed.iter())
-            .map(|c| self.cpus[c].stall_until)
-            .fold(self.now, Nanos::max);
+        let start = cpus.iter().map(|c| self.cpus[c].stall_until).fold(self.now, Nanos::max);
         let until = start + cost;
-        for c in std::iter::once(rep).chain(object.borrowed.iter()) {
-            let already = self.cpus[c].stall_until.max(self.now);
-            debug_assert!(until > already);
-            self.cpus[c].stats.reconfig_ns += until - already;
+        for c in cpus.iter() {
+            debug_assert!(until > self.cpus[c].stall_until.max(self.now));
             self.cpus[c].stall_until = until;
-        }
-        self.trace_push(|_| TraceEvent::Reconfig {
-            cpu: rep,
-            name: what.to_string(),
-            start_ns: start,
-            end_ns: until,
-        });
-        self.push(until, Ev::StallEnd(rep));
-        for c in object.borrowed.iter() {
             self.push(until, Ev::StallEnd(c));
         }
         self.push(until, Ev::ReconfigDone(id.0, cost));
+        (start, until)
     }
 
-    /// Accounts the time a CPU spent in its previous state and records the new one.
+    /// Runs `state` on `cpu` from now: a thread that left it stops
+    /// progressing here.
     fn set_cpu_state(&mut self, cpu: usize, state: CpuState) {
         let old = self.cpus[cpu].state;
         if old == state {
             return;
         }
-        let since = self.cpus[cpu].since;
-        let dt = self.now - since;
-        match old {
-            CpuState::Running { thread, object_cpus } => {
-                self.cpus[cpu].stats.busy_ns += dt;
-                let p = self.threads[thread].prog;
-                if object_cpus > 1 {
-                    self.progs[p].fused_ns += dt;
-                    self.reconfig.fused_ns += dt;
-                }
-                if dt > 0 {
-                    self.trace_push(|s| TraceEvent::Slice {
-                        cpu,
-                        thread,
-                        name: s.progs[p].name.clone(),
-                        start_ns: since,
-                        end_ns: s.now,
-                        fused: object_cpus > 1,
-                    });
-                }
-            }
-            CpuState::Borrowed { .. } => self.cpus[cpu].stats.borrowed_ns += dt,
-            CpuState::Idle => {}
-        }
-        // A thread that left this CPU stops progressing here.
         if let CpuState::Running { thread, .. } = old {
             let still_here = matches!(state, CpuState::Running { thread: t2, .. } if t2 == thread);
             if !still_here && self.threads[thread].cpu == Some(cpu) {
@@ -675,6 +586,7 @@ impl Sim {
                 self.threads[thread].cpu = None;
                 self.threads[thread].rate = 0.0;
                 self.threads[thread].generation += 1;
+                self.progressing(thread);
             }
         }
         if let CpuState::Running { thread, .. } = state {
@@ -690,7 +602,6 @@ impl Sim {
             self.threads[thread].cpu = Some(cpu);
         }
         self.cpus[cpu].state = state;
-        self.cpus[cpu].since = self.now;
     }
 
     /// Brings the thread on `cpu` up to date and re-plans its completion.
@@ -713,7 +624,7 @@ impl Sim {
                 .topology
                 .sibling(cpu)
                 .is_some_and(|s| matches!(self.cpus[s].state, CpuState::Running { .. }));
-        let factor = if sibling_busy { self.progs[self.threads[t].prog].smt_factor } else { 1.0 };
+        let factor = if sibling_busy { self.progs[self.threads[t].prog].plan.smt_factor } else { 1.0 };
         progress_rate(duty, factor)
     }
 
@@ -733,8 +644,9 @@ impl Sim {
 
     fn reschedule_completion(&mut self, t: usize) {
         let rate = self.rate_of(t);
+        self.threads[t].rate = rate;
+        self.progressing(t);
         let th = &mut self.threads[t];
-        th.rate = rate;
         th.generation += 1;
         if rate > 0.0 && !th.done {
             let dt = (th.remaining / rate).ceil().max(0.0) as Nanos;
@@ -743,122 +655,68 @@ impl Sim {
         }
     }
 
-    /// Records the CPUs each running sequential program's object holds, if
-    /// that changed since the last sample (a sample at the same time is
-    /// replaced).
-    fn sample_allocation(&mut self) {
-        let current = self
-            .progs
-            .iter()
-            .filter(|pr| {
-                pr.wants_object && pr.finish_ns.is_none() && !pr.threads.is_empty() && pr.prog.is_sequential()
-            })
-            .map(|pr| (&pr.name, self.policy.object_of(pr.threads[0]).map_or(0, ExecObject::len) as u32));
-        if let Some(last) = self.allocation.last() {
-            let mut cur = current.clone();
-            if last.cpus_by_program.iter().all(|(n, c)| cur.next() == Some((n, *c))) && cur.next().is_none() {
-                return;
-            }
-            if last.t_ns == self.now {
-                self.allocation.pop();
-            }
-        }
-        let cpus_by_program = current.map(|(n, c)| (n.clone(), c)).collect();
-        self.allocation.push(AllocSample { t_ns: self.now, cpus_by_program });
-    }
-
-    /// Appends the event `make` builds, unless the trace is full (then
-    /// nothing is built).
-    fn trace_push(&mut self, make: impl FnOnce(&Self) -> TraceEvent) {
-        if self.trace.len() < TRACE_CAP {
-            let e = make(self);
-            self.trace.push(e);
+    /// Tells the execution record where thread `t` progresses now.
+    fn progressing(&mut self, t: usize) {
+        if let Some(x) = &mut self.executed {
+            let th = &self.threads[t];
+            x.progress(t, th.cpu.filter(|_| th.rate > 0.0 && !th.done), self.now);
         }
     }
 
-    fn finish(mut self, spec: &RunSpec, scenario: &Scenario) -> RunResult {
-        let label = spec.label.clone();
-        let series = spec.series.clone().unwrap_or_else(|| spec.label.clone());
+    fn finish(mut self, spec: &RunSpec, scenario: &Scenario) -> (RunResult, Option<Verdict>) {
         let params = scenario.sim.with(&spec.sim);
-        let reconfigures = reconfigures(spec, &self.machine);
+        let reconfigures = reconfigures(self.info, &self.machine);
         let mechanism = if reconfigures { params.reconfig.name() } else { "none" };
         let profile = (reconfigures && params.reconfig == Mechanism::Runtime).then(|| {
             let (source, p) = scenario.profile_for(self.index);
             format!("{source}: {} ({})", p.machine, p.measured_on)
         });
         let finished = self.live_programs == 0 && self.pending_arrivals == 0;
-        let end = self.now;
-        for cpu in 0..self.cpus.len() {
-            self.set_cpu_state(cpu, CpuState::Idle);
-        }
         if let Err(e) = self.policy.check() {
-            panic!("scheduler invariant broken at the end of `{label}`: {e}");
+            panic!("policy invariant broken at the end of `{}`: {e}", spec.label);
         }
-        let per_cpu: Vec<CpuStats> = self
-            .cpus
-            .iter()
-            .map(|c| {
-                let mut s = c.stats.clone();
-                let used = s.busy_ns + s.borrowed_ns;
-                assert!(used <= end.max(1), "CPU {} used {used} ns of {end}", s.cpu);
-                s.utilisation = if end > 0 { (used as f64 / end as f64 * 1e4).round() / 1e4 } else { 0.0 };
-                s
-            })
-            .collect();
-        let programs = self
+        let verdict = self.executed.take().map(|x| x.finish(self.now));
+        if let Some(v) = verdict.as_ref().filter(|v| !v.ok()) {
+            panic!(
+                "the simulator did not execute what the policy asked in `{}`: {}",
+                spec.label,
+                v.summary()
+            );
+        }
+        let runs: Vec<ProgramRun<'_>> = self
             .progs
             .iter()
-            .map(|p| {
-                let completion = p.finish_ns.map(|f| f - p.start_ns);
-                ProgramResult {
-                    label: p.label.clone(),
-                    program: p.prog.name.to_string(),
-                    instance: p.instance,
-                    threads: p.threads.len() as u32,
-                    start_ns: p.start_ns,
-                    finish_ns: p.finish_ns,
-                    completion_ns: completion,
-                    work_ns: p.work_ns,
-                    speedup: completion.map(|c| round4(p.work_ns as f64 / c.max(1) as f64)),
-                    relative_time: completion.map(|c| round4(c as f64 / p.work_ns.max(1) as f64)),
-                    fused_ns: p.fused_ns,
-                }
-            })
+            .map(|p| ProgramRun { plan: &p.plan, threads: &p.threads, work_done_ns: p.plan.work_ns as f64 })
             .collect();
-        let decisions = self.policy.decisions();
-        RunResult {
-            label,
-            series,
+        let info = self.info;
+        let r = self.policy.record.finish(self.now, &runs, |plan| tracked(info, plan));
+        let result = RunResult {
+            label: spec.label.clone(),
+            series: spec.series.clone().unwrap_or_else(|| spec.label.clone()),
             machine: spec.machine.clone(),
-            policy: match spec.policy {
-                PolicyKind::Linux => "linux".into(),
-                PolicyKind::Chameleon => "chameleon".into(),
-            },
+            policy: spec.policy.name.clone(),
             reconfig_mechanism: mechanism.into(),
             reconfig_profile: profile,
             cpus: self.cpus.len(),
-            end_ns: end,
+            end_ns: self.now,
             finished,
-            programs,
-            per_cpu,
-            reconfig: self.reconfig,
+            programs: r.programs,
+            per_cpu: r.per_cpu,
+            reconfig: r.reconfig,
             ipis: self.ipis,
             proxy_ipis: self.proxy_ipis,
-            migrations: self.migrations,
-            defrag_migrations: self.defrag_migrations,
+            migrations: r.migrations,
+            defrag_migrations: r.defrag_migrations,
             events: self.events,
-            decisions,
-            allocation: self.allocation,
-            trace: self.trace,
-            policy_trace: self.record.map(|r| {
-                let (events, actions) = r.finish().expect("writing to memory does not fail");
+            decisions: r.decisions,
+            allocation: r.allocation,
+            trace: r.trace,
+            policy_trace: self.record.map(|w| {
+                let (events, actions) = w.finish().expect("writing to memory does not fail");
                 let text = |b: Vec<u8>| String::from_utf8(b).expect("serde_json writes UTF-8");
                 PolicyTrace { events: text(events), actions: text(actions) }
             }),
-        }
+        };
+        (result, verdict)
     }
-}
-
-fn round4(x: f64) -> f64 {
-    (x * 1e4).round() / 1e4
 }

@@ -7,8 +7,10 @@
 
 pub mod control;
 pub mod engine;
+pub mod executed;
 pub mod netstack;
 pub mod reconfigure;
+pub mod seeds;
 
 // What the simulator shares with the live backend lives below both, in
 // dyncore-scenario; re-exported under its old paths.
@@ -47,6 +49,15 @@ pub fn run_one(scenario: &Scenario, index: usize) -> Result<RunResult, EventBudg
 }
 
 /// [`run_scenario`] without progress reports.
+/// Runs run `index` with its policy traffic recorded and what it executed
+/// held against it (`engine::run_checked`).
+pub fn run_checked(
+    scenario: &Scenario,
+    index: usize,
+) -> Result<(RunResult, dyncore_core::policy::execution::Verdict), EventBudgetExceeded> {
+    engine::run_checked(scenario, index)
+}
+
 pub fn run_quietly(scenario: &Scenario) -> Result<ScenarioResult, EventBudgetExceeded> {
     run_scenario(scenario, &mut Watch { every_events: 0, report: &mut |_| {} })
 }

@@ -6,7 +6,9 @@
 //! they serve — `Fuse` then the `Offline` of its borrowed CPUs, `Split`
 //! then their `Online` (the boundary's contract) — so the Table 4
 //! mechanisms charge the paper's fuse latency for the object's size on the
-//! offline and its split latency on the online.
+//! offline and its split latency on the online. A policy may also take
+//! CPUs offline with no object (to save power): Table 4 then charges the
+//! latency of an object of those CPUs and one that stays online (the proxy).
 //!
 //! The `runtime` mechanism executes what the live runtime executes: it
 //! keeps a simulated [`ReconfigState`] (which CPUs are online, which kept
@@ -30,7 +32,6 @@
 //! debug builds): the proxy table's own (one proxy per proxied CPU, no
 //! chains).
 
-use dyncore_core::exec::ExecObject;
 use dyncore_core::profile::MachineProfile;
 use dyncore_core::proxy::ProxyTable;
 use dyncore_core::reconfig::{Mode, Plan, ReconfigState, plan_offline, plan_online};
@@ -68,19 +69,21 @@ impl Reconfigurer {
         Reconfigurer { model }
     }
 
-    /// Takes `cpus` — the borrowed CPUs of `object` — offline; returns the
-    /// latency of the critical path.
-    pub fn offline(&mut self, cpus: &CpuSet, mode: Mode, object: &ExecObject) -> Nanos {
-        assert_eq!(cpus, &object.borrowed, "an Offline takes exactly the borrowed CPUs of its Fuse");
+    /// Takes `cpus` offline, `proxy` (the representative of the object
+    /// they are borrowed into, or a CPU that stays online) handling their
+    /// messages under a Table 4 mechanism with proxies; returns the latency
+    /// of the critical path.
+    pub fn offline(&mut self, cpus: &CpuSet, mode: Mode, proxy: CpuId) -> Nanos {
+        assert!(!cpus.contains(proxy), "CPU {proxy} cannot proxy for itself ({cpus})");
         match &mut self.model {
             Model::Table4 { cost, proxies } => {
                 if let Some(proxies) = proxies {
                     for c in cpus.iter() {
                         // Installed before the CPU stops taking IPIs.
-                        proxies.install(c, object.representative).expect("a fresh proxy");
+                        proxies.install(c, proxy).expect("a fresh proxy");
                     }
                 }
-                cost.fuse_ns(object.len())
+                cost.fuse_ns(cpus.len() + 1)
             }
             Model::Runtime { profile, state } => {
                 let plan = plan_offline(mode, cpus, state).unwrap_or_else(|e| panic!("offline {cpus}: {e}"));
@@ -89,10 +92,8 @@ impl Reconfigurer {
         }
     }
 
-    /// Brings `cpus` — the borrowed CPUs of `object` — back online; returns
-    /// the latency of the critical path.
-    pub fn online(&mut self, cpus: &CpuSet, mode: Mode, object: &ExecObject) -> Nanos {
-        assert_eq!(cpus, &object.borrowed, "an Online returns exactly the borrowed CPUs of its Split");
+    /// Brings `cpus` back online; returns the latency of the critical path.
+    pub fn online(&mut self, cpus: &CpuSet, mode: Mode) -> Nanos {
         match &mut self.model {
             Model::Table4 { cost, proxies } => {
                 if let Some(proxies) = proxies {
@@ -100,7 +101,7 @@ impl Reconfigurer {
                         proxies.remove(c);
                     }
                 }
-                cost.split_ns(object.len())
+                cost.split_ns(cpus.len() + 1)
             }
             Model::Runtime { profile, state } => {
                 let plan = plan_online(mode, cpus, state).unwrap_or_else(|e| panic!("online {cpus}: {e}"));
@@ -136,6 +137,7 @@ fn execute(profile: &MachineProfile, state: &mut ReconfigState, plan: &Plan) -> 
 mod tests {
     use super::*;
     use crate::cost::default_profile;
+    use dyncore_core::exec::ExecObject;
 
     fn quad() -> ExecObject {
         ExecObject::new(&"4-7".parse().unwrap())
@@ -149,7 +151,7 @@ mod tests {
         // Offline of 5-7 from all online: the plan the runtime would run.
         let plan = plan_offline(Mode::Bolt, &q.borrowed, &ReconfigState::all_online(8)).unwrap();
         let want = profile.critical_ns(&plan).unwrap();
-        assert_eq!(r.offline(&q.borrowed, Mode::Bolt, &q), want);
+        assert_eq!(r.offline(&q.borrowed, Mode::Bolt, q.representative), want);
         // The planner dealt proxies over the CPUs that stay online.
         assert!(q.borrowed.iter().all(|c| r.is_proxied(c)) && !r.is_proxied(4));
         // Online: helpers were parked (deferred, applied), so the plan
@@ -158,7 +160,7 @@ mod tests {
         let on = plan_online(Mode::Bolt, &q.borrowed, state).unwrap();
         assert!(on.steps.iter().any(|s| s.step.name() == "unpark-helper"));
         assert!(!on.steps.iter().any(|s| s.step.name() == "create-cache"));
-        assert_eq!(r.online(&q.borrowed, Mode::Bolt, &q), profile.critical_ns(&on).unwrap());
+        assert_eq!(r.online(&q.borrowed, Mode::Bolt), profile.critical_ns(&on).unwrap());
         assert!(!r.is_proxied(5));
         r.check().unwrap();
     }
@@ -167,12 +169,12 @@ mod tests {
     fn hotplug_has_no_proxies_and_the_proxy_mechanisms_proxy_on_the_representative() {
         let q = quad();
         let mut h = Reconfigurer::new(Mechanism::Hotplug, 8, None);
-        assert_eq!(h.offline(&q.borrowed, Mode::Bolt, &q), 430_000_000);
+        assert_eq!(h.offline(&q.borrowed, Mode::Bolt, q.representative), 430_000_000);
         assert!(!h.is_proxied(5));
         let mut a = Reconfigurer::new(Mechanism::ProxyApic, 8, None);
-        assert_eq!(a.offline(&q.borrowed, Mode::Bolt, &q), 375_000);
+        assert_eq!(a.offline(&q.borrowed, Mode::Bolt, q.representative), 375_000);
         assert!(a.is_proxied(5));
-        assert_eq!(a.online(&q.borrowed, Mode::Bolt, &q), 60_000);
+        assert_eq!(a.online(&q.borrowed, Mode::Bolt), 60_000);
         assert!(!a.is_proxied(5));
     }
 }

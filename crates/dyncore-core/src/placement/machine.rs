@@ -11,15 +11,21 @@ use crate::policy::{self, Event, Policy};
 use crate::power::{SpeedTable, StepIdx};
 use crate::{CpuId, Nanos};
 
-/// Where `efficient` is in its procedure.
+/// Where `efficient` is in its search (module docs of [`crate::placement`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Tuning {
-    /// Judging nothing yet (or the last change was not TCP's).
-    Searching,
-    /// TCP's core was raised from capacity `cap_before` at `bits_before`.
-    RaisedTcp { bits_before: f64, cap_before: f64, cap_after: f64 },
-    /// Everything is at full speed and the target is still not held.
+    /// Halving over the step of the cores in use. In step indices (0 is the
+    /// fastest): `hold` is the largest index (the slowest step) known to
+    /// hold the target, `miss` the smallest (the fastest step) known to
+    /// miss it; the answer lies between them.
+    Search { hold: Option<u8>, miss: Option<u8> },
+    /// Every core that can be added is, at full speed, and the target is
+    /// still not held.
     Exhausted,
+}
+
+impl Tuning {
+    const FRESH: Tuning = Tuning::Search { hold: None, miss: None };
 }
 
 /// The placement policy (see the module docs).
@@ -80,7 +86,7 @@ impl PlacementPolicy {
             hot: 0,
             cold: 0,
             settle: 0,
-            tuning: Tuning::Searching,
+            tuning: Tuning::FRESH,
         })
     }
 
@@ -116,7 +122,7 @@ impl PlacementPolicy {
         self.hot = 0;
         self.cold = 0;
         self.settle = 0;
-        self.tuning = Tuning::Searching;
+        self.tuning = Tuning::FRESH;
         let fastest = self.speeds.fastest();
         let (target, reason) = match mode {
             Mode::Spread => {
@@ -127,8 +133,17 @@ impl PlacementPolicy {
             }
             Mode::Efficient { .. } => {
                 let mut l = self.consolidated_layout();
-                l.step_of.insert(self.cfg.cpus[0], self.speeds.slowest());
-                (l, format!("mode {mode}: start on one core at the slowest step"))
+                let can_grow = self.cfg.cpus.len().min(self.kinds.len()) > 1;
+                let (fast, slow) = self.search_range(can_grow);
+                let mid = StepIdx(((u16::from(fast.0) + u16::from(slow.0)) / 2) as u8);
+                l.step_of.insert(self.cfg.cpus[0], mid);
+                (
+                    l,
+                    format!(
+                        "mode {mode}: start on one core at {} MHz, halfway through its steps, and halve from there",
+                        self.speeds.get(mid).mhz
+                    ),
+                )
             }
             Mode::Manual if !self.layout.cpu_of.is_empty() => return,
             Mode::Manual => (self.spread_layout(fastest), "mode manual: start spread at full speed".into()),
@@ -309,90 +324,100 @@ impl PlacementPolicy {
         }
     }
 
-    /// `efficient`: the fewest cores, then the paper's tuning procedure
-    /// on their speeds (module docs).
+    /// `efficient`: the fewest cores, then a halving search over their
+    /// speed (module docs of [`crate::placement`]).
     fn efficient(&mut self, now_ns: Nanos, s: &LoadSample, target: f64, out: &mut Vec<Decision>) {
         let t = self.cfg.efficient;
         if self.settle > 0 {
             self.settle -= 1;
             return;
         }
+        let Tuning::Search { mut hold, mut miss } = self.tuning else { return };
         let bits = s.bits_per_s;
+        // The step of the cores in use: the slowest of them (a search sets
+        // them all to one step; a new core starts there too).
+        let level = self.layout.cpus_in_use().iter().map(|c| self.layout.step_of[c].0).max().unwrap_or(0);
         if bits >= target * (1.0 - t.tolerance) {
-            return;
-        }
-        // Saturated: a CPU is busy (its components' busy fractions add up),
-        // a channel is filling or a hint is raised.
-        let busiest_cpu = self
-            .layout
-            .groups()
-            .values()
-            .map(|g| g.iter().map(|&k| sample_of(s, k).busy).sum::<f64>())
-            .fold(0.0, f64::max);
-        let saturated = busiest_cpu >= t.saturated_busy
-            || self.kinds.iter().any(|&k| {
-                let c = sample_of(s, k);
-                c.fill >= self.cfg.dynamic.spread_fill || c.behind
-            });
-        if !saturated {
-            // The application offers less than the target: speed would not help.
-            return;
-        }
-        // While a core can be added, a core is not raised past the fastest
-        // duty step (1600 MHz): above it the chip frequency rises, and its
-        // power with the cube of it, so a second core at a low duty costs
-        // less (e.g. 800 + 1000 MHz: 5.38 + 6.16 = 11.5 W against one core
-        // at 1867 MHz: 12.2 W).
-        let can_grow = self.layout.cpus_in_use().len() < self.cfg.cpus.len().min(self.kinds.len());
-        let limit = if can_grow { self.duty_floor() } else { self.speeds.fastest() };
-        let raisable = |p: &Self, cpu: CpuId| p.faster(cpu).is_some_and(|f| f >= limit);
-        let tcp_cpu = self.layout.cpu_of.get(&ComponentKind::Tcp).copied();
-        let hinted = self.kinds.iter().copied().find(|&k| sample_of(s, k).behind);
-        let tcp_paid_off = match self.tuning {
-            Tuning::RaisedTcp { bits_before, cap_before, cap_after } => {
-                // e.g. TCP 200 → 400 MHz doubles its speed (+100%); the step
-                // pays off if the bitrate rose by ≥ 0.5 · 100% = 50%.
-                let speedup = cap_after / cap_before - 1.0;
-                bits_before > 0.0 && bits / bits_before - 1.0 >= t.proportion * speedup
-            }
-            _ => true,
-        };
-        let (cpus, who, why) = if let Some(k) = hinted {
-            let cpu = self.layout.cpu_of[&k];
-            (vec![cpu], "hint", format!("a sender reports {k} cannot keep up"))
-        } else if let Some(cpu) = tcp_cpu.filter(|&c| tcp_paid_off && raisable(self, c)) {
-            (
-                vec![cpu],
-                "tcp",
-                format!("{:.2} Gbps below the target {:.2}: raise TCP", bits / 1e9, target / 1e9),
-            )
+            hold = Some(hold.map_or(level, |h| h.max(level)));
         } else {
-            let others: Vec<CpuId> =
-                self.layout.cpus_in_use().into_iter().filter(|c| Some(*c) != tcp_cpu).collect();
-            let why = if tcp_paid_off {
-                "TCP's core is at its limit: raise the others".to_string()
-            } else {
-                format!(
-                    "raising TCP did not raise the bitrate in proportion ({:.2} Gbps): raise the others",
-                    bits / 1e9
-                )
-            };
-            (others, "others", why)
-        };
-        let mut raise: Vec<CpuId> = cpus.into_iter().filter(|&c| raisable(self, c)).collect();
-        let mut why = format!("efficient: {why}");
-        if raise.is_empty() {
-            // Nothing left to raise where it was needed: any core that can be.
-            raise = self.layout.cpus_in_use().into_iter().filter(|&c| raisable(self, c)).collect();
-            why = "efficient: no core left to raise where needed: raise any".into();
+            // Saturated: a CPU is busy (its components' busy fractions add
+            // up), a channel is filling or a hint is raised. Otherwise the
+            // application offers less than the target: speed would not help.
+            let busiest_cpu = self
+                .layout
+                .groups()
+                .values()
+                .map(|g| g.iter().map(|&k| sample_of(s, k).busy).sum::<f64>())
+                .fold(0.0, f64::max);
+            let saturated = busiest_cpu >= t.saturated_busy
+                || self.kinds.iter().any(|&k| {
+                    let c = sample_of(s, k);
+                    c.fill >= self.cfg.dynamic.spread_fill || c.behind
+                });
+            if !saturated {
+                return;
+            }
+            miss = Some(miss.map_or(level, |m| m.min(level)));
+            // A step that held before may miss now (the load grew): it
+            // holds no longer.
+            if hold.is_some_and(|h| h >= level) {
+                hold = None;
+            }
         }
-        if !raise.is_empty() {
-            return self.raise(now_ns, &raise, who, &why, bits, out);
+        self.tuning = Tuning::Search { hold, miss };
+        let can_grow = self.layout.cpus_in_use().len() < self.cfg.cpus.len().min(self.kinds.len());
+        let (fast, slow) = self.search_range(can_grow);
+        // Untried steps lie strictly between the two bounds (index terms:
+        // `hold` below `miss`); the range's ends stand in for missing ones.
+        let lo = hold.map_or(i32::from(fast.0) - 1, i32::from);
+        let hi = miss.map_or(i32::from(slow.0) + 1, i32::from);
+        if hi - lo > 1 {
+            let mid = StepIdx(((lo + hi) / 2) as u8);
+            let why = format!(
+                "efficient: {:.2} Gbps against the target {:.2} at {} MHz; the slowest step that holds lies between \
+                 {} and {} MHz: try {} MHz",
+                bits / 1e9,
+                target / 1e9,
+                self.speeds.get(StepIdx(level)).mhz,
+                self.mhz_or(hold, "none"),
+                self.mhz_or(miss, "none"),
+                self.speeds.get(mid).mhz
+            );
+            return self.set_level(now_ns, mid, &why, out);
         }
-        if can_grow {
-            return self.grow(now_ns, bits, target, out);
+        match hold {
+            // Found: the slowest step that holds, unless the cores are on it.
+            Some(h) if h != level => {
+                let why = format!(
+                    "efficient: {} MHz is the slowest step that holds the target",
+                    self.mhz_or(hold, "")
+                );
+                self.set_level(now_ns, StepIdx(h), &why, out)
+            }
+            Some(_) => {}
+            None if can_grow => self.grow(now_ns, bits, target, out),
+            None => self.tuning = Tuning::Exhausted,
         }
-        self.tuning = Tuning::Exhausted;
+    }
+
+    /// The steps a search runs over (fastest and slowest): while a core can
+    /// be added, only the duty steps (module docs); on the last core, all.
+    fn search_range(&self, can_grow: bool) -> (StepIdx, StepIdx) {
+        (if can_grow { self.duty_floor() } else { self.speeds.fastest() }, self.speeds.slowest())
+    }
+
+    fn mhz_or(&self, i: Option<u8>, none: &str) -> String {
+        i.map_or(none.to_string(), |i| self.speeds.get(StepIdx(i)).mhz.to_string())
+    }
+
+    /// Sets every core in use to `step`, then lets it settle.
+    fn set_level(&mut self, now_ns: Nanos, step: StepIdx, reason: &str, out: &mut Vec<Decision>) {
+        let mut target = self.layout.clone();
+        for cpu in self.layout.cpus_in_use() {
+            target.step_of.insert(cpu, step);
+        }
+        self.settle = self.cfg.efficient.settle_samples;
+        self.transition(now_ns, target, reason, out);
     }
 
     /// The fastest step that only throttles (the chip at its lowest
@@ -405,62 +430,28 @@ impl PlacementPolicy {
             .expect("the slowest step is at the lowest chip frequency")
     }
 
-    /// Adds a core: spreads over one more CPU, each CPU at the slowest step
-    /// that holds the work its components did in the last sample (so the
-    /// bitrate does not dip), and goes on tuning from there.
+    /// Adds a core: spreads over one more CPU, every core at the middle of
+    /// the range a search runs over, and searches afresh from there.
     fn grow(&mut self, now_ns: Nanos, bits: f64, target: f64, out: &mut Vec<Decision>) {
         let n = self.layout.cpus_in_use().len() + 1;
         let mut l = self.spread_over(n);
-        for (cpu, group) in l.groups() {
-            let work: f64 = group.iter().map(|k| self.work[k]).sum();
-            let step = (0..self.speeds.len() as u8)
-                .rev()
-                .map(StepIdx)
-                .find(|&i| self.speeds.capacity(i) >= work)
-                .unwrap_or(self.speeds.fastest());
-            l.step_of.insert(cpu, step);
+        let can_grow = n < self.cfg.cpus.len().min(self.kinds.len());
+        let (fast, slow) = self.search_range(can_grow);
+        let mid = StepIdx(((u16::from(fast.0) + u16::from(slow.0)) / 2) as u8);
+        for cpu in l.cpus_in_use() {
+            l.step_of.insert(cpu, mid);
         }
-        self.tuning = Tuning::Searching;
+        self.tuning = Tuning::FRESH;
         self.settle = self.cfg.efficient.settle_samples;
         let why = format!(
-            "efficient: {:.2} Gbps below the target {:.2} with {} core(s) at their duty limit: add a core",
+            "efficient: {:.2} Gbps below the target {:.2} and no step of {} core(s) holds it: add a core, \
+             every core at {} MHz, and halve from there",
             bits / 1e9,
             target / 1e9,
-            n - 1
+            n - 1,
+            self.speeds.get(mid).mhz
         );
         self.transition(now_ns, l, &why, out);
-    }
-
-    fn faster(&self, cpu: CpuId) -> Option<StepIdx> {
-        self.speeds.faster(self.layout.step_of[&cpu])
-    }
-
-    /// Raises `cpus` one step each and remembers what to judge next.
-    fn raise(
-        &mut self,
-        now_ns: Nanos,
-        cpus: &[CpuId],
-        who: &str,
-        reason: &str,
-        bits: f64,
-        out: &mut Vec<Decision>,
-    ) {
-        let mut target = self.layout.clone();
-        for &cpu in cpus {
-            if let Some(s) = self.faster(cpu) {
-                target.step_of.insert(cpu, s);
-            }
-        }
-        self.tuning = match (who, self.layout.cpu_of.get(&ComponentKind::Tcp)) {
-            ("tcp", Some(&cpu)) => Tuning::RaisedTcp {
-                bits_before: bits,
-                cap_before: self.speeds.capacity(self.layout.step_of[&cpu]),
-                cap_after: self.speeds.capacity(target.step_of[&cpu]),
-            },
-            _ => Tuning::Searching,
-        };
-        self.settle = self.cfg.efficient.settle_samples;
-        self.transition(now_ns, target, reason, out);
     }
 
     /// Every component on the first CPU at full speed.

@@ -69,6 +69,7 @@
 //!    [`ExecObject::check`](crate::exec::ExecObject::check).
 
 pub mod contract;
+pub mod execution;
 pub mod trace;
 
 use serde::{Deserialize, Serialize};
@@ -89,11 +90,125 @@ pub type ThreadId = usize;
 pub struct ReconfigId(pub u64);
 
 /// A policy: a deterministic state machine between events and actions.
+///
+/// A backend holds a policy as `Box<dyn Policy + Send>` (from the registry,
+/// [`crate::policies`]) and knows nothing else of it: every output it
+/// reports is built from the events it fed and the actions it got back.
 pub trait Policy {
     /// Handles one event at `now`; appends the actions the backend must
     /// execute, in order. Deterministic: the same events at the same times
     /// give the same actions.
     fn handle(&mut self, now: Nanos, event: &Event, out: &mut Vec<Action>);
+
+    /// Checks the policy's own invariants (a backend calls it at the end of
+    /// a run, and may call it more often); the error says which one broke.
+    /// The default checks nothing.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl<P: Policy + ?Sized> Policy for Box<P> {
+    fn handle(&mut self, now: Nanos, event: &Event, out: &mut Vec<Action>) {
+        (**self).handle(now, event, out);
+    }
+
+    fn check(&self) -> Result<(), String> {
+        (**self).check()
+    }
+}
+
+/// The kinds of [`Event`], as a policy declares which it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Spawn,
+    Exit,
+    Tick,
+    ReconfigDone,
+    Load,
+    StackLoad,
+    StackControl,
+}
+
+/// The kinds of [`Action`], as a policy declares which it may emit and a
+/// backend which it can execute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionKind {
+    Dispatch,
+    SetSpeed,
+    Fuse,
+    Split,
+    Offline,
+    Online,
+    Migrate,
+    Object,
+    Place,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 7] = [
+        EventKind::Spawn,
+        EventKind::Exit,
+        EventKind::Tick,
+        EventKind::ReconfigDone,
+        EventKind::Load,
+        EventKind::StackLoad,
+        EventKind::StackControl,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::Spawn => "spawn",
+            EventKind::Exit => "exit",
+            EventKind::Tick => "tick",
+            EventKind::ReconfigDone => "reconfig_done",
+            EventKind::Load => "load",
+            EventKind::StackLoad => "stack_load",
+            EventKind::StackControl => "stack_control",
+        }
+    }
+}
+
+impl ActionKind {
+    pub const ALL: [ActionKind; 9] = [
+        ActionKind::Dispatch,
+        ActionKind::SetSpeed,
+        ActionKind::Fuse,
+        ActionKind::Split,
+        ActionKind::Offline,
+        ActionKind::Online,
+        ActionKind::Migrate,
+        ActionKind::Object,
+        ActionKind::Place,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ActionKind::Dispatch => "dispatch",
+            ActionKind::SetSpeed => "set_speed",
+            ActionKind::Fuse => "fuse",
+            ActionKind::Split => "split",
+            ActionKind::Offline => "offline",
+            ActionKind::Online => "online",
+            ActionKind::Migrate => "migrate",
+            ActionKind::Object => "object",
+            ActionKind::Place => "place",
+        }
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::fmt::Display for ActionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// What a thread is and wants, given when it is spawned.
@@ -182,4 +297,34 @@ pub enum Action {
     /// components on a CPU, move one, set a CPU's speed step — with the
     /// reason it was taken.
     Place { decision: Decision },
+}
+
+impl Event {
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Event::Spawn { .. } => EventKind::Spawn,
+            Event::Exit { .. } => EventKind::Exit,
+            Event::Tick { .. } => EventKind::Tick,
+            Event::ReconfigDone { .. } => EventKind::ReconfigDone,
+            Event::Load { .. } => EventKind::Load,
+            Event::StackLoad { .. } => EventKind::StackLoad,
+            Event::StackControl { .. } => EventKind::StackControl,
+        }
+    }
+}
+
+impl Action {
+    pub fn kind(&self) -> ActionKind {
+        match self {
+            Action::Dispatch { .. } => ActionKind::Dispatch,
+            Action::SetSpeed { .. } => ActionKind::SetSpeed,
+            Action::Fuse { .. } => ActionKind::Fuse,
+            Action::Split { .. } => ActionKind::Split,
+            Action::Offline { .. } => ActionKind::Offline,
+            Action::Online { .. } => ActionKind::Online,
+            Action::Migrate { .. } => ActionKind::Migrate,
+            Action::Object { .. } => ActionKind::Object,
+            Action::Place { .. } => ActionKind::Place,
+        }
+    }
 }

@@ -179,6 +179,10 @@ impl Policy for ClusterScheduler {
             Event::Load { .. } | Event::StackLoad { .. } | Event::StackControl { .. } => {}
         }
     }
+
+    fn check(&self) -> Result<(), String> {
+        ClusterScheduler::check(self)
+    }
 }
 
 impl ClusterScheduler {

@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use dyncore_core::Nanos;
 
-use crate::chan::Bell;
+use dyncore_ring::journal::WordRef;
+
+use crate::chan::{Bell, Log};
 use crate::component::Counters;
 
 pub mod linux_peer;
@@ -23,7 +25,29 @@ pub mod tun;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WireFull;
 
-/// One end of a wire, owned by a driver (or a monolithic stack).
+/// One end of a wire as it outlives the driver attached to it: a restarted
+/// driver attaches a new [`WirePort`] to the same end.
+pub trait Wire: Send + Sync {
+    /// Largest frame, in bytes (the IP MTU).
+    fn mtu(&self) -> usize;
+
+    /// The bell rung when frames arrive, which the owning driver parks on.
+    fn bell(&self) -> &Arc<Bell>;
+
+    /// What the owner's journal must commit for the end's sends and
+    /// receives to be part of its polls (the in-memory wire's rings, pools
+    /// and counters; nothing for a device, whose reads and writes cannot be
+    /// undone).
+    fn words(&self) -> Vec<WordRef>;
+
+    /// Attaches the owner's port (one at a time).
+    fn attach(&self, log: &Log) -> Box<dyn WirePort>;
+
+    /// Frames sent, received, dropped and damaged on purpose (committed).
+    fn counters(&self) -> &Arc<Counters>;
+}
+
+/// One end of a wire, attached by a driver (or a monolithic stack).
 pub trait WirePort: Send {
     /// Largest frame, in bytes (the IP MTU).
     fn mtu(&self) -> usize;
@@ -38,8 +62,9 @@ pub trait WirePort: Send {
     /// no frame waits.
     fn recv(&mut self, buf: &mut Vec<u8>) -> bool;
 
-    /// Makes sent frames visible to the peer and hands back received cells
-    /// (end of a poll).
+    /// End of a poll: makes sent frames visible to the peer and hands back
+    /// received cells (a port attached directly; a journaled one's commit
+    /// with its owner's journal).
     fn flush(&mut self);
 
     /// Whether a frame may be waiting, or the port ran out of room to send

@@ -33,8 +33,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use dyncore_core::Nanos;
 
-use super::{WireFull, WirePort};
-use crate::chan::Bell;
+use dyncore_ring::journal::WordRef;
+
+use super::{Wire, WireFull, WirePort};
+use crate::chan::{Bell, Log};
 use crate::component::Counters;
 
 /// The kernel side's address inside the namespace.
@@ -153,7 +155,7 @@ pub struct TunNet {
 impl TunNet {
     /// Creates the namespace and the device (steps in the module docs) and
     /// returns the guard and the stack's end of the wire.
-    pub fn create(mtu: usize) -> Result<(TunNet, TunPort), Unavailable> {
+    pub fn create(mtu: usize) -> Result<(TunNet, TunEnd), Unavailable> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         // Namespaces are machine-wide, and the sweep below removes those of
         // dead processes: tests that create them must not overlap.
@@ -174,8 +176,8 @@ impl TunNet {
         ip(&["-n", &net.ns, "addr", "add", &addr, "dev", &net.dev])?;
         ip(&["-n", &net.ns, "link", "set", "dev", &net.dev, "mtu", &mtu_s, "up"])?;
         ip(&["-n", &net.ns, "link", "set", "dev", "lo", "up"])?;
-        let port = TunPort { file, mtu, bell: Bell::new(), counters: Counters::new(COUNTERS) };
-        Ok((net, port))
+        let end = TunEnd { file: Arc::new(file), mtu, bell: Bell::new(), counters: Counters::new(COUNTERS) };
+        Ok((net, end))
     }
 
     /// The namespace's name.
@@ -255,9 +257,51 @@ const SENT: usize = 0;
 const RECEIVED: usize = 1;
 const FULL: usize = 2;
 
-/// The stack's end of a TUN wire: the device's file descriptor.
+/// The stack's end of a TUN wire: the device's file descriptor, which
+/// outlives the driver attached to it.
+///
+/// Reads and writes of a device cannot be undone, so they are not part of
+/// the driver's journal: a driver that crashes after writing a frame and
+/// before committing writes it again when its batch is redone (the peer's
+/// TCP drops the duplicate), and a frame it read in a batch that is redone
+/// is lost (TCP retransmits it), as on any wire that loses and duplicates.
+pub struct TunEnd {
+    file: Arc<File>,
+    mtu: usize,
+    bell: Arc<Bell>,
+    counters: Arc<Counters>,
+}
+
+impl Wire for TunEnd {
+    fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    fn bell(&self) -> &Arc<Bell> {
+        &self.bell
+    }
+
+    fn words(&self) -> Vec<WordRef> {
+        Vec::new()
+    }
+
+    fn attach(&self, _log: &Log) -> Box<dyn WirePort> {
+        Box::new(TunPort {
+            file: self.file.clone(),
+            mtu: self.mtu,
+            bell: self.bell.clone(),
+            counters: self.counters.clone(),
+        })
+    }
+
+    fn counters(&self) -> &Arc<Counters> {
+        &self.counters
+    }
+}
+
+/// A driver's port on a TUN wire.
 pub struct TunPort {
-    file: File,
+    file: Arc<File>,
     mtu: usize,
     bell: Arc<Bell>,
     counters: Arc<Counters>,
@@ -275,7 +319,7 @@ impl WirePort for TunPort {
     }
 
     fn send(&mut self, frame: &[u8]) -> Result<(), WireFull> {
-        match self.file.write(frame) {
+        match (&*self.file).write(frame) {
             Ok(_) => {
                 self.counters.add(SENT, 1);
                 Ok(())
@@ -293,7 +337,7 @@ impl WirePort for TunPort {
     fn recv(&mut self, buf: &mut Vec<u8>) -> bool {
         buf.clear();
         buf.resize(self.mtu, 0);
-        match self.file.read(buf) {
+        match (&*self.file).read(buf) {
             Ok(n) if n > 0 => {
                 buf.truncate(n);
                 self.counters.add(RECEIVED, 1);

@@ -2,9 +2,10 @@
 #![allow(dead_code)] // each test binary uses part of it
 
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use dyncore_net::app::{App, Receiver, Sender};
-use dyncore_net::component::Component;
+use dyncore_net::component::{Blueprint, Component};
 use dyncore_net::stack::{Stack, StackConfig};
 use dyncore_net::wire::mem::{self, MemWireConfig};
 
@@ -13,7 +14,7 @@ pub const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 pub const PORT: u16 = 5001;
 pub const SEED: u64 = 0x5eed;
 
-pub type Components = Vec<Box<dyn Component>>;
+pub type Components = Vec<Arc<dyn Blueprint>>;
 pub type Apps = Vec<Box<dyn App>>;
 
 /// Two split stacks: A sends `total` bytes to B. Components are returned
@@ -26,12 +27,12 @@ pub fn split_pair(wire: MemWireConfig, total: u64, tune: impl Fn(&mut StackConfi
     cb.seed = 22;
     tune(&mut ca);
     tune(&mut cb);
-    let mut a = Stack::build(&ca, Box::new(wa), 0);
-    let mut b = Stack::build(&cb, Box::new(wb), 0);
+    let mut a = Stack::build(&ca, Arc::new(wa));
+    let mut b = Stack::build(&cb, Arc::new(wb));
     let sender = Sender::new(a.sockets.remove(0), (B, PORT), total, SEED);
     let receiver = Receiver::new(b.sockets.remove(0), PORT, Some(SEED));
-    let mut comps = a.components;
-    comps.extend(b.components);
+    let mut comps = a.blueprints;
+    comps.extend(b.blueprints);
     (comps, vec![Box::new(sender), Box::new(receiver)])
 }
 
@@ -47,25 +48,116 @@ pub fn assert_stream_intact(apps: &[Box<dyn App>], total: u64) {
 
 /// On an unimpaired wire, every frame one TCP sent is a frame the other
 /// received, and every component in between passed each exactly once: a
-/// frame lost or duplicated anywhere (a crash, a restart) breaks an equality.
-/// `comps` are two stacks' components, A's then B's, in pipeline order.
+/// frame lost or duplicated anywhere (a crash, a restart) breaks an equality
+/// ([`dyncore_net::audit`]). `comps` are two stacks' components, A's then
+/// B's, in pipeline order.
 pub fn assert_frames_conserved(comps: &[&dyn Component]) {
     assert_eq!(comps.len(), 10);
-    let c = |i: usize, name: &str| comps[i].counters().get(name);
-    let (tcp, ip, filter, driver) = (1, 2, 3, 4);
-    for (from, to) in [(0, 5), (5, 0)] {
-        let sent = c(from + tcp, "frames_out");
-        let path = [
-            ("ip sent", c(from + ip, "sent")),
-            ("filter passed out", c(from + filter, "passed_out")),
-            ("driver sent", c(from + driver, "sent")),
-            ("peer driver received", c(to + driver, "received")),
-            ("peer filter passed in", c(to + filter, "passed_in")),
-            ("peer ip received", c(to + ip, "received")),
-            ("peer tcp frames in", c(to + tcp, "frames_in")),
-        ];
-        for (what, n) in path {
-            assert_eq!(n, sent, "stack {}: TCP sent {sent} frames, {what} {n}", from / 5);
+    let audit = dyncore_net::audit::Audit::of(&comps[..5], &comps[5..]);
+    assert!(audit.frames() > 0, "no frame went anywhere");
+    assert_eq!((audit.lost(), audit.duplicated()), (0, 0), "{}", audit.describe());
+}
+
+/// Two split stacks with `streams` connections from A to B (A's sockets
+/// send, B's receive, stream `i` on port `PORT + i`), the applications made
+/// with `reconnect` if asked. Apps are A's senders, then B's receivers.
+pub fn streams_pair(
+    wire: MemWireConfig,
+    total: u64,
+    streams: usize,
+    reconnect: bool,
+) -> (Components, Apps, [Stack; 2]) {
+    streams_pair_until(wire, total, streams, reconnect, None)
+}
+
+/// [`streams_pair`], the senders closing once `cancel` is set.
+pub fn streams_pair_until(
+    wire: MemWireConfig,
+    total: u64,
+    streams: usize,
+    reconnect: bool,
+    cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+) -> (Components, Apps, [Stack; 2]) {
+    let (wa, wb) = mem::pair(wire);
+    let mut ca = StackConfig::new(A);
+    let mut cb = StackConfig::new(B);
+    ca.seed = 11;
+    cb.seed = 22;
+    ca.sockets = streams;
+    cb.sockets = streams;
+    let mut a = Stack::build(&ca, Arc::new(wa));
+    let mut b = Stack::build(&cb, Arc::new(wb));
+    let mut apps: Apps = Vec::new();
+    let mut flags = Vec::new();
+    for (i, sock) in a.sockets.drain(..).enumerate() {
+        let mut s = Sender::new(sock, (B, PORT + i as u16), total, SEED + i as u64);
+        if let Some(c) = &cancel {
+            s = s.cancel_on(c.clone());
+        }
+        flags.push(s.progress());
+        apps.push(Box::new(if reconnect { s.reconnect() } else { s }));
+    }
+    for ((i, sock), flag) in b.sockets.drain(..).enumerate().zip(flags) {
+        let r = Receiver::new(sock, PORT + i as u16, Some(SEED + i as u64));
+        apps.push(Box::new(if reconnect { r.reconnect().until_done(flag) } else { r }));
+    }
+    let mut comps = a.blueprints.clone();
+    comps.extend(b.blueprints.iter().cloned());
+    (comps, apps, [a, b])
+}
+
+/// Per stream, pairs the sender's connections with the receiver's and
+/// checks each: a completed one delivered exactly what was sent; a reset
+/// one delivered an intact prefix of it. Returns (completed, reset).
+pub fn check_connections(apps: &[Box<dyn App>]) -> (usize, usize) {
+    use dyncore_net::app::Outcome;
+    let n = apps.len() / 2;
+    let (mut done, mut reset) = (0, 0);
+    for i in 0..n {
+        let (s, r) = (&apps[i], &apps[n + i]);
+        assert_eq!(s.error(), None, "stream {i}: the sender failed");
+        assert_eq!(r.error(), None, "stream {i}: the receiver failed");
+        let (sc, rc) = (s.connections(), r.connections());
+        assert_eq!(sc.len(), rc.len(), "stream {i}: {sc:?} against {rc:?}");
+        for (k, (a, b)) in sc.iter().zip(rc).enumerate() {
+            assert_eq!(a.seed, b.seed, "stream {i} connection {k}: paired with another stream");
+            assert_eq!(b.first_mismatch, None, "stream {i} connection {k}: damaged bytes");
+            match a.outcome {
+                Outcome::Completed => {
+                    assert_eq!(b.outcome, Outcome::Completed, "stream {i} connection {k}");
+                    assert_eq!(a.digest, b.digest, "stream {i} connection {k}: the digests differ");
+                    done += 1;
+                }
+                Outcome::Reset => {
+                    assert!(
+                        b.digest.bytes <= a.digest.bytes + a.interrupted,
+                        "stream {i} connection {k}: received more than was sent: {b:?} {a:?}"
+                    );
+                    reset += 1;
+                }
+            }
         }
     }
+    (done, reset)
+}
+
+/// A component's restart times: p50, p99 and max of crash → ready and
+/// crash → first message handled, in µs.
+pub fn restart_summary(s: &dyncore_net::host::Supervised) -> String {
+    let pct = |v: &[u64]| {
+        if v.is_empty() {
+            return "–".to_string();
+        }
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        let at = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize] as f64 / 1e3;
+        format!("p50 {:.1} / p99 {:.1} / max {:.1} µs", at(0.5), at(0.99), at(1.0))
+    };
+    format!(
+        "{}: {} restarts; crash → ready {}; crash → first message {}",
+        s.kind(),
+        s.load.restarts,
+        pct(&s.restarts.ready_ns),
+        pct(&s.restarts.first_message_ns)
+    )
 }

@@ -5,6 +5,7 @@
 //! started (the policy's clock), from the runtime's monotonic clock.
 
 use dyncore_core::exec::ExecObject;
+use dyncore_core::policy::execution::Verdict;
 use dyncore_core::policy::{ReconfigId, ThreadId};
 use dyncore_core::{CpuId, CpuSet, Nanos};
 
@@ -108,6 +109,10 @@ pub struct RunLog {
     pub displaced: u64,
     /// CPU time the controller thread used (the policy and the executor).
     pub controller_cpu_ns: Nanos,
+    /// Time in the contract's checker, over every call.
+    pub contract_ns: Nanos,
+    /// Time the execution checker took at the end of the run.
+    pub check_ns: Nanos,
 }
 
 /// A finished (or stopped) live run.
@@ -123,4 +128,7 @@ pub struct LiveRun {
     /// How well each runtime CPU kept its duty cycles over the run (its
     /// `busy_ns` is the CPU's time in task steps over the run).
     pub duty: Vec<DutyReport>,
+    /// What the runtime really executed, held against the actions
+    /// (`dyncore_core::policy::execution`), with the actuation delays.
+    pub execution: Verdict,
 }

@@ -10,7 +10,7 @@
 //! | `Dispatch { cpu, Idle / Borrowed }` | the thread the CPU ran is stopped (unless a `Dispatch` earlier in the batch moved it) |
 //! | `SetSpeed { cpu, duty }` | `Runtime::set_duty` with the duty scaled by [`DutyScale`]; the representative of a fuse that is a real SMT core keeps the baseline duty (the core, not the throttle, makes it faster) |
 //! | `Fuse` | which mechanism carries it out: `machine::fuse::decide` (a real SMT core where the real machine has one, else throttling), recorded |
-//! | `Offline` / `Online` | `Runtime::offline` / `online` of the CPUs, in the action's mode (Bolt: proxies installed), executed at once; answered by `ReconfigDone` with what the critical path really took |
+//! | `Offline` / `Online` | `Runtime::offline` / `online` of the CPUs (a fused object's borrowed ones, or CPUs a policy parks), in the action's mode (Bolt: proxies installed), executed at once; answered by `ReconfigDone` with what the critical path really took |
 //! | `Split`, `Migrate`, `Object` | recorded (the action trace has them) |
 //!
 //! and the events it feeds:
@@ -45,18 +45,35 @@
 //! a CPU the runtime says is offline, breaks the contract and stops the run
 //! with a [`BackendError`]: the policy has no way to hear of a failure.
 //!
-//! In debug builds every call — the event, and the actions the policy
-//! answered it with — goes through the contract's checker
-//! (`dyncore_core::policy::contract::Checker`): a broken promise, on either
-//! side, panics there and then.
+//! ## Checked, in every build
+//! * Every call — the event, and the actions the policy answered it with —
+//!   goes through the contract's checker
+//!   (`dyncore_core::policy::contract::Checker`): a broken promise, on
+//!   either side, stops the run with [`BackendError::Contract`]. Its time
+//!   is measured ([`RunLog::contract_ns`]).
+//! * What the runtime really executed is held against the actions by the
+//!   execution checker (`dyncore_core::policy::execution`): the executor
+//!   stamps each `Dispatch`, `Offline` and `Online` with the time it had
+//!   applied it; at [`Executor::finish`] the slices the workers recorded
+//!   ([`LiveThreads::executed`]) and the CPU changes the runtime recorded
+//!   ([`Runtime::cpu_changes`]) are checked, and the verdict, with the
+//!   actuation delays, is [`LiveRun::execution`] (its time,
+//!   [`RunLog::check_ns`]). The stated actuation bound: a superseded runner
+//!   starts no kernel step after the `Dispatch` was applied; the step in
+//!   progress then finishes. Inside a cargo test binary a violation
+//!   panics in `finish` (unless a fault was injected on purpose,
+//!   [`Executor::inject_dispatch_fault`]), so every live run of the test
+//!   suite is checked.
 
 mod log;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use dyncore_core::policy::contract::Checker;
+use dyncore_core::policy::execution::{ExecSlice, Execution, ExecutionChecker, Verdict};
 use dyncore_core::policy::trace::TraceWriter;
 use dyncore_core::policy::{Action, CpuState, Event, Policy, ReconfigId, ThreadId, ThreadSpec};
 use dyncore_core::reconfig::Mode;
@@ -69,7 +86,7 @@ pub use log::{FuseRecord, LiveRun, ReconfigRecord, RunLog, Slice, ThreadRecord, 
 use crate::cpu::{DutyReport, PlaceError, ReconfigError, Runtime};
 use crate::kernels::Kernel;
 use crate::machine::fuse::{FuseMechanism, decide};
-use crate::threads::{LiveThreads, ThreadEvent};
+use crate::threads::{DispatchFault, LiveThreads, ThreadEvent};
 
 /// Maps the policy's duty cycles (Table 2: 50% is one baseline CPU) to the
 /// duties the runtime CPUs run: every duty is multiplied by `baseline /
@@ -130,6 +147,9 @@ pub enum BackendError {
     /// An action of a kind this executor does not run (it runs threads,
     /// not network-stack components).
     Unsupported { action: String },
+    /// The traffic broke the policy boundary's contract (on the policy's
+    /// side or the backend's; the message says which promise).
+    Contract { message: String },
 }
 
 impl std::fmt::Display for BackendError {
@@ -146,6 +166,9 @@ impl std::fmt::Display for BackendError {
             }
             BackendError::Unsupported { action } => {
                 write!(f, "this executor runs threads, not {action}")
+            }
+            BackendError::Contract { message } => {
+                write!(f, "the live traffic breaks the policy boundary's contract: {message}")
             }
         }
     }
@@ -199,9 +222,12 @@ pub struct Executor<'rt, P: Policy> {
     log: RunLog,
     duty_before: Vec<DutyReport>,
     cpu_time_before: Nanos,
-    /// The boundary's contract, checked on every call in debug builds.
-    #[cfg(debug_assertions)]
-    contract: dyncore_core::policy::contract::Checker,
+    /// The boundary's contract, checked on every call.
+    contract: Checker,
+    /// The windows of the actions, for the execution check at the end.
+    execution: ExecutionChecker,
+    /// A defect was injected on purpose: the check may fail.
+    faulty: bool,
 }
 
 fn thread_cpu_ns() -> Nanos {
@@ -239,8 +265,9 @@ impl<'rt, P: Policy> Executor<'rt, P> {
             log: RunLog { ticks, borrowed_ns: vec![0; n], ..RunLog::default() },
             duty_before: rt.duty_report(),
             cpu_time_before: thread_cpu_ns(),
-            #[cfg(debug_assertions)]
-            contract: dyncore_core::policy::contract::Checker::new(),
+            contract: Checker::new(),
+            execution: ExecutionChecker::new(),
+            faulty: false,
             cfg,
         }
     }
@@ -367,13 +394,39 @@ impl<'rt, P: Policy> Executor<'rt, P> {
         out.clear();
         self.policy.handle(now, &event, &mut out);
         self.record.record(now, &event, &out);
-        #[cfg(debug_assertions)]
-        if let Err(e) = self.contract.step(now, &event, &out) {
-            panic!("the live traffic breaks the policy boundary's contract: {e}");
+        let t0 = Instant::now();
+        let kept = self.contract.step(now, &event, &out);
+        self.log.contract_ns += dyncore_core::nanos(t0.elapsed());
+        if let Err(message) = kept {
+            self.out = out;
+            return Err(BackendError::Contract { message });
         }
-        let r = out.drain(..).try_for_each(|a| self.execute(now, a));
+        let r = out.drain(..).try_for_each(|a| {
+            let tracked =
+                matches!(a, Action::Dispatch { .. } | Action::Offline { .. } | Action::Online { .. })
+                    .then(|| a.clone());
+            self.execute(now, a)?;
+            if let Some(a) = tracked {
+                let applied = self.rt.now_ns().saturating_sub(self.origin_ns);
+                self.execution.action(now, applied, &a);
+            }
+            Ok(())
+        });
         self.out = out;
         r
+    }
+
+    /// Injects a test-only defect into the runtime's threads (see
+    /// [`DispatchFault`]): the execution check at [`Executor::finish`] is
+    /// then expected to fail, and does not panic in tests.
+    pub fn inject_dispatch_fault(&mut self, fault: DispatchFault) {
+        self.faulty = true;
+        self.threads.inject_dispatch_fault(Some(fault));
+    }
+
+    /// Kernel steps taken so far against a `Dispatch` (the injected defect).
+    pub fn steps_ignoring_dispatch(&self) -> u64 {
+        self.threads.steps_ignoring_dispatch()
     }
 
     fn execute(&mut self, now: Nanos, action: Action) -> Result<(), BackendError> {
@@ -426,8 +479,12 @@ impl<'rt, P: Policy> Executor<'rt, P> {
         mode: Mode,
         online: bool,
     ) -> Result<(), BackendError> {
-        let i = self.pending_object.take().expect("contract: Offline/Online follows its Fuse/Split");
-        let representative = self.log.fuses[i].object.representative;
+        // The object's representative when a Fuse/Split came just before;
+        // a policy may also take CPUs offline with no object (to save power).
+        let representative = match self.pending_object.take() {
+            Some(i) => self.log.fuses[i].object.representative,
+            None => cpus.first().unwrap_or(0),
+        };
         let r = self
             .at_worker_priority(|rt| if online { rt.online(&cpus, mode) } else { rt.offline(&cpus, mode) });
         let report = r.map_err(|error| BackendError::Reconfig {
@@ -500,6 +557,8 @@ impl<'rt, P: Policy> Executor<'rt, P> {
     /// caller drops it.
     pub fn finish(mut self) -> (LiveRun, P) {
         let end = self.now_ns();
+        // An injected defect ends here: its runner obeys the stop below.
+        self.threads.inject_dispatch_fault(None);
         for t in 0..self.threads.len() {
             self.threads.stop(t);
             self.log.threads[t].units = self.threads.units(t);
@@ -507,14 +566,56 @@ impl<'rt, P: Policy> Executor<'rt, P> {
         for cpu in 0..self.cpus.len() {
             self.close(cpu, self.cpus[cpu], end);
         }
+        let stopped = self.rt.now_ns().saturating_sub(self.origin_ns).max(end);
+        let execution = self.check_execution(stopped);
         self.log.controller_cpu_ns = thread_cpu_ns().saturating_sub(self.cpu_time_before);
         let duty = self.rt.duty_report().iter().zip(&self.duty_before).map(|(a, b)| since(a, b)).collect();
         let (events, actions) = self.record.finish().expect("writing to memory does not fail");
         let text = |b: Vec<u8>| String::from_utf8(b).expect("serde_json writes UTF-8");
-        (
-            LiveRun { log: self.log, events: text(events), actions: text(actions), end_ns: end, duty },
-            self.policy,
-        )
+        let run = LiveRun {
+            log: self.log,
+            events: text(events),
+            actions: text(actions),
+            end_ns: end,
+            duty,
+            execution,
+        };
+        if !run.execution.ok() && !self.faulty && crate::testing::in_test_binary() {
+            panic!("the live backend did not execute what the policy asked: {}", run.execution.summary());
+        }
+        (run, self.policy)
+    }
+
+    /// The execution check (see the module docs), every thread stopped by
+    /// `stopped` (executor time): waits for the runners to hand in their
+    /// slices, then checks them and the runtime's CPU changes.
+    fn check_execution(&mut self, stopped: Nanos) -> Verdict {
+        let executed = self.threads.executed(Instant::now() + self.rt.wait_deadline());
+        let (changes, lost_changes) = self.rt.cpu_changes();
+        let origin = self.origin_ns;
+        let at = |ns: u64| ns.saturating_sub(origin);
+        let exec = Execution {
+            slices: executed
+                .slices
+                .iter()
+                .map(|s| ExecSlice {
+                    start_ns: at(s.start_ns),
+                    last_start_ns: at(s.last_start_ns),
+                    end_ns: at(s.end_ns),
+                    ..*s
+                })
+                .collect(),
+            changes: changes
+                .into_iter()
+                .filter(|c| c.at_ns >= origin)
+                .map(|c| dyncore_core::policy::execution::CpuChange { at_ns: at(c.at_ns), ..c })
+                .collect(),
+            lost: executed.lost + executed.open as u64 + lost_changes,
+        };
+        let t0 = Instant::now();
+        let verdict = std::mem::take(&mut self.execution).finish(stopped, &exec);
+        self.log.check_ns = dyncore_core::nanos(t0.elapsed());
+        verdict
     }
 }
 

@@ -7,9 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use dyncore_core::Nanos;
 use dyncore_core::policy::contract::{Checker, check_replay};
+use dyncore_core::policy::execution::ViolationKind;
 use dyncore_core::policy::trace::{DecisionKind, decision_kinds, parse_actions, parse_events, replay};
-use dyncore_core::policy::{Action, Event, ThreadSpec};
+use dyncore_core::policy::{Action, CpuState, Event, Policy, ThreadSpec};
 use dyncore_core::reconfig::Mode;
 use dyncore_core::sched::{ClusterScheduler, Config};
 use dyncore_core::speed::{Duty, SpeedClass, SpeedModel};
@@ -118,6 +120,94 @@ fn a_live_run_keeps_the_contract_and_replays_byte_for_byte() {
     // The fused object ran at the fused duty: slices on 2 CPUs exist.
     assert!(run.log.slices.iter().any(|s| s.object_cpus == 2));
     assert!(run.log.ticks.rounds > 0 && run.end_ns > 0);
+    // What the runtime really ran keeps to the dispatches, and every
+    // offline and online took effect.
+    let v = &run.execution;
+    eprintln!("{}", v.summary());
+    assert!(v.ok(), "{}", v.summary());
+    assert!(v.slices > 0 && v.start.n > 0 && v.lost == 0, "{}", v.summary());
+    assert_eq!(v.offline.n + v.online.n, offline_and_online(&actions), "{}", v.summary());
+}
+
+fn offline_and_online(actions: &[(u64, Action)]) -> usize {
+    actions
+        .iter()
+        .map(|(_, a)| match a {
+            Action::Offline { cpus, .. } | Action::Online { cpus, .. } => cpus.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// Runs thread 0 on CPU 0 from its spawn, and moves it to CPU 1 at the
+/// first tick from 5 ms on.
+#[derive(Default)]
+struct Mover {
+    moved: bool,
+}
+
+impl Policy for Mover {
+    fn handle(&mut self, now: Nanos, event: &Event, out: &mut Vec<Action>) {
+        let running = CpuState::Running { thread: 0, object_cpus: 1 };
+        match event {
+            Event::Spawn { thread: 0, .. } => {
+                out.push(Action::SetSpeed { cpu: 0, duty: Duty::BASELINE });
+                out.push(Action::SetSpeed { cpu: 1, duty: Duty::BASELINE });
+                out.push(Action::Dispatch { cpu: 0, state: running });
+            }
+            Event::Tick { .. } if now >= 5 * MS && !self.moved => {
+                self.moved = true;
+                out.push(Action::Dispatch { cpu: 0, state: CpuState::Idle });
+                out.push(Action::Dispatch { cpu: 1, state: running });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Runs `Mover` until the move has happened and, with `defect`, until the
+/// runner the move superseded has stepped the thread against it.
+fn moved_run(defect: bool) -> LiveRun {
+    let rt = runtime();
+    let mut ex = Executor::new(&rt, Mover::default(), config());
+    let stop = AtomicBool::new(false);
+    ex.spawn(queens(u64::MAX / 2), spec(1)).unwrap();
+    if defect {
+        ex.inject_dispatch_fault(Box::new(|thread, cpu| thread == 0 && cpu == 0));
+    }
+    // A liveness bound, not a time: the move comes at the first tick from
+    // 5 ms, and the ignoring runner competes for the kernel with the new one.
+    let mut rounds = 0;
+    loop {
+        let now = ex.now_ns();
+        assert_eq!(ex.run_until(now + 5 * MS, false, &stop).unwrap(), Stopped::Time);
+        let moved = ex.now_ns() > 6 * MS;
+        if moved && (!defect || ex.steps_ignoring_dispatch() > 0) {
+            break;
+        }
+        rounds += 1;
+        assert!(rounds < 12_000, "the defect never stepped: {}", rt.dump());
+    }
+    ex.finish().0
+}
+
+#[test]
+fn the_execution_checker_catches_a_runner_that_ignores_a_dispatch() {
+    let _cpus = crate::testing::real_cpus();
+    // Without the defect: the thread ran on CPU 0, then on CPU 1, within
+    // its windows (a violation would panic in `finish`, in tests).
+    let good = moved_run(false);
+    let v = &good.execution;
+    assert!(v.ok(), "{}", v.summary());
+    assert_eq!((v.windows, v.stop.n), (2, 1), "{}", v.summary());
+    // With it: the runner on CPU 0 stepped the thread after the move.
+    let bad = moved_run(true);
+    let v = &bad.execution;
+    eprintln!("with the defect: {}", v.summary());
+    assert!(!v.ok(), "the injected defect went unnoticed: {}", v.summary());
+    let x = &v.violations[0];
+    assert_eq!((x.kind, x.cpu, x.thread), (ViolationKind::OutsideDispatch, 0, Some(0)), "{}", x.message);
+    assert!(x.message.contains("while dispatched idle"), "{}", x.message);
 }
 
 struct Bomb;

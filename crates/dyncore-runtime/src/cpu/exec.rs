@@ -47,6 +47,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use dyncore_core::policy::execution::CpuChange;
 use dyncore_core::reconfig::{self, CpuView, Deferral, Direction, HelperView, Kind, Step};
 use dyncore_core::{CpuId, CpuSet};
 
@@ -267,6 +268,9 @@ impl Shared {
                 }
                 // The handshake of `gate.rs`: once stopped, no step starts.
                 self.await_cpu(cpu, || "finish its current step".into(), || c.gate.stopped())?;
+                // Read after it was seen stopped: every step ended before.
+                let at_ns = self.now_ns();
+                lock(&self.changes).push(CpuChange { cpu, at_ns, online: false });
             }
             Step::MigrateRunQueue { cpu } => self.migrate_run_queue(cpu)?,
             Step::StartDispatch { cpu } => {
@@ -276,6 +280,9 @@ impl Shared {
                 }
                 lock(&c.runq).open = true;
                 c.flush_on_return.store(true, Ordering::SeqCst);
+                // Read before it may run: every step starts after.
+                let at_ns = self.now_ns();
+                lock(&self.changes).push(CpuChange { cpu, at_ns, online: true });
                 c.gate.set_liveness(CpuLiveness::Online);
                 c.waiter.notify();
             }

@@ -72,6 +72,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use dyncore_core::policy::execution::CpuChange;
 use dyncore_core::reconfig::{ReconfigState, Step};
 use dyncore_core::{CpuId, CpuSet};
 use dyncore_ring::SpinPolicy;
@@ -99,7 +100,7 @@ pub use report::{
     Stall, SyncReport, Unresponsive,
 };
 pub use task::{CallCx, Ctx, Task, TaskPoll};
-pub use throttle::{Duty, DutyError, DutyReport};
+pub use throttle::{Duty, DutyError, DutyReport, SPIN_BELOW_NS, Throttle, ThrottleCounters};
 
 use cache::Pool;
 use percpu::{Msg, PerCpu};
@@ -204,6 +205,29 @@ pub(crate) struct Shared {
     /// The runtime's clock starts here ([`Runtime::now_ns`]).
     pub(crate) epoch: Instant,
     pub(crate) events: events::Events,
+    /// When each CPU really stopped and started again (bounded).
+    pub(crate) changes: Mutex<ChangeLog>,
+}
+
+/// Most CPU changes a runtime keeps ([`Runtime::cpu_changes`]); later ones
+/// are counted, not kept.
+pub const CHANGE_CAP: usize = 1 << 16;
+
+/// The runtime's record of when each CPU really went offline and came back.
+#[derive(Debug, Default)]
+pub(crate) struct ChangeLog {
+    pub(crate) changes: Vec<CpuChange>,
+    pub(crate) lost: u64,
+}
+
+impl ChangeLog {
+    pub(crate) fn push(&mut self, c: CpuChange) {
+        if self.changes.len() < CHANGE_CAP {
+            self.changes.push(c);
+        } else {
+            self.lost += 1;
+        }
+    }
 }
 
 /// A set of runtime CPUs. See the module docs.
@@ -246,6 +270,7 @@ impl Runtime {
             spawn_rr: AtomicUsize::new(0),
             epoch: Instant::now(),
             events: events::Events::default(),
+            changes: Mutex::new(ChangeLog::default()),
         });
         let mut rt = Runtime { sh: sh.clone(), workers: Vec::with_capacity(n) };
         let (tx, rx) = std::sync::mpsc::channel();
@@ -471,6 +496,18 @@ impl Runtime {
     pub fn busy_sample(&self) -> BusySample {
         let busy_ns = self.sh.cpus.iter().map(|c| c.throttle.busy_ns.load(Ordering::Relaxed)).collect();
         BusySample { at_ns: self.sh.now_ns(), busy_ns }
+    }
+
+    /// When each CPU really stopped running anything (`online: false`: its
+    /// worker was seen stopped by `AwaitStopped`, so no step runs on it
+    /// from then on) and when it really started again (`online: true`:
+    /// `StartDispatch` is about to let it), on the runtime's clock, from
+    /// the start — rollbacks included; and how many the bounded record
+    /// ([`CHANGE_CAP`]) dropped. The execution checker
+    /// (`dyncore_core::policy::execution`) holds it against the actions.
+    pub fn cpu_changes(&self) -> (Vec<CpuChange>, u64) {
+        let log = lock(&self.sh.changes);
+        (log.changes.clone(), log.lost)
     }
 
     /// Every task and call that panicked so far (see [`TaskFailure`]).

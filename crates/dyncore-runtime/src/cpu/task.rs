@@ -28,6 +28,13 @@ pub trait Task: Send + 'static {
     fn name(&self) -> String {
         std::any::type_name::<Self>().to_string()
     }
+
+    /// Called by the worker right after a step that returned (not one that
+    /// panicked), with the time the step ended on the runtime's clock
+    /// (`Runtime::now_ns`), which the worker reads anyway: a task that
+    /// records its own execution ([`Ctx::step_started_ns`] to this) reads
+    /// no clock of its own. The default does nothing.
+    fn stepped(&mut self, _end_ns: u64) {}
 }
 
 impl<F> Task for F
@@ -48,6 +55,8 @@ pub struct Ctx<'a> {
     pub(crate) invalidation: u64,
     /// The start of the runtime's clock.
     pub(crate) epoch: std::time::Instant,
+    /// When the worker started this step (see [`Ctx::step_started_ns`]).
+    pub(crate) step_started_ns: u64,
 }
 
 impl Ctx<'_> {
@@ -64,6 +73,13 @@ impl Ctx<'_> {
     /// The newest invalidation this CPU has applied.
     pub fn invalidation_generation(&self) -> u64 {
         self.invalidation
+    }
+
+    /// When the worker started this step, on the runtime's clock: read
+    /// before it took the task from its run queue, so no earlier than the
+    /// time the task was queued, and no later than anything the step does.
+    pub fn step_started_ns(&self) -> u64 {
+        self.step_started_ns
     }
 
     /// Now, on the runtime's clock (`Runtime::now_ns`).

@@ -35,6 +35,11 @@
 //! The error is measured, not assumed: over every period in which the CPU
 //! had work from start to end at one duty ("loaded"), the worker adds up
 //! the busy time and duty × period; [`DutyReport`] gives both.
+//!
+//! There is one throttle: the runtime's workers use it for task steps, and
+//! the network stack's hosts (`dyncore_net::hosting`) use the same
+//! [`Throttle`] and [`ThrottleCounters`] for their rounds of component
+//! polls, whose "busy time" is the time a round ran (a polling core runs).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -47,7 +52,7 @@ pub const SPIN_BELOW_NS: u64 = 30_000;
 /// What the throttle publishes per CPU: the duty (set by anyone, read by
 /// the worker before each step) and the worker's time accounting.
 #[derive(Debug)]
-pub(crate) struct ThrottleCounters {
+pub struct ThrottleCounters {
     duty_permille: AtomicU32,
     /// Time in task steps, in total.
     pub(crate) busy_ns: AtomicU64,
@@ -73,7 +78,7 @@ impl Default for ThrottleCounters {
 }
 
 impl ThrottleCounters {
-    pub(crate) fn duty(&self) -> Duty {
+    pub fn duty(&self) -> Duty {
         Duty::from_per_mille(self.duty_permille.load(Ordering::Relaxed))
             .expect("only valid duties are stored")
     }
@@ -81,7 +86,7 @@ impl ThrottleCounters {
     /// Takes effect at the worker's next step (no wake-up needed: a
     /// throttled worker re-reads it when its period ends, at most one
     /// period later).
-    pub(crate) fn set_duty(&self, d: Duty) {
+    pub fn set_duty(&self, d: Duty) {
         self.duty_permille.store(u32::from(d.per_mille()), Ordering::Relaxed);
     }
 
@@ -90,7 +95,17 @@ impl ThrottleCounters {
         counter.store(counter.load(Ordering::Relaxed).wrapping_add(ns), Ordering::Relaxed);
     }
 
-    pub(crate) fn report(&self, cpu: CpuId, period_ns: u64) -> DutyReport {
+    /// Busy time so far (time the worker ran what the duty limits).
+    pub fn busy_ns(&self) -> u64 {
+        self.busy_ns.load(Ordering::Relaxed)
+    }
+
+    /// Time idled because of the throttle so far.
+    pub fn throttled_ns(&self) -> u64 {
+        self.throttled_ns.load(Ordering::Relaxed)
+    }
+
+    pub fn report(&self, cpu: CpuId, period_ns: u64) -> DutyReport {
         let loaded_periods = self.loaded_periods.load(Ordering::Relaxed);
         DutyReport {
             cpu,
@@ -144,7 +159,7 @@ impl DutyReport {
 
 /// The worker's side: where it is in the current period.
 #[derive(Debug)]
-pub(crate) struct Throttle {
+pub struct Throttle {
     period_ns: u64,
     period_start_ns: u64,
     busy_in_period_ns: u64,
@@ -158,7 +173,7 @@ pub(crate) struct Throttle {
 }
 
 impl Throttle {
-    pub(crate) fn new(period_ns: u64, now_ns: u64) -> Throttle {
+    pub fn new(period_ns: u64, now_ns: u64) -> Throttle {
         assert!(period_ns > 0, "the throttle period must be positive");
         Throttle {
             period_ns,
@@ -173,7 +188,7 @@ impl Throttle {
 
     /// Before a step at `now_ns` (the worker has work): `None` to run it
     /// now, `Some(t)` to idle until `t` (the end of the period).
-    pub(crate) fn admit(&mut self, now_ns: u64, duty: Duty, out: &ThrottleCounters) -> Option<u64> {
+    pub fn admit(&mut self, now_ns: u64, duty: Duty, out: &ThrottleCounters) -> Option<u64> {
         self.roll(now_ns, duty, out);
         self.working = true;
         if duty != self.duty {
@@ -189,19 +204,19 @@ impl Throttle {
     }
 
     /// After a step of `busy_ns`.
-    pub(crate) fn charge(&mut self, busy_ns: u64, out: &ThrottleCounters) {
+    pub fn charge(&mut self, busy_ns: u64, out: &ThrottleCounters) {
         self.busy_in_period_ns += busy_ns;
         ThrottleCounters::add(&out.busy_ns, busy_ns);
     }
 
     /// After idling `ns` because of the throttle.
-    pub(crate) fn throttled(&mut self, ns: u64, out: &ThrottleCounters) {
+    pub fn throttled(&mut self, ns: u64, out: &ThrottleCounters) {
         ThrottleCounters::add(&out.throttled_ns, ns);
     }
 
     /// The worker waits for another reason (no work, offline, a barrier):
     /// the current period is not a loaded one.
-    pub(crate) fn interrupted(&mut self) {
+    pub fn interrupted(&mut self) {
         self.loaded = false;
         self.working = false;
     }

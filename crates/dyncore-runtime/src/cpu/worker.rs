@@ -289,6 +289,7 @@ fn run_one_step(sh: &Shared, me: CpuId, throttle: &mut Throttle, t0: u64) -> boo
             local: &mut local,
             invalidation,
             epoch: sh.epoch,
+            step_started_ns: t0,
         };
         let r = catch_unwind(AssertUnwindSafe(|| task.step(&mut cx)));
         match r {
@@ -298,7 +299,12 @@ fn run_one_step(sh: &Shared, me: CpuId, throttle: &mut Throttle, t0: u64) -> boo
         }
         r
     };
-    throttle.charge(sh.now_ns().saturating_sub(t0), &c.throttle);
+    let end = sh.now_ns();
+    throttle.charge(end.saturating_sub(t0), &c.throttle);
+    if outcome.is_ok() {
+        // Contained like the step: a task's defect never stops the CPU.
+        let _ = catch_unwind(AssertUnwindSafe(|| task.stepped(end)));
+    }
     match outcome {
         Ok(TaskPoll::Pending) => {
             let mut q = lock(&c.runq);

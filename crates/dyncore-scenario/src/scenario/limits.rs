@@ -155,7 +155,13 @@ pub fn accepted(path: &[String]) -> Option<String> {
         "paper.value" => "a finite number; non-zero for `≈` (differences are relative to it)".to_string(),
         "run" => format!("a list of 1 to {MAX_RUNS} [[run]] tables"),
         "run.machine" => format!("one of {}", ARCHS.join(", ")),
-        "run.policy" => "\"linux\" or \"chameleon\"".to_string(),
+        "run.policy" => format!(
+            "a policy name ({}), or a table with its `name` and its parameters",
+            dyncore_core::policies::Registry::builtin().names().join(", ")
+        ),
+        "run.policy.name" => {
+            format!("a policy name: {}", dyncore_core::policies::Registry::builtin().names().join(", "))
+        }
         "run.nodes" | "run.cpus_per_node" => {
             format!("an integer from 1 to {MAX_MACHINE_CPUS} (at most {MAX_MACHINE_CPUS} CPUs in all)")
         }

@@ -1,6 +1,6 @@
 //! [`Scenario::validate`]: meaning and limits, after serde has checked the
 //! shape. Every error names its field by path; a value out of range is
-//! reported as "expected <what [`accepted`] says>, found <value>".
+//! reported as "expected (what [`accepted`] says), found (the value)".
 //!
 //! What validation guarantees the engine (it relies on these): a machine of
 //! 1 to [`MAX_MACHINE_CPUS`] CPUs that can exist; every number finite and in
@@ -15,11 +15,13 @@ use super::limits::{
     WORK_MS, accepted, check_name,
 };
 use super::{
-    PaperMetric, PolicyKind, RunSpec, Scenario, ScenarioError, SimOverrides, SimParams, TaxSpec, WorkloadSpec,
+    PaperMetric, PolicySpec, RunSpec, Scenario, ScenarioError, SimOverrides, SimParams, TaxSpec, WorkloadSpec,
 };
 use crate::machine::MachineSpec;
 use crate::workload::{PROGRAMS, program};
 use dyncore_core::CpuSet;
+use dyncore_core::policies::Registry;
+use dyncore_core::policy::ActionKind;
 use dyncore_core::topology::CoreKind;
 
 type Check = Result<(), ScenarioError>;
@@ -172,10 +174,12 @@ impl Scenario {
         Ok(())
     }
 
-    /// Checks meaning and limits: known programs and machines, machines that
-    /// can exist, every value in the range docs/scenarios.md gives. Returns
-    /// the first error, which names its field by path.
+    /// Checks meaning and limits: known programs, machines and policies (of
+    /// [`Scenario::registry`]), machines that can exist, every value in the
+    /// range docs/scenarios.md gives. Returns the first error, which names
+    /// its field by path.
     pub fn validate(&self) -> Result<(), ScenarioError> {
+        let registry = &self.registry;
         let root = At::root();
         check_name(&self.name).map_err(|m| root.key("name").err(m))?;
         self.check_seeds(&root)?;
@@ -194,7 +198,7 @@ impl Scenario {
             if !labels.insert(run.label.as_str()) {
                 return Err(at.key("label").err(format!("duplicate run label `{}`", run.label)));
             }
-            check_run(&at, run)?;
+            check_run(&at, run, registry)?;
             self.validate_profile(i)?;
         }
         if let Some(t) = &self.report.timeline_run {
@@ -240,8 +244,24 @@ fn check_sim_overrides(at: &At, o: &SimOverrides) -> Check {
     Ok(())
 }
 
-fn check_run(at: &At, run: &RunSpec) -> Check {
+/// The run's policy: a registered name, and parameters it takes within
+/// their limits.
+fn check_policy(at: &At, p: &PolicySpec, registry: &Registry) -> Check {
+    let at = at.key("policy");
+    let name_at = if p.table { at.key("name") } else { at.clone() };
+    let entry = registry.get(&p.name).map_err(|e| name_at.err(e.to_string()))?;
+    // Both thread backends (the simulator, the live runtime) execute these.
+    Registry::refuse_unsupported(&entry.info, "thread backends", crate::policy::THREAD_ACTIONS)
+        .map_err(|m| name_at.err(m))?;
+    dyncore_core::policies::Params::validate(&entry.info, &p.params).map(drop).map_err(|e| match e.param {
+        Some(param) => at.key(&param).err(e.message),
+        None => at.err(e.message),
+    })
+}
+
+fn check_run(at: &At, run: &RunSpec, registry: &Registry) -> Check {
     at.key("label").one_line(&run.label, false)?;
+    check_policy(at, &run.policy, registry)?;
     if let Some(s) = &run.series {
         at.key("series").one_line(s, false)?;
     }
@@ -257,7 +277,7 @@ fn check_run(at: &At, run: &RunSpec) -> Check {
     let (mut threads, mut work_ms) = (0u64, 0f64);
     for (j, w) in run.workloads.iter().enumerate() {
         let wat = at.index("workload", j);
-        check_workload(&wat, run, &machine, w)?;
+        check_workload(&wat, run, &machine, w, registry)?;
         let prog = program(&w.program).expect("checked by check_workload");
         let per_program =
             if prog.is_sequential() { 1 } else { w.threads.unwrap_or(machine.topology.ncpus() as u32) };
@@ -279,7 +299,13 @@ fn check_run(at: &At, run: &RunSpec) -> Check {
     Ok(())
 }
 
-fn check_workload(at: &At, run: &RunSpec, machine: &MachineSpec, w: &WorkloadSpec) -> Check {
+fn check_workload(
+    at: &At,
+    run: &RunSpec,
+    machine: &MachineSpec,
+    w: &WorkloadSpec,
+    registry: &Registry,
+) -> Check {
     let Some(prog) = program(&w.program) else {
         let known: Vec<&str> = PROGRAMS.iter().map(|p| p.name).collect();
         return Err(at.key("program").err(format!(
@@ -308,9 +334,10 @@ fn check_workload(at: &At, run: &RunSpec, machine: &MachineSpec, w: &WorkloadSpe
     at.key("smt_factor").opt_in_range(w.smt_factor, SMT_FACTOR)?;
     if let Some(l) = w.seq_level {
         at.key("seq_level").in_range(l, (0, 2))?;
-        // The engine asks for an object only under Chameleon on a machine
-        // that fuses; there the object must fit.
-        let fuses = run.policy == PolicyKind::Chameleon && machine.max_fuse > 1;
+        // Under a policy that fuses, on a machine that fuses, the object
+        // asked for must fit.
+        let fuses = registry.get(&run.policy.name).is_ok_and(|e| e.info.emits(ActionKind::Fuse))
+            && machine.max_fuse > 1;
         if fuses && 1usize << l > machine.max_fuse {
             return Err(at.key("seq_level").err(format!(
                 "asks for an object of {} CPUs, but this machine fuses at most {} (max_fuse)",

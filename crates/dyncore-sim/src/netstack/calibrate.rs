@@ -31,7 +31,7 @@
 use dyncore_core::placement::ComponentKind;
 use dyncore_core::profile::{ComponentCost, StackCosts};
 
-use super::{CpuSpec, NetParams, RunInput, simulate};
+use super::{Beside, CpuSpec, NetParams, RunInput, simulate};
 
 /// Figure 2 (§4.3): TCP, IP and the driver each on a 200 MHz core.
 pub const PAPER_3X200_MBPS: f64 = 1800.0;
@@ -107,7 +107,7 @@ pub struct Fit {
 
 /// Throughput of `cpus` with `costs` (seed 1).
 pub fn mbps(costs: &StackCosts, net: &NetParams, cpus: &[CpuSpec]) -> f64 {
-    simulate(&RunInput { costs, net, cpus, load: &[], seed: 1 }).mbps
+    simulate(&RunInput { costs, net, cpus, load: &[], seed: 1, beside: Beside::default() }).mbps
 }
 
 /// Bisects `f` (decreasing in x) for `target` on `[lo, hi]`.

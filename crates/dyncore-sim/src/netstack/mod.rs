@@ -47,6 +47,7 @@
 
 use dyncore_core::Nanos;
 
+mod beside;
 pub mod calibrate;
 pub mod claims;
 pub mod idle;
@@ -60,6 +61,7 @@ pub mod scale;
 pub mod scenario;
 mod sim;
 
+pub use beside::Beside;
 pub use outcome::{ComponentOutcome, CpuOutcome, FULL_RESOURCES_MHZ, Outcome};
 pub use params::{CpuSpec, LoadStep, NetParams};
 pub use sim::{RunInput, Sim};

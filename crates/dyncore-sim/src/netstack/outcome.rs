@@ -26,6 +26,9 @@ pub struct CpuOutcome {
     pub components: Vec<ComponentKind>,
     /// Fraction of the measured time it ran jobs.
     pub busy: f64,
+    /// Fraction of the measured time it polled with nothing to do
+    /// (`spin_ns`).
+    pub polled: f64,
     /// Times it woke from sleep.
     pub wakeups: u64,
     /// Fraction of the measured time in each idle state, shallowest first
@@ -78,6 +81,12 @@ impl Sim<'_> {
                 idle.account(self.now, self.measure_from, self.now);
             }
             let busy = busy as f64 / span;
+            let mut polled = cpu.polled_ns;
+            if let Some(t) = cpu.spinning_since
+                && self.now > self.measure_from
+            {
+                polled += self.now - t.max(self.measure_from);
+            }
             assert!(busy <= 1.0 + 1e-9, "a CPU busier than the time that passed");
             let residency: Vec<f64> = idle.residency_ns.iter().map(|&r| r as f64 / span).collect();
             let gated: f64 =
@@ -87,6 +96,7 @@ impl Sim<'_> {
                 mhz: cpu.step.mhz,
                 components: cpu.comps.iter().map(|&c| self.comps[c].kind).collect(),
                 busy,
+                polled: polled as f64 / span,
                 wakeups: cpu.wakeups,
                 residency,
             });

@@ -32,6 +32,11 @@ pub struct NetParams {
     pub delack_ns: Nanos,
     /// Messages a component handles in one turn on a shared CPU.
     pub batch: u32,
+    /// How long a CPU with nothing to do polls before it sleeps, ns (0:
+    /// it sleeps at once, as MWAIT lets NewtOS's cores; a live runtime CPU
+    /// polls a few hundred times first). A message that comes while it
+    /// polls is served at once, without a wake-up.
+    pub spin_ns: Nanos,
     /// Cycles a component's turn costs before its first message: after the
     /// CPU slept (caches and TLB refilled, channels checked) or when the CPU
     /// switches to it from another component (a context switch).
@@ -61,6 +66,7 @@ impl Default for NetParams {
             ack_every: 2,
             delack_ns: 200_000,
             batch: 1,
+            spin_ns: 0,
             turn_cycles: 1000.0,
             smt_factor: 1.3,
             governor: GovernorName::Menu,

@@ -1,37 +1,53 @@
 //! Sim against live: predicts what `dyncore bench stack` measures on this
-//! machine for its 2-core configurations, from the machine profile's
-//! `[stack]` costs ([`StackCosts`], written by `dyncore bench stack
-//! --write-profile`).
+//! machine for its 2-core configurations, from the split stack's costs
+//! ([`StackCosts`], as `dyncore bench stack --write-profile` writes them)
+//! and the costs of the threads beside it ([`LiveThreads`]), measured in
+//! the same run.
 //!
-//! The live bench moves one stream between a sender stack and a receiver
-//! stack over the in-memory wire. The model simulates the sender's stack
-//! and stands the receiver in as a mirror: it turns each segment around
-//! after the time the same components take to receive it (TCP, IP and the
-//! driver's cycles for the segment, at the profile's clock), and the link
-//! is the in-memory wire (1000 Gbit/s, no frame overhead). The profile's
-//! cycles are counted at `cpu_mhz`; the model runs its CPUs at the paper
-//! machine's 2267 MHz step with the cycles scaled by `2267 / cpu_mhz`, so
-//! every job takes the time it takes on this machine.
+//! The model runs the layout that really runs on a 2-CPU machine: two model
+//! CPUs for the two real ones, the stack's components on them as the
+//! placement policy put them, and beside them (see [`super::Beside`]) the
+//! threads that share those real CPUs — the sending application (it makes
+//! each 64 KiB chunk from the stream generator and hashes it before the
+//! stack can take it) and the receiving monolithic stack (its receive path
+//! and its application's copy and hash for each segment). The receiver's
+//! acknowledgments go back over the in-memory wire (1000 Gbit/s, no frame
+//! overhead, no propagation delay). The profile's cycles are counted at
+//! `cpu_mhz`; the model runs its CPUs at the paper machine's 2267 MHz step
+//! with the cycles scaled by `2267 / cpu_mhz`, so every job takes the time
+//! it takes on this machine.
 //!
-//! Layouts ([`LiveLayout`]): `Mono` (B1: TCP, IP and the driver in one
-//! polling thread, which neither sleeps nor switches), `Spread` (B2: TCP
-//! and the filter on one CPU, the syscall server, IP and the driver on the
-//! other, as the placement policy's spread starts), `Consolidated` (B3: the
-//! five components on one CPU, each turn paying the turn cost). B4 (`dynamic`
-//! under a load step) and B5 (`efficient` at a target) run the placement
-//! policy; use [`super::policy::simulate_policy`] with the same inputs.
+//! Layouts ([`LiveLayout`]):
 //!
-//! CPU-seconds are predicted as the time the components run (the model's
-//! busy time) on both sides, the receiver counted like the sender; a polling
-//! thread (B1) is charged all the time, as the live bench's thread clock
-//! charges it.
+//! | | CPU 0 | CPU 1 |
+//! |---|---|---|
+//! | `Mono` (B1) | the sending thread: TCP, IP and the driver (smoltcp) and the application's chunks, polling | the receiving thread, polling |
+//! | `Spread` (B2) | TCP and the filter; the receiver beside | the syscall server, IP and the driver; the application beside |
+//! | `Consolidated` (B3) | the five components | the application and the receiver |
+//!
+//! (B2 is the placement policy's spread of five components on two CPUs;
+//! the threads beside it are not pinned, so which real CPU each shares is
+//! the kernel's choice: the model puts the application with the syscall
+//! server it talks to and the receiver with TCP.) B4 (`dynamic` under a
+//! load step) and B5 (`efficient` at a target) run the placement policy;
+//! use [`super::policy::simulate_policy`].
+//!
+//! A CPU with nothing to do polls for [`LiveThreads::spin_ns`] before it
+//! sleeps, as the live hosts' CPUs poll a few hundred times before they
+//! park (measured in the same run): a message in that time costs no
+//! wake-up.
+//!
+//! CPU-seconds are predicted for what the bench measures: for B1 both
+//! polling threads all the time (their thread clocks); for B2 and B3 the
+//! stack CPUs' running time: their components' jobs and their polling (the
+//! work beside them is not counted, as the bench does not count it).
 
 use dyncore_core::placement::ComponentKind;
 use dyncore_core::profile::StackCosts;
 use serde::Serialize;
 
 use super::idle::GovernorName;
-use super::{CpuSpec, NetParams, RunInput, simulate};
+use super::{Beside, CpuSpec, NetParams, RunInput, simulate};
 
 /// A 2-core configuration of `dyncore bench stack` (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -41,11 +57,27 @@ pub enum LiveLayout {
     Consolidated,
 }
 
+/// The threads beside the stack, as measured on the machine (cycles at the
+/// costs' `cpu_mhz`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LiveThreads {
+    /// The sending application, per byte: making the stream and hashing it.
+    pub app_cycles_per_byte: f64,
+    /// The receiving application, per byte: its copy and its hash.
+    pub receiver_cycles_per_byte: f64,
+    /// Bytes the application makes at a time (its send call's buffer).
+    pub app_chunk: u64,
+    /// How long a CPU polls with nothing to do before it sleeps, ns (the
+    /// live hosts' empty polls before they park).
+    pub spin_ns: u64,
+}
+
 /// What the model predicts for one configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct BenchPrediction {
     pub gbps: f64,
-    /// CPU time of both sides per GB of payload, s.
+    /// CPU time per GB of payload, s, of what the bench measures (module
+    /// docs).
     pub cpu_s_per_gb: f64,
 }
 
@@ -57,14 +89,21 @@ fn at_model_clock(costs: &StackCosts) -> StackCosts {
     StackCosts { cpu_mhz: MODEL_MHZ, ..costs.with_cycles_times(MODEL_MHZ / costs.cpu_mhz) }
 }
 
-/// Predicts `layout` on the machine `costs` describe, for `streams`
-/// streams of `window_bytes` and segments of `mss` bytes. `costs` must have
+/// Predicts `layout` on the machine `costs` and `threads` describe, for one
+/// stream of `window_bytes` and segments of `mss` bytes. `costs` must have
 /// passed [`StackCosts::validate`].
-pub fn predict_bench(costs: &StackCosts, layout: LiveLayout, mss: u32, window_bytes: u64) -> BenchPrediction {
+pub fn predict_bench(
+    costs: &StackCosts,
+    layout: LiveLayout,
+    mss: u32,
+    window_bytes: u64,
+    threads: &LiveThreads,
+) -> BenchPrediction {
+    let scale = MODEL_MHZ / costs.cpu_mhz;
     let c = at_model_clock(costs);
+    // The receiving stack's path for a segment: TCP, IP and the driver.
     let recv_cycles =
         c.tcp.cycles(u64::from(mss)) + c.ip.cycles(u64::from(mss)) + c.driver.cycles(u64::from(mss));
-    let recv_ns = (recv_cycles * 1000.0 / MODEL_MHZ).round() as u64;
     let mono = layout == LiveLayout::Mono;
     let net = NetParams {
         link_gbps: 1000.0,
@@ -72,8 +111,9 @@ pub fn predict_bench(costs: &StackCosts, layout: LiveLayout, mss: u32, window_by
         mss,
         streams: 1,
         window_bytes,
-        remote_ns: recv_ns,
+        remote_ns: 0,
         remote_jitter_ns: 0,
+        spin_ns: threads.spin_ns,
         turn_cycles: if mono { 0.0 } else { NetParams::default().turn_cycles },
         // The live runtime parks a thread; its wake-up is what the bench
         // measured (`wakeup_ns`), not a C-state's.
@@ -81,23 +121,32 @@ pub fn predict_bench(costs: &StackCosts, layout: LiveLayout, mss: u32, window_by
         ..NetParams::default()
     };
     let c = StackCosts { wakeup_ns: if mono { 0.0 } else { c.wakeup_ns }, ..c };
-    let all = vec![ComponentKind::Tcp, ComponentKind::Ip, ComponentKind::Driver];
-    let cpus = match layout {
-        LiveLayout::Mono | LiveLayout::Consolidated => {
-            vec![CpuSpec { mhz: 2267, components: all, core: None }]
-        }
-        LiveLayout::Spread => vec![
-            CpuSpec { mhz: 2267, components: vec![ComponentKind::Tcp], core: None },
-            CpuSpec { mhz: 2267, components: vec![ComponentKind::Ip, ComponentKind::Driver], core: None },
-        ],
+    use ComponentKind::{Driver, Filter, Ip, Syscall, Tcp};
+    let cpu = |components: Vec<ComponentKind>| CpuSpec { mhz: 2267, components, core: None };
+    let (cpus, app_cpu, receiver_cpu) = match layout {
+        LiveLayout::Mono => (vec![cpu(vec![Tcp, Ip, Driver]), cpu(vec![])], 0, 1),
+        LiveLayout::Spread => (vec![cpu(vec![Tcp, Filter]), cpu(vec![Syscall, Ip, Driver])], 1, 0),
+        LiveLayout::Consolidated => (vec![cpu(vec![Syscall, Tcp, Ip, Filter, Driver]), cpu(vec![])], 1, 1),
     };
-    let o = simulate(&RunInput { costs: &c, net: &net, cpus: &cpus, load: &[], seed: 1 });
-    let busy: f64 = if mono { o.cpus.len() as f64 } else { o.cpus.iter().map(|c| c.busy).sum() };
+    let beside = Beside {
+        app: Some((app_cpu, threads.app_cycles_per_byte * scale)),
+        app_chunk: threads.app_chunk,
+        receiver: Some((receiver_cpu, recv_cycles, threads.receiver_cycles_per_byte * scale)),
+    };
+    let o = simulate(&RunInput { costs: &c, net: &net, cpus: &cpus, load: &[], seed: 1, beside });
     let gbps = o.mbps / 1000.0;
-    // Per GB: (1e9 · 8 / bits per second) seconds of wall, times the busy
-    // CPUs, on both sides.
+    // Per GB: (1e9 · 8 / bits per second) seconds of wall.
     let wall_per_gb = 8.0 / gbps.max(1e-9);
-    BenchPrediction { gbps, cpu_s_per_gb: 2.0 * busy * wall_per_gb }
+    // What the bench counts: B1's two polling threads all the time; B2's and
+    // B3's stack CPUs' running time: their components' jobs and their
+    // polling (not the work beside them).
+    let busy: f64 = if mono {
+        2.0
+    } else {
+        let polled: f64 = o.cpus.iter().filter(|c| !c.components.is_empty()).map(|c| c.polled).sum();
+        o.components.values().map(|v| v.busy).sum::<f64>() + polled
+    };
+    BenchPrediction { gbps, cpu_s_per_gb: busy * wall_per_gb }
 }
 
 #[cfg(test)]
@@ -114,8 +163,16 @@ mod tests {
             toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let costs = p.stack.expect("the profile has a [stack] section");
         costs.validate().unwrap();
+        // The application's and receiver's costs are not in a profile:
+        // measured by `bench stack`; here, none.
+        let threads = LiveThreads {
+            app_cycles_per_byte: 0.0,
+            receiver_cycles_per_byte: 0.0,
+            app_chunk: 65536,
+            spin_ns: 0,
+        };
         for l in [LiveLayout::Mono, LiveLayout::Spread, LiveLayout::Consolidated] {
-            let r = predict_bench(&costs, l, 1460, 65535);
+            let r = predict_bench(&costs, l, 1460, 65535, &threads);
             eprintln!("{l:?}: {:.2} Gbps, {:.2} CPU-s/GB", r.gbps, r.cpu_s_per_gb);
         }
     }
@@ -135,10 +192,19 @@ mod tests {
         }
     }
 
+    fn threads(app: f64, receiver: f64) -> LiveThreads {
+        LiveThreads {
+            app_cycles_per_byte: app,
+            receiver_cycles_per_byte: receiver,
+            app_chunk: 65536,
+            spin_ns: 0,
+        }
+    }
+
     #[test]
     fn a_polling_monolithic_stack_goes_as_fast_as_its_cycles_allow() {
         let p = fixture();
-        let r = predict_bench(&p, LiveLayout::Mono, 1448, 1 << 20);
+        let r = predict_bench(&p, LiveLayout::Mono, 1448, 1 << 20, &threads(0.0, 0.0));
         // One busy CPU: per segment TCP + IP + driver + 2 channel messages,
         // plus half an ACK's trip back up; at 2100 MHz.
         let seg = p.tcp.cycles(1448)
@@ -154,16 +220,33 @@ mod tests {
         assert!((r.gbps / want - 1.0).abs() < 0.03, "{r:?} vs {want}");
         // Two polling threads, all the time: 2 CPU-seconds per second.
         assert!((r.cpu_s_per_gb - 2.0 * 8.0 / r.gbps).abs() < 1e-9);
+        // The application's work runs in the same thread: its cycles per
+        // byte add to every segment's.
+        let app = 3.0;
+        let slow = predict_bench(&p, LiveLayout::Mono, 1448, 1 << 20, &threads(app, 0.0));
+        let want = 2100e6 / (seg + ack + app * 1448.0) * 1448.0 * 8.0 / 1e9;
+        assert!((slow.gbps / want - 1.0).abs() < 0.03, "{slow:?} vs {want}");
+    }
+
+    /// Spread, the application and the receiver share the stack's two
+    /// CPUs: their work takes turns with the components'.
+    #[test]
+    fn work_beside_the_stack_on_its_cpus_slows_it() {
+        let p = fixture();
+        let alone = predict_bench(&p, LiveLayout::Spread, 1448, 1 << 20, &threads(0.0, 0.0));
+        let shared = predict_bench(&p, LiveLayout::Spread, 1448, 1 << 20, &threads(2.0, 2.0));
+        assert!(shared.gbps < 0.95 * alone.gbps, "{alone:?} against {shared:?}");
     }
 
     #[test]
     fn spreading_over_two_cores_beats_consolidating_on_one() {
         let p = fixture();
-        let spread = predict_bench(&p, LiveLayout::Spread, 1448, 1 << 20);
-        let cons = predict_bench(&p, LiveLayout::Consolidated, 1448, 1 << 20);
+        let t = threads(0.0, 0.0);
+        let spread = predict_bench(&p, LiveLayout::Spread, 1448, 1 << 20, &t);
+        let cons = predict_bench(&p, LiveLayout::Consolidated, 1448, 1 << 20, &t);
         assert!(spread.gbps > cons.gbps, "{spread:?} {cons:?}");
         // A faster clock in the profile (same cycles) predicts more.
         let fast = StackCosts { cpu_mhz: 4200.0, ..fixture() };
-        assert!(predict_bench(&fast, LiveLayout::Spread, 1448, 1 << 20).gbps > spread.gbps);
+        assert!(predict_bench(&fast, LiveLayout::Spread, 1448, 1 << 20, &t).gbps > spread.gbps);
     }
 }

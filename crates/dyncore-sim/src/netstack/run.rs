@@ -107,8 +107,14 @@ pub fn run_scenario(sc: &NetScenario, seeds: &[u64]) -> Vec<RunRow> {
                     decisions = o.decisions;
                 }
             } else {
-                let o =
-                    simulate(&RunInput { costs: &sc.stack, net: &net, cpus: &r.cpus, load: &r.load, seed });
+                let o = simulate(&RunInput {
+                    costs: &sc.stack,
+                    net: &net,
+                    cpus: &r.cpus,
+                    load: &r.load,
+                    seed,
+                    beside: Default::default(),
+                });
                 mbps.push(o.mbps);
                 power.push(o.power_w);
                 used.push(o.normalised_utilisation);

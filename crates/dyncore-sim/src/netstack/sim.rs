@@ -13,6 +13,7 @@ use dyncore_core::profile::StackCosts;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::beside::{Beside, Foreign, ForeignQueue};
 use super::idle::IdleTrack;
 use super::{CpuSpec, LoadStep, NetParams, ms};
 
@@ -38,6 +39,11 @@ pub(super) enum Ev {
     App,
     /// The measured time starts.
     Measure,
+    /// Work beside the stack was queued on this CPU (see [`Beside`]): wake it.
+    Beside(usize),
+    /// A CPU that has polled `spin_ns` with nothing to do sleeps, unless
+    /// work came since (its idle spell's number).
+    Park(usize, u64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -53,6 +59,8 @@ pub(super) enum Job {
     /// A component handles a message (or TCP sends / the syscall server
     /// takes a write).
     Msg { comp: usize, msg: Option<Msg> },
+    /// Work beside the stack (see [`Beside`]).
+    Foreign(Foreign),
 }
 
 pub(super) struct Cpu {
@@ -73,6 +81,11 @@ pub(super) struct Cpu {
     /// Its idle periods: the state, the history the governor reads, the
     /// time in each state.
     pub(super) idle: IdleTrack,
+    /// Polling with nothing to do since (`spin_ns`), and the idle spell's
+    /// number.
+    pub(super) spinning_since: Option<Nanos>,
+    pub(super) spell: u64,
+    pub(super) polled_ns: Nanos,
 }
 
 pub(super) struct Comp {
@@ -93,6 +106,8 @@ pub struct RunInput<'a> {
     pub cpus: &'a [CpuSpec],
     pub load: &'a [LoadStep],
     pub seed: u64,
+    /// Work beside the stack on these CPUs (none by default).
+    pub beside: Beside,
 }
 
 /// The simulation state of one stack. [`policy`] drives a placement policy
@@ -101,6 +116,13 @@ pub struct Sim<'a> {
     pub(super) costs: &'a StackCosts,
     pub(super) net: &'a NetParams,
     pub(super) load: &'a [LoadStep],
+    pub(super) beside: Beside,
+    /// Per CPU, the work beside the stack waiting for it.
+    pub(super) foreign: Vec<ForeignQueue>,
+    /// With a modelled application: bytes it has made that the stack has
+    /// not taken, and whether it is making a chunk.
+    pub(super) app_ready: u64,
+    pub(super) app_making: bool,
     pub(super) table: SpeedTable,
     pub(super) cpus: Vec<Cpu>,
     pub(super) comps: Vec<Comp>,
@@ -182,6 +204,9 @@ impl<'a> Sim<'a> {
                 busy_ns: 0,
                 wakeups: 0,
                 idle: IdleTrack::default(),
+                spinning_since: None,
+                spell: 0,
+                polled_ns: 0,
             });
         }
         for i in 0..cpus.len() {
@@ -194,10 +219,15 @@ impl<'a> Sim<'a> {
         let syscall = find(ComponentKind::Syscall);
         let net = input.net;
         let ncomp = comps.len();
+        let ncpu = cpus.len();
         let mut sim = Sim {
             costs: input.costs,
             net,
             load: input.load,
+            beside: input.beside,
+            foreign: (0..ncpu).map(|_| ForeignQueue::default()).collect(),
+            app_ready: 0,
+            app_making: false,
             table,
             cpus,
             comps,
@@ -243,7 +273,7 @@ impl<'a> Sim<'a> {
         sim
     }
 
-    fn push(&mut self, at: Nanos, ev: Ev) {
+    pub(super) fn push(&mut self, at: Nanos, ev: Ev) {
         debug_assert!(at >= self.now, "an event in the past");
         self.seq += 1;
         self.queue.push(Reverse((at, self.seq, ev)));
@@ -285,7 +315,14 @@ impl<'a> Sim<'a> {
                 self.nic_busy = false;
                 self.nic_next();
             }
-            Ev::Remote(bytes) => self.remote(bytes),
+            Ev::Remote(bytes) => self.arrive(bytes),
+            Ev::Beside(cpu) => self.kick(cpu),
+            Ev::Park(cpu, spell) => {
+                if self.cpus[cpu].state == CpuState::Idle && self.cpus[cpu].spell == spell {
+                    self.stop_polling(cpu);
+                    self.sleep(cpu);
+                }
+            }
             Ev::AckIn(bytes) => {
                 let d = self.down_end();
                 self.enqueue(d, Msg::Ack(bytes));
@@ -314,6 +351,7 @@ impl<'a> Sim<'a> {
                 }
                 for cpu in &mut self.cpus {
                     cpu.busy_ns = 0;
+                    cpu.polled_ns = 0;
                     cpu.wakeups = 0;
                     cpu.idle.reset_measure();
                 }
@@ -323,7 +361,7 @@ impl<'a> Sim<'a> {
     }
 
     /// The component the application hands data to.
-    fn first_comp(&self) -> usize {
+    pub(super) fn first_comp(&self) -> usize {
         self.syscall.unwrap_or(self.tcp)
     }
 
@@ -378,7 +416,7 @@ impl<'a> Sim<'a> {
     fn app_has(&mut self) -> bool {
         let mss = u64::from(self.net.mss);
         if self.app_rate_gbps.is_none() {
-            return true;
+            return !self.app_modelled() || self.app_ready_for_segment();
         }
         self.refill_app();
         if self.app_bytes >= mss {
@@ -391,7 +429,7 @@ impl<'a> Sim<'a> {
         false
     }
 
-    fn has_work(&mut self, c: usize) -> bool {
+    pub(super) fn has_work(&mut self, c: usize) -> bool {
         if !self.comps[c].queue.is_empty() {
             return true;
         }
@@ -425,7 +463,7 @@ impl<'a> Sim<'a> {
             CpuState::Idle => self.dispatch(cpu),
             CpuState::Asleep => {
                 let comps = self.cpus[cpu].comps.clone();
-                if comps.into_iter().any(|c| self.has_work(c)) {
+                if self.foreign_work(cpu) || comps.into_iter().any(|c| self.has_work(c)) {
                     let sibling_awake = self.cpus[cpu]
                         .sibling
                         .is_some_and(|s| matches!(self.cpus[s].state, CpuState::Busy | CpuState::Idle));
@@ -440,19 +478,48 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// The CPU has nothing to do: it sleeps in the state the governor picks.
+    /// `cpu` has nothing to do: it polls for `spin_ns`, then sleeps.
+    fn idle(&mut self, cpu: usize) {
+        if self.net.spin_ns == 0 {
+            return self.sleep(cpu);
+        }
+        if self.cpus[cpu].spinning_since.is_none() {
+            let c = &mut self.cpus[cpu];
+            c.spinning_since = Some(self.now);
+            c.spell += 1;
+            let spell = c.spell;
+            self.push(self.now + self.net.spin_ns, Ev::Park(cpu, spell));
+        }
+    }
+
+    /// The CPU sleeps in the state the governor picks.
     fn sleep(&mut self, cpu: usize) {
         let c = &mut self.cpus[cpu];
         c.state = CpuState::Asleep;
+        c.in_turn = 0;
+        c.last_comp = None;
         c.idle.enter(self.now, self.governor.as_deref());
+    }
+
+    /// Ends a polling spell of `cpu`, counting its measured part.
+    pub(super) fn stop_polling(&mut self, cpu: usize) {
+        if let Some(t) = self.cpus[cpu].spinning_since.take()
+            && self.now > self.measure_from
+        {
+            self.cpus[cpu].polled_ns += self.now - t.max(self.measure_from);
+        }
     }
 
     /// Starts the next job on an idle CPU, or puts it to sleep.
     fn dispatch(&mut self, cpu: usize) {
         debug_assert_eq!(self.cpus[cpu].state, CpuState::Idle);
+        if self.foreign_turn(cpu) {
+            self.run_foreign(cpu);
+            return;
+        }
         let n = self.cpus[cpu].comps.len();
         if n == 0 {
-            self.sleep(cpu);
+            self.idle(cpu);
             return;
         }
         // Stay with the current component for up to `batch` jobs.
@@ -477,16 +544,16 @@ impl<'a> Sim<'a> {
             }
         }
         let Some((i, c)) = pick else {
-            self.sleep(cpu);
-            self.cpus[cpu].in_turn = 0;
-            self.cpus[cpu].last_comp = None;
+            self.idle(cpu);
             return;
         };
+        self.stop_polling(cpu);
         if i != self.cpus[cpu].turn % n || self.cpus[cpu].in_turn >= self.net.batch.max(1) {
             self.cpus[cpu].turn = i;
             self.cpus[cpu].in_turn = 0;
         }
         self.cpus[cpu].in_turn += 1;
+        self.foreign[cpu].last = false;
         let msg = self.comps[c].queue.pop_front();
         let mss = self.net.mss;
         let cost = self.costs.component(self.comps[c].kind);
@@ -504,7 +571,7 @@ impl<'a> Sim<'a> {
                 match self.syscall {
                     Some(_) => self.sock_bytes -= u64::from(mss),
                     None if self.app_rate_gbps.is_some() => self.app_bytes -= u64::from(mss),
-                    None => {}
+                    None => self.app_took_segment(),
                 }
                 self.packets += 1;
             } else {
@@ -512,6 +579,7 @@ impl<'a> Sim<'a> {
                 if self.app_rate_gbps.is_some() {
                     self.app_bytes -= u64::from(mss);
                 }
+                self.app_took_segment();
             }
         }
         if self.cpus[cpu].last_comp != Some(c) {
@@ -531,8 +599,22 @@ impl<'a> Sim<'a> {
     }
 
     fn job_done(&mut self, cpu: usize) {
-        let Some(Job::Msg { comp: c, msg }) = self.cpus[cpu].job.take() else {
-            unreachable!("a job ends only on a busy CPU")
+        let (c, msg) = match self.cpus[cpu].job.take() {
+            Some(Job::Msg { comp, msg }) => (comp, msg),
+            Some(Job::Foreign(f)) => {
+                if self.now > self.measure_from {
+                    let since = self.cpus[cpu].busy_since.max(self.measure_from);
+                    self.cpus[cpu].busy_ns += self.now - since;
+                }
+                self.sample_cpu_busy[cpu] += self.now - self.cpus[cpu].busy_since;
+                self.cpus[cpu].state = CpuState::Idle;
+                self.foreign_done(f);
+                if self.cpus[cpu].state == CpuState::Idle {
+                    self.dispatch(cpu);
+                }
+                return;
+            }
+            None => unreachable!("a job ends only on a busy CPU"),
         };
         let ran = self.now - self.cpus[cpu].busy_since;
         if self.now > self.measure_from {
@@ -595,7 +677,7 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn remote(&mut self, bytes: u32) {
+    pub(super) fn remote(&mut self, bytes: u32) {
         self.unacked_segs += 1;
         self.unacked_bytes += bytes;
         if self.unacked_segs >= self.net.ack_every.max(1) {

@@ -14,8 +14,22 @@ fn the_same_inputs_give_the_same_outcome() {
     let c = costs(10_000.0);
     let net = NetParams::default();
     let cpus = config1(1600, 600);
-    let a = simulate(&RunInput { costs: &c, net: &net, cpus: &cpus, load: &[], seed: 7 });
-    let b = simulate(&RunInput { costs: &c, net: &net, cpus: &cpus, load: &[], seed: 7 });
+    let a = simulate(&RunInput {
+        costs: &c,
+        net: &net,
+        cpus: &cpus,
+        load: &[],
+        seed: 7,
+        beside: Default::default(),
+    });
+    let b = simulate(&RunInput {
+        costs: &c,
+        net: &net,
+        cpus: &cpus,
+        load: &[],
+        seed: 7,
+        beside: Default::default(),
+    });
     assert_eq!(a, b);
     assert!(a.packets > 1000, "{a:?}");
 }
@@ -26,7 +40,14 @@ fn a_busy_single_core_goes_as_fast_as_its_work_per_packet_allows() {
     // time and each segment costs TCP + IP + driver + half an ACK's trip.
     let c = costs(0.0);
     let net = NetParams { streams: 64, turn_cycles: 0.0, ..NetParams::default() };
-    let o = simulate(&RunInput { costs: &c, net: &net, cpus: &single(1600), load: &[], seed: 1 });
+    let o = simulate(&RunInput {
+        costs: &c,
+        net: &net,
+        cpus: &single(1600),
+        load: &[],
+        seed: 1,
+        beside: Default::default(),
+    });
     assert!(o.cpus[0].busy > 0.99, "{o:?}");
     let per_seg = c.tcp.cycles(1448)
         + c.ip.cycles_per_packet
@@ -52,8 +73,22 @@ fn wake_ups_cost_throughput_and_busier_cores_pay_fewer() {
     assert!(slow_wake < fast * 0.95, "{slow_wake} vs {fast}");
     let net = fixed;
     let c = costs(20_000.0);
-    let a = simulate(&RunInput { costs: &c, net: &net, cpus: &config1(1600, 1600), load: &[], seed: 1 });
-    let b = simulate(&RunInput { costs: &c, net: &net, cpus: &config1(1600, 600), load: &[], seed: 1 });
+    let a = simulate(&RunInput {
+        costs: &c,
+        net: &net,
+        cpus: &config1(1600, 1600),
+        load: &[],
+        seed: 1,
+        beside: Default::default(),
+    });
+    let b = simulate(&RunInput {
+        costs: &c,
+        net: &net,
+        cpus: &config1(1600, 600),
+        load: &[],
+        seed: 1,
+        beside: Default::default(),
+    });
     // The slower IP and driver cores are busier and wake less often per packet.
     let per_pkt = |o: &Outcome| o.cpus[1].wakeups as f64 / o.components[&ComponentKind::Ip].msgs as f64;
     assert!(b.cpus[1].busy > a.cpus[1].busy, "{a:?} {b:?}");
@@ -64,9 +99,23 @@ fn wake_ups_cost_throughput_and_busier_cores_pay_fewer() {
 fn hyperthreads_share_a_core_and_slow_each_other() {
     let c = costs(10_000.0);
     let net = NetParams::default();
-    let o = simulate(&RunInput { costs: &c, net: &net, cpus: &config2(1600, 1600), load: &[], seed: 1 });
+    let o = simulate(&RunInput {
+        costs: &c,
+        net: &net,
+        cpus: &config2(1600, 1600),
+        load: &[],
+        seed: 1,
+        beside: Default::default(),
+    });
     // Two cores' power, not three.
-    let three = simulate(&RunInput { costs: &c, net: &net, cpus: &config1(1600, 1600), load: &[], seed: 1 });
+    let three = simulate(&RunInput {
+        costs: &c,
+        net: &net,
+        cpus: &config1(1600, 1600),
+        load: &[],
+        seed: 1,
+        beside: Default::default(),
+    });
     assert!(o.power_w < three.power_w, "{} vs {}", o.power_w, three.power_w);
     assert!(o.mbps > 0.0);
 }
@@ -76,7 +125,14 @@ fn an_offered_load_is_delivered_and_not_exceeded() {
     let c = costs(5_000.0);
     let net = NetParams::default();
     let load = [LoadStep { at_ms: 0.0, gbps: 2.0 }];
-    let o = simulate(&RunInput { costs: &c, net: &net, cpus: &config1(2267, 2267), load: &load, seed: 1 });
+    let o = simulate(&RunInput {
+        costs: &c,
+        net: &net,
+        cpus: &config1(2267, 2267),
+        load: &load,
+        seed: 1,
+        beside: Default::default(),
+    });
     assert!((o.mbps / 2000.0 - 1.0).abs() < 0.03, "{}", o.mbps);
 }
 
@@ -89,7 +145,14 @@ fn idle_states_decide_whether_slower_is_faster() {
     let c = super::calibrate::fitted(&base_costs(), 0.53, 0.8);
     let run = |gov: GovernorName, cpus: Vec<CpuSpec>| {
         let net = NetParams { governor: gov, ..NetParams::default() };
-        simulate(&RunInput { costs: &c, net: &net, cpus: &cpus, load: &[], seed: 1 })
+        simulate(&RunInput {
+            costs: &c,
+            net: &net,
+            cpus: &cpus,
+            load: &[],
+            seed: 1,
+            beside: Default::default(),
+        })
     };
     let (c6_fast, c6_slow) =
         (run(GovernorName::AlwaysC6, config1(2267, 2267)), run(GovernorName::AlwaysC6, config1(1600, 600)));
@@ -185,7 +248,14 @@ fn explore_idle() {
     let c = super::calibrate::fitted(&base_costs(), f.tcp_scale, f.rest_scale);
     eprintln!("{f:?}");
     let show = |name: &str, cpus: Vec<CpuSpec>| {
-        let o = simulate(&RunInput { costs: &c, net: &net, cpus: &cpus, load: &[], seed: 1 });
+        let o = simulate(&RunInput {
+            costs: &c,
+            net: &net,
+            cpus: &cpus,
+            load: &[],
+            seed: 1,
+            beside: Default::default(),
+        });
         let b: Vec<String> = o
             .cpus
             .iter()
@@ -265,7 +335,8 @@ fn a_component_that_cannot_keep_up_is_reported_behind() {
     let c = super::calibrate::fitted(&base_costs(), 0.53, 0.8);
     let net = NetParams::default();
     let behind = |cpus: Vec<CpuSpec>| {
-        let input = RunInput { costs: &c, net: &net, cpus: &cpus, load: &[], seed: 1 };
+        let input =
+            RunInput { costs: &c, net: &net, cpus: &cpus, load: &[], seed: 1, beside: Default::default() };
         let mut sim = Sim::new(&input);
         let mut any = false;
         for t in 1..=10u64 {
@@ -277,4 +348,45 @@ fn a_component_that_cannot_keep_up_is_reported_behind() {
     };
     assert!(behind(config1(2267, 200)));
     assert!(!behind(config1(2267, 2267)));
+}
+
+/// A CPU that polls for `spin_ns` before it sleeps serves messages that
+/// come within that time without a wake-up: segments offered at 0.1 Gbps
+/// (a Poisson process, one every 116 µs on average) wake a CPU that sleeps
+/// at once for nearly each of them, and one that polls for 200 µs only
+/// after the gaps longer than that (e^-1.7, about 18% of them).
+#[test]
+fn a_cpu_that_polls_before_it_sleeps_saves_the_wake_ups() {
+    let c = StackCosts { wakeup_ns: 20_000.0, ..base_costs() };
+    let load = [LoadStep { at_ms: 0.0, gbps: 0.1 }];
+    let run = |spin_ns| {
+        // No ACK jitter: the generator draws the writes alone, the same in
+        // both runs.
+        let net = NetParams { spin_ns, remote_jitter_ns: 0, ..NetParams::default() };
+        simulate(&RunInput {
+            costs: &c,
+            net: &net,
+            cpus: &single(2267),
+            load: &load,
+            seed: 1,
+            beside: Default::default(),
+        })
+    };
+    let (sleepy, polling) = (run(0), run(200_000));
+    assert!(sleepy.cpus[0].wakeups > 50, "{:?}", sleepy.cpus);
+    assert!(
+        polling.cpus[0].wakeups * 3 < sleepy.cpus[0].wakeups,
+        "{:?} against {:?}",
+        polling.cpus,
+        sleepy.cpus
+    );
+    assert_eq!(sleepy.cpus[0].polled, 0.0);
+    assert!(polling.cpus[0].polled > 0.5, "it polled most of the time: {:?}", polling.cpus);
+    // The same segments went through.
+    assert!(
+        (sleepy.mbps - polling.mbps).abs() < 0.05 * sleepy.mbps,
+        "{} against {}",
+        sleepy.mbps,
+        polling.mbps
+    );
 }

@@ -96,22 +96,29 @@ pub fn state_calls(clock: &Clock, iters: u64, trap: StateTrap, on: bool, cpus: C
 /// CPU updates the same map under the same lock without pause (the worst
 /// case of a lock shared by two cores). The two threads write disjoint
 /// address windows, so the check is that every one of the client's updates
-/// landed, and that the contender really ran alongside.
+/// landed, and that the contender really ran alongside: the measurement
+/// starts only once it has made its first update, however late a loaded
+/// machine schedules it.
 pub fn contended_lock_calls(clock: &Clock, iters: u64, cpus: Cpus) -> Result<Sample> {
     let svc = Arc::new(StateService::new(StateTrap::Lock)?);
     let stop = AtomicBool::new(false);
     let contended = AtomicU64::new(0);
     let (sample, n) = std::thread::scope(|s| -> Result<(Sample, u64)> {
         let contender = s.spawn(|| -> std::io::Result<()> {
-            pin_current_thread(cpus.server)?;
+            let pinned = pin_current_thread(cpus.server);
             let mut j = 0u64;
-            while !stop.load(Ordering::Relaxed) {
+            while pinned.is_ok() && !stop.load(Ordering::Relaxed) {
                 j += 1;
                 svc.trap(&PteUpdate { vaddr: CONTENDER_WINDOW | pte(j).vaddr, pte: pte(j).pte });
+                contended.store(j, Ordering::Release);
             }
-            contended.store(j, Ordering::Relaxed);
-            Ok(())
+            // Stops the wait below at once if it could not start.
+            contended.store(j.max(u64::from(pinned.is_err())), Ordering::Release);
+            pinned
         });
+        while contended.load(Ordering::Acquire) == 0 {
+            std::thread::yield_now();
+        }
         let r = calls(clock, iters, svc.clone(), false, cpus, pte);
         stop.store(true, Ordering::Relaxed);
         contender.join().map_err(|_| anyhow::anyhow!("contender thread panicked"))??;

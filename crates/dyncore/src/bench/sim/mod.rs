@@ -185,7 +185,10 @@ fn configs(args: &Args) -> Result<Vec<Config>> {
     let (mix_scale, big_scale) = if args.quick { (2.0, 0.25) } else { (20.0, 2.0) };
     let big_nodes = if args.quick { 16 } else { 64 };
     let shipped: Vec<Scenario> =
-        crate::load_all(args.scenarios.as_slice())?.into_iter().map(|(_, s)| s).collect();
+        dyncore::runner::load_all(&dyncore::Registry::builtin(), args.scenarios.as_slice())?
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect();
     let config = |name: String, scenarios| Config { name, scenarios, totals: None, walls_ns: Vec::new() };
     Ok(vec![
         config(
@@ -283,7 +286,7 @@ fn whole_run(scenarios: Option<&Path>) -> Result<Duration> {
     // scenarios of the default run stay out): the same scenarios as the
     // "simulation alone" row it is timed against. The NewtOS model has a
     // row of its own.
-    cmd.arg(scenarios.map_or_else(crate::scenarios::default_dir, Path::to_path_buf));
+    cmd.arg(scenarios.map_or_else(dyncore::scenario::load::default_dir, Path::to_path_buf));
     let t0 = Instant::now();
     let o = cmd.output().with_context(|| format!("running {}", exe.display()));
     let wall = t0.elapsed();

@@ -16,10 +16,10 @@ use anyhow::{Context, Result, bail};
 use dyncore_core::placement::{Action, ComponentKind, Decision, Mode, PlacementConfig, PlacementPolicy};
 use dyncore_core::power::SpeedTable;
 use dyncore_core::{CpuId, Nanos};
-use dyncore_net::app::Sender;
+use dyncore_net::app::{App, Sender};
 use dyncore_net::control::Controller;
 use dyncore_net::host::Threads;
-use dyncore_net::hosting::{CpuHost, HostConfig};
+use dyncore_net::hosting::{CpuHost, CpuSnapshot, HostConfig, SlotSnapshot};
 use dyncore_net::mono::{Mono, MonoRole};
 use dyncore_net::stack::{Stack, StackConfig};
 use dyncore_net::tcp::SocketConfig;
@@ -65,10 +65,30 @@ pub struct SplitRun {
     pub wake_ns: u64,
     /// The speed (MHz) of TCP's CPU when the stream ended.
     pub final_tcp_mhz: u32,
+    /// The stack CPUs' time in polls that did work, and their parks, over
+    /// the stream: `(run_ns - busy_cpu_ns) / parks` is how long a CPU polls
+    /// with nothing to do before it parks.
+    pub busy_cpu_ns: u64,
+    pub parks: u64,
+    /// `efficient`: from the stream's start to the end of the first sample
+    /// window that carried the target (within 2%); `None` otherwise.
+    pub time_to_target_ns: Option<u64>,
 }
 
 fn layout_change(a: &Action) -> bool {
     !matches!(a, Action::SetSpeed { .. })
+}
+
+/// What the stack did over its stream: the host's figures before and
+/// after it, and when it began and ended (host clock).
+struct Stream {
+    start: Nanos,
+    end: Nanos,
+    before_cpus: Vec<CpuSnapshot>,
+    before_slots: Vec<SlotSnapshot>,
+    after_cpus: Vec<CpuSnapshot>,
+    after_slots: Vec<SlotSnapshot>,
+    apps: Vec<Box<dyn App>>,
 }
 
 pub fn run(
@@ -81,10 +101,10 @@ pub fn run(
 ) -> Result<SplitRun> {
     let (a, b) = (std::net::Ipv4Addr::new(10, 0, 0, 1), std::net::Ipv4Addr::new(10, 0, 0, 2));
     let (wa, wb) = mem::pair(MemWireConfig { mtu, ..MemWireConfig::default() });
-    let mut stack = Stack::build(&StackConfig::new(a), Box::new(wa), 0);
-    let sender = Sender::new(stack.sockets.remove(0), (b, 5001), bytes, super::SEED);
+    let mut stack = Stack::build(&StackConfig::new(a), std::sync::Arc::new(wa));
+    let sender = Sender::new(stack.sockets.remove(0), (b, 5001), bytes, super::baselines::SEED);
     let role = MonoRole::Receive { port: 5001, verify_seed: None };
-    let receiver = Mono::new(Box::new(wb), b, SocketConfig::default(), 2, role, 0);
+    let receiver = Mono::new(wb.port(), b, SocketConfig::default(), 2, role, 0);
 
     let policy = PlacementPolicy::new(
         PlacementConfig::new(cpus.to_vec(), mode),
@@ -96,35 +116,12 @@ pub fn run(
     let layout = ctl.start(0);
     let mut hc = HostConfig::new(cpus.to_vec());
     hc.pin = true;
-    let host = CpuHost::start(hc, stack.components, &layout.cpu_of).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let host = CpuHost::start(hc, stack.blueprints, &layout.cpu_of).map_err(|e| anyhow::anyhow!("{e}"))?;
     ctl.attach(&host)?;
     let _ = ctl.sample(&host, host.now_ns())?;
-    let idle_until = |ctl: &mut Controller, d: Duration| -> Result<()> {
-        let t = Instant::now();
-        while t.elapsed() < d {
-            std::thread::sleep(sample.min(d - t.elapsed().min(d)));
-            let _ = ctl.sample(&host, host.now_ns())?;
-        }
-        Ok(())
-    };
-    idle_until(&mut ctl, idle)?;
-    let before_cpus = host.cpus();
-    let before_slots = host.components();
-    let burst_start = host.now_ns();
-    let threads = Threads::start(Vec::new(), vec![Box::new(sender), Box::new(receiver)]);
-    let limit = Instant::now() + Duration::from_secs(120);
-    while !threads.wait_apps(sample) {
-        if Instant::now() > limit || host.failed() {
-            bail!("the stream did not finish (limit 120 s, or a component failed)");
-        }
-        let _ = ctl.sample(&host, host.now_ns())?;
-    }
-    let _ = ctl.sample(&host, host.now_ns())?;
-    let burst_end = host.now_ns();
-    let after_cpus = host.cpus();
-    let after_slots = host.components();
-    let apps = threads.stop().apps;
-    idle_until(&mut ctl, idle)?;
+    idle_for(&host, &mut ctl, idle, sample)?;
+    let s = stream(&host, &mut ctl, vec![Box::new(sender), Box::new(receiver)], sample)?;
+    idle_for(&host, &mut ctl, idle, sample)?;
     let end = host.now_ns();
     let target_unreachable = ctl.policy().target_unreachable();
     let final_tcp_mhz = {
@@ -133,9 +130,8 @@ pub fn run(
         speeds.get(l.step_of[&l.cpu_of[&ComponentKind::Tcp]]).mhz
     };
     drop(host.stop());
-
-    let (tx, rx) = (apps[0].report(), apps[1].report());
-    for (what, app) in [("sender", &apps[0]), ("receiver", &apps[1])] {
+    let (tx, rx) = (s.apps[0].report(), s.apps[1].report());
+    for (what, app) in [("sender", &s.apps[0]), ("receiver", &s.apps[1])] {
         if let Some(e) = app.error() {
             bail!("the {what} failed: {e}");
         }
@@ -144,67 +140,108 @@ pub fn run(
         bail!("the receiver's stream ({}) differs from the sender's ({})", rx.digest, tx.digest);
     }
     let gbps = tx.bits_per_s().context("the stream has no bitrate")? / 1e9;
-    let stream_ns = burst_end.saturating_sub(burst_start).max(1);
-    let work = after_slots
-        .iter()
-        .zip(&before_slots)
+    let target = match mode {
+        Mode::Efficient { target_bits_per_s } => Some(target_bits_per_s),
+        _ => None,
+    };
+    Ok(figures(&ctl, &s, bytes, gbps, end, target, target_unreachable, final_tcp_mhz))
+}
+
+/// Lets the stack and its controller run without an application for `d`.
+fn idle_for(host: &CpuHost, ctl: &mut Controller, d: Duration, sample: Duration) -> Result<()> {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::thread::sleep(sample.min(d - t.elapsed().min(d)));
+        let _ = ctl.sample(host, host.now_ns())?;
+    }
+    Ok(())
+}
+
+/// Runs the applications to the end of their stream, sampling.
+fn stream(host: &CpuHost, ctl: &mut Controller, apps: Vec<Box<dyn App>>, sample: Duration) -> Result<Stream> {
+    let before_cpus = host.cpus();
+    let before_slots = host.components();
+    let start = host.now_ns();
+    let threads = Threads::start(Vec::new(), apps);
+    let limit = Instant::now() + Duration::from_secs(120);
+    while !threads.wait_apps(sample) {
+        if Instant::now() > limit || host.failed() {
+            bail!("the stream did not finish (limit 120 s, or a component failed)");
+        }
+        let _ = ctl.sample(host, host.now_ns())?;
+    }
+    let _ = ctl.sample(host, host.now_ns())?;
+    let end = host.now_ns();
+    let (after_cpus, after_slots) = (host.cpus(), host.components());
+    let apps = threads.stop().apps;
+    Ok(Stream { start, end, before_cpus, before_slots, after_cpus, after_slots, apps })
+}
+
+/// The run's figures from the stream and the controller's windows.
+#[allow(clippy::too_many_arguments)]
+fn figures(
+    ctl: &Controller,
+    s: &Stream,
+    bytes: u64,
+    gbps: f64,
+    end: Nanos,
+    target: Option<f64>,
+    target_unreachable: bool,
+    final_tcp_mhz: u32,
+) -> SplitRun {
+    let stream_ns = s.end.saturating_sub(s.start).max(1);
+    let pairs = || s.after_slots.iter().zip(&s.before_slots);
+    let kind = |a: &SlotSnapshot| a.kind.expect("snapshots name their component");
+    let work = pairs()
         .map(|(a, b)| {
             (
-                a.kind.expect("snapshots name their component"),
+                kind(a),
                 a.load.busy_ns.saturating_sub(b.load.busy_ns),
                 a.load.messages.saturating_sub(b.load.messages),
                 a.load.bytes.saturating_sub(b.load.bytes),
             )
         })
         .collect();
-    let util = after_slots
-        .iter()
-        .zip(&before_slots)
-        .map(|(a, b)| {
-            let k = a.kind.expect("snapshots name their component");
-            (k, a.load.busy_ns.saturating_sub(b.load.busy_ns) as f64 / stream_ns as f64)
-        })
+    let util = pairs()
+        .map(|(a, b)| (kind(a), a.load.busy_ns.saturating_sub(b.load.busy_ns) as f64 / stream_ns as f64))
         .collect();
-    let sum = |f: fn(&dyncore_net::hosting::CpuSnapshot) -> u64| -> u64 {
-        after_cpus.iter().zip(&before_cpus).map(|(a, b)| f(a).saturating_sub(f(b))).sum()
+    let sum = |f: fn(&CpuSnapshot) -> u64| -> u64 {
+        s.after_cpus.iter().zip(&s.before_cpus).map(|(a, b)| f(a).saturating_sub(f(b))).sum()
     };
-    let wakeups = sum(|c| c.wakeups);
-    let wake_ns = sum(|c| c.wake_ns);
-    let run_ns = sum(|c| c.run_ns);
+    let (wakeups, wake_ns, run_ns) = (sum(|c| c.wakeups), sum(|c| c.wake_ns), sum(|c| c.run_ns));
+    let (busy_cpu_ns, parks) = (sum(|c| c.busy_ns), sum(|c| c.parks));
+    let windows =
+        |from: Nanos, to: Nanos| ctl.windows.iter().filter(move |w| w.end_ns > from && w.end_ns <= to);
     let phase = |from: Nanos, to: Nanos| {
         let mut p = Phase { len_ns: to.saturating_sub(from), ..Phase::default() };
-        for w in ctl.windows.iter().filter(|w| w.end_ns > from && w.end_ns <= to) {
+        for w in windows(from, to) {
             p.cpu_s += w.cpu_s;
             p.joules += w.joules;
         }
         p
     };
     let reaction =
-        ctl.log.iter().find(|d| d.at_ns >= burst_start && d.at_ns <= burst_end && layout_change(&d.action));
-    let reaction_ns = reaction.map(|d| d.at_ns - burst_start);
+        ctl.log.iter().find(|d| d.at_ns >= s.start && d.at_ns <= s.end && layout_change(&d.action));
     let mean_gbps = |from: Nanos, to: Nanos| {
-        let ws: Vec<f64> = ctl
-            .windows
-            .iter()
-            .filter(|w| w.end_ns > from && w.end_ns <= to)
-            .map(|w| w.bits_per_s / 1e9)
-            .collect();
+        let ws: Vec<f64> = windows(from, to).map(|w| w.bits_per_s / 1e9).collect();
         (!ws.is_empty()).then(|| ws.iter().sum::<f64>() / ws.len() as f64)
     };
     let (before, after) = match reaction {
-        Some(d) => (mean_gbps(burst_start, d.at_ns), mean_gbps(d.at_ns, burst_end)),
+        Some(d) => (mean_gbps(s.start, d.at_ns), mean_gbps(d.at_ns, s.end)),
         None => (None, None),
     };
-    Ok(SplitRun {
+    let time_to_target_ns = target
+        .and_then(|t| windows(s.start, s.end).find(|w| w.bits_per_s >= t * 0.98).map(|w| w.end_ns - s.start));
+    SplitRun {
         bytes,
         gbps,
         util,
         wakeups_per_s: wakeups as f64 * 1e9 / stream_ns as f64,
         run_ns,
-        idle_before: phase(0, burst_start),
-        stream: phase(burst_start, burst_end),
-        idle_after: phase(burst_end, end),
-        reaction_ns,
+        idle_before: phase(0, s.start),
+        stream: phase(s.start, s.end),
+        idle_after: phase(s.end, end),
+        reaction_ns: reaction.map(|d| d.at_ns - s.start),
         gbps_before_reaction: before,
         gbps_after_reaction: after,
         decisions: ctl.log.clone(),
@@ -213,5 +250,8 @@ pub fn run(
         wakeups,
         wake_ns,
         final_tcp_mhz,
-    })
+        busy_cpu_ns,
+        parks,
+        time_to_target_ns,
+    }
 }

@@ -17,7 +17,7 @@ use dyncore_net::chan::{Bell, Frame, channel};
 use dyncore_net::pool::Pool;
 use dyncore_ring::ring;
 
-use super::{join, pinned};
+use super::baselines::{join, pinned};
 
 /// One transport's rate.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -1,0 +1,316 @@
+//! Restart in fresh memory, on the deterministic one-thread host: every
+//! component crashed at every point of its step (in the middle of a
+//! message, and at each step of its journal's commit) while streams flow,
+//! each crash dropping the instance whole and building a new one from the
+//! blueprint; then TCP, whose crash resets the connections it held.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::*;
+use dyncore_core::Nanos;
+use dyncore_net::app::App;
+use dyncore_net::component::{
+    Blueprint, Common, Component, ComponentKind, CrashPoint, Progress, State, UpdateError,
+};
+use dyncore_net::host::{Clock, RoundRobin, Supervised, quiet_injected_crashes};
+use dyncore_net::wire::mem::MemWireConfig;
+use dyncore_ring::journal::Journal;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const TICK_NS: u64 = 1_000;
+
+/// Instances of one component alive now, and built so far.
+#[derive(Default)]
+struct Census {
+    live: AtomicUsize,
+    built: AtomicUsize,
+}
+
+/// A blueprint that counts its instances: a new one is built only when
+/// no other is alive (the crashed one was dropped whole first).
+struct Counted(Arc<dyn Blueprint>, Arc<Census>);
+
+struct CountedInstance(Box<dyn Component>, Arc<Census>);
+
+impl Drop for CountedInstance {
+    fn drop(&mut self) {
+        self.1.live.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Component for CountedInstance {
+    fn kind(&self) -> ComponentKind {
+        self.0.kind()
+    }
+    fn poll(&mut self, now_ns: Nanos) -> Progress {
+        self.0.poll(now_ns)
+    }
+    fn has_work(&self) -> bool {
+        self.0.has_work()
+    }
+    fn deadline_ns(&self, now_ns: Nanos) -> Option<Nanos> {
+        self.0.deadline_ns(now_ns)
+    }
+    fn common(&self) -> &Common {
+        self.0.common()
+    }
+    fn inbound_fill(&self) -> f64 {
+        self.0.inbound_fill()
+    }
+    fn outbound_fill(&self) -> Vec<(ComponentKind, f64)> {
+        self.0.outbound_fill()
+    }
+    fn export(&self) -> Result<State, UpdateError> {
+        self.0.export()
+    }
+}
+
+impl Blueprint for Counted {
+    fn kind(&self) -> ComponentKind {
+        self.0.kind()
+    }
+    fn version(&self) -> u32 {
+        self.0.version()
+    }
+    fn journal(&self) -> &Arc<Journal> {
+        self.0.journal()
+    }
+    fn common(&self) -> &Common {
+        self.0.common()
+    }
+    fn build(&self, now_ns: Nanos) -> Box<dyn Component> {
+        assert_eq!(self.1.live.load(Ordering::SeqCst), 0, "{}: an instance is alive at a build", self.kind());
+        self.1.live.fetch_add(1, Ordering::SeqCst);
+        self.1.built.fetch_add(1, Ordering::SeqCst);
+        Box::new(CountedInstance(self.0.build(now_ns), self.1.clone()))
+    }
+    fn at_version(&self, version: u32) -> Result<Arc<dyn Blueprint>, UpdateError> {
+        self.0.at_version(version)
+    }
+    fn accepts(&self, state: &State) -> Result<(), UpdateError> {
+        self.0.accepts(state)
+    }
+    fn build_from(&self, state: State, now_ns: Nanos) -> Box<dyn Component> {
+        self.0.build_from(state, now_ns)
+    }
+    fn buffers_out(&self) -> usize {
+        self.0.buffers_out()
+    }
+}
+
+fn host(comps: Vec<Arc<dyn Blueprint>>, apps: Vec<Box<dyn App>>) -> RoundRobin {
+    RoundRobin::new(comps, apps, Clock::Virtual { now_ns: 0, tick_ns: TICK_NS })
+}
+
+fn settle(rr: &mut RoundRobin) {
+    let mut rounds = 0;
+    while rr.round() {
+        rounds += 1;
+        assert!(rounds < 1_000_000, "the stacks never come to rest");
+    }
+}
+
+/// At rest: no buffer out anywhere, every frame passed every component
+/// of both stacks once (counted in the journals, so a crash never counts
+/// one twice).
+fn assert_at_rest(rr: &mut RoundRobin) {
+    settle(rr);
+    for s in &rr.components {
+        assert_eq!(s.buffers_out(), 0, "{} holds buffers at rest", s.kind());
+    }
+    let comps: Vec<&dyn Component> = rr.components.iter().map(Supervised::component).collect();
+    assert_frames_conserved(&comps);
+}
+
+fn percentile(v: &mut [u64], p: f64) -> u64 {
+    v.sort_unstable();
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+/// p50/p99/max of a component's restart times, in µs.
+fn restart_times(rr: &RoundRobin, k: ComponentKind) -> String {
+    let mut ready: Vec<u64> =
+        rr.components.iter().filter(|s| s.kind() == k).flat_map(|s| s.restarts.ready_ns.clone()).collect();
+    let mut first: Vec<u64> = rr
+        .components
+        .iter()
+        .filter(|s| s.kind() == k)
+        .flat_map(|s| s.restarts.first_message_ns.clone())
+        .collect();
+    let us = |v: &mut Vec<u64>| {
+        if v.is_empty() {
+            return "none".to_string();
+        }
+        let (p50, p99) = (percentile(v, 0.5), percentile(v, 0.99));
+        format!(
+            "p50 {:.1}, p99 {:.1}, max {:.1} µs",
+            p50 as f64 / 1e3,
+            p99 as f64 / 1e3,
+            v[v.len() - 1] as f64 / 1e3
+        )
+    };
+    format!("{k}: {} restarts; ready {}; first message {}", ready.len(), us(&mut ready), us(&mut first))
+}
+
+/// Crashes `kind` in both stacks at random rounds, each time at a random
+/// point of [`CrashPoint::ALL`], until every point has fired `per_point`
+/// times, while a stream flows; checks the stream, the frame accounting
+/// and the buffers, and that each crash was a new instance.
+fn crash_every_point(kind: ComponentKind, per_point: usize, seed: u64) {
+    quiet_injected_crashes();
+    let total = 8 << 20;
+    // Small application buffers: many calls, so the syscall server has
+    // many messages to crash in.
+    let (comps, apps) = split_pair(MemWireConfig::default(), total, |c| c.data_buf_bytes = 4096);
+    let census: Vec<Arc<Census>> = comps.iter().map(|_| Arc::default()).collect();
+    let comps: Vec<Arc<dyn Blueprint>> = comps
+        .into_iter()
+        .zip(&census)
+        .map(|(b, c)| Arc::new(Counted(b, c.clone())) as Arc<dyn Blueprint>)
+        .collect();
+    let mut rr = host(comps, apps);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let targets: Vec<usize> = (0..rr.components.len()).filter(|&i| rr.components[i].kind() == kind).collect();
+    let mut fired = [0usize; 5];
+    // The one armed now: (component, point).
+    let mut armed: Option<(usize, usize)> = None;
+    let done = |f: &[usize; 5]| f.iter().all(|&n| n >= per_point);
+    let r = rr.run_until(20_000_000, |rr| {
+        if let Some((i, p)) = armed
+            && !rr.components[i].component().crash_switch().is_armed()
+        {
+            fired[p] += 1;
+            armed = None;
+        }
+        if armed.is_none() && !done(&fired) && rng.random_ratio(1, 3) {
+            let i = targets[rng.random_range(0..targets.len())];
+            let p = rng.random_range(0..CrashPoint::ALL.len());
+            rr.components[i].component().crash_switch().arm_at(CrashPoint::ALL[p]);
+            armed = Some((i, p));
+        }
+        // The stream may end before enough crashes: it is long enough here.
+        rr.apps.iter().all(|a| a.is_done()) && done(&fired)
+    });
+    r.unwrap_or_else(|e| panic!("{kind}: {e}; fired per point {fired:?}; apps {:?}", app_state(&rr.apps)));
+    assert_stream_intact(&rr.apps, total);
+    assert_at_rest(&mut rr);
+    let restarts: u64 = rr.components.iter().map(|s| s.load.restarts).sum();
+    let switches: u64 = rr.components.iter().map(|s| s.component().crash_switch().fired()).sum();
+    assert_eq!(restarts, switches, "every crash was followed by a restart");
+    assert_eq!(restarts as usize, fired.iter().sum::<usize>());
+    let redone: u64 = rr.components.iter().map(|s| s.load.redone).sum();
+    let after_commit_point = fired[2] + fired[3] + fired[4];
+    assert_eq!(redone as usize, after_commit_point, "a crash after the commit point is finished by recovery");
+    for (i, s) in rr.components.iter().enumerate() {
+        let built = census[i].built.load(Ordering::SeqCst) as u64;
+        assert_eq!(built, 1 + s.load.restarts, "{}: an instance per start and per crash", s.kind());
+    }
+    eprintln!("{}", restart_times(&rr, kind));
+}
+
+fn app_state(apps: &[Box<dyn App>]) -> Vec<(String, Option<String>)> {
+    apps.iter().map(|a| (format!("{:?}", a.report()), a.error().map(str::to_string))).collect()
+}
+
+#[test]
+fn the_syscall_server_crashes_at_every_point_and_restarts_in_fresh_memory() {
+    crash_every_point(ComponentKind::Syscall, 8, 1);
+}
+
+#[test]
+fn ip_crashes_at_every_point_and_restarts_in_fresh_memory() {
+    crash_every_point(ComponentKind::Ip, 8, 2);
+}
+
+#[test]
+fn the_filter_crashes_at_every_point_and_restarts_in_fresh_memory() {
+    crash_every_point(ComponentKind::Filter, 8, 3);
+}
+
+#[test]
+fn the_driver_crashes_at_every_point_and_restarts_in_fresh_memory() {
+    crash_every_point(ComponentKind::Driver, 8, 4);
+}
+
+/// Four streams A → B; A's TCP crashes `crashes` times mid-stream, each at
+/// a random point. Each crash resets the connections TCP held (their
+/// applications get an error, the peers reset their side), the stack
+/// stays up, and the applications' new connections carry the rest.
+fn tcp_crashes(crashes: usize, seed: u64) -> RoundRobin {
+    quiet_injected_crashes();
+    let total = 32 << 20;
+    let (comps, apps, stacks) = streams_pair(MemWireConfig::default(), total, 4, true);
+    let mut rr = host(comps, apps);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut fired = 0;
+    let mut armed = false;
+    let mut gap = 0u32;
+    let tcp_a = 1;
+    assert_eq!(rr.components[tcp_a].kind(), ComponentKind::Tcp);
+    let r = rr.run_until(50_000_000, |rr| {
+        let switch = rr.components[tcp_a].component().crash_switch().clone();
+        if armed && !switch.is_armed() {
+            fired += 1;
+            armed = false;
+            gap = 0;
+        }
+        gap += 1;
+        // Crash while bytes flow on the connections, some rounds apart.
+        let flowing = rr.apps[..4].iter().any(|a| a.report().digest.bytes > 0 && !a.is_done());
+        if !armed && fired < crashes && flowing && gap > 100 && rng.random_ratio(1, 20) {
+            switch.arm_at(CrashPoint::ALL[rng.random_range(0..CrashPoint::ALL.len())]);
+            armed = true;
+        }
+        rr.apps.iter().all(|a| a.is_done())
+    });
+    r.unwrap_or_else(|e| panic!("{e}; crashes {fired}; apps {:?}", app_state(&rr.apps)));
+    assert_eq!(fired, crashes, "the streams ended before every crash");
+    assert_at_rest(&mut rr);
+    let (completed, reset) = check_connections(&rr.apps);
+    let facts = &stacks[0].tcp_facts;
+    assert_eq!(facts.instances(), 1 + crashes as u64, "an instance per start and per crash");
+    for i in 0..4 {
+        let resets =
+            rr.apps[i].connections().iter().filter(|c| c.outcome == dyncore_net::app::Outcome::Reset).count();
+        assert_eq!(facts.resets(i), resets as u64, "stream {i}: TCP reset what the application saw reset");
+    }
+    let lost: u64 = (0..4)
+        .flat_map(|i| rr.apps[i].connections().iter().zip(rr.apps[4 + i].connections()))
+        .map(|(s, r)| (s.digest.bytes + s.interrupted).saturating_sub(r.digest.bytes))
+        .sum();
+    eprintln!(
+        "{crashes} TCP crashes: {completed} connections completed, {reset} reset ({lost} bytes TCP held were lost \
+         with them); {}",
+        restart_times(&rr, ComponentKind::Tcp)
+    );
+    assert!(reset > 0, "no connection was open at a crash");
+    rr
+}
+
+#[test]
+fn a_tcp_crash_resets_the_connections_it_held_and_new_ones_work_at_once() {
+    tcp_crashes(1, 7);
+}
+
+#[test]
+fn tcp_crashes_at_random_points_lose_no_frame_and_leak_no_buffer() {
+    tcp_crashes(6, 8);
+}
+
+#[test]
+fn the_same_crashes_give_the_same_run() {
+    let a = tcp_crashes(2, 9);
+    let b = tcp_crashes(2, 9);
+    let conns = |rr: &RoundRobin| rr.apps.iter().map(|a| a.connections().to_vec()).collect::<Vec<_>>();
+    let strip = |mut v: Vec<Vec<dyncore_net::app::Connection>>| {
+        // Times are virtual, so they match too; compare everything.
+        v.iter_mut().for_each(|c| c.sort_by_key(|x| x.ended_ns));
+        v
+    };
+    assert_eq!(strip(conns(&a)), strip(conns(&b)));
+    assert_eq!(a.now_ns(), b.now_ns());
+}

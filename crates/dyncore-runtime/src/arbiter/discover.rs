@@ -1,0 +1,172 @@
+//! Following the threads of a process tree as they appear and exit.
+//!
+//! * With cgroups, the run's groups are the tree: a thread is created in
+//!   its creator's groups and a process in its parent's, so every thread of
+//!   the tree is listed in one of the run's `tasks` files, wherever it came
+//!   from (`Cgroups::scan`). Nothing escapes but a process that moves
+//!   itself out.
+//! * With affinity only, [`ProcTree`] walks `/proc`: the processes of the
+//!   tree are the commands and every process whose parent is one of them,
+//!   to a fixed point; their threads are `/proc/<pid>/task/*`. A process
+//!   whose parent exits before a pass sees it is reparented away and lost
+//!   (the arbiter can be a child subreaper to keep them).
+//!
+//! A thread that is born and dies between two passes is never seen: it ran
+//! in its creator's group (same CPU, same quota). A thread id reused
+//! within one pass would be taken for the old thread.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io;
+
+use super::Tid;
+
+/// What `/proc` says of a thread when it is found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ThreadInfo {
+    pub pid: Tid,
+    pub ppid: Tid,
+    pub comm: String,
+    pub nice: i32,
+}
+
+/// Reads thread `tid`'s process, parent process, name and nice value;
+/// `None` if it is gone.
+pub(crate) fn thread_info(tid: Tid) -> Option<ThreadInfo> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k)).map(str::trim);
+    let pid = field("Tgid:")?.parse().ok()?;
+    let ppid = field("PPid:")?.parse().ok()?;
+    let comm = field("Name:").unwrap_or("?").to_string();
+    let nice = stat_fields(tid).and_then(|f| f.get(18).and_then(|n| n.parse().ok())).unwrap_or(0);
+    Some(ThreadInfo { pid, ppid, comm, nice })
+}
+
+/// The fields of `/proc/<tid>/stat` after the `comm` (which may hold
+/// spaces): index 0 is field 3 (state), 1 is field 4 (ppid), ... so field
+/// *k* of proc(5) is index *k* − 3.
+pub(crate) fn stat_fields(tid: Tid) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
+    let after = &text[text.rfind(')')? + 1..];
+    Some(after.split_whitespace().map(str::to_string).collect())
+}
+
+/// The CPU thread `tid` last ran on (field 39 of its `stat`) and its state
+/// letter (field 3).
+pub fn last_cpu_and_state(pid: Tid, tid: Tid) -> Option<(usize, char)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    let after = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    Some((f.get(36)?.parse().ok()?, f.first()?.chars().next()?))
+}
+
+/// Thread `tid`'s CPU time so far (first field of its `schedstat`, ns).
+pub fn cpu_time_ns(tid: Tid) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{tid}/schedstat")).ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// The process tree below some roots, from `/proc` (affinity-only mode).
+#[derive(Debug, Default)]
+pub(crate) struct ProcTree {
+    /// Processes of the tree seen so far.
+    procs: BTreeSet<Tid>,
+    /// Processes seen not to be in the tree (their parent is not).
+    unrelated: HashSet<Tid>,
+}
+
+impl ProcTree {
+    /// Appends every live thread of the tree below `roots` (processes that
+    /// exist), and returns the processes found.
+    pub(crate) fn scan(&mut self, roots: &[Tid], out: &mut Vec<Tid>) -> io::Result<Vec<Tid>> {
+        let listed: Vec<Tid> = std::fs::read_dir("/proc")?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+            .collect();
+        let now: HashSet<Tid> = listed.iter().copied().collect();
+        self.procs.retain(|p| now.contains(p));
+        self.unrelated.retain(|p| now.contains(p));
+        self.procs.extend(roots.iter().copied().filter(|p| now.contains(p)));
+        // The parent of every process not classified yet, then the tree's
+        // closure over them (a child may be listed before its parent).
+        let mut parent: HashMap<Tid, Tid> = HashMap::new();
+        for &p in &listed {
+            if !self.procs.contains(&p)
+                && !self.unrelated.contains(&p)
+                && let Some(ppid) = stat_fields(p).and_then(|f| f.get(1).and_then(|s| s.parse().ok()))
+            {
+                parent.insert(p, ppid);
+            }
+        }
+        loop {
+            let joined: Vec<Tid> =
+                parent.iter().filter(|(_, pp)| self.procs.contains(pp)).map(|(&p, _)| p).collect();
+            if joined.is_empty() {
+                break;
+            }
+            for p in joined {
+                parent.remove(&p);
+                self.procs.insert(p);
+            }
+        }
+        self.unrelated.extend(parent.keys());
+        let mut procs = Vec::new();
+        for &p in &self.procs {
+            // A zombie process has no live thread left.
+            if stat_fields(p).is_some_and(|f| f.first().is_some_and(|s| s == "Z")) {
+                continue;
+            }
+            if let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) {
+                procs.push(p);
+                out.extend(
+                    tasks
+                        .flatten()
+                        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<Tid>().ok())),
+                );
+            }
+        }
+        Ok(procs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_thread_is_described_by_proc() {
+        let tid = rustix::thread::gettid().as_raw_nonzero().get();
+        let info = thread_info(tid).unwrap();
+        assert_eq!(info.pid, std::process::id() as Tid);
+        assert!(cpu_time_ns(tid).is_some());
+        let (cpu, state) = last_cpu_and_state(info.pid, tid).unwrap();
+        assert_eq!(state, 'R', "this thread is running as it reads its own stat");
+        assert!(cpu < 4096);
+        assert!(thread_info(i32::MAX).is_none());
+    }
+
+    #[test]
+    fn the_tree_of_a_shell_has_its_children() {
+        // sh starts a sleep and waits: the tree is sh and sleep.
+        let mut child = std::process::Command::new("sh").args(["-c", "sleep 5 & wait"]).spawn().unwrap();
+        let root = child.id() as Tid;
+        let mut tree = ProcTree::default();
+        let mut found = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let procs = loop {
+            found.clear();
+            let procs = tree.scan(&[root], &mut found).unwrap();
+            if procs.len() >= 2 || std::time::Instant::now() > deadline {
+                break procs;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        for &p in procs.iter().filter(|&&p| p != root) {
+            // SAFETY: kill(2) takes no pointers.
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(procs.len(), 2, "{procs:?}");
+        assert!(procs.contains(&root) && found.contains(&root));
+    }
+}

@@ -1,0 +1,155 @@
+//! Work beside the stack on the model's CPUs: the threads that share the
+//! real CPUs with the stack's components in the live bench (the sending
+//! application, the receiving stack), so that a prediction of `dyncore
+//! bench stack` models the layout that really runs (see [`super::predict`]).
+//!
+//! * **The application** makes the data before the stack can take it: a
+//!   chunk of [`Beside::app_chunk`] bytes costs `app_cycles_per_byte ×
+//!   chunk` on its CPU (the live sender fills its buffer from the stream
+//!   generator and hashes it), and it makes the next chunk only once the
+//!   stack has taken the last (one send call outstanding).
+//! * **The receiver** turns each segment around on its CPU: a job of
+//!   `receiver_cycles_per_segment + receiver_cycles_per_byte × bytes`
+//!   (its stack's receive path and its application's copy and hash), after
+//!   which its acknowledgment logic runs as without it.
+//!
+//! A CPU with such work shares its time between it and its components: when
+//! both have work they take turns job by job (the stack CPU's worker and
+//! the other thread time-sharing one real CPU), a switch between them
+//! costing a turn like any other; a CPU with only this work sleeps and
+//! wakes like any other.
+
+use std::collections::VecDeque;
+
+use dyncore_core::Nanos;
+
+use super::sim::{CpuState, Ev, Job, Sim};
+
+/// The work beside the stack, and where it runs (indices of the run's CPUs).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Beside {
+    /// The application's CPU and its cost per byte made.
+    pub app: Option<(usize, f64)>,
+    /// Bytes the application makes at a time (a send call's buffer).
+    pub app_chunk: u64,
+    /// The receiver's CPU, its cycles per segment and per payload byte.
+    pub receiver: Option<(usize, f64, f64)>,
+}
+
+/// A job beside the stack.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Foreign {
+    /// The application makes this many bytes.
+    App(u64),
+    /// The receiver takes a segment of this many bytes.
+    Recv(u32),
+}
+
+/// Per CPU: its queue of work beside the stack, and whether its last job
+/// was such work.
+#[derive(Debug, Default)]
+pub(super) struct ForeignQueue {
+    pub(super) jobs: VecDeque<Foreign>,
+    pub(super) last: bool,
+}
+
+impl Sim<'_> {
+    /// Whether the application makes data (the model runs it), rather than
+    /// having it all at once.
+    pub(super) fn app_modelled(&self) -> bool {
+        self.beside.app.is_some() && self.app_rate_gbps.is_none()
+    }
+
+    /// With a modelled application: whether a segment's worth is ready; if
+    /// not, and no chunk is being made, queues the next chunk.
+    pub(super) fn app_ready_for_segment(&mut self) -> bool {
+        let mss = u64::from(self.net.mss);
+        if self.app_ready >= mss {
+            return true;
+        }
+        if !self.app_making
+            && let Some((cpu, _)) = self.beside.app
+        {
+            self.app_making = true;
+            self.foreign_queue(cpu, Foreign::App(self.beside.app_chunk.max(mss)));
+        }
+        false
+    }
+
+    /// A segment of the application's data taken by the stack.
+    pub(super) fn app_took_segment(&mut self) {
+        if self.app_modelled() {
+            self.app_ready -= u64::from(self.net.mss);
+        }
+    }
+
+    /// A segment reached the receiver: its turnaround job, or straight to
+    /// its acknowledgment logic.
+    pub(super) fn arrive(&mut self, bytes: u32) {
+        match self.beside.receiver {
+            Some((cpu, ..)) => self.foreign_queue(cpu, Foreign::Recv(bytes)),
+            None => self.remote(bytes),
+        }
+    }
+
+    /// Queues `f` on `cpu`, which is woken by an event (this may be called
+    /// while `cpu` is choosing its next job).
+    fn foreign_queue(&mut self, cpu: usize, f: Foreign) {
+        self.foreign[cpu].jobs.push_back(f);
+        self.push(self.now, Ev::Beside(cpu));
+    }
+
+    /// Whether `cpu` has work beside the stack.
+    pub(super) fn foreign_work(&self, cpu: usize) -> bool {
+        !self.foreign[cpu].jobs.is_empty()
+    }
+
+    /// Whether `cpu`'s next job is work beside the stack: it has some, and
+    /// its last job was a component's (turns alternate) or no component
+    /// has work.
+    pub(super) fn foreign_turn(&mut self, cpu: usize) -> bool {
+        if !self.foreign_work(cpu) {
+            return false;
+        }
+        if !self.foreign[cpu].last {
+            return true;
+        }
+        let comps = self.cpus[cpu].comps.clone();
+        !comps.into_iter().any(|c| self.has_work(c))
+    }
+
+    /// Starts the next job beside the stack on idle `cpu`.
+    pub(super) fn run_foreign(&mut self, cpu: usize) {
+        self.stop_polling(cpu);
+        let f = self.foreign[cpu].jobs.pop_front().expect("checked by foreign_turn");
+        let mut cycles = match f {
+            Foreign::App(b) => self.beside.app.map_or(0.0, |(_, c)| c) * b as f64,
+            Foreign::Recv(b) => self.beside.receiver.map_or(0.0, |(_, p, c)| p + c * f64::from(b)),
+        };
+        if !self.foreign[cpu].last {
+            cycles += self.net.turn_cycles;
+        }
+        self.foreign[cpu].last = true;
+        self.cpus[cpu].last_comp = None;
+        let ns = ((cycles * 1000.0 / f64::from(self.cpus[cpu].step.mhz)).round() as Nanos).max(1);
+        let c = &mut self.cpus[cpu];
+        c.state = CpuState::Busy;
+        c.job = Some(Job::Foreign(f));
+        c.busy_since = self.now;
+        self.push(self.now + ns, Ev::JobDone(cpu));
+    }
+
+    /// A job beside the stack ended.
+    pub(super) fn foreign_done(&mut self, f: Foreign) {
+        match f {
+            Foreign::App(b) => {
+                self.app_ready += b;
+                self.app_making = false;
+                let first = self.first_comp();
+                let cpu = self.comps[first].cpu;
+                self.kick(cpu);
+            }
+            Foreign::Recv(b) => self.remote(b),
+        }
+    }
+}

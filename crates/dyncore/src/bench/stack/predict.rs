@@ -1,0 +1,88 @@
+//! Sim against live: this run's measured costs through the simulator's
+//! model of the layout that really runs (`dyncore_sim::netstack::predict`).
+
+use dyncore_sim::netstack::predict::LiveThreads;
+
+use super::rows::{Row, SplitRow};
+
+/// One configuration predicted by the simulator's network-stack model from
+/// this run's measured costs, beside what the bench measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(super) struct Prediction {
+    pub(super) key: &'static str,
+    pub(super) predicted_gbps: f64,
+    pub(super) measured_gbps: f64,
+    /// CPU-seconds per GB of payload, on the side the bench measures (B1:
+    /// both polling threads; B2, B3: the sending stack's CPUs).
+    pub(super) predicted_cpu_s_per_gb: f64,
+    pub(super) measured_cpu_s_per_gb: Option<f64>,
+    /// The model's bitrate with the smallest and the largest mean wake-up
+    /// cost of this configuration's rounds (the model takes one cost for
+    /// every wake-up; the host's varies from round to round), and those
+    /// costs, µs.
+    pub(super) gbps_over_wake_costs: Option<(f64, f64, f64, f64)>,
+}
+
+impl Prediction {
+    pub(super) fn gbps_diff(&self) -> f64 {
+        self.predicted_gbps / self.measured_gbps.max(1e-12) - 1.0
+    }
+
+    pub(super) fn cpu_diff(&self) -> Option<f64> {
+        self.measured_cpu_s_per_gb.map(|m| self.predicted_cpu_s_per_gb / m.max(1e-12) - 1.0)
+    }
+}
+
+/// B1 (monolithic), B2 (spread) and B3 (consolidated) predicted by
+/// `dyncore_sim::netstack::predict` from `costs` and `threads` (both
+/// measured in this run), with the live stack's segment size (MTU - 40) and
+/// socket buffer as the window; the model runs the layout that really runs
+/// (the application and the receiver beside the stack on the same two
+/// CPUs), and predicts the CPU time the bench measures.
+pub(super) fn predict(
+    costs: &dyncore_core::profile::StackCosts,
+    threads: &LiveThreads,
+    mtu: usize,
+    b1: &Row,
+    b2: &SplitRow,
+    b3: &SplitRow,
+    mhz: Option<f64>,
+) -> Vec<Prediction> {
+    use dyncore_sim::netstack::predict::{LiveLayout, predict_bench};
+    let mss = u32::try_from(mtu - 40).expect("the MTU is checked to be 576..=65535");
+    let window = dyncore_net::tcp::SocketConfig::default().buffer_bytes as u64;
+    let cpu_s = |cycles_per_byte: Option<f64>| cycles_per_byte.zip(mhz).map(|(c, m)| c * 1e9 / (m * 1e6));
+    let one = |key, layout, measured_gbps, measured_cpu, rounds: Option<&SplitRow>| {
+        let p = predict_bench(costs, layout, mss, window, threads);
+        let gbps_over_wake_costs = rounds.and_then(|r| {
+            let per: Vec<f64> = r
+                .runs
+                .iter()
+                .filter(|x| x.wakeups > 0)
+                .map(|x| x.wake_ns as f64 / x.wakeups as f64)
+                .collect();
+            let lo = per.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = per.iter().copied().fold(0.0, f64::max);
+            (!per.is_empty()).then(|| {
+                let at = |w: f64| {
+                    let c = dyncore_core::profile::StackCosts { wakeup_ns: w, ..costs.clone() };
+                    predict_bench(&c, layout, mss, window, threads).gbps
+                };
+                (at(lo), at(hi), lo / 1e3, hi / 1e3)
+            })
+        });
+        Prediction {
+            key,
+            predicted_gbps: p.gbps,
+            measured_gbps,
+            predicted_cpu_s_per_gb: p.cpu_s_per_gb,
+            measured_cpu_s_per_gb: measured_cpu,
+            gbps_over_wake_costs,
+        }
+    };
+    vec![
+        one("B1", LiveLayout::Mono, b1.gbps_median, Some(b1.cpu_s_per_gb), None),
+        one("B2", LiveLayout::Spread, b2.gbps_median, cpu_s(b2.cycles_per_byte), Some(b2)),
+        one("B3", LiveLayout::Consolidated, b3.gbps_median, cpu_s(b3.cycles_per_byte), Some(b3)),
+    ]
+}

@@ -1,0 +1,433 @@
+//! Running scenarios and writing their reports: what `dyncore run` and
+//! `dyncore check` do, as a library. A program of its own (with its own
+//! policies, see `examples/custom-policy/`) uses [`Runner`].
+
+mod live;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use dyncore_core::policies::Registry;
+use dyncore_report::{figure, figure_plot, newtos, report};
+use dyncore_scenario::load as scenarios;
+use dyncore_sim::Scenario;
+use dyncore_sim::seeds;
+use indicatif::{ProgressBar, ProgressStyle};
+
+pub use live::{Interrupted, apply_time_scale};
+
+/// Where the runs run.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The deterministic simulator.
+    #[default]
+    Sim,
+    /// The live runtime, with the simulator's prediction beside every figure.
+    Live,
+    /// Both, in one report.
+    Both,
+}
+
+/// What to run and how (the options of `dyncore run`).
+#[derive(Debug, Clone, Default)]
+pub struct RunArgs {
+    /// Scenario files or folders (empty: the shipped scenarios).
+    pub files: Vec<PathBuf>,
+    /// Override every scenario's seed.
+    pub seed: Option<u64>,
+    /// Run every run with this many seeds.
+    pub seeds: Option<u32>,
+    /// Print only the summary.
+    pub quiet: bool,
+    pub backend: Backend,
+    /// Multiply every duration of the scenario by this.
+    pub time_scale: Option<f64>,
+    /// Live: the duty (percent) of one baseline CPU.
+    pub baseline_duty: Option<f64>,
+    /// Live: the real CPUs to run on (a cpulist).
+    pub real_cpus: Option<String>,
+}
+
+/// Runs scenarios with the policies of a registry and writes their reports
+/// into a folder: the library behind `dyncore run`.
+///
+/// ```no_run
+/// # fn main() -> anyhow::Result<()> {
+/// let runner = dyncore::Runner::new("out");
+/// runner.run(&dyncore::RunArgs { files: vec!["scenarios/fig3-taxation.toml".into()], ..Default::default() })?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Runner {
+    registry: Registry,
+    out: PathBuf,
+}
+
+impl Runner {
+    /// A runner of the built-in policies, writing into `out`.
+    pub fn new(out: impl Into<PathBuf>) -> Runner {
+        Runner { registry: Registry::builtin(), out: out.into() }
+    }
+
+    /// The same runner with the policies of `registry` (a program's own
+    /// beside the built-in ones: `Registry::builtin().with(&MINE)`).
+    #[must_use]
+    pub fn with_registry(mut self, registry: Registry) -> Runner {
+        self.registry = registry;
+        self
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The report folder.
+    pub fn out(&self) -> &Path {
+        &self.out
+    }
+
+    /// Reads, parses and validates one scenario file against this runner's
+    /// policies.
+    pub fn load(&self, path: &Path) -> Result<Scenario, scenarios::LoadError> {
+        scenarios::load_with(path, &self.registry)
+    }
+
+    /// `dyncore run`: runs the scenarios of `args` on its backend and
+    /// writes their reports, the index and the page.
+    pub fn run(&self, args: &RunArgs) -> Result<()> {
+        run(self, args)
+    }
+
+    /// `dyncore check`: validates the scenarios of `files` (every bad file
+    /// is reported, not only the first); one line per good file.
+    pub fn check(&self, files: &[PathBuf]) -> Result<Vec<String>> {
+        check(self, files)
+    }
+}
+
+/// Bad input: exit status 2.
+#[derive(Debug)]
+pub struct BadInput(pub Vec<scenarios::LoadError>);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+                write!(f, "error: ")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+/// Loads every scenario of `files` (or the shipped ones) with the policies
+/// of `registry`, reporting all bad files (not just the first).
+pub fn load_all(registry: &Registry, files: &[PathBuf]) -> Result<Vec<(PathBuf, Scenario)>> {
+    let mut paths = scenarios::discover(files).map_err(|e| BadInput(vec![e]))?;
+    // Network-stack scenarios are NewtOS's (`newtos::load_nets`).
+    paths.retain(|p| !newtos::is_net_file(p));
+    let mut ok = Vec::new();
+    let mut bad = Vec::new();
+    for p in paths {
+        match scenarios::load_with(&p, registry) {
+            Ok(s) => ok.push((p, s)),
+            Err(e) => bad.push(e),
+        }
+    }
+    if !bad.is_empty() {
+        return Err(BadInput(bad).into());
+    }
+    // Without case: some file systems ignore it, and two folders differing
+    // only in case would be one there.
+    let mut names = std::collections::BTreeMap::new();
+    for (p, s) in &ok {
+        if let Some(first) = names.insert(s.name.to_ascii_lowercase(), p.clone()) {
+            let text = scenarios::read_text(p).unwrap_or_default();
+            let message = format!(
+                "`{}` is also the name of {} (names are compared without case); report folders would collide",
+                s.name,
+                first.display()
+            );
+            return Err(BadInput(vec![scenarios::error_in(p, &text, &["name".into()], message)]).into());
+        }
+    }
+    Ok(ok)
+}
+
+fn check(runner: &Runner, files: &[PathBuf]) -> Result<Vec<String>> {
+    let loaded = load_all(runner.registry(), files)?;
+    let nets = load_nets(files)?;
+    let mut lines = Vec::new();
+    for (p, s) in &loaded {
+        lines.push(format!("ok  {}  ({}: {} runs)", p.display(), s.name, s.runs.len()));
+    }
+    for (p, s) in &nets {
+        lines.push(format!("ok  {}  ({}: {} runs)", p.display(), s.name, s.runs.len()));
+    }
+    Ok(lines)
+}
+
+/// The network-stack (NewtOS) scenarios among `files`, or the shipped ones.
+fn load_nets(files: &[PathBuf]) -> Result<Vec<(PathBuf, dyncore_sim::netstack::scenario::NetScenario)>> {
+    let mut ok = Vec::new();
+    let mut bad = Vec::new();
+    for p in newtos::discover(files) {
+        match newtos::load(&p) {
+            Ok(s) => ok.push((p, s)),
+            Err(e) => bad.push(e),
+        }
+    }
+    if !bad.is_empty() {
+        return Err(BadInput(bad).into());
+    }
+    Ok(ok)
+}
+
+fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
+    let out = runner.out();
+    match args.backend {
+        Backend::Sim if args.baseline_duty.is_some() || args.real_cpus.is_some() => {
+            let message = "--baseline-duty and --real-cpus are for --backend live or both".to_string();
+            return Err(BadInput(vec![scenarios::LoadError::new(Path::new("dyncore run"), message)]).into());
+        }
+        Backend::Sim => {}
+        Backend::Live => return live::run(runner, args, live::Kind::Live),
+        Backend::Both => return live::run(runner, args, live::Kind::Both),
+    }
+    let mut loaded = load_all(runner.registry(), &args.files)?;
+    let mut nets = load_nets(&args.files)?;
+    net_seeds(args, &mut nets)?;
+    apply_time_scale(&mut loaded, args.time_scale)?;
+    let seeds = seeds_of(args, &mut loaded)?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating the report folder {}", out.display()))?;
+    let total: usize = loaded.iter().zip(&seeds).map(|((_, s), k)| s.runs.len() * k.len()).sum::<usize>()
+        + nets.iter().map(|(_, s)| s.runs.len() * s.seeds as usize).sum::<usize>();
+    let bar = ProgressBar::new(total as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}")
+            .expect("static template is valid"),
+    );
+    let mut written = Vec::new();
+    let started = std::time::Instant::now();
+    for ((path, sc), seeds) in loaded.iter().zip(&seeds) {
+        bar.set_message(sc.name.clone());
+        // Within a run: where virtual time and the event count are, so a
+        // long run shows movement (stderr only; reports never see it).
+        let progress = |seed: u64, p: &dyncore_sim::RunProgress| {
+            if p.done {
+                bar.inc(1);
+            } else {
+                bar.set_message(format!(
+                    "{} seed {seed} run {}/{}: virtual {:.1} s of at most {:.0} s, {:.1} M of at most {:.0} M events",
+                    sc.name,
+                    p.run + 1,
+                    p.runs,
+                    p.now_ns as f64 / 1e9,
+                    p.max_time_ns as f64 / 1e9,
+                    p.events as f64 / 1e6,
+                    p.max_events as f64 / 1e6,
+                ));
+            }
+        };
+        let results = match seeds::run_seeds(sc, seeds, &progress) {
+            Ok(r) => r,
+            Err(e) => {
+                bar.finish_and_clear();
+                return Err(budget_error(path, &e, &written).into());
+            }
+        };
+        let fig = figure::Figure::build(sc, &results);
+        let claims = dyncore_sim::scenario::claims::check(sc, &results);
+        let w = report::write_scenario(out, path, sc, &results, &fig, &claims)
+            .with_context(|| format!("writing the report of {}", sc.name))?;
+        if !args.quiet {
+            bar.suspend(|| {
+                print_scenario(sc, seeds, &results, &fig);
+                print_claims(&claims);
+            });
+        }
+        written.push(w);
+    }
+    for (path, sc) in &nets {
+        bar.set_message(sc.name.clone());
+        let (w, rep) = newtos::write_scenario(out, path, sc)
+            .with_context(|| format!("writing the report of {}", sc.name))?;
+        bar.inc((sc.runs.len() * sc.seeds as usize) as u64);
+        if !args.quiet {
+            bar.suspend(|| {
+                say!("\n{} ({})", sc.title, sc.name);
+                for r in &rep.rows {
+                    say!("  {:<28} {:>8.0} Mbps {:>6.1} W", r.label, r.mbps.median, r.power_w.median);
+                }
+                print_claims(&rep.claims);
+            });
+        }
+        written.push(w);
+    }
+    bar.finish_and_clear();
+    report::write_index(out, &written, &what_ran(args))?;
+    let mut counts = figure::PaperCounts::default();
+    for w in &written {
+        counts += w.counts;
+    }
+    let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
+    let diff_note = if counts.compared + counts.unmatched + counts.claims() == 0 {
+        String::new()
+    } else {
+        let several = written.iter().any(|w| w.seeds.len() > 1);
+        format!(" {} (see docs/results.md).", figure::summary_sentence(&counts, several))
+    };
+    let counts: Vec<usize> =
+        seeds.iter().map(Vec::len).chain(nets.iter().map(|(_, s)| s.seeds as usize)).collect();
+    let per_run = counts.iter().copied().max().unwrap_or(1);
+    say!(
+        "\n{}, {} ({} each{}) in {:.1} s.{diff_note}",
+        n(written.len(), "scenario"),
+        n(total, "run"),
+        n(per_run, "seed"),
+        if counts.iter().all(|&k| k == per_run) { "" } else { " at most" },
+        started.elapsed().as_secs_f64(),
+    );
+    say!("Report: {} (and index.md)", out.join("index.html").display());
+    Ok(())
+}
+
+/// A run stopped at its event budget: bad input (exit 2), located at the
+/// `max_events` field to change (or the run, if the file sets none). Reports
+/// already written are whole; this scenario's is not written, nor the index.
+pub(crate) fn budget_error(
+    path: &Path,
+    e: &dyncore_sim::EventBudgetExceeded,
+    written: &[report::Written],
+) -> BadInput {
+    let text = scenarios::read_text(path).unwrap_or_default();
+    let mut message = e.to_string();
+    message += &match written.len() {
+        0 => "; nothing was written".to_string(),
+        k => format!("; the reports of the {k} scenarios before it are complete, index.md was not written"),
+    };
+    let field = e.field();
+    // Point at the field if the file sets it, else at the run.
+    let mut err = if scenarios::has_field(&text, &field) {
+        scenarios::error_in(path, &text, &field, message)
+    } else {
+        scenarios::error_in(path, &text, &["run".into(), e.run.to_string()], message)
+    };
+    err.field = Some(dyncore_sim::scenario::dotted_path(&field));
+    BadInput(vec![err])
+}
+
+/// The first line of index.md: what this invocation ran.
+fn what_ran(args: &RunArgs) -> String {
+    let seed = args.seed.map(|s| format!(" --seed {s}")).unwrap_or_default()
+        + &args.seeds.map(|n| format!(" --seeds {n}")).unwrap_or_default();
+    if args.files.is_empty() {
+        let command = if seed.is_empty() { String::new() } else { format!(" -- run{seed}") };
+        return format!("Every shipped scenario, run on the simulator (`cargo run --release{command}`).");
+    }
+    let files: Vec<String> = args.files.iter().map(|f| f.display().to_string()).collect();
+    format!(
+        "The scenarios of {}, run on the simulator (`cargo run --release -- run {}{seed}`).",
+        files.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", "),
+        files.join(" ")
+    )
+}
+
+/// The seeds of each scenario: `--seed` or its own, and `--seeds`, its
+/// `seeds` or the default; refused if they pass `u64::MAX`.
+fn seeds_of(args: &RunArgs, loaded: &mut [(PathBuf, Scenario)]) -> Result<Vec<Vec<u64>>> {
+    let mut all = Vec::new();
+    for (path, s) in loaded {
+        if let Some(seed) = args.seed {
+            s.seed = seed;
+        }
+        let n = args.seeds.or(s.seeds).unwrap_or(seeds::DEFAULT_SEEDS);
+        all.push(seeds::seed_list(s.seed, n).ok_or_else(|| {
+            BadInput(vec![scenarios::LoadError {
+                file: path.clone(),
+                at: None,
+                field: Some("seed".into()),
+                message: format!("seed {} + {n} seeds - 1 does not fit in 64 bits", s.seed),
+            }])
+        })?);
+    }
+    Ok(all)
+}
+
+/// `--seed` and `--seeds` for the network-stack scenarios, as for the
+/// others; refused past their limit of seeds or past `u64::MAX`.
+fn net_seeds(
+    args: &RunArgs,
+    nets: &mut [(PathBuf, dyncore_sim::netstack::scenario::NetScenario)],
+) -> Result<()> {
+    use dyncore_sim::netstack::scenario::MAX_SEEDS;
+    for (path, sc) in nets {
+        if let Some(seed) = args.seed {
+            sc.seed = seed;
+        }
+        if let Some(n) = args.seeds {
+            sc.seeds = n;
+        }
+        let bad = |message: String| {
+            BadInput(vec![scenarios::LoadError {
+                file: path.clone(),
+                at: None,
+                field: Some("seeds".into()),
+                message,
+            }])
+        };
+        if sc.seeds > MAX_SEEDS {
+            return Err(bad(format!(
+                "a network-stack scenario runs at most {MAX_SEEDS} seeds; asked for {}",
+                sc.seeds
+            ))
+            .into());
+        }
+        if sc.seed.checked_add(u64::from(sc.seeds) - 1).is_none() {
+            return Err(
+                bad(format!("seed {} + {} seeds - 1 does not fit in 64 bits", sc.seed, sc.seeds)).into()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A scenario's claims on the terminal: the count, and each claim that does
+/// not hold.
+fn print_claims(claims: &dyncore_sim::claims::Claims) {
+    if claims.claims.is_empty() {
+        return;
+    }
+    say!("  {}", dyncore_report::claims_view::sentence(claims));
+    for c in claims.claims.iter().filter(|c| c.verdict != dyncore_sim::claims::Verdict::Held) {
+        say!("    {}: {}", c.verdict.word(), c.claim);
+    }
+}
+
+/// A scenario's comparison table on the terminal, and which runs did not
+/// finish in which seeds.
+fn print_scenario(
+    sc: &Scenario,
+    seeds: &[u64],
+    results: &[dyncore_sim::ScenarioResult],
+    fig: &figure::Figure,
+) {
+    let title = format!("{} — {} ({})", sc.name, sc.title, figure_plot::seeds_phrase(seeds));
+    say!("\n{}", figure::comparison_table(&title, fig).to_terminal());
+    for (i, run) in sc.runs.iter().enumerate() {
+        let unfinished: Vec<String> =
+            results.iter().filter(|r| !r.runs[i].finished).map(|r| r.seed.to_string()).collect();
+        if !unfinished.is_empty() {
+            say!(
+                "warning: run `{}` hit max_time_ns before every program finished (seed {})",
+                run.label,
+                unfinished.join(", ")
+            );
+        }
+    }
+}

@@ -1,0 +1,484 @@
+//! `dyncore stack`'s arguments: what they mean, how they parse, and the
+//! checks that refuse bad input (exit status 2) before anything starts.
+
+use std::time::Duration;
+
+use dyncore_core::CpuId;
+use dyncore_core::placement::{ComponentKind, Mode};
+use dyncore_core::power::{SpeedTable, StepIdx};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WireKind {
+    /// An in-memory wire to a peer stack in this process (no privileges).
+    Mem,
+    /// A TUN device to the Linux kernel's TCP in a network namespace (root).
+    Tun,
+}
+
+/// What a TCP crash does to the connections TCP held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TcpCrash {
+    /// Reset them: every call in flight gets an error, the peers reset
+    /// their side, new connections work at once.
+    Reset,
+    /// Resume them where they were (not available).
+    Recover,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PeerKind {
+    /// A second split stack.
+    Split,
+    /// A monolithic smoltcp stack.
+    Mono,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = PLACEMENT_HELP)]
+pub struct Args {
+    /// Where the stack's driver sends its frames.
+    #[arg(long, value_enum, default_value_t = WireKind::Mem)]
+    pub wire: WireKind,
+    /// The stack at the other end of the in-memory wire.
+    #[arg(long, value_enum, default_value_t = PeerKind::Split)]
+    pub peer: PeerKind,
+    /// Bytes to stream (suffixes K, M, G: powers of 1024).
+    #[arg(long, default_value = "256M", value_parser = parse_size)]
+    pub bytes: u64,
+    /// IP MTU of the wire.
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: usize,
+    /// Real CPUs for the stack's runtime CPUs, one each, pinned (a list like 0-3,6; default: every CPU the process may use).
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// Where the components run: spread | consolidate | efficient[:GBPS] | dynamic | manual:COMP=CPU,... (see below).
+    #[arg(long, default_value = "spread")]
+    pub placement: String,
+    /// CPU speeds, CPU=MHZ,... with MHz one of NewtOS's steps: 2267, 1867, 1600, then 1400 … 200 (switches the policy to manual).
+    #[arg(long)]
+    pub speed: Option<String>,
+    /// A change while the stream flows: TIME:CHANGE, TIME like 300ms or 2s, CHANGE one of placement=MODE, speed=CPU=MHZ,..., move=COMP=CPU, crash=COMP, update=COMP[@VERSION] (repeatable).
+    #[arg(long = "at")]
+    pub at: Vec<String>,
+    /// Concurrent connections from the stack to its peer, each a stream of --bytes (split peer on the in-memory wire only).
+    #[arg(long, default_value_t = 1)]
+    pub streams: usize,
+    /// What a TCP crash does to the connections TCP held: reset (each application gets an error and opens a new connection; the peer resets its side; the stack stays up) or recover (resume them: not available, see --help).
+    #[arg(long, value_enum, default_value_t = TcpCrash::Reset)]
+    pub tcp_crash: TcpCrash,
+    /// A fault campaign: crash N times, at random components, times and points of their step, with live updates and moves among them, while the streams flow (4 unless --streams says otherwise); then close the streams and report what was lost.
+    #[arg(long)]
+    pub faults: Option<u64>,
+    /// The fault campaign's seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Mean time between two faults of the campaign, microseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub fault_gap_us: u64,
+    /// Milliseconds between the controller's load samples.
+    #[arg(long, default_value_t = 10)]
+    pub sample_ms: u64,
+    /// Write the run (throughput, CPUs in use, every decision with its reason) as a Chrome trace for ui.perfetto.dev.
+    #[arg(long)]
+    pub trace: Option<std::path::PathBuf>,
+    /// A packet-filter rule for the sending stack, e.g. "deny in tcp dport 23" (repeatable; first match wins).
+    #[arg(long = "filter")]
+    pub filters: Vec<String>,
+    /// Crash this component of the sending stack repeatedly while the stream flows (syscall, tcp, ip, filter, driver; repeatable; a TCP crash resets the connections it held).
+    #[arg(long = "crash")]
+    pub crash: Vec<String>,
+    /// Milliseconds between injected crashes.
+    #[arg(long, default_value_t = 10)]
+    pub crash_every_ms: u64,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 120)]
+    pub limit_s: u64,
+}
+
+const PLACEMENT_HELP: &str = "\
+Placement (--placement, and placement= in --at):
+  spread           every component on its own CPU at full speed; with fewer CPUs than
+                   components (five: syscall, tcp, ip, filter, driver) they share the CPUs,
+                   balanced by their measured work
+  consolidate      everything on the first CPU at full speed
+  efficient[:GBPS] the fewest and slowest cores that hold GBPS (default 1), found by halving:
+                   it starts on one core halfway through its duty steps (1000 MHz), then tries
+                   the step halfway between the slowest known to hold and the fastest known to
+                   miss (at most 3 changes, 60 ms, over the 8 duty steps), adding a core when
+                   no duty step holds
+  dynamic          consolidated while the load is light, spread as soon as a burst shows (the
+                   shared CPU busy, channels filling, a component behind), consolidated again
+                   after the load stays light for several samples (hysteresis)
+  manual:COMP=CPU,...  start spread, then move the named components; nothing moves by itself
+
+Speed (--speed, and speed= in --at): CPU=MHZ,... where MHZ is a NewtOS step: 2267, 1867 or
+  1600 MHz (chip-wide frequencies), or 1400, 1200, ..., 200 MHz (per-core duty cycles of
+  12.5% of 1600 MHz). A runtime CPU runs a step as a duty cycle of its capacity (200 MHz is
+  88 per mille of a 2267 MHz core). Setting a speed by hand switches the policy to manual.
+
+Crashes (--crash, crash= in --at, --faults): the crashed component is dropped whole and a new
+  instance built in fresh memory from what outlives it (its channels and pools at their committed
+  positions, its journal); nothing it was handling is lost or handled twice. A TCP crash resets the
+  connections TCP held (--tcp-crash reset): each application's call in flight fails with \"connection
+  reset\", the application opens a new connection and sends the rest of its bytes there, the peer resets
+  its side. --tcp-crash recover (resume the connections) is not available: smoltcp exports none of a
+  connection's state (sequence numbers, windows, buffered bytes), so a restarted TCP has nothing to
+  resume from.
+
+Live update (update=COMP[@VERSION] in --at): the component is replaced between two of its messages
+  by a new instance, of VERSION if given (the filter has versions 1 and 2: version 2 also counts the
+  packets no rule matched, starting from version 1's counts), its state handed over; TCP cannot be
+  updated (its state is smoltcp's).
+
+Power is modelled (fitted to NewtOS Table 2) unless RAPL is found, and is labelled so.";
+
+/// Bad input: exit status 2.
+#[derive(Debug)]
+pub struct BadArgs(pub String);
+
+impl std::fmt::Display for BadArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadArgs {}
+
+pub(super) fn parse_size(s: &str) -> Result<u64, String> {
+    let (num, mul) = match s.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&s[..i], 1 << 10),
+        Some((i, 'M' | 'm')) => (&s[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("`{s}` is not a size (a positive number, optionally with K, M or G)"))
+}
+
+/// The components named by `--crash`, checked.
+pub(super) fn crash_kinds(names: &[String]) -> Result<Vec<ComponentKind>, BadArgs> {
+    names.iter().map(|n| n.parse().map_err(BadArgs)).collect()
+}
+
+/// A `--placement` value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placement {
+    pub mode: Mode,
+    /// `manual:` moves.
+    pub moves: Vec<(ComponentKind, CpuId)>,
+}
+
+pub fn parse_placement(s: &str) -> Result<Placement, String> {
+    let plain = |mode| Ok(Placement { mode, moves: Vec::new() });
+    match s {
+        "spread" => return plain(Mode::Spread),
+        "consolidate" => return plain(Mode::Consolidate),
+        "dynamic" => return plain(Mode::Dynamic),
+        "efficient" => return plain(Mode::Efficient { target_bits_per_s: 1e9 }),
+        "manual" => return plain(Mode::Manual),
+        _ => {}
+    }
+    if let Some(g) = s.strip_prefix("efficient:") {
+        let gbps: f64 = g.parse().map_err(|_| format!("efficient:{g}: `{g}` is not a number of Gbps"))?;
+        if !(gbps.is_finite() && gbps > 0.0) {
+            return Err(format!("efficient:{g}: the target must be a positive number of Gbps"));
+        }
+        return plain(Mode::Efficient { target_bits_per_s: gbps * 1e9 });
+    }
+    if let Some(list) = s.strip_prefix("manual:") {
+        let moves = pairs(list, "COMP=CPU")?
+            .into_iter()
+            .map(|(c, cpu)| {
+                let k: ComponentKind = c.parse()?;
+                let cpu: CpuId =
+                    cpu.parse().map_err(|_| format!("manual:{list}: `{cpu}` is not a CPU number"))?;
+                Ok((k, cpu))
+            })
+            .collect::<Result<_, String>>()?;
+        return Ok(Placement { mode: Mode::Manual, moves });
+    }
+    Err(format!(
+        "unknown placement `{s}`; expected spread, consolidate, efficient[:GBPS], dynamic or manual:COMP=CPU,..."
+    ))
+}
+
+fn pairs<'a>(list: &'a str, what: &str) -> Result<Vec<(&'a str, &'a str)>, String> {
+    list.split(',')
+        .map(|p| p.trim().split_once('=').ok_or_else(|| format!("`{p}` in `{list}` is not {what}")))
+        .collect()
+}
+
+/// A `--speed` value: CPU → step.
+pub fn parse_speeds(list: &str, speeds: &SpeedTable) -> Result<Vec<(CpuId, StepIdx)>, String> {
+    pairs(list, "CPU=MHZ")?
+        .into_iter()
+        .map(|(cpu, mhz)| {
+            let cpu: CpuId =
+                cpu.parse().map_err(|_| format!("speed `{list}`: `{cpu}` is not a CPU number"))?;
+            let mhz: u32 =
+                mhz.parse().map_err(|_| format!("speed `{list}`: `{mhz}` is not a number of MHz"))?;
+            Ok((cpu, speeds.by_mhz(mhz).map_err(|e| e.to_string())?))
+        })
+        .collect()
+}
+
+/// One `--at` change.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    Placement(Placement),
+    Speed(Vec<(CpuId, StepIdx)>),
+    Move(ComponentKind, CpuId),
+    Crash(ComponentKind),
+    /// A live update to a version (`None`: the same).
+    Update(ComponentKind, Option<u32>),
+}
+
+fn parse_time(t: &str) -> Result<Duration, String> {
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        return Err(format!("`{t}` is not a time (like 300ms or 2s)"));
+    };
+    let v: f64 = num.parse().map_err(|_| format!("`{t}` is not a time (like 300ms or 2s)"))?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!("`{t}` is not a time (like 300ms or 2s)"));
+    }
+    Ok(Duration::from_secs_f64(v * scale))
+}
+
+pub fn parse_at(s: &str, speeds: &SpeedTable) -> Result<(Duration, Change), String> {
+    let (t, change) = s
+        .split_once(':')
+        .ok_or_else(|| format!("--at `{s}`: expected TIME:CHANGE, like 2s:placement=dynamic"))?;
+    let at = parse_time(t).map_err(|e| format!("--at `{s}`: {e}"))?;
+    let (what, value) =
+        change.split_once('=').ok_or_else(|| format!("--at `{s}`: expected a CHANGE like placement=MODE"))?;
+    let c = match what {
+        "placement" => Change::Placement(parse_placement(value)?),
+        "speed" => Change::Speed(parse_speeds(value, speeds)?),
+        "move" => {
+            let (k, cpu) = value.split_once('=').ok_or_else(|| format!("--at `{s}`: move=COMP=CPU"))?;
+            Change::Move(
+                k.parse()?,
+                cpu.parse().map_err(|_| format!("--at `{s}`: `{cpu}` is not a CPU number"))?,
+            )
+        }
+        "crash" => Change::Crash(crash_kinds(&[value.to_string()]).map_err(|e| e.0)?[0]),
+        "update" => {
+            let (k, v) = match value.split_once('@') {
+                Some((k, v)) => {
+                    let v =
+                        v.parse::<u32>().map_err(|_| format!("--at `{s}`: `{v}` is not a version number"))?;
+                    (k, Some(v))
+                }
+                None => (value, None),
+            };
+            let k: ComponentKind = k.parse()?;
+            if k == ComponentKind::Tcp {
+                return Err(format!(
+                    "--at `{s}`: TCP cannot be updated live (its state is smoltcp's sockets, which export \
+                     nothing); update syscall, ip, filter or driver"
+                ));
+            }
+            let versions: &[u32] = if k == ComponentKind::Filter { &[1, 2] } else { &[1] };
+            if let Some(v) = v.filter(|v| !versions.contains(v)) {
+                return Err(format!("--at `{s}`: {k} has no version {v} (it has {versions:?})"));
+            }
+            Change::Update(k, v)
+        }
+        _ => {
+            return Err(format!(
+                "--at `{s}`: unknown change `{what}`; expected placement, speed, move, crash or update"
+            ));
+        }
+    };
+    Ok((at, c))
+}
+
+/// Everything about where the stack runs, checked before anything starts.
+pub(super) struct Plan {
+    pub cpus: Vec<CpuId>,
+    pub placement: Placement,
+    pub speeds: Vec<(CpuId, StepIdx)>,
+    pub at: Vec<(Duration, Change)>,
+    /// Whether TCP may crash (its connections may be reset): the
+    /// applications then reconnect and the receivers check every byte.
+    pub tcp_may_crash: bool,
+    /// Concurrent connections.
+    pub streams: usize,
+}
+
+pub(super) fn plan(args: &Args) -> Result<Plan, BadArgs> {
+    let table = SpeedTable::newtos();
+    let allowed = dyncore_runtime::affinity::allowed_cpus()
+        .map_err(|e| BadArgs(format!("reading the CPUs this process may use: {e}")))?;
+    let cpus: Vec<CpuId> = match &args.cpus {
+        None => allowed.iter().collect(),
+        Some(l) => {
+            let set: dyncore_core::CpuSet = l.parse().map_err(|e| BadArgs(format!("--cpus {l}: {e}")))?;
+            if set.is_empty() {
+                return Err(BadArgs(format!("--cpus `{l}` names no CPU")));
+            }
+            set.iter().collect()
+        }
+    };
+    let may_use = |cpu: CpuId, what: &str| {
+        if allowed.contains(cpu) {
+            Ok(())
+        } else {
+            Err(BadArgs(format!("{what}: CPU {cpu} is not one this process may use (it may use {allowed})")))
+        }
+    };
+    let in_plan = |cpu: CpuId, what: &str| {
+        may_use(cpu, what)?;
+        if cpus.contains(&cpu) {
+            Ok(())
+        } else {
+            Err(BadArgs(format!("{what}: CPU {cpu} is not one of the stack's CPUs {cpus:?} (--cpus)")))
+        }
+    };
+    for &c in &cpus {
+        may_use(c, "--cpus")?;
+    }
+    let placement = parse_placement(&args.placement).map_err(|e| BadArgs(format!("--placement: {e}")))?;
+    for &(_, cpu) in &placement.moves {
+        in_plan(cpu, "--placement")?;
+    }
+    let speeds = match &args.speed {
+        None => Vec::new(),
+        Some(l) => parse_speeds(l, &table).map_err(|e| BadArgs(format!("--speed: {e}")))?,
+    };
+    for &(cpu, _) in &speeds {
+        in_plan(cpu, "--speed")?;
+    }
+    let mut at = Vec::new();
+    for a in &args.at {
+        let (t, c) = parse_at(a, &table).map_err(BadArgs)?;
+        let what = format!("--at {a}");
+        match &c {
+            Change::Placement(p) => {
+                for &(_, cpu) in &p.moves {
+                    in_plan(cpu, &what)?;
+                }
+            }
+            Change::Speed(v) => {
+                for &(cpu, _) in v {
+                    in_plan(cpu, &what)?;
+                }
+            }
+            Change::Move(_, cpu) => in_plan(*cpu, &what)?,
+            Change::Crash(_) | Change::Update(..) => {}
+        }
+        at.push((t, c));
+    }
+    at.sort_by_key(|(t, _)| *t);
+    if args.sample_ms == 0 {
+        return Err(BadArgs("--sample-ms must be at least 1".into()));
+    }
+    let tcp_may_crash = args.faults.is_some()
+        || crash_kinds(&args.crash)?.contains(&ComponentKind::Tcp)
+        || at.iter().any(|(_, c)| *c == Change::Crash(ComponentKind::Tcp));
+    let streams = connections(args, tcp_may_crash)?;
+    Ok(Plan { cpus, placement, speeds, at, tcp_may_crash, streams })
+}
+
+/// The number of connections, checked against the peer and what may crash.
+fn connections(args: &Args, tcp_may_crash: bool) -> Result<usize, BadArgs> {
+    if args.tcp_crash == TcpCrash::Recover {
+        return Err(BadArgs(
+            "--tcp-crash recover is not available: smoltcp exports none of a connection's state (sequence \
+             numbers, windows, buffered bytes), so a TCP restarted in fresh memory has nothing to resume \
+             from; --tcp-crash reset resets the connections TCP held"
+                .into(),
+        ));
+    }
+    if args.streams == 0 {
+        return Err(BadArgs("--streams must be at least 1".into()));
+    }
+    if args.faults == Some(0) {
+        return Err(BadArgs("--faults must be at least 1".into()));
+    }
+    if args.fault_gap_us == 0 {
+        return Err(BadArgs("--fault-gap-us must be at least 1".into()));
+    }
+    let streams = if args.faults.is_some() && args.streams == 1 { 4 } else { args.streams };
+    let one_peer = match (args.wire, args.peer) {
+        (WireKind::Tun, _) => Some("the Linux peer over TUN"),
+        (WireKind::Mem, PeerKind::Mono) => Some("the monolithic peer"),
+        (WireKind::Mem, PeerKind::Split) => None,
+    };
+    if let Some(peer) = one_peer {
+        if streams > 1 {
+            return Err(BadArgs(format!(
+                "--streams {streams}: {peer} takes one connection; use --peer split"
+            )));
+        }
+        if tcp_may_crash {
+            return Err(BadArgs(format!(
+                "TCP may crash here (--crash tcp, crash=tcp or --faults), which resets its connections, and \
+                 {peer} takes one connection only; use --peer split"
+            )));
+        }
+    }
+    Ok(streams)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_components_are_checked() {
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("2M"), Ok(2 << 20));
+        assert_eq!(parse_size("17"), Ok(17));
+        assert!(parse_size("0").is_err() && parse_size("x").is_err() && parse_size("99999999999G").is_err());
+        assert_eq!(
+            crash_kinds(&["ip".into(), "driver".into()]).unwrap(),
+            [ComponentKind::Ip, ComponentKind::Driver]
+        );
+        assert_eq!(crash_kinds(&["tcp".into()]).unwrap(), [ComponentKind::Tcp]);
+        assert!(crash_kinds(&["nic".into()]).unwrap_err().0.contains("unknown component `nic`"));
+    }
+
+    #[test]
+    fn placements_speeds_and_changes_parse_or_say_why() {
+        let t = SpeedTable::newtos();
+        assert_eq!(parse_placement("dynamic").unwrap().mode, Mode::Dynamic);
+        assert_eq!(
+            parse_placement("efficient:2.5").unwrap().mode,
+            Mode::Efficient { target_bits_per_s: 2.5e9 }
+        );
+        let m = parse_placement("manual:tcp=1,ip=0").unwrap();
+        assert_eq!((m.mode, m.moves), (Mode::Manual, vec![(ComponentKind::Tcp, 1), (ComponentKind::Ip, 0)]));
+        assert!(parse_placement("efficient:-1").unwrap_err().contains("positive"));
+        assert!(parse_placement("manual:tcp").unwrap_err().contains("is not COMP=CPU"));
+        assert!(parse_placement("manual:nic=0").unwrap_err().contains("unknown component `nic`"));
+        assert_eq!(parse_speeds("0=2267,3=200", &t).unwrap(), [(0, StepIdx(0)), (3, StepIdx(9))]);
+        assert!(parse_speeds("0=1500", &t).unwrap_err().contains("no speed step of 1500 MHz"));
+        assert_eq!(
+            parse_at("2s:crash=ip", &t).unwrap(),
+            (Duration::from_secs(2), Change::Crash(ComponentKind::Ip))
+        );
+        assert_eq!(
+            parse_at("300ms:move=tcp=1", &t).unwrap(),
+            (Duration::from_millis(300), Change::Move(ComponentKind::Tcp, 1))
+        );
+        assert_eq!(parse_at("1.5s:speed=1=600", &t).unwrap().1, Change::Speed(vec![(1, StepIdx(7))]));
+        assert!(parse_at("1s:wobble=3", &t).unwrap_err().contains("unknown change `wobble`"));
+        assert_eq!(parse_at("2s:update=ip", &t).unwrap().1, Change::Update(ComponentKind::Ip, None));
+        assert_eq!(
+            parse_at("2s:update=filter@2", &t).unwrap().1,
+            Change::Update(ComponentKind::Filter, Some(2))
+        );
+        assert!(parse_at("2s:update=tcp", &t).unwrap_err().contains("TCP cannot be updated live"));
+        assert!(parse_at("2s:update=filter@x", &t).unwrap_err().contains("`x` is not a version number"));
+        assert!(parse_at("2s:update=ip@2", &t).unwrap_err().contains("ip has no version 2"));
+        assert!(parse_at("1s", &t).unwrap_err().contains("expected TIME:CHANGE"));
+    }
+}
