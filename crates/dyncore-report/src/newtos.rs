@@ -262,6 +262,21 @@ impl NetChart<'_> {
     }
 }
 
+impl NetChart<'_> {
+    /// The paper's bitrates (a value it states, Gbit/s) at each run's index.
+    fn paper_gbps(&self) -> Vec<(usize, f64)> {
+        self.sc
+            .paper
+            .iter()
+            .filter(|p| p.metric == "mbps" && p.relation.unwrap_or_default() == Relation::About)
+            .filter_map(|p| {
+                let v = p.value?;
+                self.rows.iter().position(|r| r.label == p.run).map(|i| (i, v / 1000.0))
+            })
+            .collect()
+    }
+}
+
 impl Chart for NetChart<'_> {
     fn size(&self) -> (u32, u32) {
         // Wide enough that the x labels (about 7 px a character) do not run
@@ -289,16 +304,7 @@ impl Chart for NetChart<'_> {
             }
         };
         // Bitrate.
-        let paper: Vec<(usize, f64)> = self
-            .sc
-            .paper
-            .iter()
-            .filter(|p| p.metric == "mbps" && p.relation.unwrap_or_default() == Relation::About)
-            .filter_map(|p| {
-                let v = p.value?;
-                self.rows.iter().position(|r| r.label == p.run).map(|i| (i, v / 1000.0))
-            })
-            .collect();
+        let paper = self.paper_gbps();
         let ymax = self
             .rows
             .iter()

@@ -21,12 +21,19 @@
 //!   offered load). **ACK path:** the receiver acknowledges every
 //!   `ack_every` segments after `remote_ns` (plus seeded jitter); the ACK
 //!   goes NIC → driver → (filter →) IP → TCP, which opens the window.
-//! * **Sleep and wake-up:** a CPU with nothing to do sleeps (MWAIT). A
-//!   message for a sleeping CPU starts being served only `wakeup_ns` later;
-//!   a hyperthread whose sibling is awake wakes in `smt_wakeup_fraction` of
-//!   that (the core never slept). This is the paper's explanation of
-//!   "slower is faster": a busier core sleeps less, so fewer wake-ups add to
-//!   the round trip of window-limited streams.
+//! * **Sleep and wake-up:** a CPU with nothing to do polls for
+//!   [`NetParams::spin_ns`] (0 for NewtOS's MWAIT), then sleeps in the
+//!   Nehalem idle state its governor picks ([`NetParams::governor`]:
+//!   `menu`, `always-c1`, `always-c6`; see [`idle`] and
+//!   [`dyncore_core::idle`]). A message for a sleeping CPU is served only
+//!   after that state's exit latency; a hyperthread whose sibling is awake
+//!   wakes as from C1 (the core never slept). Governor `fixed` charges the
+//!   profile's `wakeup_ns` on every wake-up instead (what the live runtime
+//!   has). This is the paper's explanation of "slower is faster": a busier
+//!   core sleeps less, so fewer wake-ups add to the round trip of
+//!   window-limited streams — which needs deep states to matter.
+//! * **Work beside the stack** ([`Beside`]): the application and the
+//!   receiver on the model's CPUs, for the live bench's predictions.
 //! * **Machine:** each CPU has a speed step of
 //!   [`SpeedTable::newtos`](dyncore_core::power::SpeedTable::newtos); a job's
 //!   time is its cycles over the step's effective MHz. Two CPUs with the
@@ -39,7 +46,8 @@
 //!
 //! Determinism: virtual nanoseconds, one event queue ordered by (time,
 //! sequence number), one ChaCha generator seeded from the run's seed (the
-//! receiver's ACK jitter). The same inputs give the same [`Outcome`].
+//! receiver's ACK jitter and, under an offered load, the application's
+//! Poisson writes). The same inputs give the same [`Outcome`].
 //!
 //! Invariants (asserted): virtual time never goes backwards; bytes in flight
 //! never exceed the window; a CPU runs one job at a time; busy time never
