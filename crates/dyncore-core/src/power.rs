@@ -44,8 +44,27 @@
 //! `P_static` only ([`PowerModel::idle_w`]); in C6 it is power-gated and
 //! draws nothing ([`PowerModel::core_w_gated`]). A core that hosts nothing
 //! is power-gated too: the paper's "turn off the unused cores".
+//!
+//! # Chameleon's duty-cycled cores, and offline cores
+//!
+//! The thread backends run every CPU at a duty cycle (Chameleon Table 2,
+//! [`crate::speed`]: 50% is the baseline CPU), the emulation by clock
+//! modulation at the chip's full frequency. The same model prices them: a
+//! busy core at duty `d` draws `P_static + d · k · 2267³`
+//! ([`PowerModel::duty_w`]; the baseline, 50%: 2.265 + 0.5 · 17.735 =
+//! 11.13 W). An idle online core sleeps (`P_static`, 2.265 W). A core taken
+//! offline (Bolt: out of the OS's masks, nothing scheduled or delivered to
+//! it) is power-gated: [`PowerModel::offline_w`], 0 W. That is the model's
+//! one assumption in parking's favour: on a machine whose idle cores
+//! already reach a power-gated C-state (C6), offlining saves nothing more
+//! (Bolt §4 on the i5-2500K); on one whose idle cores stay in a shallow
+//! state, or whose package sleeps only when all but one core are offline
+//! (Bolt §4 on the Exynos 5410: 97 mW → 55 mW), it saves what this model
+//! says or more.
 
 use serde::{Deserialize, Serialize};
+
+use crate::speed::Duty;
 
 /// The label every printed power figure carries.
 pub const MODELLED: &str = "modelled (fitted to NewtOS Table 2; no RAPL here)";
@@ -204,6 +223,18 @@ impl PowerModel {
         b * self.busy_w(step) + (1.0 - b - g) * self.idle_w()
     }
 
+    /// A busy core clock-modulated to `duty` at the fastest chip frequency
+    /// (Chameleon's emulation of slow, fast and fused CPUs; module docs).
+    pub fn duty_w(&self, duty: Duty) -> f64 {
+        let fastest = f64::from(TABLE2_W[0].0);
+        self.static_w + f64::from(duty.per_mille()) / 1000.0 * self.k_w_per_mhz3 * fastest.powi(3)
+    }
+
+    /// A core taken offline: power-gated, it draws nothing (module docs).
+    pub fn offline_w(&self) -> f64 {
+        0.0
+    }
+
     /// A whole chip with every core busy at chip frequency `mhz` (Table 2's
     /// condition).
     pub fn chip_w(&self, mhz: u32) -> f64 {
@@ -262,5 +293,19 @@ mod tests {
         assert!(w.windows(2).all(|p| p[0] > p[1]), "{w:?}");
         // Half busy at 1600: half of 8.5 plus half of the 2.265 idle.
         assert!((m.core_w(t.get(StepIdx(2)), 0.5) - (4.25 + 1.1325)).abs() < 1e-3);
+    }
+
+    #[test]
+    fn duty_cycled_cores_at_the_top_frequency_and_offline_cores() {
+        let m = PowerModel::newtos();
+        // Full duty at 2267 MHz is a Table 2 core: 80 / 4 = 20 W.
+        assert!((m.duty_w(Duty::FULL) - 20.0).abs() < 1e-9);
+        // Dynamic part at 2267 MHz: 20 - 2.265 = 17.735 W; the baseline
+        // (50%) is 2.265 + 8.8675 = 11.1325 W, a fused pair (75%) 15.566 W.
+        assert!((m.duty_w(Duty::BASELINE) - 11.1325).abs() < 1e-3);
+        assert!((m.duty_w(Duty::new(750).unwrap()) - 15.566).abs() < 1e-3);
+        // Idle sleeps at P_static; offline is power-gated.
+        assert!(m.idle_w() < m.duty_w(Duty::new(1).unwrap()));
+        assert_eq!(m.offline_w(), 0.0);
     }
 }

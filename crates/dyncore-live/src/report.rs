@@ -15,7 +15,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use dyncore_sim::claims::Claims;
 use dyncore_sim::scenario::{GroupBy, PaperFigure, Scenario};
 use dyncore_sim::{RunResult, ScenarioResult};
@@ -25,7 +25,7 @@ use crate::compare::{Diag, Side, agreement_sentence, diag_table, fmt_ns, side_by
 use crate::run::{LiveRunOutput, Outcome};
 use dyncore_report::figure::{Figure, comparison_table, metric_name};
 use dyncore_report::report::{
-    Written, paper_verdict, programs_table, report_dir, runs_table, write_file, write_plots,
+    ENERGY_NOTE, Written, energy_table, paper_verdict, programs_table, runs_table, write_file, write_plots,
 };
 
 /// Which live backend wrote the report.
@@ -236,8 +236,9 @@ pub fn comparison(r: &LiveReport<'_>) -> (Figure, Vec<Side>, Vec<Option<Diag>>) 
 /// Writes the report folder; returns what the index needs.
 pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     let sc = r.scenario;
-    let dir = report_dir(out, &sc.name)?;
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Written aside and renamed into place whole (`outdir`).
+    let staged = dyncore_report::outdir::stage(out, &sc.name)?;
+    let dir = staged.path().to_path_buf();
     let (live_fig, sides, diags) = comparison(r);
     let claims = dyncore_sim::scenario::claims::check(sc, std::slice::from_ref(r.live_result));
 
@@ -314,6 +315,7 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     let lead = lead_html(r, &live_fig, &sides, &diag_list);
     let timeline_ref = timeline.as_ref().map(|(l, rows)| (*l, rows.as_slice()));
     let ran = if r.kind == Kind::Both { "live and simulated" } else { "live" };
+    staged.commit()?;
     Ok(Written {
         name: sc.name.clone(),
         title: sc.title.clone(),
@@ -459,6 +461,9 @@ fn report_md(
     );
     let _ = writeln!(s, "## Runs\n");
     s += &runs_table(&shown[0]).to_markdown();
+    let _ = writeln!(s, "\n## Energy and wake-ups (modelled)\n");
+    s += &energy_table(&shown[0]).to_markdown();
+    let _ = writeln!(s, "\n{ENERGY_NOTE}");
     let _ = writeln!(s, "\n## Programs\n");
     s += &programs_table(&shown[0]).to_markdown();
     let _ = writeln!(

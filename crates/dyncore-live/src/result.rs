@@ -79,6 +79,7 @@ pub fn run_result(scenario: &Scenario, out: &LiveRunOutput) -> RunResult {
         events: out.run.events.lines().count() as u64,
         decisions: r.decisions,
         allocation: r.allocation,
+        energy: r.energy,
         trace: r.trace,
         policy_trace: Some(PolicyTrace { events: out.run.events.clone(), actions: out.run.actions.clone() }),
     }

@@ -47,6 +47,7 @@ pub fn scaled(s: &Scenario, x: f64) -> Result<Scenario, String> {
         o.max_time_ns = o.max_time_ns.map(|t| ns(t).max(1));
         for w in &mut run.workloads {
             w.start_ms *= x;
+            w.every_ms = w.every_ms.map(|e| e * x);
             let work = w.work_ms.unwrap_or_else(|| program(&w.program).expect("validated").work_ms);
             w.work_ms = Some(work * x);
         }

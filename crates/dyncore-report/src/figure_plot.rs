@@ -112,19 +112,32 @@ fn panel_programs<'a>(
     out
 }
 
-fn reference(metric: Metric, programs: &[(&RunResult, &dyncore_sim::ProgramResult)]) -> Option<Reference> {
+fn reference(
+    metric: Metric,
+    programs: &[(&RunResult, &dyncore_sim::ProgramResult)],
+    by_category: &[(usize, Vec<(&RunResult, &dyncore_sim::ProgramResult)>)],
+) -> Option<Reference> {
+    let line = |value: f64, label: &str| Some(Reference { value, label: label.into(), over: Vec::new() });
     match metric {
-        Metric::RelativeTime => Some(Reference { value: 1.0, label: "1 = running alone".into() }),
-        Metric::CompletionS => None,
+        Metric::RelativeTime => line(1.0, "1 = running alone"),
+        Metric::CompletionS | Metric::EnergyJ => None,
         Metric::Speedup if programs.is_empty() => None,
-        Metric::Speedup if programs.iter().all(|(_, p)| p.threads == 1) => {
-            Some(Reference { value: 1.0, label: "1 = one baseline CPU".into() })
-        }
+        Metric::Speedup if programs.iter().all(|(_, p)| p.threads == 1) => line(1.0, "1 = one baseline CPU"),
         Metric::Speedup if programs.iter().all(|(_, p)| p.threads > 1) => {
-            let ideal = programs.iter().map(|(r, p)| (p.threads as usize).min(r.cpus)).max().unwrap_or(1);
+            // The ideal of each category's runs: a run of 15 CPUs cannot
+            // reach the 24 of a 24-CPU one, so each gets its own segment
+            // when they differ.
+            let ideal = |ps: &[(&RunResult, &dyncore_sim::ProgramResult)]| {
+                ps.iter().map(|(r, p)| (p.threads as usize).min(r.cpus)).max().unwrap_or(1) as f64
+            };
+            let over: Vec<(usize, f64)> =
+                by_category.iter().filter(|(_, ps)| !ps.is_empty()).map(|(c, ps)| (*c, ideal(ps))).collect();
+            let all = ideal(programs);
+            let same = over.iter().all(|&(_, v)| v == all);
             Some(Reference {
-                value: ideal as f64,
+                value: all,
                 label: "ideal: one thread per CPU at baseline speed".into(),
+                over: if same { Vec::new() } else { over },
             })
         }
         Metric::Speedup => None,
@@ -171,7 +184,15 @@ pub fn bar_figure(scenario: &Scenario, results: &[ScenarioResult], fig: &Figure)
     };
     let runs = results.first().map_or(&[][..], |r| &r.runs[..]);
     for p in &mut panels {
-        p.reference = reference(fig.metric, &panel_programs(scenario, fig, runs, p));
+        let by_category: Vec<_> = p
+            .categories
+            .iter()
+            .map(|&c| {
+                let one = Panel { categories: vec![c], ..p.clone() };
+                (c, panel_programs(scenario, fig, runs, &one))
+            })
+            .collect();
+        p.reference = reference(fig.metric, &panel_programs(scenario, fig, runs, p), &by_category);
     }
     let values = fig
         .values

@@ -22,6 +22,7 @@ pub mod html;
 pub mod machine;
 pub mod markdown;
 pub mod newtos;
+pub mod outdir;
 pub mod plot;
 pub mod report;
 pub mod table;

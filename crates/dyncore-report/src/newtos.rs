@@ -12,56 +12,37 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use dyncore_core::placement::ComponentKind;
 use dyncore_sim::claims::{Claims, Observed, Relation};
 use dyncore_sim::netstack::run::{RunRow, run_scenario, seeds_of};
-use dyncore_sim::netstack::scenario::{NetScenario, is_net_scenario};
+use dyncore_sim::netstack::scenario::NetScenario;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::plot::{Chart, PALETTE, write_chart};
-use crate::report::{Written, paper_verdict, report_dir, write_file};
+use crate::report::{Written, paper_verdict, write_file};
 use crate::table::{Table, escape_html};
-use dyncore_scenario::load::{LoadError, error_in, read_text, syntax_error};
+use dyncore_scenario::load::{LoadError, error_in, read_text, syntax_error_with};
 
 /// The shipped NewtOS scenarios' folder.
 pub fn default_dir() -> PathBuf {
     dyncore_scenario::load::default_dir().join("newtos")
 }
 
-/// Whether the file at `path` is a network-stack scenario.
-pub fn is_net_file(path: &Path) -> bool {
-    read_text(path).is_ok_and(|t| is_net_scenario(&t))
-}
-
 /// Reads, parses and validates a network-stack scenario.
 pub fn load(path: &Path) -> Result<NetScenario, LoadError> {
-    let text = read_text(path)?;
-    let sc = NetScenario::from_toml(&text).map_err(|e| syntax_error(path, &text, &e))?;
-    sc.validate().map_err(|e| error_in(path, &text, &e.path, e.message))?;
-    Ok(sc)
+    parse(path, &read_text(path)?)
 }
 
-/// The network-stack scenarios among `files` (folders: their `*.toml`), or
-/// the shipped ones when `files` is empty.
-pub fn discover(files: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let dirs: Vec<PathBuf> = if files.is_empty() { vec![default_dir()] } else { files.to_vec() };
-    for d in dirs {
-        if d.is_dir() {
-            let mut v: Vec<PathBuf> = std::fs::read_dir(&d)
-                .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
-                .unwrap_or_default();
-            v.retain(|p| p.extension().is_some_and(|x| x == "toml") && is_net_file(p));
-            v.sort();
-            out.extend(v);
-        } else if is_net_file(&d) {
-            out.push(d);
-        }
-    }
-    out
+/// Parses and validates network-stack scenario text (`path` names the file
+/// in errors).
+pub fn parse(path: &Path, text: &str) -> Result<NetScenario, LoadError> {
+    // Its own schema: Chameleon's table of accepted values does not apply.
+    let sc = NetScenario::from_toml(text).map_err(|e| syntax_error_with(path, text, &e, &|_| None))?;
+    sc.validate().map_err(|e| error_in(path, text, &e.path, e.message))?;
+    Ok(sc)
 }
 
 #[derive(Serialize)]
@@ -85,8 +66,9 @@ pub fn write_scenario(out: &Path, path: &Path, sc: &NetScenario) -> Result<(Writ
     let seeds = seeds_of(sc);
     let rows = run_scenario(sc, &seeds);
     let claims = dyncore_sim::netstack::claims::check(sc, &rows);
-    let dir = report_dir(out, &sc.name)?;
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Written aside and renamed into place whole (`outdir`).
+    let staged = crate::outdir::stage(out, &sc.name)?;
+    let dir = staged.path().to_path_buf();
     let json = ResultsJson {
         scenario: &sc.name,
         title: &sc.title,
@@ -120,6 +102,7 @@ pub fn write_scenario(out: &Path, path: &Path, sc: &NetScenario) -> Result<(Writ
         verdict = crate::markdown::to_html(&paper_verdict(&k, seeds.len() > 1), 0, ""),
         claims = crate::claims_view::html(&claims),
     );
+    staged.commit()?;
     let w = Written {
         name: sc.name.clone(),
         title: sc.title.clone(),
@@ -136,11 +119,9 @@ fn pct(x: f64) -> String {
 }
 
 fn spread_text(s: &Observed, digits: usize) -> String {
-    if s.min == s.max {
-        format!("{:.digits$}", s.median)
-    } else {
-        format!("{:.digits$} [{:.digits$}–{:.digits$}]", s.median, s.min, s.max)
-    }
+    // Ends that print alike are no range ("where they differ" as printed).
+    let (lo, hi) = (format!("{:.digits$}", s.min), format!("{:.digits$}", s.max));
+    if lo == hi { format!("{:.digits$}", s.median) } else { format!("{:.digits$} [{lo}–{hi}]", s.median) }
 }
 
 fn runs_table(rows: &[RunRow]) -> Table {

@@ -162,8 +162,9 @@ pub fn write_scenario(
     fig: &Figure,
     claims: &Claims,
 ) -> Result<Written> {
-    let dir = report_dir(out, &scenario.name)?;
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Written aside and renamed into place whole (`outdir`).
+    let staged = crate::outdir::stage(out, &scenario.name)?;
+    let dir = staged.path().to_path_buf();
     let first = &results[0];
 
     write_file(&dir.join("results.json"), results_json(scenario, results, fig, claims)?.as_bytes())?;
@@ -174,6 +175,7 @@ pub fn write_scenario(
     write_file(&dir.join("report.md"), md.as_bytes())?;
 
     let all_finished = results.iter().all(|r| r.runs.iter().all(|r| r.finished));
+    staged.commit()?;
     Ok(Written {
         name: scenario.name.clone(),
         title: scenario.title.clone(),
@@ -335,6 +337,9 @@ fn report_md(
     let _ = writeln!(s, "## Runs (seed {})\n", first.seed);
     s += &runs_table(first).to_markdown();
     s.push('\n');
+    let _ = writeln!(s, "## Energy and wake-ups (seed {}, modelled)\n", first.seed);
+    s += &energy_table(first).to_markdown();
+    let _ = writeln!(s, "\n{}\n", ENERGY_NOTE);
     let _ = writeln!(s, "## Programs (seed {})\n", first.seed);
     s += &programs_table(first).to_markdown();
     s.push('\n');
@@ -428,6 +433,52 @@ pub fn runs_table(result: &ScenarioResult) -> Table {
     t
 }
 
+/// What the energy table's figures are, under it.
+pub const ENERGY_NOTE: &str = "Energy is modelled, not measured: each CPU's state over time (from the policy's \
+     actions) priced by the power model (NewtOS Table 2): running at its duty, idle and online 2.27 W, parked \
+     offline 0 W, reconfiguring or borrowed as a busy baseline core. Parks: standalone `Offline`s (CPUs \
+     taken); wake-ups: standalone `Online`s, their latency from the request to the `ReconfigDone`; stalled: \
+     thread time spent dispatched on a CPU that was reconfiguring (what fuses, splits and wake-ups cost the \
+     threads).";
+
+/// Each run's modelled energy and what parking CPUs cost.
+pub fn energy_table(result: &ScenarioResult) -> Table {
+    let mut t = Table::new(
+        "",
+        &[
+            "run",
+            "policy",
+            "energy (J)",
+            "mean power (W)",
+            "idle online (ms)",
+            "parked (ms)",
+            "parks (CPUs)",
+            "wake-ups",
+            "wake-up mean (µs)",
+            "wake-up max (µs)",
+            "stalled (ms)",
+        ],
+    );
+    for r in &result.runs {
+        let e = &r.energy;
+        let mean_us = if e.wakeups == 0 { 0.0 } else { e.wakeup_ns as f64 / e.wakeups as f64 / 1e3 };
+        t.row(vec![
+            r.label.clone(),
+            r.policy.clone(),
+            fmt_value(e.joules),
+            fmt_value(e.mean_w),
+            fmt_value(e.idle_ns as f64 / 1e6),
+            fmt_value(e.offline_ns as f64 / 1e6),
+            format!("{} ({})", e.parks, e.parked_cpus),
+            e.wakeups.to_string(),
+            fmt_value(mean_us),
+            fmt_value(e.wakeup_max_ns as f64 / 1e3),
+            fmt_value(e.stalled_ns as f64 / 1e6),
+        ]);
+    }
+    t
+}
+
 pub fn programs_table(result: &ScenarioResult) -> Table {
     let mut t = Table::new(
         "",
@@ -437,7 +488,8 @@ pub fn programs_table(result: &ScenarioResult) -> Table {
             "instance",
             "threads",
             "start (ms)",
-            "completion (ms)",
+            "completion (ms, from its start)",
+            "end (ms)",
             "speedup",
             "relative time",
             "fused (ms)",
@@ -453,6 +505,8 @@ pub fn programs_table(result: &ScenarioResult) -> Table {
                 p.threads.to_string(),
                 fmt_value(p.start_ns as f64 / 1e6),
                 opt(p.completion_ns.map(|c| c as f64 / 1e6)),
+                // The run's clock, as the timeline and the trace use.
+                opt(p.finish_ns.map(|f| f as f64 / 1e6)),
                 opt(p.speedup),
                 opt(p.relative_time),
                 fmt_value(p.fused_ns as f64 / 1e6),

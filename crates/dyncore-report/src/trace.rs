@@ -203,6 +203,7 @@ mod tests {
             events: 0,
             decisions: 0,
             allocation: vec![],
+            energy: Default::default(),
             trace,
             policy_trace: None,
         }

@@ -191,6 +191,15 @@ impl Observed {
     }
 }
 
+/// Half a unit of the last digit `p` is printed with (its shortest
+/// decimal form, as the scenario file states it): 0.005 for 1.25, 0.5 for
+/// 8641. A paper value is inside dyncore's range to that precision.
+pub fn printed_half_unit(p: f64) -> f64 {
+    let text = format!("{p}");
+    let decimals = text.split_once('.').map_or(0, |(_, d)| d.len()) as i32;
+    0.5 * 10f64.powi(-decimals)
+}
+
 /// A figure a check names: how a reader calls it, and what the runs gave
 /// (or why nothing).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -436,7 +445,10 @@ pub fn evaluate_check(check: &Check) -> CheckOutcome {
     let verdict = |ok: bool| if ok { Verdict::Held } else { Verdict::Failed };
     match &check.target {
         Target::Value { relation, value } => {
-            let in_range = (*relation == Relation::About).then(|| subject.contains(*value));
+            let in_range = (*relation == Relation::About).then(|| {
+                let h = printed_half_unit(*value);
+                subject.max >= value - h && subject.min <= value + h
+            });
             let measured = match relation {
                 Relation::About if *value != 0.0 => {
                     format!("{} ({:+.0}%)", fmt_observed(&subject), (x - value) / value * 100.0)

@@ -30,6 +30,7 @@ pub mod scenario;
 pub mod workload;
 
 pub use result::{
-    AllocSample, CpuStats, PolicyTrace, ProgramResult, ReconfigStats, RunResult, ScenarioResult, TraceEvent,
+    AllocSample, CpuStats, EnergyStats, PolicyTrace, ProgramResult, ReconfigStats, RunResult, ScenarioResult,
+    TraceEvent,
 };
 pub use scenario::{Scenario, ScenarioError};

@@ -17,13 +17,44 @@ mod read;
 pub use read::read_text;
 
 /// The shipped scenarios: `./scenarios` when run from the repository, else
-/// the folder next to this crate's sources.
+/// the folder next to this crate's sources, as a path relative to where the
+/// command runs (so reports and errors show `../../scenarios/fig3.toml`, not
+/// the build machine's absolute path).
 pub fn default_dir() -> PathBuf {
     let here = PathBuf::from("scenarios");
     if here.is_dir() {
         return here;
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
+    let shipped = lexical(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios"));
+    std::env::current_dir().map_or(shipped.clone(), |cwd| relative_to(&shipped, &lexical(&cwd)))
+}
+
+/// `path` with `.` and `..` resolved by name (no file system access).
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir if matches!(out.components().next_back(), Some(Component::Normal(_))) => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The absolute `path` as seen from the absolute folder `from`.
+fn relative_to(path: &Path, from: &Path) -> PathBuf {
+    let (a, b): (Vec<_>, Vec<_>) = (path.components().collect(), from.components().collect());
+    let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    if common <= 1 {
+        return path.to_path_buf(); // only the root in common: absolute reads better
+    }
+    let mut out: PathBuf = b[common..].iter().map(|_| "..").collect();
+    out.extend(&a[common..]);
+    if out.as_os_str().is_empty() { PathBuf::from(".") } else { out }
 }
 
 /// Scenario files named by `args` (files, or folders whose `*.toml` are taken
@@ -132,6 +163,19 @@ pub fn error_in(file: &Path, text: &str, path: &[String], message: String) -> Lo
 /// A TOML or serde error: located by its span, with the full path of the
 /// field there, and serde's wording replaced by what the field accepts.
 pub fn syntax_error(file: &Path, text: &str, e: &toml::de::Error) -> LoadError {
+    syntax_error_with(file, text, e, &accepted)
+}
+
+/// [`syntax_error`] for a file of another schema (the network-stack
+/// scenarios), with its own table of what each field accepts. A field the
+/// table does not know gets serde's words translated into ours
+/// ([`plain_type_error`]).
+pub fn syntax_error_with(
+    file: &Path,
+    text: &str,
+    e: &toml::de::Error,
+    accepted: &dyn Fn(&[String]) -> Option<String>,
+) -> LoadError {
     let span = e.span();
     let doc = ImDocument::parse(text).ok();
     let path = span.clone().and_then(|s| match &doc {
@@ -155,14 +199,14 @@ pub fn syntax_error(file: &Path, text: &str, e: &toml::de::Error) -> LoadError {
             None => "missing".into(),
         };
         path = Some(full);
-    } else if let Some(path) = &path
-        && is_serde_type_error(&message)
-        && let Some(what) = accepted(path)
-    {
-        message = match found {
-            Some(found) => format!("expected {what}; found {found}"),
-            None => format!("expected {what}"),
-        };
+    } else if is_serde_type_error(&message) {
+        let what = path.as_deref().and_then(accepted).or_else(|| plain_type_error(&message));
+        if let Some(what) = what {
+            message = match found {
+                Some(found) => format!("expected {what}; found {found}"),
+                None => format!("expected {what}"),
+            };
+        }
     }
     LoadError {
         file: file.to_path_buf(),
@@ -184,9 +228,56 @@ fn is_serde_type_error(message: &str) -> bool {
         "data did not match",
         "number too large",
         "invalid length",
+        "wanted ",
     ]
     .iter()
     .any(|p| message.starts_with(p))
+}
+
+/// What a field accepts, read from serde's message about it when no table
+/// says: its Rust type put in words (`u32` → a whole number from 0 to
+/// 4294967295), or its list of variants. `None` if the message names
+/// nothing we can say better.
+pub fn plain_type_error(message: &str) -> Option<String> {
+    if let Some(list) = message.split_once("expected one of ").map(|(_, l)| l) {
+        let names: Vec<String> =
+            list.split(", ").map(|v| format!("\"{}\"", v.trim().trim_matches('`'))).collect();
+        return Some(match names.as_slice() {
+            [one] => one.clone(),
+            [rest @ .., last] => format!("one of {} or {last}", rest.join(", ")),
+            [] => return None,
+        });
+    }
+    let expected = message.rsplit_once("expected ").map(|(_, e)| e.trim().trim_end_matches('.'));
+    let whole = |max: u128| format!("a whole number from 0 to {max}");
+    let signed = |lo: i128, hi: i128| format!("a whole number from {lo} to {hi}");
+    let words = match expected {
+        Some("u8") => whole(u8::MAX.into()),
+        Some("u16") => whole(u16::MAX.into()),
+        Some("u32") => whole(u32::MAX.into()),
+        Some("u64" | "usize") => whole(u64::MAX.into()),
+        Some("i8") => signed(i8::MIN.into(), i8::MAX.into()),
+        Some("i16") => signed(i16::MIN.into(), i16::MAX.into()),
+        Some("i32") => signed(i32::MIN.into(), i32::MAX.into()),
+        Some("i64" | "isize") => signed(i64::MIN.into(), i64::MAX.into()),
+        Some("f32" | "f64") => "a number".into(),
+        Some("a boolean") => "true or false".into(),
+        Some("a string") => "a string".into(),
+        Some(e) if e.starts_with("a sequence") || e.starts_with("an array") => "a list".into(),
+        Some(e) if e.starts_with("struct ") || e.starts_with("a map") || e.starts_with("a table") => {
+            "a table".into()
+        }
+        // serde's enum from a table: the field takes one of its names.
+        _ if message.starts_with("wanted exactly 1 element") => "a name (a string), not a table".into(),
+        _ if message.starts_with("number too large") => {
+            "a smaller number (this one does not fit the field)".into()
+        }
+        _ if message.starts_with("data did not match") || message.contains("string or table") => {
+            "a string or a table".into()
+        }
+        _ => return None,
+    };
+    Some(words)
 }
 
 /// The right-hand side of the `key = value` line holding `offset`, without
@@ -509,6 +600,21 @@ mod tests {
         let e = err(&GOOD.replacen("policy = \"linux\"", "policy = \"linux\"\ncpus_per_node = 0", 1));
         assert_eq!(e.field.as_deref(), Some("run[0].cpus_per_node"));
         assert_eq!(e.at.map(|a| a.0), Some(8));
+    }
+
+    #[test]
+    fn the_shipped_folder_is_shown_relative_to_where_the_command_runs() {
+        assert_eq!(lexical(Path::new("/r/crates/d/../../scenarios")), Path::new("/r/scenarios"));
+        assert_eq!(
+            relative_to(Path::new("/r/scenarios"), Path::new("/r/crates/d")),
+            Path::new("../../scenarios")
+        );
+        assert_eq!(relative_to(Path::new("/r/scenarios"), Path::new("/r")), Path::new("scenarios"));
+        assert_eq!(
+            relative_to(Path::new("/r/scenarios"), Path::new("/elsewhere")),
+            Path::new("/r/scenarios")
+        );
+        assert!(!default_dir().to_string_lossy().contains("crates/"), "{}", default_dir().display());
     }
 
     #[test]

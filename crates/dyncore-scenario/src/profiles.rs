@@ -34,13 +34,23 @@ impl Scenario {
                 continue;
             }
             let file = dir.join(&name);
-            let text = std::fs::read_to_string(&file).map_err(|e| ScenarioError {
+            // The same reader as the scenario's: its size cap, its refusal
+            // of folders, devices and sockets, and its words.
+            let text = crate::load::read_text(&file).map_err(|e| ScenarioError {
                 path: path.clone(),
-                message: format!("cannot read `{}`: {e}", file.display()),
+                message: format!("the machine profile {e}"),
             })?;
-            let profile: MachineProfile = toml::from_str(&text).map_err(|e| ScenarioError {
-                path: path.clone(),
-                message: format!("`{}` is not a machine profile: {}", file.display(), e.message().trim()),
+            let profile: MachineProfile = toml::from_str(&text).map_err(|e| {
+                let at = e.span().map(|s| crate::load::line_col(&text, s.start));
+                let at = at.map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default();
+                ScenarioError {
+                    path: path.clone(),
+                    message: format!(
+                        "the machine profile `{}{at}` does not parse: {}",
+                        file.display(),
+                        e.message().trim().lines().map(str::trim).collect::<Vec<_>>().join("; ")
+                    ),
+                }
             })?;
             self.profiles.insert(name, profile);
         }
@@ -141,6 +151,6 @@ program = "nqueen"
         let text = text.replace("nope.toml", "Cargo.toml");
         let mut s = Scenario::from_toml(&text).unwrap();
         let e = s.load_profiles(&here).unwrap_err();
-        assert!(e.message.contains("not a machine profile"), "{e}");
+        assert!(e.message.contains("does not parse") && e.message.contains("Cargo.toml:1:2"), "{e}");
     }
 }

@@ -46,7 +46,8 @@ pub fn plan_programs(spec: &RunSpec, machine: &MachineSpec) -> Vec<ProgramPlan> 
     for w in &spec.workloads {
         let plan = plan_workload(w, machine);
         for instance in 0..w.count {
-            out.push(ProgramPlan { instance, ..plan.clone() });
+            let start_ms = w.start_ms + f64::from(instance) * w.every_ms.unwrap_or(0.0);
+            out.push(ProgramPlan { instance, start_ns: (start_ms * 1e6) as u64, ..plan.clone() });
         }
     }
     let names = instance_names(out.iter().map(|p| p.label.as_str()));
@@ -261,6 +262,11 @@ tax = "auto"
 program = "fibonacci"
 threads = 3
 start_ms = 5
+[[run.workload]]
+program = "gcc"
+count = 3
+start_ms = 1
+every_ms = 2.5
 "#,
         )
         .unwrap();
@@ -268,7 +274,10 @@ start_ms = 5
         let machine = MachineSpec::build(&s.runs[0]).unwrap();
         let plans = plan_programs(&s.runs[0], &machine);
         let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["nqueen#1", "nqueen#2", "fibonacci"]);
+        assert_eq!(names, ["nqueen#1", "nqueen#2", "fibonacci", "gcc#1", "gcc#2", "gcc#3"]);
+        // Instances `every_ms` apart: 1, 3.5 and 6 ms.
+        let starts: Vec<u64> = plans[3..].iter().map(|p| p.start_ns).collect();
+        assert_eq!(starts, [1_000_000, 3_500_000, 6_000_000]);
         // N-Queen asks for the machine's largest object (a quad at 2x: the
         // auto tax is 3 borrowed CPUs per unit of extra speed).
         assert_eq!((plans[0].template.want_cpus, plans[0].template.tax), (4, 3.0));

@@ -21,10 +21,19 @@
 //!   on objects of more than one CPU;
 //! * the **allocation timeline** samples, at every change, the size of
 //!   each running tracked program's object (the last `Object` action of
-//!   its thread).
+//!   its thread);
+//! * a CPU is **parked** from a standalone `Offline` (one that follows no
+//!   `Fuse`) to the standalone `Online` that brings it back; a **wake-up**
+//!   is such an `Online`, and its latency runs from its request to its
+//!   `ReconfigDone`;
+//! * the **energy** (`record::energy`) prices each CPU's state over time —
+//!   reconfiguring, offline, running at its duty, borrowed, idle — with
+//!   the power model: modelled, and labelled so.
 //!
 //! Invariants (asserted): time never goes backwards; a CPU's busy plus
 //! borrowed time never exceeds the run's length.
+
+mod energy;
 
 use std::collections::BTreeMap;
 
@@ -33,7 +42,8 @@ use dyncore_core::policy::{Action, CpuState, Event, Policy, ReconfigId, ThreadId
 use dyncore_core::{CpuId, CpuSet, Nanos};
 
 use crate::programs::ProgramPlan;
-use crate::result::{AllocSample, CpuStats, ProgramResult, ReconfigStats, TraceEvent};
+use crate::result::{AllocSample, CpuStats, EnergyStats, ProgramResult, ReconfigStats, TraceEvent};
+use energy::{Activity, PowerLedger};
 
 /// Trace events kept per run; beyond this the trace is truncated (the
 /// results are not affected).
@@ -66,6 +76,16 @@ struct Pending {
     name: &'static str,
 }
 
+/// What parking CPUs cost, counted as the traffic goes.
+#[derive(Debug, Clone, Default)]
+struct Parking {
+    parks: u64,
+    parked_cpus: u64,
+    wakeups: u64,
+    wakeup_ns: Nanos,
+    wakeup_max_ns: Nanos,
+}
+
 /// A trace event whose program name is filled in at the end.
 #[derive(Debug, Clone)]
 enum Raw {
@@ -92,6 +112,8 @@ pub struct RunRecorder {
     migrations: u64,
     defrag_migrations: u64,
     actions: u64,
+    power: PowerLedger,
+    parking: Parking,
 }
 
 /// A policy whose traffic a [`RunRecorder`] records as it goes: what a
@@ -136,10 +158,15 @@ pub struct RunRecord {
     pub decisions: u64,
     pub allocation: Vec<AllocSample>,
     pub trace: Vec<TraceEvent>,
+    pub energy: EnergyStats,
 }
 
 fn round4(x: f64) -> f64 {
     (x * 1e4).round() / 1e4
+}
+
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
 }
 
 impl RunRecorder {
@@ -166,6 +193,8 @@ impl RunRecorder {
             migrations: 0,
             defrag_migrations: 0,
             actions: 0,
+            power: PowerLedger::new(ncpus),
+            parking: Parking::default(),
         }
     }
 
@@ -207,7 +236,8 @@ impl RunRecorder {
         self.actions += 1;
         match a {
             Action::Dispatch { cpu, state } => self.set_state(now, *cpu, *state),
-            Action::SetSpeed { .. } | Action::Place { .. } => {}
+            Action::SetSpeed { cpu, duty } => self.power.duty(*cpu, now, *duty),
+            Action::Place { .. } => {}
             Action::Fuse { thread, object } => {
                 self.reconfig.fuses += 1;
                 self.open.insert(*thread, (now, object.cpus()));
@@ -227,9 +257,19 @@ impl RunRecorder {
                         (o.cpus(), o.representative, if fuse { "fuse" } else { "split" })
                     }
                     _ => {
+                        for c in cpus.iter() {
+                            self.power.park(c, now, offline);
+                        }
+                        if offline {
+                            self.parking.parks += 1;
+                            self.parking.parked_cpus += cpus.len() as u64;
+                        }
                         (cpus.clone(), cpus.first().unwrap_or(0), if offline { "offline" } else { "online" })
                     }
                 };
+                for c in charged.iter() {
+                    self.power.reconfig_begin(c, now);
+                }
                 self.pending.insert(*id, Pending { asked_ns: now, charged, representative, name });
             }
             Action::Migrate { defrag, .. } => {
@@ -245,6 +285,15 @@ impl RunRecorder {
     fn reconfig_done(&mut self, now: Nanos, id: ReconfigId, took_ns: Nanos) {
         let Some(p) = self.pending.remove(&id) else { return };
         self.reconfig.time_ns += took_ns;
+        for c in p.charged.iter() {
+            self.power.reconfig_end(c, now);
+        }
+        if p.name == "online" {
+            let waited = now - p.asked_ns;
+            self.parking.wakeups += 1;
+            self.parking.wakeup_ns += waited;
+            self.parking.wakeup_max_ns = self.parking.wakeup_max_ns.max(waited);
+        }
         // The span the trace shows: what it took, ending now; after the
         // request, and after the representative's previous one (a CPU's
         // reconfigurations are serialised).
@@ -279,6 +328,13 @@ impl RunRecorder {
         if old == state {
             return;
         }
+        let activity = match state {
+            CpuState::Idle => Activity::Idle,
+            CpuState::Running { .. } => Activity::Running,
+            CpuState::Borrowed { .. } => Activity::Borrowed,
+        };
+        self.power.activity(cpu, now, activity);
+        let c = &mut self.cpus[cpu];
         let (since, dt) = (c.since, now - c.since);
         match old {
             CpuState::Running { thread, object_cpus } => {
@@ -319,6 +375,9 @@ impl RunRecorder {
         }
         // Reconfigurations still in progress count up to the end.
         for p in std::mem::take(&mut self.pending).into_values() {
+            for c in p.charged.iter() {
+                self.power.reconfig_end(c, end_ns);
+            }
             let from = self.cpus[p.representative].reconfigured_until.max(p.asked_ns);
             self.reconfig.time_ns += end_ns.saturating_sub(from);
             self.charge(&p, end_ns);
@@ -326,11 +385,13 @@ impl RunRecorder {
                 self.raw.push(Raw::Reconfig { cpu: p.representative, name: p.name, start_ns: from, end_ns });
             }
         }
+        let power = std::mem::replace(&mut self.power, PowerLedger::new(0)).finish(end_ns);
         let per_cpu: Vec<CpuStats> = self
             .cpus
             .iter()
+            .zip(&power)
             .enumerate()
-            .map(|(cpu, c)| {
+            .map(|(cpu, (c, e))| {
                 let used = c.busy_ns + c.borrowed_ns;
                 assert!(used <= end_ns.max(1), "CPU {cpu} used {used} ns of {end_ns}");
                 CpuStats {
@@ -339,9 +400,12 @@ impl RunRecorder {
                     borrowed_ns: c.borrowed_ns,
                     reconfig_ns: c.reconfig_ns,
                     utilisation: if end_ns > 0 { round4(used as f64 / end_ns as f64) } else { 0.0 },
+                    offline_ns: e.offline_ns,
+                    energy_j: round6(e.joules),
                 }
             })
             .collect();
+        let energy = self.energy(end_ns, &power);
         let lives: Vec<(Nanos, Option<Nanos>)> = programs.iter().map(|p| self.life(p)).collect();
         let results = programs
             .iter()
@@ -376,6 +440,26 @@ impl RunRecorder {
             decisions: self.actions,
             allocation,
             trace,
+            energy,
+        }
+    }
+
+    /// The run's energy and parking figures from every CPU's.
+    fn energy(&self, end_ns: Nanos, cpus: &[energy::CpuEnergy]) -> EnergyStats {
+        let joules: f64 = cpus.iter().map(|e| e.joules).sum();
+        let p = &self.parking;
+        EnergyStats {
+            model: energy::model_label(),
+            joules: round6(joules),
+            mean_w: if end_ns > 0 { round6(joules / (end_ns as f64 / 1e9)) } else { 0.0 },
+            idle_ns: cpus.iter().map(|e| e.idle_ns).sum(),
+            offline_ns: cpus.iter().map(|e| e.offline_ns).sum(),
+            parks: p.parks,
+            parked_cpus: p.parked_cpus,
+            wakeups: p.wakeups,
+            wakeup_ns: p.wakeup_ns,
+            wakeup_max_ns: p.wakeup_max_ns,
+            stalled_ns: cpus.iter().map(|e| e.stalled_ns).sum(),
         }
     }
 
@@ -491,3 +575,6 @@ impl RunRecorder {
         ev
     }
 }
+
+#[cfg(test)]
+mod tests;

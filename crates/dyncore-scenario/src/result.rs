@@ -51,6 +51,8 @@ pub struct RunResult {
     /// CPU-allocation timeline: a sample at every change of a program's
     /// execution-object size.
     pub allocation: Vec<AllocSample>,
+    /// Modelled energy, and what parking CPUs cost in wake-ups.
+    pub energy: EnergyStats,
     /// Trace events (not written into results.json; see trace.json).
     #[serde(skip)]
     pub trace: Vec<TraceEvent>,
@@ -102,6 +104,39 @@ pub struct CpuStats {
     pub reconfig_ns: u64,
     /// (busy + borrowed) / end.
     pub utilisation: f64,
+    /// Parked by a standalone `Offline` (once done) until its `Online`.
+    pub offline_ns: u64,
+    /// Modelled energy, joules (`RunResult::energy` says how).
+    pub energy_j: f64,
+}
+
+/// The energy a run's CPUs drew, **modelled** from their states over time
+/// (`record::energy`), and what parking them cost: every figure comes from
+/// the policy's traffic and the power model, none is measured.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EnergyStats {
+    /// The power model, labelled modelled.
+    pub model: String,
+    /// Every CPU's energy, summed.
+    pub joules: f64,
+    /// `joules` over the run's length: the machine's mean power.
+    pub mean_w: f64,
+    /// CPU time idle and online, summed over CPUs.
+    pub idle_ns: u64,
+    /// CPU time parked offline, summed over CPUs.
+    pub offline_ns: u64,
+    /// Standalone `Offline`s (a bulk one counts once) and the CPUs they took.
+    pub parks: u64,
+    pub parked_cpus: u64,
+    /// Standalone `Online`s: wake-ups of parked CPUs.
+    pub wakeups: u64,
+    /// From each wake-up's request to its `ReconfigDone` (queued time
+    /// included): summed, and the longest.
+    pub wakeup_ns: u64,
+    pub wakeup_max_ns: u64,
+    /// Thread time lost to reconfigurations: a thread dispatched on a CPU
+    /// while it reconfigures (a fuse, a split, a wake-up) makes no progress.
+    pub stalled_ns: u64,
 }
 
 /// Reconfiguration counters.

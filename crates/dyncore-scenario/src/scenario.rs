@@ -225,6 +225,9 @@ pub struct WorkloadSpec {
     /// Start time, virtual milliseconds.
     #[serde(default)]
     pub start_ms: f64,
+    /// Instances start this many ms apart: instance k at `start_ms + k ×
+    /// every_ms` (default: all at `start_ms`). A load that comes and goes.
+    pub every_ms: Option<f64>,
     /// Threads (parallel programs; default: one per CPU of the machine).
     pub threads: Option<u32>,
     /// Total work in milliseconds of one baseline CPU (default per program).
@@ -284,7 +287,8 @@ pub struct ReportSpec {
     /// `bars` (grouped bar chart) or `allocation` (CPUs per program over time).
     pub kind: PlotKind,
     /// `speedup` (vs one baseline CPU), `relative_time` (completion time vs
-    /// the program alone on one baseline CPU) or `completion_s`.
+    /// the program alone on one baseline CPU), `completion_s`, or
+    /// `energy_j` (the modelled energy of the program's run, joules).
     pub metric: Metric,
     /// x axis: `program` (series = runs) or `run` (series = program labels).
     pub group_by: GroupBy,
@@ -316,6 +320,9 @@ pub enum Metric {
     Speedup,
     RelativeTime,
     CompletionS,
+    /// The run's modelled energy (`RunResult::energy`), shown at each of
+    /// its programs.
+    EnergyJ,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -407,6 +414,9 @@ pub enum PaperMetric {
     FusedShare,
     /// CPUs held by the program's execution objects just after `after`.
     Cpus,
+    /// The run's modelled energy, J (a run's figure: the program label
+    /// only picks the runs that have it).
+    EnergyJ,
 }
 
 impl PaperMetric {
@@ -417,6 +427,7 @@ impl PaperMetric {
             PaperMetric::CompletionS => "completion (s)",
             PaperMetric::FusedShare => "fused share",
             PaperMetric::Cpus => "CPUs",
+            PaperMetric::EnergyJ => "energy (J)",
         }
     }
 
@@ -426,6 +437,7 @@ impl PaperMetric {
             PaperMetric::Speedup => Some(Metric::Speedup),
             PaperMetric::RelativeTime => Some(Metric::RelativeTime),
             PaperMetric::CompletionS => Some(Metric::CompletionS),
+            PaperMetric::EnergyJ => Some(Metric::EnergyJ),
             PaperMetric::FusedShare | PaperMetric::Cpus => None,
         }
     }
@@ -435,6 +447,7 @@ impl PaperMetric {
             Metric::Speedup => PaperMetric::Speedup,
             Metric::RelativeTime => PaperMetric::RelativeTime,
             Metric::CompletionS => PaperMetric::CompletionS,
+            Metric::EnergyJ => PaperMetric::EnergyJ,
         }
     }
 }

@@ -710,6 +710,7 @@ impl Sim {
             events: self.events,
             decisions: r.decisions,
             allocation: r.allocation,
+            energy: r.energy,
             trace: r.trace,
             policy_trace: self.record.map(|w| {
                 let (events, actions) = w.finish().expect("writing to memory does not fail");

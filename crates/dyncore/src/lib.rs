@@ -40,4 +40,4 @@ pub use dyncore_report as report;
 pub use dyncore_runtime as runtime;
 pub use dyncore_scenario as scenario;
 pub use dyncore_sim as sim;
-pub use runner::{Backend, BadInput, Interrupted, RunArgs, Runner};
+pub use runner::{Backend, BadInput, Interrupted, NothingFinished, RunArgs, Runner};

@@ -3,7 +3,10 @@
 //!
 //! Exit status: 0 on success, 2 for bad input (a scenario that does not
 //! parse or validate, a file that cannot be read as one, a run past its
-//! event budget), 1 for any other failure.
+//! event budget, an option that does not apply, a report folder that cannot
+//! be written or is in use), 3 when the runs ran but no program of any of
+//! them finished (the reports are written), 130 on Ctrl-C, 1 for any other
+//! failure.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -60,15 +63,16 @@ enum Cmd {
 }
 
 #[derive(Debug, Default, clap::Args)]
+#[command(allow_negative_numbers = true)]
 struct RunArgs {
     /// Scenario files or folders (default: the shipped scenarios).
     files: Vec<PathBuf>,
     /// Override every scenario's seed.
-    #[arg(long)]
+    #[arg(long, value_parser = seed_value)]
     seed: Option<u64>,
     /// Run every run with N seeds: the seed, seed + 1, ..., seed + N - 1 (default: the scenario's
     /// `seeds`, else 5). Figures are reported as the median and the min-max range.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(Scenario::MAX_SEEDS)))]
+    #[arg(long, value_name = "N", value_parser = seeds_value)]
     seeds: Option<u32>,
     /// Print only the summary, not a table per scenario.
     #[arg(long, short)]
@@ -79,11 +83,11 @@ struct RunArgs {
     backend: Backend,
     /// Multiply every duration of the scenario by X (work, start times, tick, minimum
     /// granularity, safety stop), e.g. 0.25 for a live run four times shorter.
-    #[arg(long, value_name = "X")]
+    #[arg(long, value_name = "X", value_parser = number_value)]
     time_scale: Option<f64>,
     /// Live: the duty cycle (percent) that stands for one baseline CPU; every duty the
     /// policy sets is scaled with it (default 50, Table 2's baseline).
-    #[arg(long, value_name = "PERCENT")]
+    #[arg(long, value_name = "PERCENT", value_parser = number_value)]
     baseline_duty: Option<f64>,
     /// Live: the real CPUs to run on, a cpulist (default: every CPU this process may use).
     #[arg(long, value_name = "LIST")]
@@ -99,6 +103,28 @@ enum Backend {
     Live,
     /// Both, in one report.
     Both,
+}
+
+/// `--seed`: in our words, not the parser's.
+fn seed_value(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a seed: a seed is a whole number from 0 to {}", u64::MAX))
+}
+
+/// `--seeds`: 1 to the most a scenario may ask for.
+fn seeds_value(s: &str) -> Result<u32, String> {
+    let max = Scenario::MAX_SEEDS;
+    s.trim()
+        .parse()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| format!("`{s}` is not a number of seeds: a whole number from 1 to {max}"))
+}
+
+/// A number (its range is checked where it is used, with the reason).
+fn number_value(s: &str) -> Result<f64, String> {
+    s.trim().parse::<f64>().map_err(|_| format!("`{s}` is not a number"))
 }
 
 impl RunArgs {
@@ -132,7 +158,7 @@ fn main() -> ExitCode {
                 say!("{l}");
             }
         }),
-        Some(Cmd::Bench(b)) => bench::run(b, &cli.out),
+        Some(Cmd::Bench(b)) => dyncore::runner::open_out(&cli.out).and_then(|_held| bench::run(b, &cli.out)),
         Some(Cmd::Topology(t)) => topology::run(t),
         Some(Cmd::Policies) => {
             say!("{}", policies_cmd::listing(runner.registry()));
@@ -148,6 +174,10 @@ fn main() -> ExitCode {
         {
             eprintln!("{e}");
             ExitCode::from(130)
+        }
+        Err(e) if e.downcast_ref::<dyncore::NothingFinished>().is_some() => {
+            eprintln!("warning: {e}");
+            ExitCode::from(3)
         }
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use dyncore_core::policies::Registry;
+use dyncore_report::outdir::OutDir;
 use dyncore_report::{figure, figure_plot, newtos, report};
 use dyncore_scenario::load as scenarios;
 use dyncore_sim::Scenario;
+use dyncore_sim::netstack::scenario::{NetScenario, is_net_scenario};
 use dyncore_sim::seeds;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -125,19 +127,59 @@ impl std::fmt::Display for BadInput {
 
 impl std::error::Error for BadInput {}
 
-/// Loads every scenario of `files` (or the shipped ones) with the policies
-/// of `registry`, reporting all bad files (not just the first).
-pub fn load_all(registry: &Registry, files: &[PathBuf]) -> Result<Vec<(PathBuf, Scenario)>> {
+/// Every scenario of one invocation, each input read exactly once (a pipe,
+/// `dyncore run <(generate)`, can be read only once), and sorted by kind:
+/// the Chameleon-style scenarios and the network-stack (NewtOS) ones.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    pub sims: Vec<(PathBuf, Scenario)>,
+    pub nets: Vec<(PathBuf, NetScenario)>,
+    /// The text each file was read as, for errors located after loading.
+    texts: std::collections::BTreeMap<PathBuf, String>,
+}
+
+impl Inputs {
+    /// The text `path` was read as (empty if it was not one of the inputs).
+    pub fn text(&self, path: &Path) -> &str {
+        self.texts.get(path).map_or("", String::as_str)
+    }
+
+    /// Whether the user named the files (rather than taking the shipped ones).
+    fn named(files: &[PathBuf]) -> bool {
+        !files.is_empty()
+    }
+}
+
+/// Loads every scenario of `files` (or the shipped ones: `scenarios/*.toml`
+/// and `scenarios/newtos/*.toml`) with the policies of `registry`, reading
+/// each file once and reporting all bad files (not just the first).
+pub fn load_inputs(registry: &Registry, files: &[PathBuf]) -> Result<Inputs> {
     let mut paths = scenarios::discover(files).map_err(|e| BadInput(vec![e]))?;
-    // Network-stack scenarios are NewtOS's (`newtos::load_nets`).
-    paths.retain(|p| !newtos::is_net_file(p));
-    let mut ok = Vec::new();
+    if !Inputs::named(files) {
+        paths.extend(scenarios::discover(&[newtos::default_dir()]).map_err(|e| BadInput(vec![e]))?);
+    }
+    let mut inputs = Inputs::default();
     let mut bad = Vec::new();
     for p in paths {
-        match scenarios::load_with(&p, registry) {
-            Ok(s) => ok.push((p, s)),
-            Err(e) => bad.push(e),
+        let text = match scenarios::read_text(&p) {
+            Ok(t) => t,
+            Err(e) => {
+                bad.push(e);
+                continue;
+            }
+        };
+        if is_net_scenario(&text) {
+            match newtos::parse(&p, &text) {
+                Ok(s) => inputs.nets.push((p.clone(), s)),
+                Err(e) => bad.push(e),
+            }
+        } else {
+            match scenarios::parse_with(&p, &text, registry) {
+                Ok(s) => inputs.sims.push((p.clone(), s)),
+                Err(e) => bad.push(e),
+            }
         }
+        inputs.texts.insert(p, text);
     }
     if !bad.is_empty() {
         return Err(BadInput(bad).into());
@@ -145,66 +187,96 @@ pub fn load_all(registry: &Registry, files: &[PathBuf]) -> Result<Vec<(PathBuf, 
     // Without case: some file systems ignore it, and two folders differing
     // only in case would be one there.
     let mut names = std::collections::BTreeMap::new();
-    for (p, s) in &ok {
-        if let Some(first) = names.insert(s.name.to_ascii_lowercase(), p.clone()) {
-            let text = scenarios::read_text(p).unwrap_or_default();
+    let all =
+        inputs.sims.iter().map(|(p, s)| (p, &s.name)).chain(inputs.nets.iter().map(|(p, s)| (p, &s.name)));
+    for (p, name) in all {
+        if let Some(first) = names.insert(name.to_ascii_lowercase(), p.clone()) {
             let message = format!(
-                "`{}` is also the name of {} (names are compared without case); report folders would collide",
-                s.name,
+                "`{name}` is also the name of {} (names are compared without case); report folders would collide",
                 first.display()
             );
-            return Err(BadInput(vec![scenarios::error_in(p, &text, &["name".into()], message)]).into());
+            return Err(
+                BadInput(vec![scenarios::error_in(p, inputs.text(p), &["name".into()], message)]).into()
+            );
         }
     }
-    Ok(ok)
+    Ok(inputs)
+}
+
+/// The Chameleon-style scenarios of `files` (or the shipped ones); see
+/// [`load_inputs`] for every kind.
+pub fn load_all(registry: &Registry, files: &[PathBuf]) -> Result<Vec<(PathBuf, Scenario)>> {
+    Ok(load_inputs(registry, files)?.sims)
 }
 
 fn check(runner: &Runner, files: &[PathBuf]) -> Result<Vec<String>> {
-    let loaded = load_all(runner.registry(), files)?;
-    let nets = load_nets(files)?;
+    let inputs = load_inputs(runner.registry(), files)?;
     let mut lines = Vec::new();
-    for (p, s) in &loaded {
+    for (p, s) in &inputs.sims {
         lines.push(format!("ok  {}  ({}: {} runs)", p.display(), s.name, s.runs.len()));
     }
-    for (p, s) in &nets {
+    for (p, s) in &inputs.nets {
         lines.push(format!("ok  {}  ({}: {} runs)", p.display(), s.name, s.runs.len()));
     }
     Ok(lines)
 }
 
-/// The network-stack (NewtOS) scenarios among `files`, or the shipped ones.
-fn load_nets(files: &[PathBuf]) -> Result<Vec<(PathBuf, dyncore_sim::netstack::scenario::NetScenario)>> {
-    let mut ok = Vec::new();
-    let mut bad = Vec::new();
-    for p in newtos::discover(files) {
-        match newtos::load(&p) {
-            Ok(s) => ok.push((p, s)),
-            Err(e) => bad.push(e),
-        }
+/// Refuses the options of `args` that do not apply to the network-stack
+/// scenarios among the inputs (exit 2, naming the option and why), rather
+/// than ignoring them.
+pub(crate) fn refuse_for_nets(args: &RunArgs, inputs: &Inputs) -> Result<()> {
+    let Some((path, _)) = inputs.nets.first() else { return Ok(()) };
+    let flag = if args.backend != Backend::Sim {
+        Some(
+            "--backend live|both: a network-stack scenario runs on the simulator only; its live counterpart is \
+              `dyncore stack` (and `dyncore bench stack`)",
+        )
+    } else if args.time_scale.is_some() {
+        Some(
+            "--time-scale: a network-stack scenario has no durations to scale (its runs are measured in \
+              steady state); leave the flag out",
+        )
+    } else {
+        None
+    };
+    match flag {
+        Some(why) => Err(BadInput(vec![scenarios::LoadError::new(path, why)]).into()),
+        None => Ok(()),
     }
-    if !bad.is_empty() {
-        return Err(BadInput(bad).into());
+}
+
+/// Takes the report folder for this run: checked, created and locked
+/// before any work (`dyncore_report::outdir`); refused with exit 2.
+pub fn open_out(out: &Path) -> Result<OutDir> {
+    let dir =
+        OutDir::open(out).map_err(|m| BadInput(vec![scenarios::LoadError::new(Path::new("dyncore"), m)]))?;
+    for p in &dir.removed {
+        eprintln!("removed {}, left by a run that was killed while writing it", p.display());
     }
-    Ok(ok)
+    Ok(dir)
 }
 
 fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
     let out = runner.out();
+    if args.backend == Backend::Sim && (args.baseline_duty.is_some() || args.real_cpus.is_some()) {
+        let message = "--baseline-duty and --real-cpus are for --backend live or both".to_string();
+        return Err(BadInput(vec![scenarios::LoadError::new(Path::new("dyncore run"), message)]).into());
+    }
     match args.backend {
-        Backend::Sim if args.baseline_duty.is_some() || args.real_cpus.is_some() => {
-            let message = "--baseline-duty and --real-cpus are for --backend live or both".to_string();
-            return Err(BadInput(vec![scenarios::LoadError::new(Path::new("dyncore run"), message)]).into());
-        }
         Backend::Sim => {}
         Backend::Live => return live::run(runner, args, live::Kind::Live),
         Backend::Both => return live::run(runner, args, live::Kind::Both),
     }
-    let mut loaded = load_all(runner.registry(), &args.files)?;
-    let mut nets = load_nets(&args.files)?;
+    let mut inputs = load_inputs(runner.registry(), &args.files)?;
+    refuse_for_nets(args, &inputs)?;
+    // After the inputs are judged (bad input creates nothing), before any
+    // run (a folder that cannot take the reports wastes no work).
+    let _held = open_out(out)?;
+    let mut loaded = std::mem::take(&mut inputs.sims);
+    let mut nets = std::mem::take(&mut inputs.nets);
     net_seeds(args, &mut nets)?;
     apply_time_scale(&mut loaded, args.time_scale)?;
     let seeds = seeds_of(args, &mut loaded)?;
-    std::fs::create_dir_all(out).with_context(|| format!("creating the report folder {}", out.display()))?;
     let total: usize = loaded.iter().zip(&seeds).map(|((_, s), k)| s.runs.len() * k.len()).sum::<usize>()
         + nets.iter().map(|(_, s)| s.runs.len() * s.seeds as usize).sum::<usize>();
     let bar = ProgressBar::new(total as u64);
@@ -214,6 +286,8 @@ fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
     );
     let mut written = Vec::new();
     let started = std::time::Instant::now();
+    // Whether any program of any run finished (NothingFinished otherwise).
+    let mut any_finished = loaded.is_empty();
     for ((path, sc), seeds) in loaded.iter().zip(&seeds) {
         bar.set_message(sc.name.clone());
         // Within a run: where virtual time and the event count are, so a
@@ -238,9 +312,12 @@ fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
             Ok(r) => r,
             Err(e) => {
                 bar.finish_and_clear();
-                return Err(budget_error(path, &e, &written).into());
+                return Err(budget_error(path, inputs.text(path), &e, &written).into());
             }
         };
+        any_finished |= results
+            .iter()
+            .any(|r| r.runs.iter().any(|run| run.programs.iter().any(|p| p.completion_ns.is_some())));
         let fig = figure::Figure::build(sc, &results);
         let claims = dyncore_sim::scenario::claims::check(sc, &results);
         let w = report::write_scenario(out, path, sc, &results, &fig, &claims)
@@ -270,7 +347,7 @@ fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
         written.push(w);
     }
     bar.finish_and_clear();
-    report::write_index(out, &written, &what_ran(args))?;
+    report::write_index(out, &written, &what_ran(args, out))?;
     let mut counts = figure::PaperCounts::default();
     for w in &written {
         counts += w.counts;
@@ -294,18 +371,35 @@ fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
         started.elapsed().as_secs_f64(),
     );
     say!("Report: {} (and index.md)", out.join("index.html").display());
-    Ok(())
+    if any_finished || !nets.is_empty() { Ok(()) } else { Err(NothingFinished.into()) }
 }
+
+/// A run in which no program of any scenario finished: every run reached
+/// its `max_time_ns` first. The reports are written; the command exits 3.
+#[derive(Debug)]
+pub struct NothingFinished;
+
+impl std::fmt::Display for NothingFinished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no program finished in any run: every run reached its max_time_ns first (the reports are written; \
+             raise max_time_ns or shorten the work)"
+        )
+    }
+}
+
+impl std::error::Error for NothingFinished {}
 
 /// A run stopped at its event budget: bad input (exit 2), located at the
 /// `max_events` field to change (or the run, if the file sets none). Reports
 /// already written are whole; this scenario's is not written, nor the index.
 pub(crate) fn budget_error(
     path: &Path,
+    text: &str,
     e: &dyncore_sim::EventBudgetExceeded,
     written: &[report::Written],
 ) -> BadInput {
-    let text = scenarios::read_text(path).unwrap_or_default();
     let mut message = e.to_string();
     message += &match written.len() {
         0 => "; nothing was written".to_string(),
@@ -313,19 +407,20 @@ pub(crate) fn budget_error(
     };
     let field = e.field();
     // Point at the field if the file sets it, else at the run.
-    let mut err = if scenarios::has_field(&text, &field) {
-        scenarios::error_in(path, &text, &field, message)
+    let mut err = if scenarios::has_field(text, &field) {
+        scenarios::error_in(path, text, &field, message)
     } else {
-        scenarios::error_in(path, &text, &["run".into(), e.run.to_string()], message)
+        scenarios::error_in(path, text, &["run".into(), e.run.to_string()], message)
     };
     err.field = Some(dyncore_sim::scenario::dotted_path(&field));
     BadInput(vec![err])
 }
 
 /// The first line of index.md: what this invocation ran.
-fn what_ran(args: &RunArgs) -> String {
+fn what_ran(args: &RunArgs, out: &Path) -> String {
     let seed = args.seed.map(|s| format!(" --seed {s}")).unwrap_or_default()
-        + &args.seeds.map(|n| format!(" --seeds {n}")).unwrap_or_default();
+        + &args.seeds.map(|n| format!(" --seeds {n}")).unwrap_or_default()
+        + &if out == Path::new("out") { String::new() } else { format!(" --out {}", out.display()) };
     if args.files.is_empty() {
         let command = if seed.is_empty() { String::new() } else { format!(" -- run{seed}") };
         return format!("Every shipped scenario, run on the simulator (`cargo run --release{command}`).");
@@ -423,7 +518,7 @@ fn print_scenario(
         let unfinished: Vec<String> =
             results.iter().filter(|r| !r.runs[i].finished).map(|r| r.seed.to_string()).collect();
         if !unfinished.is_empty() {
-            say!(
+            eprintln!(
                 "warning: run `{}` hit max_time_ns before every program finished (seed {})",
                 run.label,
                 unfinished.join(", ")

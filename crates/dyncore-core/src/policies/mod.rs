@@ -104,7 +104,7 @@ macro_rules! builtin {
     };
 }
 
-builtin![chameleon, linux];
+builtin![chameleon, linux, pinned, greedy_fuse, park_idle];
 
 /// An unknown policy name, with the names that exist.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -25,16 +25,25 @@ enum Life {
     Exited,
 }
 
+/// Why a CPU is offline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Off {
+    /// Borrowed into an object by a `Fuse`: its `Split` brings it back.
+    Fused,
+    /// Parked by a standalone `Offline`: a standalone `Online` brings it back.
+    Parked,
+}
+
 #[derive(Debug, Clone)]
 struct CpuView {
     state: CpuState,
-    online: bool,
+    offline: Option<Off>,
     duty: Option<Duty>,
 }
 
 impl Default for CpuView {
     fn default() -> Self {
-        CpuView { state: CpuState::Idle, online: true, duty: None }
+        CpuView { state: CpuState::Idle, offline: None, duty: None }
     }
 }
 
@@ -48,6 +57,9 @@ pub struct Checker {
     issued: BTreeSet<u64>,
     outstanding: BTreeSet<u64>,
     speeds: Option<(SpeedModel, Topology)>,
+    /// The machine's CPU count, when known (then the last online CPU is
+    /// never taken offline).
+    ncpus: Option<usize>,
 }
 
 impl Checker {
@@ -58,7 +70,13 @@ impl Checker {
     /// Also checks that every running CPU was set to `model`'s duty for its
     /// kind in `topology`, the object's size and the thread's class.
     pub fn with_speeds(model: SpeedModel, topology: Topology) -> Checker {
-        Checker { speeds: Some((model, topology)), ..Checker::default() }
+        let ncpus = Some(topology.ncpus());
+        Checker { speeds: Some((model, topology)), ncpus, ..Checker::default() }
+    }
+
+    /// Also checks that a machine of `ncpus` CPUs always keeps one online.
+    pub fn with_cpus(ncpus: usize) -> Checker {
+        Checker { ncpus: Some(ncpus), ..Checker::default() }
     }
 
     fn cpu(&mut self, cpu: CpuId) -> &mut CpuView {
@@ -79,11 +97,18 @@ impl Checker {
     /// Checks one call: `event` at `now`, answered with `actions`.
     pub fn step(&mut self, now: Nanos, event: &Event, actions: &[Action]) -> Result<(), String> {
         self.event(now, event).map_err(|e| format!("at {now} ns, event {event:?}: {e}"))?;
-        let mut i = 0;
-        while i < actions.len() {
-            let a = &actions[i];
-            self.action(a, actions.get(i + 1)).map_err(|e| format!("at {now} ns, action {a:?}: {e}"))?;
-            i += 1;
+        for (i, a) in actions.iter().enumerate() {
+            // An Offline/Online right after a Fuse/Split is the object's;
+            // any other is standalone (parking).
+            let object = i.checked_sub(1).is_some_and(|p| {
+                matches!(
+                    (&actions[p], a),
+                    (Action::Fuse { .. }, Action::Offline { .. })
+                        | (Action::Split { .. }, Action::Online { .. })
+                )
+            });
+            self.action(a, actions.get(i + 1), object)
+                .map_err(|e| format!("at {now} ns, action {a:?}: {e}"))?;
         }
         self.batch().map_err(|e| format!("at {now} ns, after event {event:?}: {e}"))
     }
@@ -138,25 +163,40 @@ impl Checker {
         object.check()
     }
 
-    fn reconfig(&mut self, id: u64, cpus: &CpuSet, going_online: bool) -> Result<(), String> {
+    /// An `Offline` (`to` = why) or `Online` (`to` = `None`) of `cpus`;
+    /// `why` says which path it is (the object's, or parking).
+    fn reconfig(&mut self, id: u64, cpus: &CpuSet, to: Option<Off>, why: Off) -> Result<(), String> {
         if !self.issued.insert(id) {
             return Err(format!("reconfiguration id {id} reused"));
         }
         self.outstanding.insert(id);
+        if cpus.is_empty() {
+            return Err("names no CPU".into());
+        }
         for c in cpus.iter() {
             let v = self.cpu(c);
-            if v.online == going_online {
-                return Err(format!(
-                    "CPU {c} is already {}",
-                    if going_online { "online" } else { "offline" }
-                ));
+            match (v.offline, to) {
+                (None, None) => return Err(format!("CPU {c} is already online")),
+                (Some(_), Some(_)) => return Err(format!("CPU {c} is already offline")),
+                (Some(was), None) if was != why => {
+                    return Err(format!(
+                        "CPU {c} is {}: only {} brings it back online",
+                        if was == Off::Fused { "borrowed into an object" } else { "parked" },
+                        if was == Off::Fused { "its object's Split" } else { "a standalone Online" }
+                    ));
+                }
+                _ => v.offline = to,
             }
-            v.online = going_online;
+        }
+        if let Some(n) = self.ncpus
+            && (0..n).all(|c| self.cpus.get(c).is_some_and(|v| v.offline.is_some()))
+        {
+            return Err("takes the last online CPU offline (one stays online to proxy for the others)".into());
         }
         Ok(())
     }
 
-    fn action(&mut self, a: &Action, next: Option<&Action>) -> Result<(), String> {
+    fn action(&mut self, a: &Action, next: Option<&Action>, object: bool) -> Result<(), String> {
         match a {
             Action::Fuse { thread, object } => {
                 self.object(*thread, object)?;
@@ -173,8 +213,13 @@ impl Checker {
                     _ => Err("not followed by the Online of its borrowed CPUs".into()),
                 }
             }
-            Action::Offline { id, cpus, .. } => self.reconfig(id.0, cpus, false),
-            Action::Online { id, cpus, .. } => self.reconfig(id.0, cpus, true),
+            Action::Offline { id, cpus, .. } => {
+                let why = if object { Off::Fused } else { Off::Parked };
+                self.reconfig(id.0, cpus, Some(why), why)
+            }
+            Action::Online { id, cpus, .. } => {
+                self.reconfig(id.0, cpus, None, if object { Off::Fused } else { Off::Parked })
+            }
             Action::Object { thread, object } => match object {
                 Some(o) => self.object(*thread, o),
                 None => self.live(*thread).map(|_| ()),
@@ -194,8 +239,11 @@ impl Checker {
     fn dispatch(&mut self, cpu: CpuId, state: CpuState) -> Result<(), String> {
         let v = self.cpu(cpu).clone();
         match state {
-            CpuState::Borrowed { .. } if v.online => Err("a borrowed CPU must be offline".into()),
-            CpuState::Idle | CpuState::Running { .. } if !v.online => {
+            CpuState::Borrowed { .. } if v.offline.is_none() => Err("a borrowed CPU must be offline".into()),
+            CpuState::Borrowed { .. } if v.offline == Some(Off::Parked) => {
+                Err("a parked CPU is borrowed by no object".into())
+            }
+            CpuState::Idle | CpuState::Running { .. } if v.offline.is_some() => {
                 Err("an offline CPU runs nothing until it is back online".into())
             }
             CpuState::Running { thread, object_cpus } => {
@@ -220,10 +268,13 @@ impl Checker {
     }
 
     /// At the end of a call: every thread on at most one CPU, every
-    /// borrowed CPU's borrower running.
+    /// borrowed CPU's borrower running, every parked CPU idle.
     fn batch(&self) -> Result<(), String> {
         let mut on: Vec<Option<CpuId>> = vec![None; self.threads.len()];
         for (cpu, v) in self.cpus.iter().enumerate() {
+            if v.offline == Some(Off::Parked) && v.state != CpuState::Idle {
+                return Err(format!("CPU {cpu} is parked but not idle ({:?})", v.state));
+            }
             if let CpuState::Running { thread, .. } = v.state {
                 if let Some(other) = on[thread] {
                     return Err(format!("thread {thread} runs on CPUs {other} and {cpu}"));
@@ -344,5 +395,74 @@ mod tests {
         assert!(c.step(10, &spawn(5), &[]).unwrap_err().contains("dense"));
         let load = Event::Load { cpu: 0, busy_ns: 11, window_ns: 10 };
         assert!(c.step(10, &load, &[]).unwrap_err().contains("window"));
+    }
+
+    fn offline(id: u64, cpus: &str) -> Action {
+        Action::Offline { id: ReconfigId(id), cpus: cpus.parse().unwrap(), mode: Mode::Bolt }
+    }
+
+    fn online(id: u64, cpus: &str) -> Action {
+        Action::Online { id: ReconfigId(id), cpus: cpus.parse().unwrap(), mode: Mode::Bolt }
+    }
+
+    #[test]
+    fn parking_idle_cpus_and_bringing_them_back_passes() {
+        let mut c = Checker::with_speeds(SpeedModel::DYNAMIC, Topology::uniform(1, 4));
+        // CPUs 1-3 idle: parked in one bulk Offline (no Fuse before it).
+        c.step(0, &Event::Tick { cpu: 0 }, &[offline(1, "1-3")]).unwrap();
+        c.step(5, &Event::ReconfigDone { id: ReconfigId(1), took_ns: 5 }, &[]).unwrap();
+        // A thread arrives: CPU 2 comes back and runs it in the same call
+        // (the backend runs it once the online is done).
+        let acts = [
+            online(2, "2"),
+            Action::SetSpeed { cpu: 2, duty: Duty::BASELINE },
+            Action::Dispatch { cpu: 2, state: running(0, 1) },
+        ];
+        c.step(9, &spawn(0), &acts).unwrap();
+        // A running CPU is parked once it was dispatched idle.
+        let acts = [Action::Dispatch { cpu: 2, state: CpuState::Idle }, offline(3, "2")];
+        c.step(12, &Event::Exit { thread: 0 }, &acts).unwrap();
+    }
+
+    #[test]
+    fn each_parking_rule_can_fail() {
+        let setup = || {
+            let mut c = Checker::with_speeds(SpeedModel::DYNAMIC, Topology::uniform(1, 4));
+            c.step(0, &spawn(0), &[offline(1, "3")]).unwrap();
+            c
+        };
+        let speed = |cpu| Action::SetSpeed { cpu, duty: Duty::BASELINE };
+        let pair = ExecObject::new(&"2-3".parse().unwrap());
+        let cases: Vec<(&str, Vec<Action>)> = vec![
+            (
+                "parked but not idle",
+                vec![speed(1), Action::Dispatch { cpu: 1, state: running(0, 1) }, offline(2, "1")],
+            ),
+            ("runs nothing", vec![Action::Dispatch { cpu: 3, state: CpuState::Idle }]),
+            ("borrowed by no object", vec![Action::Dispatch { cpu: 3, state: CpuState::Borrowed { by: 0 } }]),
+            ("already offline", vec![offline(2, "3")]),
+            ("already online", vec![online(2, "1")]),
+            ("last online CPU", vec![offline(2, "0-2")]),
+            ("names no CPU", vec![offline(2, "")]),
+            // A parked CPU comes back by a standalone Online, not a split.
+            ("only a standalone Online", vec![Action::Split { thread: 0, object: pair }, online(2, "3")]),
+        ];
+        for (what, acts) in cases {
+            let e = setup().step(1, &Event::Tick { cpu: 0 }, &acts).expect_err(what);
+            assert!(e.contains(what), "{what}: {e}");
+        }
+        // A borrowed CPU comes back with its object's split, not standalone.
+        let mut c = Checker::with_speeds(SpeedModel::DYNAMIC, Topology::uniform(1, 4));
+        let pair = ExecObject::new(&"0-1".parse().unwrap());
+        let fuse = [
+            Action::Fuse { thread: 0, object: pair },
+            offline(1, "1"),
+            Action::SetSpeed { cpu: 0, duty: Duty::new(750).unwrap() },
+            Action::Dispatch { cpu: 0, state: running(0, 2) },
+            Action::Dispatch { cpu: 1, state: CpuState::Borrowed { by: 0 } },
+        ];
+        c.step(0, &spawn(0), &fuse).unwrap();
+        let e = c.step(1, &Event::Tick { cpu: 0 }, &[online(2, "1")]).unwrap_err();
+        assert!(e.contains("its object's Split"), "{e}");
     }
 }

@@ -35,7 +35,8 @@
 //!    exits at most once, after its spawn ([`Event::Exit`] when its work is
 //!    done). Threads are CPU-bound: once spawned they are runnable until
 //!    they exit.
-//! 3. Every CPU ticks ([`Event::Tick`]) periodically while anything runs.
+//! 3. Every CPU ticks ([`Event::Tick`]) periodically while anything runs,
+//!    an offline one too (a policy ignores the ticks it has no use for).
 //! 4. Actions are executed in the order given. Every [`Action::Offline`] and
 //!    [`Action::Online`] is answered by exactly one [`Event::ReconfigDone`]
 //!    with its id, when its critical path is done, saying what it took. A
@@ -47,7 +48,8 @@
 //!    real machine).
 //! 5. A CPU runs what the last [`Action::Dispatch`] for it says, at the duty
 //!    cycle the last [`Action::SetSpeed`] for it says, and nothing while it
-//!    is reconfiguring.
+//!    is reconfiguring: a thread dispatched on a CPU in the call that brings
+//!    it online starts when the online's critical path is done.
 //! 6. A load sample's busy time is at most its window.
 //!
 //! ## What the policy guarantees
@@ -60,11 +62,23 @@
 //!    runs there at the new size.
 //! 3. A [`Action::Fuse`] is followed at once by the [`Action::Offline`] of
 //!    its borrowed CPUs, a [`Action::Split`] by their [`Action::Online`].
-//! 4. A CPU taken offline runs nothing (its only state is
-//!    [`CpuState::Borrowed`]) until it is brought back online; every
-//!    `Offline` of a fuse is followed by its `Online` before the CPUs run
-//!    anything else. Offline is asked only of online CPUs and online only of
-//!    offline ones, and reconfiguration ids are never reused.
+//!    An `Offline` or `Online` that does not follow a `Fuse` or `Split` is
+//!    *standalone*: it parks CPUs (Bolt: takes them out of the OS's use, to
+//!    save power) or brings parked CPUs back.
+//! 4. A CPU taken offline runs nothing until it is brought back online, by
+//!    the path that took it offline:
+//!    * borrowed by a fuse, its only state is [`CpuState::Borrowed`] by the
+//!      fused thread, until its object's `Split` and `Online`;
+//!    * parked by a standalone `Offline`, it is [`CpuState::Idle`] from the
+//!      end of the call that parks it (a policy dispatches it `Idle` first
+//!      if it ran a thread) and is dispatched nothing until a standalone
+//!      `Online` brings it back (a `Dispatch` may follow that `Online` in
+//!      the same call).
+//!
+//!    Offline is asked only of online CPUs and online only of offline ones;
+//!    an `Offline` names at least one CPU and never the last online one (an
+//!    online CPU proxies for the offline ones); reconfiguration ids are
+//!    never reused.
 //! 5. Every execution object carried by an action passes
 //!    [`ExecObject::check`](crate::exec::ExecObject::check).
 
@@ -284,9 +298,12 @@ pub enum Action {
     /// `Online` that follows).
     Split { thread: ThreadId, object: ExecObject },
     /// Take `cpus` offline with `mode` (Bolt: critical steps only, proxies
-    /// installed); answered by `ReconfigDone { id }`.
+    /// installed); answered by `ReconfigDone { id }`. Right after a `Fuse`,
+    /// its borrowed CPUs; otherwise standalone: idle CPUs parked (one bulk
+    /// call for several, Bolt §3.3).
     Offline { id: ReconfigId, cpus: CpuSet, mode: Mode },
     /// Bring `cpus` back online with `mode`; answered by `ReconfigDone { id }`.
+    /// Right after a `Split`, its borrowed CPUs; otherwise parked CPUs.
     Online { id: ReconfigId, cpus: CpuSet, mode: Mode },
     /// `thread` moved from `from`'s run queue to `to`'s (`defrag`: the node
     /// manager moved it to defragment its node).

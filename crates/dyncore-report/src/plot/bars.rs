@@ -25,9 +25,15 @@ pub struct BarValue {
 /// A horizontal line at a value every bar is read against.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reference {
+    /// The line's value (the highest of `over`, when it is given).
     pub value: f64,
     /// Legend text, e.g. "1 = one baseline CPU".
     pub label: String,
+    /// Where the reference differs between categories (Figure 4's ideal is
+    /// 24 on the 24-CPU runs, 18 and 15 on the smaller ACMP ones): a dashed
+    /// segment over each listed category at its own value, and nothing over
+    /// the others. Empty: one line across the panel at `value`.
+    pub over: Vec<(usize, f64)>,
 }
 
 /// One panel: a subset of the categories and series on its own axis.
@@ -274,10 +280,33 @@ impl BarFigure {
             }
         }
         if let Some(r) = &p.reference {
-            let y = axis.y(r.value);
-            dashed_hline(area, x0, x1, y, MUTED.stroke_width(2))?;
-            let label = Ticks { values: vec![r.value], decimals: if r.value.fract() == 0.0 { 0 } else { 2 } };
-            text(area, &label.label(r.value), (x1 + 6, y), TICK_PX, MUTED, (HPos::Left, VPos::Center))?;
+            let label =
+                |v: f64| Ticks { values: vec![v], decimals: if v.fract() == 0.0 { 0 } else { 2 } }.label(v);
+            if r.over.is_empty() {
+                let y = axis.y(r.value);
+                dashed_hline(area, x0, x1, y, MUTED.stroke_width(2))?;
+                text(area, &label(r.value), (x1 + 6, y), TICK_PX, MUTED, (HPos::Left, VPos::Center))?;
+            }
+            for (gi, &c) in p.categories.iter().enumerate() {
+                let Some(&(_, v)) = r.over.iter().find(|(k, _)| *k == c) else { continue };
+                let (l, rt) = (f64::from(x0) + group * gi as f64, f64::from(x0) + group * (gi as f64 + 1.0));
+                let y = axis.y(v);
+                dashed_hline(
+                    area,
+                    (l + 0.04 * group) as i32,
+                    (rt - 0.04 * group) as i32,
+                    y,
+                    MUTED.stroke_width(2),
+                )?;
+                text(
+                    area,
+                    &label(v),
+                    ((rt - 0.04 * group) as i32, y - 3),
+                    TICK_PX,
+                    MUTED,
+                    (HPos::Right, VPos::Bottom),
+                )?;
+            }
         }
         ok(area.draw(&PathElement::new(vec![(x0, axis.bottom), (x1, axis.bottom)], INK.stroke_width(1))))?;
         if with_x_labels {
@@ -413,13 +442,17 @@ mod tests {
                         title: "Fibonacci".into(),
                         categories: vec![0],
                         series: vec![0, 1],
-                        reference: Some(Reference { value: 24.0, label: "ideal".into() }),
+                        reference: Some(Reference { value: 24.0, label: "ideal".into(), over: vec![] }),
                     },
                     Panel {
                         title: "other".into(),
                         categories: vec![1],
                         series: vec![0, 1],
-                        reference: Some(Reference { value: 1.0, label: "1 = one baseline CPU".into() }),
+                        reference: Some(Reference {
+                            value: 1.0,
+                            label: "1 = one baseline CPU".into(),
+                            over: vec![],
+                        }),
                     },
                 ],
             },

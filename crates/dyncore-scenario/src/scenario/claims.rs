@@ -43,7 +43,7 @@ fn value_of(metric: PaperMetric, p: &ProgramResult) -> Option<f64> {
         PaperMetric::RelativeTime => p.relative_time,
         PaperMetric::CompletionS => p.completion_ns.map(|c| c as f64 / 1e9),
         PaperMetric::FusedShare => p.completion_ns.filter(|&c| c > 0).map(|c| p.fused_ns as f64 / c as f64),
-        PaperMetric::Cpus => None,
+        PaperMetric::Cpus | PaperMetric::EnergyJ => None,
     }
 }
 
@@ -98,7 +98,11 @@ fn in_seed(by: GroupBy, f: &Figure<'_>, result: &ScenarioResult) -> Result<Optio
             continue;
         }
         found = true;
-        if f.metric == PaperMetric::Cpus {
+        if f.metric == PaperMetric::EnergyJ {
+            if run.finished {
+                values.push(run.energy.joules);
+            }
+        } else if f.metric == PaperMetric::Cpus {
             let after = f.after.ok_or("`cpus` needs `after`")?;
             if let Some(t) = moment(run, after) {
                 values.push(cpus_at(run, label, t));

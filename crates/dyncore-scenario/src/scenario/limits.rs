@@ -36,6 +36,9 @@ pub const WORK_MS: (f64, f64) = (0.001, 1e7);
 pub const MAX_RUN_WORK_MS: f64 = 1e7;
 /// Latest start, ms: one virtual day.
 pub const MAX_START_MS: f64 = 86_400_000.0;
+/// `every_ms`, the spacing of a workload's instances: at least 1 µs, at
+/// most one virtual day (every instance must start by `MAX_START_MS`).
+pub const EVERY_MS: (f64, f64) = (0.001, MAX_START_MS);
 /// Scheduler tick: from 100 µs (a 10 kHz tick; Linux's fastest is 1 ms) to 1 s.
 /// Every CPU ticks, so a tick of 1 ns would mean 10⁹ events per CPU per
 /// virtual second.
@@ -69,8 +72,11 @@ pub const MAX_NAME_LEN: usize = 64;
 /// Names the command writes at the top of the report folder (`--out`);
 /// compared without case, since some file systems ignore it. A name ending
 /// in `.tmp` is refused too: those are the files written before a rename.
-pub const RESERVED_NAMES: [&str; 5] =
-    ["index.md", "index.html", "bench-sim", "bench-sidecall", "bench-reconfig"];
+pub const RESERVED_NAMES: [&str; 2] = ["index.md", "index.html"];
+/// Prefixes of the folders the command writes at the top of the report
+/// folder: every bench's report (`bench-sim`, `bench-stack`, ...: the page
+/// shows every `bench-*` folder it finds) and every sweep's.
+pub const RESERVED_PREFIXES: [&str; 2] = ["bench-", "sweep-"];
 
 /// Checks a scenario name: one path component of safe characters, so that
 /// `out/<name>/` is always a folder directly inside `out/`.
@@ -90,11 +96,15 @@ pub fn check_name(name: &str) -> Result<(), String> {
         return Err(format!("is {} characters long: {RULE}", name.len()));
     }
     let lower = name.to_ascii_lowercase();
-    if RESERVED_NAMES.contains(&lower.as_str()) || lower.ends_with(".tmp") {
+    if RESERVED_NAMES.contains(&lower.as_str())
+        || lower.ends_with(".tmp")
+        || RESERVED_PREFIXES.iter().any(|p| lower.starts_with(p))
+    {
         return Err(format!(
             "{name:?} is a name the command itself writes at the top of the report folder \
-             (reserved: {}, and *.tmp)",
-            RESERVED_NAMES.join(", ")
+             (reserved: {}, *.tmp, and names starting with {})",
+            RESERVED_NAMES.join(", "),
+            RESERVED_PREFIXES.map(|p| format!("`{p}`")).join(" or ")
         ));
     }
     Ok(())
@@ -139,7 +149,9 @@ pub fn accepted(path: &[String]) -> Option<String> {
         "sim" => "a table of simulation parameters".to_string(),
         "sim.tick_ns" => range("an integer number of ns", TICK_NS),
         "sim.min_granularity_ns" => range("an integer number of ns", (0, MAX_MIN_GRANULARITY_NS)),
-        "sim.reconfig" => "\"proxy-apic\", \"proxy-logical\", \"hotplug\" or \"free\"".to_string(),
+        "sim.reconfig" => {
+            "\"proxy-apic\", \"proxy-logical\", \"hotplug\", \"free\" or \"runtime\"".to_string()
+        }
         "sim.notify_on_exit" => "true or false".to_string(),
         "sim.max_time_ns" => range("an integer number of ns", MAX_TIME_NS),
         "sim.ipi_rate_per_cpu_s" => format!(
@@ -149,7 +161,7 @@ pub fn accepted(path: &[String]) -> Option<String> {
         "sim.max_events" => range("an integer number of events", MAX_EVENTS),
         "report" => "a table: kind, metric, group_by, timeline_run".to_string(),
         "report.kind" => "\"bars\" or \"allocation\"".to_string(),
-        "report.metric" => "\"speedup\", \"relative_time\" or \"completion_s\"".to_string(),
+        "report.metric" => "\"speedup\", \"relative_time\", \"completion_s\" or \"energy_j\"".to_string(),
         "report.group_by" => "\"program\" or \"run\"".to_string(),
         "paper" => "a list of [[paper]] tables (x, series, and one of value, than or change_pct)".to_string(),
         "paper.value" => "a finite number; non-zero for `≈` (differences are relative to it)".to_string(),
@@ -173,6 +185,7 @@ pub fn accepted(path: &[String]) -> Option<String> {
         }
         "run.workload.count" => format!("an integer from 1 to {MAX_COUNT}"),
         "run.workload.start_ms" => format!("a number of ms from 0 to {MAX_START_MS}"),
+        "run.workload.every_ms" => format!("a number of ms from {} to {}", EVERY_MS.0, EVERY_MS.1),
         "run.workload.threads" => format!("an integer from 1 to {MAX_THREADS}"),
         "run.workload.work_ms" => format!("a number of ms from {} to {}", WORK_MS.0, WORK_MS.1),
         "run.workload.nice" => "an integer from -20 to 19".to_string(),
@@ -204,9 +217,12 @@ mod tests {
             assert!(check_name(bad).is_err(), "{bad:?} must be refused");
         }
         assert!(check_name("index.md.tmp").is_err());
-        assert!(check_name("bench-sim").is_err());
+        for taken in ["bench-sim", "bench-stack", "Bench-Newtos", "bench-arbiter", "sweep-tax", "INDEX.html"]
+        {
+            assert!(check_name(taken).is_err(), "{taken:?} is written by the command itself");
+        }
         assert!(check_name(&"a".repeat(65)).is_err());
-        for good in ["fig3-taxation", "a.b_c-1", "bench-big", &"a".repeat(64)] {
+        for good in ["fig3-taxation", "a.b_c-1", "my-bench-big", &"a".repeat(64)] {
             assert_eq!(check_name(good), Ok(()), "{good:?}");
         }
         assert!(check_name("a\nb").unwrap_err().contains("'\\n'"), "the newline is shown escaped");

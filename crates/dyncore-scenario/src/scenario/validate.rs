@@ -10,9 +10,9 @@
 //! per run.
 
 use super::limits::{
-    IPI_RATE_PER_CPU_S, MAX_COUNT, MAX_EVENTS, MAX_MACHINE_CPUS, MAX_MIN_GRANULARITY_NS, MAX_RUN_THREADS,
-    MAX_RUN_WORK_MS, MAX_RUNS, MAX_START_MS, MAX_THREADS, MAX_TIME_NS, MAX_WEIGHT, SMT_FACTOR, TAX, TICK_NS,
-    WORK_MS, accepted, check_name,
+    EVERY_MS, IPI_RATE_PER_CPU_S, MAX_COUNT, MAX_EVENTS, MAX_MACHINE_CPUS, MAX_MIN_GRANULARITY_NS,
+    MAX_RUN_THREADS, MAX_RUN_WORK_MS, MAX_RUNS, MAX_START_MS, MAX_THREADS, MAX_TIME_NS, MAX_WEIGHT,
+    SMT_FACTOR, TAX, TICK_NS, WORK_MS, accepted, check_name,
 };
 use super::{
     PaperMetric, PolicySpec, RunSpec, Scenario, ScenarioError, SimOverrides, SimParams, TaxSpec, WorkloadSpec,
@@ -166,7 +166,9 @@ impl Scenario {
         if let Some(n) = self.seeds
             && !(1..=Self::MAX_SEEDS).contains(&n)
         {
-            return Err(root.key("seeds").err(format!("must be in 1..={}", Self::MAX_SEEDS)));
+            return Err(root
+                .key("seeds")
+                .err(format!("expected a whole number from 1 to {}; found {n}", Self::MAX_SEEDS)));
         }
         if self.seed.checked_add(u64::from(self.seeds.unwrap_or(1)).saturating_sub(1)).is_none() {
             return Err(root.key("seeds").err(format!("seed + seeds - 1 must not exceed {}", u64::MAX)));
@@ -319,6 +321,15 @@ fn check_workload(
     }
     at.key("count").in_range(w.count, (1, MAX_COUNT))?;
     at.key("start_ms").in_range(w.start_ms, (0.0, MAX_START_MS))?;
+    at.key("every_ms").opt_in_range(w.every_ms, EVERY_MS)?;
+    if let Some(every) = w.every_ms
+        && w.start_ms + f64::from(w.count - 1) * every > MAX_START_MS
+    {
+        return Err(at.key("every_ms").err(format!(
+            "the last of {} instances {every} ms apart would start after {MAX_START_MS} ms",
+            w.count
+        )));
+    }
     at.key("threads").opt_in_range(w.threads, (1, MAX_THREADS))?;
     if prog.is_sequential() && w.threads.is_some_and(|t| t != 1) {
         return Err(at
@@ -431,6 +442,8 @@ mod tests {
             ("smt_factor = 0.0", "run[0].workload[0].smt_factor"),
             ("nice = 20", "run[0].workload[0].nice"),
             ("seq_level = 3", "run[0].workload[0].seq_level"),
+            ("every_ms = 0.0", "run[0].workload[0].every_ms"),
+            ("count = 4000\nevery_ms = 86400000", "run[0].workload[0].every_ms"),
         ] {
             assert_eq!(with(line).dotted_path(), path, "{line}");
         }

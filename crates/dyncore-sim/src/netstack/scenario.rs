@@ -226,11 +226,9 @@ impl NetScenario {
     /// Checks meaning (module docs); the error names the field by path.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         let root = At(Vec::new());
-        root.key("name").check(
-            !self.name.is_empty()
-                && self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
-            || format!("expected letters, digits, `-` or `_`; found `{}`", self.name),
-        )?;
+        // The same rule as every scenario's: one safe folder name that is
+        // not one the command writes itself.
+        crate::scenario::limits::check_name(&self.name).map_err(|m| root.key("name").err(m))?;
         root.key("seeds").check((1..=MAX_SEEDS).contains(&self.seeds), || {
             format!("expected 1 to {MAX_SEEDS}; found {}", self.seeds)
         })?;

@@ -155,7 +155,17 @@ pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
         ));
     }
     let x = args.time_scale.unwrap_or(1.0);
-    let mut scaled = super::load_all(runner.registry(), &args.files)?;
+    let mut inputs = super::load_inputs(runner.registry(), &args.files)?;
+    if !args.files.is_empty() {
+        super::refuse_for_nets(args, &inputs)?;
+    } else if !inputs.nets.is_empty() {
+        eprintln!(
+            "note: the {} network-stack scenarios run on the simulator only and are left out (their live \
+             counterpart is `dyncore stack`)",
+            inputs.nets.len()
+        );
+    }
+    let mut scaled = std::mem::take(&mut inputs.sims);
     for (_, s) in &mut scaled {
         if let Some(seed) = args.seed {
             s.seed = seed;
@@ -174,7 +184,7 @@ pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
         ctrlc::set_handler(move || s.store(true, Ordering::Release))
             .context("installing the Ctrl-C handler")?;
     }
-    std::fs::create_dir_all(out).with_context(|| format!("creating the report folder {}", out.display()))?;
+    let _held = super::open_out(out)?;
     let description = dyncore_report::machine::machine_description();
     let bar = ProgressBar::new_spinner();
     bar.set_style(
@@ -185,7 +195,7 @@ pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
     let mut interrupted = false;
     for (path, sc) in &scaled {
         let predicted = dyncore_sim::run_quietly(&prediction_scenario(sc))
-            .map_err(|e| super::budget_error(path, &e, &written))?;
+            .map_err(|e| super::budget_error(path, inputs.text(path), &e, &written))?;
         let (live, incomplete) = run_live(sc, &opts, &stop, &bar)?;
         let live_result = ScenarioResult {
             name: sc.name.clone(),
@@ -216,7 +226,7 @@ pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
         }
     }
     bar.finish_and_clear();
-    dyncore_report::report::write_index(out, &written, &what_ran(args, kind))?;
+    dyncore_report::report::write_index(out, &written, &what_ran(args, kind, out))?;
     say!("Report: {} (and index.md)", out.join("index.html").display());
     if interrupted {
         return Err(Interrupted.into());
@@ -267,11 +277,14 @@ fn print_scenario(r: &report::LiveReport<'_>) {
 }
 
 /// The first line of index.md.
-fn what_ran(args: &RunArgs, kind: Kind) -> String {
-    let files: Vec<String> = args.files.iter().map(|f| format!(" {}", f.display())).collect();
+fn what_ran(args: &RunArgs, kind: Kind, out: &Path) -> String {
+    let mut files: Vec<String> = args.files.iter().map(|f| format!(" {}", f.display())).collect();
+    if out != Path::new("out") {
+        files.push(format!(" --out {}", out.display()));
+    }
     let backend = if kind == Kind::Both { "both" } else { "live" };
     let scale = args.time_scale.map(|x| format!(" --time-scale {x}")).unwrap_or_default();
-    let which = if files.is_empty() { "Every shipped scenario" } else { "Scenarios" };
+    let which = if args.files.is_empty() { "Every shipped scenario" } else { "Scenarios" };
     format!(
         "{which} run live on this machine's runtime CPUs, beside the simulator's prediction (`cargo run \
          --release -- run --backend {backend}{scale}{}`).",

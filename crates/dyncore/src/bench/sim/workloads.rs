@@ -9,7 +9,7 @@ use dyncore_sim::Scenario;
 pub fn mix_24(policy: &str, work_scale: f64) -> String {
     let w = |ms: f64| ms * work_scale;
     format!(
-        r#"name = "bench-24"
+        r#"name = "sim-bench-24"
 title = "24-CPU dynamic mix"
 [[run]]
 label = "mix"
@@ -57,7 +57,7 @@ pub fn big(nodes: usize, work_scale: f64) -> String {
     let (mandel, fib) = (threads / 2, threads / 4);
     let seq = threads - mandel - fib;
     format!(
-        r#"name = "bench-big"
+        r#"name = "sim-bench-big"
 title = "{cpus}-CPU dynamic machine"
 [[run]]
 label = "big"
