@@ -7,6 +7,7 @@
 
 pub mod cpuset;
 pub mod exec;
+pub mod idle;
 pub mod node;
 pub mod placement;
 pub mod policies;

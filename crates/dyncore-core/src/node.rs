@@ -26,9 +26,9 @@
 //!    one that another object holds: when demand exceeds the idle supply,
 //!    the rounds of step 2 split the largest objects and what is left runs
 //!    on one idle CPU (§4.3.5). Whether the thread then borrows the busy
-//!    CPUs is the cluster scheduler's decision, by virtual runtime and tax —
-//!    and a thread taxed above 1 never borrows a busy CPU (§4.3.3, see
-//!    `sched::tax`). Figure 3 is the case the overlay exists for: task A's
+//!    CPUs is the cluster scheduler's decision, by virtual runtime and tax:
+//!    the rate is the share of a contended CPU it gets, `1 / (1 + tax)`
+//!    (§4.3.3, see `sched::tax`). Figure 3 is the case the overlay exists for: task A's
 //!    idle CPU and task B's busy one form A's object, and taxation decides
 //!    how much of B's CPU A gets.
 //!

@@ -131,6 +131,10 @@ impl std::str::FromStr for ComponentKind {
     }
 }
 
+/// A channel at least this full says its receiver cannot keep up (the
+/// `behind` hint), in the live stack and in the simulator alike.
+pub const BEHIND_FILL: f64 = 0.5;
+
 /// One component's load over a sample period.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ComponentSample {

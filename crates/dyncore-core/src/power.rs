@@ -39,10 +39,11 @@
 //! 48.69 W against Table 2's 48 W (+1.4%); every duty step below 1600 MHz
 //! (e.g. a core at 200 MHz: 2.265 + 0.125 · 6.235 = 3.04 W).
 //!
-//! A core that hosts components but has nothing to do sleeps (MWAIT/C1):
-//! its clock stops, so it draws `P_static` only ([`PowerModel::idle_w`]). A
-//! core that hosts nothing is power-gated and draws nothing: the paper's
-//! "turn off the unused cores".
+//! A core that hosts components but has nothing to do sleeps in an idle
+//! state ([`crate::idle`]): in C1, C1E and C3 its clock stops, so it draws
+//! `P_static` only ([`PowerModel::idle_w`]); in C6 it is power-gated and
+//! draws nothing ([`PowerModel::core_w_gated`]). A core that hosts nothing
+//! is power-gated too: the paper's "turn off the unused cores".
 //!
 //! # Chameleon's duty-cycled cores, and offline cores
 //!
@@ -211,6 +212,15 @@ impl PowerModel {
     pub fn core_w(&self, step: SpeedStep, busy: f64) -> f64 {
         let b = busy.clamp(0.0, 1.0);
         b * self.busy_w(step) + (1.0 - b) * self.idle_w()
+    }
+
+    /// A core at `step` busy a fraction `busy` of the time, power-gated
+    /// (idle state C6: 0 W) a fraction `gated`, and in a clock-stopped idle
+    /// state (C1, C1E, C3: the static power) the rest ([`crate::idle`]).
+    pub fn core_w_gated(&self, step: SpeedStep, busy: f64, gated: f64) -> f64 {
+        let b = busy.clamp(0.0, 1.0);
+        let g = gated.clamp(0.0, 1.0 - b);
+        b * self.busy_w(step) + (1.0 - b - g) * self.idle_w()
     }
 
     /// A busy core clock-modulated to `duty` at the fastest chip frequency

@@ -16,6 +16,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Result;
+use dyncore_sim::claims::Claims;
 use dyncore_sim::scenario::{GroupBy, PaperFigure, Scenario};
 use dyncore_sim::{RunResult, ScenarioResult};
 use serde::Serialize;
@@ -173,6 +174,8 @@ struct ResultsJson<'a> {
     agreement: String,
     side_by_side: Vec<SideJson<'a>>,
     live_runs: Vec<LiveRunJson<'a>>,
+    /// The paper's claims, checked against the live runs.
+    claims: &'a Claims,
     /// Every live run's full result, and the prediction's.
     live: &'a [RunResult],
     simulator: &'a [RunResult],
@@ -237,6 +240,7 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     let staged = dyncore_report::outdir::stage(out, &sc.name)?;
     let dir = staged.path().to_path_buf();
     let (live_fig, sides, diags) = comparison(r);
+    let claims = dyncore_sim::scenario::claims::check(sc, std::slice::from_ref(r.live_result));
 
     // The plot, the trace and the figure the page shows: both backends or
     // live only (`shown` marks each run, `drawn` what the figure tells apart).
@@ -295,6 +299,7 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
             })
             .collect(),
         live_runs: r.live.iter().map(|o| live_run_json(o, &sc.runs[o.index].label)).collect(),
+        claims: &claims,
         live: &r.live_result.runs,
         simulator: &r.predicted.runs,
         input: sc,
@@ -304,7 +309,7 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     write_file(&dir.join("results.json"), text.as_bytes())?;
 
     let diag_list: Vec<Diag> = diags.into_iter().flatten().collect();
-    let md = report_md(r, &live_fig, &sides, &diag_list, &drawn_sc, &drawn_fig, &plots, shown);
+    let md = report_md(r, &live_fig, &sides, &diag_list, (&drawn_fig, &claims), &plots, shown);
     write_file(&dir.join("report.md"), md.as_bytes())?;
 
     let lead = lead_html(r, &live_fig, &sides, &diag_list);
@@ -315,11 +320,12 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
         name: sc.name.clone(),
         title: sc.title.clone(),
         seeds: vec![sc.seed],
-        counts: drawn_fig.paper_counts(&drawn_sc),
+        counts: claims.counts(),
         all_finished: r.incomplete.is_none() && r.live_result.runs.iter().all(|x| x.finished),
         html: dyncore_report::html::scenario_section(
             &drawn_sc,
             &drawn_fig,
+            &claims,
             &plots,
             timeline_ref,
             sc.seed,
@@ -395,8 +401,7 @@ fn report_md(
     live_fig: &Figure,
     sides: &[Side],
     diags: &[Diag],
-    drawn_sc: &Scenario,
-    drawn_fig: &Figure,
+    (drawn_fig, claims): (&Figure, &Claims),
     plots: &[dyncore_report::report::Plot],
     shown: &[ScenarioResult],
 ) -> String {
@@ -432,18 +437,12 @@ fn report_md(
     let _ = writeln!(s, "## Live beside the simulator: {}\n", metric_name(sc.report.metric));
     s += &side_table(live_fig.x_name, sides).to_markdown();
     let _ = writeln!(s, "\n{}.\n", agreement_sentence(sides));
-    if !sc.expect.is_empty() {
-        let _ = writeln!(s, "## What the paper shows\n");
-        for e in &sc.expect {
-            let _ = writeln!(s, "* {e}");
-        }
-        s.push('\n');
-    }
     if drawn_fig.has_paper() {
         let _ = writeln!(s, "## Beside the paper\n");
         s += &comparison_table("", drawn_fig).to_markdown();
-        let _ = writeln!(s, "\n{}\n", paper_verdict(drawn_sc, drawn_fig));
+        let _ = writeln!(s, "\n{}\n", paper_verdict(&claims.counts(), false));
     }
+    s += &dyncore_report::claims_view::markdown(claims);
     let _ = writeln!(s, "## How the live runs went\n");
     s += &live_runs_md(r);
     let _ = writeln!(s, "\n### What could make them differ from the simulator\n");

@@ -40,8 +40,9 @@ use crate::component::ComponentKind;
 use crate::hosting::{CpuHost, CpuSnapshot, HostError, SlotSnapshot, duty_of_step};
 use dyncore_core::power::PowerModel;
 
-/// An outbound channel at least this full says its receiver is behind.
-pub const BEHIND_FILL: f64 = 0.5;
+/// An outbound channel at least this full says its receiver is behind (the
+/// simulator's hint uses the same threshold).
+pub const BEHIND_FILL: f64 = dyncore_core::placement::BEHIND_FILL;
 
 /// The channels between the syscall server and TCP carry one call or reply
 /// per client: full whenever a call is outstanding, which says nothing

@@ -50,6 +50,7 @@ fn paper_events(scenario: &Scenario) -> Vec<(String, String, String, String)> {
         .expect
         .iter()
         .filter_map(|e| {
+            let e = e.text();
             let rest = e.strip_prefix('(')?;
             let (letter, rest) = rest.split_once(')')?;
             if letter.is_empty() || !letter.chars().all(|c| c.is_ascii_alphanumeric()) {
@@ -57,7 +58,8 @@ fn paper_events(scenario: &Scenario) -> Vec<(String, String, String, String)> {
             }
             let mut words = rest.split_whitespace();
             let (label, verb) = (words.next()?, words.next()?.trim_end_matches([':', ',', ';']));
-            matches!(verb, "starts" | "exits").then(|| (letter.into(), label.into(), verb.into(), e.clone()))
+            matches!(verb, "starts" | "exits")
+                .then(|| (letter.into(), label.into(), verb.into(), e.to_string()))
         })
         .collect()
 }

@@ -5,18 +5,20 @@
 //! this one structure, so they cannot disagree.
 //!
 //! A comparison with the paper uses the median over seeds and says whether
-//! the paper's value lies inside the seeds' range. Only comparisons that
-//! were made are counted: a `[[paper]]` entry with no matching result (a
-//! typo, or a program that never finished) is listed as unmatched.
+//! the paper's value lies inside the seeds' range. The figure carries the
+//! `[[paper]]` entries that are `≈` values of its metric (the plot's
+//! diamonds); every entry, with its verdict, is a claim
+//! (`dyncore_sim::scenario::claims`), and the counts come from there.
 
 use std::collections::BTreeMap;
 
 use dyncore_sim::ScenarioResult;
-use dyncore_sim::scenario::{GroupBy, Metric, PaperFigure, Scenario};
+use dyncore_sim::scenario::{GroupBy, Metric, Scenario};
 use serde::Serialize;
 
-/// A relative difference above this is flagged as "differs from the paper".
-pub const DIFF_FLAG: f64 = 0.25;
+/// A relative difference above this is flagged as "differs from the paper"
+/// (the claims' `≈` band).
+pub const DIFF_FLAG: f64 = dyncore_sim::claims::ABOUT_BAND;
 
 /// One cell over seeds: the median (the mean of the middle two for an even
 /// count) and the range, over the seeds that produced a value.
@@ -97,43 +99,11 @@ impl Cell {
     }
 }
 
-/// Half a unit of the last digit `p` is printed with (its shortest
-/// decimal form, as the scenario file states it): 0.005 for 1.25, 0.5 for
-/// 8641.
-pub fn printed_half_unit(p: f64) -> f64 {
-    let text = format!("{p}");
-    let decimals = text.split_once('.').map_or(0, |(_, d)| d.len()) as i32;
-    0.5 * 10f64.powi(-decimals)
-}
+pub use dyncore_sim::claims::printed_half_unit;
 
-/// A `[[paper]]` entry that could not be compared, and why.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Unmatched<'a> {
-    pub figure: &'a PaperFigure,
-    pub reason: &'static str,
-}
-
-/// What the comparison with the paper came to.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PaperCounts {
-    /// Comparisons made (a paper value and a dyncore value).
-    pub compared: usize,
-    /// Of those, medians more than [`DIFF_FLAG`] from the paper.
-    pub differing: usize,
-    /// Of those, paper values inside the seeds' min-max range.
-    pub in_range: usize,
-    /// `[[paper]]` entries that could not be compared.
-    pub unmatched: usize,
-}
-
-impl std::ops::AddAssign for PaperCounts {
-    fn add_assign(&mut self, o: PaperCounts) {
-        self.compared += o.compared;
-        self.differing += o.differing;
-        self.in_range += o.in_range;
-        self.unmatched += o.unmatched;
-    }
-}
+/// What the comparison with the paper came to: figures compared and claims
+/// held ([`dyncore_sim::claims::Counts`]).
+pub use dyncore_sim::claims::Counts as PaperCounts;
 
 pub fn metric_name(m: Metric) -> &'static str {
     match m {
@@ -225,11 +195,11 @@ impl Figure {
             })
             .collect();
         let mut paper = vec![vec![None; categories.len()]; series.len()];
-        for f in &scenario.paper {
+        for f in scenario.paper.iter().filter(|f| f.is_point(metric)) {
             let xi = categories.iter().position(|c| *c == f.x);
             let si = series.iter().position(|s| *s == f.series);
-            if let (Some(xi), Some(si)) = (xi, si) {
-                paper[si][xi] = Some(f.value);
+            if let (Some(xi), Some(si), Some(v)) = (xi, si, f.value) {
+                paper[si][xi] = Some(v);
             }
         }
         let x_name = match scenario.report.group_by {
@@ -261,47 +231,8 @@ impl Figure {
         out
     }
 
-    /// Paper figures that could not be compared: no such category or series
-    /// (a typo in the scenario), no result (the program never finished), or
-    /// a value no relative difference can be taken from.
-    pub fn unmatched_paper<'a>(&self, scenario: &'a Scenario) -> Vec<Unmatched<'a>> {
-        let mut out = Vec::new();
-        for (i, f) in scenario.paper.iter().enumerate() {
-            let xi = self.categories.iter().position(|c| *c == f.x);
-            let si = self.series.iter().position(|s| *s == f.series);
-            let overridden = scenario.paper[i + 1..].iter().any(|g| g.x == f.x && g.series == f.series);
-            let reason = match (xi, si) {
-                (None, _) => Some("no result has this x"),
-                (_, None) => Some("no result has this series"),
-                _ if overridden => Some("a later [[paper]] entry gives the same x and series"),
-                (Some(xi), Some(si)) if self.values[si][xi].is_none() => {
-                    Some("no seed produced a value (the program did not finish)")
-                }
-                _ if !(f.value.is_finite() && f.value != 0.0) => {
-                    Some("a relative difference needs a finite, non-zero paper value")
-                }
-                _ => None,
-            };
-            if let Some(reason) = reason {
-                out.push(Unmatched { figure: f, reason });
-            }
-        }
-        out
-    }
-
     pub fn has_paper(&self) -> bool {
         self.paper.iter().flatten().any(Option::is_some)
-    }
-
-    pub fn paper_counts(&self, scenario: &Scenario) -> PaperCounts {
-        let cells = self.cells();
-        let compared: Vec<&Cell> = cells.iter().filter(|c| c.rel_diff().is_some()).collect();
-        PaperCounts {
-            compared: compared.len(),
-            differing: compared.iter().filter(|c| c.differs()).count(),
-            in_range: compared.iter().filter(|c| c.paper_in_range() == Some(true)).count(),
-            unmatched: self.unmatched_paper(scenario).len(),
-        }
     }
 }
 
@@ -369,7 +300,8 @@ pub fn comparison_table(title: &str, fig: &Figure) -> crate::table::Table {
 }
 
 /// One sentence on the comparison with the paper, e.g. "38 figures compared
-/// with the paper, 4 differ by more than 25%, 2 paper values in the seed range".
+/// with the paper, 4 differ by more than 25%, 2 paper values in the seed
+/// range; 60 claims checked: 55 hold, 5 fail".
 pub fn summary_sentence(c: &PaperCounts, seeds: bool) -> String {
     let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
     let mut s = format!(
@@ -386,6 +318,16 @@ pub fn summary_sentence(c: &PaperCounts, seeds: bool) -> String {
     }
     if c.unmatched > 0 {
         s += &format!("; {} could not be compared (unmatched)", n(c.unmatched, "paper figure"));
+    }
+    s += &format!(
+        "; {} checked: {} hold, {} {}",
+        n(c.claims(), "claim"),
+        c.claims_held,
+        c.claims_failed,
+        if c.claims_failed == 1 { "fails" } else { "fail" }
+    );
+    if c.claims_not_evaluated > 0 {
+        s += &format!(", {} not evaluated", c.claims_not_evaluated);
     }
     s
 }
@@ -478,11 +420,13 @@ work_ms = 10
         // |1 - 2| / 2 = 50% > 25%: flagged; 2 is outside the range [1, 1].
         assert!(cells[0].differs());
         assert_eq!(cells[0].paper_in_range(), Some(false));
-        let unmatched = fig.unmatched_paper(&sc);
-        assert_eq!(unmatched.len(), 1);
-        assert_eq!(unmatched[0].reason, "no result has this x");
-        let c = fig.paper_counts(&sc);
-        assert_eq!(c, PaperCounts { compared: 1, differing: 1, in_range: 0, unmatched: 1 });
+        // The claims: the first entry fails (50% off), the second names no
+        // result and is not evaluated (never held).
+        let claims = dyncore_sim::scenario::claims::check(&sc, &res);
+        let c = claims.counts();
+        assert_eq!((c.compared, c.differing, c.in_range, c.unmatched), (1, 1, 0, 1));
+        assert_eq!((c.claims_held, c.claims_failed, c.claims_not_evaluated), (0, 1, 1));
+        assert!(claims.claims[1].checks[0].reason.as_ref().unwrap().contains("no program `nope`"));
     }
 
     #[test]
@@ -515,10 +459,6 @@ title = "t"
 x = "pmake"
 series = "CMP"
 value = 1.0
-[[paper]]
-x = "pmake"
-series = "CMP"
-value = 0.0
 [[run]]
 label = "CMP"
 machine = "cmp"
@@ -527,9 +467,7 @@ policy = "linux"
 program = "pmake"
 work_ms = 400
 "#;
-        // Validation refuses a zero paper value; the figure code must still
-        // not count it (a caller may build figures from unvalidated input).
-        let sc = Scenario::from_toml(text).unwrap();
+        let sc = scenario(text);
         let res = run_seeds(&sc, &[1, 2, 3, 4, 5]);
         let fig = Figure::build(&sc, &res);
         assert_eq!(fig.seeds, vec![1, 2, 3, 4, 5]);
@@ -538,13 +476,15 @@ work_ms = 400
         each.sort_by(f64::total_cmp);
         assert_eq!((s.min, s.median, s.max), (each[0], each[2], each[4]));
         assert!(s.max > s.min, "pmake's job lengths are random: seeds must differ ({each:?})");
-        // The later entry (value 0) overrides the first and cannot be
-        // compared: both are unmatched, neither counted as within 25%.
-        let c = fig.paper_counts(&sc);
-        assert_eq!((c.compared, c.differing, c.unmatched), (0, 0, 2), "{c:?}");
+        // The claim compares the median, as the table does.
+        let claims = dyncore_sim::scenario::claims::check(&sc, &res);
+        assert_eq!(claims.claims[0].checks[0].value, Some(s.median));
+        let c = claims.counts();
+        assert_eq!((c.compared, c.unmatched), (1, 0), "{c:?}");
         let t = comparison_table("", &fig);
         assert!(t.headers.contains(&"range over 5 seeds".to_string()), "{:?}", t.headers);
         assert_eq!(t.rows[0][2], fmt_value(s.median));
-        assert!(summary_sentence(&c, true).contains("2 paper figures could not be compared"));
+        let words = summary_sentence(&c, true);
+        assert!(words.contains("1 figure compared") && words.contains("1 claim checked"), "{words}");
     }
 }

@@ -1,7 +1,8 @@
 //! `out/index.html`: the whole report as one page to open in a browser. Per
-//! scenario: what it is, its plot, what the paper shows, the comparison
-//! table over seeds, the allocation events (Figure 8) and its trace with how
-//! to open it; then the bench reports found in `out/bench-*/`.
+//! scenario: what it is, its plot, the comparison table over seeds, the
+//! paper's claims with their verdicts, the allocation events (Figure 8) and
+//! its trace with how to open it; then the bench reports found in
+//! `out/bench-*/`.
 //!
 //! The page is self-contained: no scripts, no fonts or styles from the
 //! network (the system's sans-serif), plots as PNGs beside it, relative
@@ -13,10 +14,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use dyncore_sim::claims::Claims;
 use dyncore_sim::scenario::Scenario;
 
 use crate::events::TimelineRow;
-use crate::figure::{Figure, PaperCounts, comparison_table, fmt_value, summary_sentence};
+use crate::figure::{Figure, PaperCounts, comparison_table, summary_sentence};
 use crate::figure_plot::seeds_phrase;
 use crate::report::{Plot, Written, index_table, paper_verdict, timeline_table};
 use crate::table::escape_html as esc;
@@ -75,6 +77,7 @@ impl Ran<'static> {
 pub fn scenario_section(
     scenario: &Scenario,
     fig: &Figure,
+    claims: &Claims,
     plots: &[Plot],
     timeline: Option<(&str, &[TimelineRow])>,
     first_seed: u64,
@@ -104,29 +107,13 @@ pub fn scenario_section(
             alt = esc(&scenario.title),
         );
     }
-    if !scenario.expect.is_empty() {
-        s += "<h3>What the paper shows</h3>\n<ul>\n";
-        for e in &scenario.expect {
-            let _ = writeln!(s, "<li>{}</li>", esc(e));
-        }
-        s += "</ul>\n";
-    }
     s += "<h3>dyncore beside the paper</h3>\n<div class=\"table-wrap\">\n";
     let cells = fig.cells();
     s += &comparison_table("", fig)
         .to_html(|i| cells.get(i).is_some_and(|c| c.differs()).then_some("differs"));
     s += "</div>\n";
-    s += &crate::markdown::to_html(&paper_verdict(scenario, fig), 0, "");
-    for u in fig.unmatched_paper(scenario) {
-        let _ = writeln!(
-            s,
-            "<p class=\"note\">Not compared: the paper's {} for x = <code>{}</code>, series = <code>{}</code>: {}.</p>",
-            fmt_value(u.figure.value),
-            esc(&u.figure.x),
-            esc(&u.figure.series),
-            esc(u.reason)
-        );
-    }
+    s += &crate::markdown::to_html(&paper_verdict(&claims.counts(), fig.seeds.len() > 1), 0, "");
+    s += &crate::claims_view::html(claims);
     if let Some((label, rows)) = timeline {
         let _ = writeln!(s, "<h3>Events: CPU allocation over time ({}, seed {first_seed})</h3>", esc(label));
         s += "<div class=\"table-wrap\">\n";
@@ -185,7 +172,8 @@ pub fn page(out: &Path, written: &[Written], total: &PaperCounts, what_ran: &str
         "<p>{} Every run is run once per seed, each figure the median over the seeds with its min–max range \
          (whiskers on the plots, a column in the tables). The paper's values, where its text states them, are the \
          hollow diamonds on the plots and the <em>paper</em> column in the tables; rows that differ by more than \
-         25% are shaded. docs/results.md explains every difference.</p>\n<p><strong>{}.</strong></p>\n</header>",
+         25% are shaded. Every statement of the paper that the figures can check is a claim, checked on every \
+         run; rows of claims that fail are shaded. docs/results.md explains every difference.</p>\n<p><strong>{}.</strong></p>\n</header>",
         crate::markdown::inline(what_ran, ""),
         esc(&summary_sentence(total, several))
     );

@@ -3,6 +3,7 @@
 //! shaped like the paper's, `results.json`, the Perfetto trace, and the
 //! report folder's `index.md` and self-contained `index.html`.
 //!
+//! * [`claims_view`]: the paper's claims and their verdicts, as a table;
 //! * [`figure`]: a scenario's figure from its results (medians and ranges
 //!   over seeds) and its comparison with the paper's values;
 //! * [`report`]: the report folder of one scenario and the index;
@@ -13,6 +14,7 @@
 //! * [`newtos`]: the NewtOS network-stack scenarios' runs and reports;
 //! * [`machine`]: where a report was measured.
 
+pub mod claims_view;
 pub mod events;
 pub mod figure;
 pub mod figure_plot;

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use dyncore_sim::ScenarioResult;
+use dyncore_sim::claims::Claims;
 use dyncore_sim::scenario::{PlotKind, Scenario};
 use serde::Serialize;
 
@@ -45,7 +46,8 @@ struct ResultsJson<'a> {
     metric: &'static str,
     figure: FigureJson<'a>,
     comparisons: Vec<ComparisonJson>,
-    unmatched_paper: Vec<UnmatchedJson<'a>>,
+    /// Every claim of the paper with its checks and verdicts.
+    claims: &'a Claims,
     /// Per seed, every run's full result.
     results: Vec<SeedJson<'a>>,
     /// The scenario as read (after defaults), so a result can be re-run.
@@ -81,21 +83,18 @@ struct ComparisonJson {
 }
 
 #[derive(Serialize)]
-struct UnmatchedJson<'a> {
-    x: &'a str,
-    series: &'a str,
-    value: f64,
-    reason: &'static str,
-}
-
-#[derive(Serialize)]
 struct SeedJson<'a> {
     seed: u64,
     runs: &'a [dyncore_sim::RunResult],
 }
 
 /// The results as deterministic JSON text.
-pub fn results_json(scenario: &Scenario, results: &[ScenarioResult], fig: &Figure) -> Result<String> {
+pub fn results_json(
+    scenario: &Scenario,
+    results: &[ScenarioResult],
+    fig: &Figure,
+    claims: &Claims,
+) -> Result<String> {
     let pick = |f: fn(&Spread) -> f64| -> Vec<Vec<Option<f64>>> {
         fig.values.iter().map(|row| row.iter().map(|v| v.as_ref().map(f)).collect()).collect()
     };
@@ -133,16 +132,7 @@ pub fn results_json(scenario: &Scenario, results: &[ScenarioResult], fig: &Figur
             paper: &fig.paper,
         },
         comparisons,
-        unmatched_paper: fig
-            .unmatched_paper(scenario)
-            .into_iter()
-            .map(|u| UnmatchedJson {
-                x: &u.figure.x,
-                series: &u.figure.series,
-                value: u.figure.value,
-                reason: u.reason,
-            })
-            .collect(),
+        claims,
         results: results.iter().map(|r| SeedJson { seed: r.seed, runs: &r.runs }).collect(),
         input: scenario,
     };
@@ -163,24 +153,25 @@ fn timeline_run<'a>(scenario: &Scenario, result: &'a ScenarioResult) -> &'a dync
 
 /// Writes `out/<name>/…` for one scenario read from `source`, whose
 /// results (one per seed, in order; at least one) give the figure `fig`
-/// (built once by the caller, who also prints it).
+/// and the `claims` (built once by the caller, who also prints them).
 pub fn write_scenario(
     out: &Path,
     source: &Path,
     scenario: &Scenario,
     results: &[ScenarioResult],
     fig: &Figure,
+    claims: &Claims,
 ) -> Result<Written> {
     // Written aside and renamed into place whole (`outdir`).
     let staged = crate::outdir::stage(out, &scenario.name)?;
     let dir = staged.path().to_path_buf();
     let first = &results[0];
 
-    write_file(&dir.join("results.json"), results_json(scenario, results, fig)?.as_bytes())?;
+    write_file(&dir.join("results.json"), results_json(scenario, results, fig, claims)?.as_bytes())?;
     let (plots, timeline_rows) = write_plots(&dir, scenario, results, fig, None)?;
     crate::trace::write_chrome_trace(&dir.join("trace.json"), first)?;
     let timeline = timeline_rows.as_ref().map(|(label, rows)| (*label, rows.as_slice()));
-    let md = report_md(source, scenario, results, fig, &plots, timeline);
+    let md = report_md(source, scenario, results, fig, claims, &plots, timeline);
     write_file(&dir.join("report.md"), md.as_bytes())?;
 
     let all_finished = results.iter().all(|r| r.runs.iter().all(|r| r.finished));
@@ -189,11 +180,12 @@ pub fn write_scenario(
         name: scenario.name.clone(),
         title: scenario.title.clone(),
         seeds: fig.seeds.clone(),
-        counts: fig.paper_counts(scenario),
+        counts: claims.counts(),
         all_finished,
         html: crate::html::scenario_section(
             scenario,
             fig,
+            claims,
             &plots,
             timeline,
             first.seed,
@@ -313,6 +305,7 @@ fn report_md(
     scenario: &Scenario,
     results: &[ScenarioResult],
     fig: &Figure,
+    claims: &Claims,
     plots: &[Plot],
     timeline: Option<(&str, &[TimelineRow])>,
 ) -> String {
@@ -336,27 +329,11 @@ fn report_md(
     for p in plots {
         let _ = writeln!(s, "![{}]({}.png)\n", p.file, p.file);
     }
-    if !scenario.expect.is_empty() {
-        let _ = writeln!(s, "## What the paper shows\n");
-        for e in &scenario.expect {
-            let _ = writeln!(s, "* {e}");
-        }
-        s.push('\n');
-    }
     let _ = writeln!(s, "## Results: {}\n", metric_name(fig.metric));
     s += &comparison_table("", fig).to_markdown();
     s.push('\n');
-    let _ = writeln!(s, "{}\n", paper_verdict(scenario, fig));
-    for u in fig.unmatched_paper(scenario) {
-        let _ = writeln!(
-            s,
-            "Not compared: the paper figure for x = `{}`, series = `{}` ({}): {}.\n",
-            u.figure.x,
-            u.figure.series,
-            fmt_value(u.figure.value),
-            u.reason
-        );
-    }
+    let _ = writeln!(s, "{}\n", paper_verdict(&claims.counts(), fig.seeds.len() > 1));
+    s += &crate::claims_view::markdown(claims);
     let _ = writeln!(s, "## Runs (seed {})\n", first.seed);
     s += &runs_table(first).to_markdown();
     s.push('\n');
@@ -376,12 +353,9 @@ fn report_md(
 }
 
 /// What the comparison with the paper came to, as one or two sentences.
-pub fn paper_verdict(scenario: &Scenario, fig: &Figure) -> String {
-    let c = fig.paper_counts(scenario);
-    let several = fig.seeds.len() > 1;
+pub fn paper_verdict(c: &PaperCounts, several: bool) -> String {
     if c.compared == 0 && c.unmatched == 0 {
-        return "The paper states no number for this figure; compare the shape with what the paper shows, above."
-            .into();
+        return "The paper states no number of this figure's metric; its claims are checked below.".into();
     }
     let range = if several && c.compared > 0 {
         format!(
@@ -392,7 +366,7 @@ pub fn paper_verdict(scenario: &Scenario, fig: &Figure) -> String {
         String::new()
     };
     let main = if c.compared == 0 {
-        "No figure the paper states could be compared (see below).".to_string()
+        "No figure the paper states could be compared (see the claims below).".to_string()
     } else if c.differing == 0 {
         format!("Every one of the {} figures compared is within 25% of the paper's.", c.compared)
     } else {
@@ -567,6 +541,8 @@ pub fn index_table(written: &[Written], link: impl Fn(&Written) -> String) -> Ta
             "differ by >25%",
             "paper value in seed range",
             "not compared",
+            "claims held",
+            "claims failed",
             "all runs finished",
         ],
     );
@@ -579,6 +555,8 @@ pub fn index_table(written: &[Written], link: impl Fn(&Written) -> String) -> Ta
             w.counts.differing.to_string(),
             w.counts.in_range.to_string(),
             w.counts.unmatched.to_string(),
+            w.counts.claims_held.to_string(),
+            w.counts.claims_failed.to_string(),
             if w.all_finished { "yes".into() } else { "NO".into() },
         ]);
     }

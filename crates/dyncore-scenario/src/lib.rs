@@ -11,10 +11,13 @@
 //!   capabilities say about the run;
 //! * [`cost`]: the reconfiguration mechanisms and their costs;
 //! * [`record`] and [`result`]: what a run produces, whichever backend ran
-//!   it, built from the policy's events and actions alone.
+//!   it, built from the policy's events and actions alone;
+//! * [`claims`]: the paper's claims as checks against a scenario's figures,
+//!   and their verdicts, for every scenario kind and both backends.
 //!
 //! [`ThreadSpec`]: dyncore_core::policy::ThreadSpec
 
+pub mod claims;
 pub mod cost;
 pub mod load;
 pub mod machine;

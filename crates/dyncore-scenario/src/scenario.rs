@@ -14,9 +14,11 @@
 use dyncore_core::policies::{ParamValue, Registry};
 use serde::{Deserialize, Serialize};
 
+pub mod claims;
 pub mod limits;
 mod validate;
 
+use crate::claims::{Expect, Relation};
 use crate::cost::Mechanism;
 
 /// Which policy runs the machine, by its name in the registry
@@ -330,7 +332,10 @@ pub enum GroupBy {
     Run,
 }
 
-/// A figure the paper states in its text, shown beside dyncore's.
+/// A `[[paper]]` entry: a check of a figure of this scenario against a value
+/// the paper states, against another figure, or as a relative change (see
+/// [`crate::claims`]). `≈` checks against a value of the report's metric are
+/// also drawn on the plot and tabulated beside dyncore's figure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PaperFigure {
@@ -338,10 +343,113 @@ pub struct PaperFigure {
     pub x: String,
     /// series (run label or program label).
     pub series: String,
-    pub value: f64,
+    /// The figure's metric (default: the report's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<PaperMetric>,
+    /// For `metric = "cpus"`: the moment, `"<program label> starts"` or
+    /// `"<program label> exits"` (the first instance to do so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// `<`, `>` or `≈` (default) against `value` or `than`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relation: Option<Relation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// Another figure (fields not given are this entry's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub than: Option<FigureSide>,
+    /// A relative change from `from`, in percent ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_pct: Option<f64>,
+    /// ... within this many points (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance_pts: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<FigureSide>,
+    /// The `expect` line (its claim id) this entry checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
     /// Where the paper says it.
     #[serde(default)]
     pub source: String,
+    /// What the report says beside the verdict.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+impl PaperFigure {
+    /// A `≈` check against a value of the report's metric: a figure the
+    /// plot and the comparison table show.
+    pub fn is_point(&self, report: Metric) -> bool {
+        self.value.is_some()
+            && self.relation.unwrap_or_default() == Relation::About
+            && self.metric.is_none_or(|m| m.report_metric() == Some(report))
+    }
+}
+
+/// The other figure of an ordering or a change: any field not given is the
+/// entry's own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FigureSide {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<PaperMetric>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+/// What a `[[paper]]` entry measures of a program (instances with the same
+/// label in a run averaged, except `cpus`, which adds them up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PaperMetric {
+    Speedup,
+    RelativeTime,
+    CompletionS,
+    /// The fraction of its completion time the program ran on a fused object.
+    FusedShare,
+    /// CPUs held by the program's execution objects just after `after`.
+    Cpus,
+    /// The run's modelled energy, J (a run's figure: the program label
+    /// only picks the runs that have it).
+    EnergyJ,
+}
+
+impl PaperMetric {
+    pub fn name(self) -> &'static str {
+        match self {
+            PaperMetric::Speedup => "speedup",
+            PaperMetric::RelativeTime => "relative time",
+            PaperMetric::CompletionS => "completion (s)",
+            PaperMetric::FusedShare => "fused share",
+            PaperMetric::Cpus => "CPUs",
+            PaperMetric::EnergyJ => "energy (J)",
+        }
+    }
+
+    /// The report metric this is, if it is one.
+    pub fn report_metric(self) -> Option<Metric> {
+        match self {
+            PaperMetric::Speedup => Some(Metric::Speedup),
+            PaperMetric::RelativeTime => Some(Metric::RelativeTime),
+            PaperMetric::CompletionS => Some(Metric::CompletionS),
+            PaperMetric::EnergyJ => Some(Metric::EnergyJ),
+            PaperMetric::FusedShare | PaperMetric::Cpus => None,
+        }
+    }
+
+    pub fn of_report(m: Metric) -> PaperMetric {
+        match m {
+            Metric::Speedup => PaperMetric::Speedup,
+            Metric::RelativeTime => PaperMetric::RelativeTime,
+            Metric::CompletionS => PaperMetric::CompletionS,
+            Metric::EnergyJ => PaperMetric::EnergyJ,
+        }
+    }
 }
 
 /// A scenario file.
@@ -364,9 +472,10 @@ pub struct Scenario {
     pub sim: SimParams,
     #[serde(default)]
     pub report: ReportSpec,
-    /// What the paper says the figure shows (printed in the report).
+    /// What the paper says the figure shows: claims (checked by the
+    /// `[[paper]]` entries that name them) and prose.
     #[serde(default)]
-    pub expect: Vec<String>,
+    pub expect: Vec<Expect>,
     #[serde(default, rename = "paper")]
     pub paper: Vec<PaperFigure>,
     #[serde(rename = "run")]

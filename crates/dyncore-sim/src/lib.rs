@@ -14,7 +14,7 @@ pub mod seeds;
 
 // What the simulator shares with the live backend lives below both, in
 // dyncore-scenario; re-exported under its old paths.
-pub use dyncore_scenario::{cost, machine, programs, result, scenario, workload};
+pub use dyncore_scenario::{claims, cost, machine, programs, result, scenario, workload};
 
 pub use control::{EventBudgetExceeded, RunProgress, Watch};
 pub use dyncore_scenario::{

@@ -78,7 +78,7 @@ batch = 1
 spin_ns = 1000
 turn_cycles = 1000.0
 smt_factor = 1.3
-smt_wakeup_fraction = 0.25
+governor = "always-c6"
 duration_ms = 5.0
 warmup_ms = 1.0
 [[run]]
@@ -102,9 +102,15 @@ components = ["tcp", "ip", "driver"]
 load = [{ at_ms = 0, gbps = 1.0 }]
 [[paper]]
 run = "a"
-metric = "relative_mbps"
-of = "p"
+metric = "mbps"
+relation = ">"
 value = 1.5
+[[paper]]
+run = "a"
+metric = "mbps"
+change_pct = -9
+tolerance_pts = 3
+from = { run = "p", metric = "mbps" }
 "#;
 
 /// What a hostile case came to.

@@ -325,6 +325,30 @@ fn every_scenario_is_deterministic() {
     }
 }
 
+/// Every `expect` line of every shipped scenario is a claim or marked as
+/// prose, every claim has checks, and every check names figures the runs
+/// produce (one seed): a claim is held or failed, never left unevaluated.
+#[test]
+fn every_shipped_claim_is_classified_and_evaluated() {
+    use dyncore_sim::claims::Verdict;
+    for name in shipped_names() {
+        let s = load(&name);
+        let r = run_quietly(&s).expect("within the event budget");
+        let c = dyncore_sim::scenario::claims::check(&s, std::slice::from_ref(&r));
+        assert!(c.unclassified.is_empty(), "{name}: lines neither claim nor prose: {:?}", c.unclassified);
+        // A scenario of the papers checks claims; one of dyncore's own
+        // (the policy scenarios beside Chameleon) may state only prose.
+        assert!(
+            !c.claims.is_empty() || (name.starts_with("policy-") && !c.prose.is_empty()),
+            "{name} checks no claim"
+        );
+        for claim in &c.claims {
+            assert!(!claim.checks.is_empty(), "{name}: `{}` has no check", claim.claim);
+            assert_ne!(claim.verdict, Verdict::NotEvaluated, "{name}: {:#?}", claim.checks);
+        }
+    }
+}
+
 #[test]
 #[ignore = "prints every scenario's figures; run with --ignored --nocapture"]
 fn print_all() {

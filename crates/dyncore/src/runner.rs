@@ -273,7 +273,8 @@ fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
     // run (a folder that cannot take the reports wastes no work).
     let _held = open_out(out)?;
     let mut loaded = std::mem::take(&mut inputs.sims);
-    let nets = std::mem::take(&mut inputs.nets);
+    let mut nets = std::mem::take(&mut inputs.nets);
+    net_seeds(args, &mut nets)?;
     apply_time_scale(&mut loaded, args.time_scale)?;
     let seeds = seeds_of(args, &mut loaded)?;
     let total: usize = loaded.iter().zip(&seeds).map(|((_, s), k)| s.runs.len() * k.len()).sum::<usize>()
@@ -318,24 +319,29 @@ fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
             .iter()
             .any(|r| r.runs.iter().any(|run| run.programs.iter().any(|p| p.completion_ns.is_some())));
         let fig = figure::Figure::build(sc, &results);
-        let w = report::write_scenario(out, path, sc, &results, &fig)
+        let claims = dyncore_sim::scenario::claims::check(sc, &results);
+        let w = report::write_scenario(out, path, sc, &results, &fig, &claims)
             .with_context(|| format!("writing the report of {}", sc.name))?;
         if !args.quiet {
-            bar.suspend(|| print_scenario(sc, seeds, &results, &fig));
+            bar.suspend(|| {
+                print_scenario(sc, seeds, &results, &fig);
+                print_claims(&claims);
+            });
         }
         written.push(w);
     }
     for (path, sc) in &nets {
         bar.set_message(sc.name.clone());
-        let (w, rows) = newtos::write_scenario(out, path, sc)
+        let (w, rep) = newtos::write_scenario(out, path, sc)
             .with_context(|| format!("writing the report of {}", sc.name))?;
         bar.inc((sc.runs.len() * sc.seeds as usize) as u64);
         if !args.quiet {
             bar.suspend(|| {
                 say!("\n{} ({})", sc.title, sc.name);
-                for r in &rows {
+                for r in &rep.rows {
                     say!("  {:<28} {:>8.0} Mbps {:>6.1} W", r.label, r.mbps.median, r.power_w.median);
                 }
+                print_claims(&rep.claims);
             });
         }
         written.push(w);
@@ -347,7 +353,7 @@ fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
         counts += w.counts;
     }
     let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
-    let diff_note = if counts.compared + counts.unmatched == 0 {
+    let diff_note = if counts.compared + counts.unmatched + counts.claims() == 0 {
         String::new()
     } else {
         let several = written.iter().any(|w| w.seeds.len() > 1);
@@ -446,6 +452,56 @@ fn seeds_of(args: &RunArgs, loaded: &mut [(PathBuf, Scenario)]) -> Result<Vec<Ve
         })?);
     }
     Ok(all)
+}
+
+/// `--seed` and `--seeds` for the network-stack scenarios, as for the
+/// others; refused past their limit of seeds or past `u64::MAX`.
+fn net_seeds(
+    args: &RunArgs,
+    nets: &mut [(PathBuf, dyncore_sim::netstack::scenario::NetScenario)],
+) -> Result<()> {
+    use dyncore_sim::netstack::scenario::MAX_SEEDS;
+    for (path, sc) in nets {
+        if let Some(seed) = args.seed {
+            sc.seed = seed;
+        }
+        if let Some(n) = args.seeds {
+            sc.seeds = n;
+        }
+        let bad = |message: String| {
+            BadInput(vec![scenarios::LoadError {
+                file: path.clone(),
+                at: None,
+                field: Some("seeds".into()),
+                message,
+            }])
+        };
+        if sc.seeds > MAX_SEEDS {
+            return Err(bad(format!(
+                "a network-stack scenario runs at most {MAX_SEEDS} seeds; asked for {}",
+                sc.seeds
+            ))
+            .into());
+        }
+        if sc.seed.checked_add(u64::from(sc.seeds) - 1).is_none() {
+            return Err(
+                bad(format!("seed {} + {} seeds - 1 does not fit in 64 bits", sc.seed, sc.seeds)).into()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A scenario's claims on the terminal: the count, and each claim that does
+/// not hold.
+fn print_claims(claims: &dyncore_sim::claims::Claims) {
+    if claims.claims.is_empty() {
+        return;
+    }
+    say!("  {}", dyncore_report::claims_view::sentence(claims));
+    for c in claims.claims.iter().filter(|c| c.verdict != dyncore_sim::claims::Verdict::Held) {
+        say!("    {}: {}", c.verdict.word(), c.claim);
+    }
 }
 
 /// A scenario's comparison table on the terminal, and which runs did not

@@ -541,7 +541,7 @@ fn a_bad_newtos_scenario_names_file_line_and_field() {
     let d = guard.path();
     let good = std::fs::read_to_string(scenarios_dir().join("newtos/single.toml")).unwrap();
     for (from, to, field) in [
-        ("wakeup_ns = 111900.0", "wakeup_ns = -5", "stack.wakeup_ns"),
+        ("wakeup_ns = 0.0", "wakeup_ns = -5", "stack.wakeup_ns"),
         ("mhz = 1600", "mhz = 1700", "run[1].cpu[0].mhz"),
     ] {
         assert!(good.contains(from), "{from}");
@@ -553,4 +553,36 @@ fn a_bad_newtos_scenario_names_file_line_and_field() {
         let line = good.lines().position(|l| l.contains(from)).unwrap() + 1;
         assert!(e.contains(&format!("bad.toml:{line}:")) && e.contains(field), "{e}");
     }
+}
+
+/// `--seed` and `--seeds` apply to the network-stack scenarios as to the
+/// others: the report names the seeds and how to reproduce them.
+#[test]
+fn seeds_apply_to_network_stack_scenarios() {
+    let guard = tmp("newtos-seeds");
+    let d = guard.path();
+    let out = d.join("out");
+    let f = scenarios_dir().join("newtos/single.toml");
+    let o = dyncore(&[
+        "run",
+        "--quiet",
+        f.to_str().unwrap(),
+        "--seed",
+        "7",
+        "--seeds",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("newtos-single/results.json")).unwrap()).unwrap();
+    assert_eq!(json["seeds"], serde_json::json!([7, 8]));
+    let md = std::fs::read_to_string(out.join("newtos-single/report.md")).unwrap();
+    assert!(md.contains("seeds 7–8") && md.contains("--seed 7 --seeds 2"), "{md}");
+    // More seeds than a network-stack scenario takes: exit 2, nothing run.
+    let o =
+        dyncore(&["run", "--quiet", f.to_str().unwrap(), "--seeds", "101", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("at most 100 seeds"), "{}", stderr(&o));
 }

@@ -1,7 +1,7 @@
 //! Execution objects in the scheduler: asking node managers for objects,
 //! borrowing CPUs by virtual runtime, fusing, splitting, preempting.
 
-use super::tax::borrows_busy_cpus;
+use super::tax::{credit_ns, first_vruntime, placed};
 use super::{Action, ClusterScheduler, TState, ThreadId};
 use crate::exec::ExecObject;
 use crate::node::Assignment;
@@ -74,10 +74,18 @@ impl ClusterScheduler {
         }
     }
 
-    /// `vruntimes[c]` = `min_vruntime` of each CPU the thread would borrow.
+    /// `vruntimes[c]` for each CPU the thread would borrow: a CPU it had
+    /// keeps its value; a new one gets its first placement (`tax.rs`, rule
+    /// 1: c's `min_vruntime` plus the thread's lag on its own CPU).
     pub(super) fn reset_vruntimes(&mut self, t: ThreadId) {
-        let v: Vec<(CpuId, u64)> = match &self.threads[t].object {
-            Some(o) => o.borrowed.iter().map(|c| (c, self.rqs[c].min_vruntime)).collect(),
+        let th = &self.threads[t];
+        let own_min = self.rqs[th.cpu].min_vruntime;
+        let v: Vec<(CpuId, u64)> = match &th.object {
+            Some(o) => o
+                .borrowed
+                .iter()
+                .map(|c| (c, first_vruntime(self.rqs[c].min_vruntime, th.vruntime, own_min)))
+                .collect(),
             None => Vec::new(),
         };
         // Never lower a recorded value for a CPU kept across the change.
@@ -88,22 +96,24 @@ impl ClusterScheduler {
             .collect();
     }
 
-    /// Can `t` borrow `c` now? Only if its virtual runtime there is behind
-    /// the thread running on `c` (which has had its minimum granularity) or,
-    /// if none runs, the first queued; and, for a thread taxed above 1, only
-    /// if `c` has nothing to run at all (§4.3.3: such threads "should only
-    /// borrow idle CPUs").
+    /// Can `t` borrow `c` now? Its `vruntimes[c]` is first placed no more
+    /// than the credit behind `c`'s `min_vruntime` (`tax.rs`, rule 2, as CFS
+    /// places a waking task); then it may borrow only if that is behind the
+    /// thread running on `c` (which has had its minimum granularity) or, if
+    /// none runs, the first queued. The tax rate decides how far ahead each
+    /// borrowed stretch puts it: that is its share.
     pub(super) fn can_borrow(&mut self, now: Nanos, t: ThreadId, c: CpuId) -> bool {
         self.decisions += 1;
         // Bring the running thread's virtual runtime up to now.
         self.update_curr(now, c);
+        if self.rqs[c].borrowed_by.is_some_and(|b| b != t) {
+            return false;
+        }
+        let (floor, credit) = (self.rqs[c].min_vruntime, credit_ns(self.cfg.min_granularity_ns));
+        if let Some((_, v)) = self.threads[t].vruntimes.iter_mut().find(|(cc, _)| *cc == c) {
+            *v = placed(*v, floor, credit);
+        }
         let rq = &self.rqs[c];
-        if rq.borrowed_by.is_some_and(|b| b != t) {
-            return false;
-        }
-        if !borrows_busy_cpus(self.threads[t].spec.tax) && (rq.curr.is_some() || !rq.queue.is_empty()) {
-            return false;
-        }
         let mine = self.threads[t].vr_on(c);
         match rq.curr {
             Some(u) => {

@@ -29,7 +29,7 @@ impl ClusterScheduler {
             th.vruntime += dv;
             if !th.fused.is_empty() {
                 // Taxation: borrowed time is charged times the tax rate.
-                let taxed = ((dv as f64) * th.spec.tax).ceil() as u64;
+                let taxed = super::tax::charge(dv, th.spec.tax);
                 for (c, v) in th.vruntimes.iter_mut() {
                     if th.fused.contains(*c) {
                         *v = v.saturating_add(taxed);

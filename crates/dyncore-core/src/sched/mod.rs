@@ -28,8 +28,10 @@
 //! ## Execution objects
 //! A thread that asks for a `sequential` object gets one from its node's
 //! [`NodeManager`] and is queued on the object's representative CPU. It
-//! carries `vruntimes[c]` for every CPU `c` it would borrow, copied from
-//! `c`'s `min_vruntime` when it is (re)queued. When it runs, it borrows `c`
+//! carries `vruntimes[c]` for every CPU `c` it would borrow, placed as CFS
+//! places a task on a run queue (`tax.rs`: first `c`'s `min_vruntime` plus
+//! its lag; when it starts to borrow, never more than a bounded credit
+//! behind `c`'s `min_vruntime`). When it runs, it borrows `c`
 //! only if `vruntimes[c]` is below the virtual runtime of the thread running
 //! on `c` (which has had its minimum granularity), on *all* needed CPUs;
 //! otherwise it tries a smaller aligned object around the representative
@@ -37,7 +39,7 @@
 //! tick. Activating an object emits `Fuse` and the `Offline` of the borrowed
 //! CPUs (Bolt, proxies installed); deactivating emits `Split` and their
 //! `Online`. While fused, its borrowed time is charged to `vruntimes[c]`
-//! times its tax rate. Every tick, once the object has run
+//! times its tax rate, which makes the rate a share (`tax.rs`). Every tick, once the object has run
 //! `min_granularity_ns` *since its fuse finished* (the backend's
 //! `ReconfigDone`), any borrowed CPU whose leftmost thread is behind
 //! `vruntimes[c]` splits the object. Counting from the end of the fuse
@@ -77,7 +79,7 @@ use crate::topology::Topology;
 use crate::{CpuId, CpuSet, Nanos};
 
 pub use cfs::{NICE_0_LOAD, load_weight};
-pub use tax::{BORROW_BUSY_MAX_TAX, auto_tax, borrows_busy_cpus};
+pub use tax::{SCHED_NR_LATENCY, auto_tax, credit_ns};
 
 #[derive(Debug, Clone)]
 pub struct Config {

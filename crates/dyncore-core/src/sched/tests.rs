@@ -200,6 +200,49 @@ fn min_granularity_of_a_fused_object_counts_from_the_end_of_the_fuse() {
 }
 
 #[test]
+fn a_stale_borrower_keeps_only_a_bounded_credit() {
+    // Tax 1. B runs on CPU 1 for a second; A's recorded vruntimes[1] is
+    // still 0 (it has not tried to borrow since). When A starts to borrow
+    // it is placed as CFS places a waking task: 40 ms (half of 5 x 16 ms)
+    // behind CPU 1's min_vruntime, not a second behind. So B, queued with
+    // vruntime ~1 s, is behind A's vruntimes[1] again after ~40 ms of
+    // borrowing, and takes its CPU back at the first tick after A's
+    // minimum granularity passes that. Without the placement A would hold
+    // CPU 1 for a whole second.
+    let mut s = sched(1, 2, 2);
+    let mut out = Vec::new();
+    let b = spawn(&mut s, 0, pinned(1), &mut out);
+    let a = spawn(&mut s, 0, wants(2, 1.0), &mut out);
+    // Only CPU 1 ticks: A, running natively on CPU 0, never tries to
+    // borrow, and its vruntimes[1] stays at 0.
+    for t in (4..=1000).step_by(4) {
+        s.tick(t * MS, 1, &mut out);
+    }
+    assert_eq!(s.threads[a].vr_on(1), 0);
+    assert_eq!(running(&s, 1), Some(b));
+    out.clear();
+    s.tick(1004 * MS, 0, &mut out);
+    assert_eq!(s.fused_of(a).len(), 1, "A borrows CPU 1");
+    let placed = s.threads[a].vr_on(1);
+    let min = s.rqs[1].min_vruntime;
+    assert_eq!(placed, min - 40 * MS, "placed 40 ms behind CPU 1's min_vruntime");
+    finish_reconfigs(&mut s, 1004 * MS, &out);
+    let mut split_at = None;
+    for t in (1008..=2100).step_by(4) {
+        out.clear();
+        s.tick(t * MS, 0, &mut out);
+        finish_reconfigs(&mut s, t * MS, &out);
+        if s.fused_of(a).is_empty() {
+            split_at = Some(t);
+            break;
+        }
+    }
+    let held = split_at.expect("A gives CPU 1 back") - 1004;
+    assert!((40..=48).contains(&held), "A held CPU 1 for {held} ms");
+    s.check().unwrap();
+}
+
+#[test]
 fn fuse_sets_the_speed_and_takes_the_borrowed_cpus_offline_before_they_change_state() {
     // A high-class thread fuses 0-1: Fuse, Offline {1}, then CPU 0 at the
     // fused pair's duty (75%) before it runs on the pair, CPU 1 borrowed.

@@ -135,8 +135,16 @@ pub fn accepted(path: &[String]) -> Option<String> {
         | "paper.series"
         | "report.timeline_run" => "a one-line, non-empty string".to_string(),
         "description" => "a string".to_string(),
-        "paper.source" => "a one-line string".to_string(),
-        "expect" => "a list of one-line strings".to_string(),
+        "paper.source" | "paper.note" => "a one-line string".to_string(),
+        "expect" => "a list of lines: { text, claim = \"<id>\" } (checked by the [[paper]] entries with that `claim`) or { text, prose = \"<why it cannot be checked>\" }".to_string(),
+        "paper.claim" => "the claim id of an `expect` line".to_string(),
+        "paper.relation" => "\"<\", \">\" or \"≈\" (also \"~\")".to_string(),
+        "paper.metric" | "paper.than.metric" | "paper.from.metric" => {
+            "\"speedup\", \"relative_time\", \"completion_s\", \"fused_share\" or \"cpus\"".to_string()
+        }
+        "paper.change_pct" => "a finite number of percent (with `from`)".to_string(),
+        "paper.tolerance_pts" => "a finite number of percentage points >= 0".to_string(),
+        "paper.than" | "paper.from" => "a table naming another figure: x, series, metric, after".to_string(),
         "seed" => format!("an integer from 0 to {}", i64::MAX),
         "sim" => "a table of simulation parameters".to_string(),
         "sim.tick_ns" => range("an integer number of ns", TICK_NS),
@@ -155,8 +163,8 @@ pub fn accepted(path: &[String]) -> Option<String> {
         "report.kind" => "\"bars\" or \"allocation\"".to_string(),
         "report.metric" => "\"speedup\", \"relative_time\", \"completion_s\" or \"energy_j\"".to_string(),
         "report.group_by" => "\"program\" or \"run\"".to_string(),
-        "paper" => "a list of [[paper]] tables (x, series, value, source)".to_string(),
-        "paper.value" => "a finite, non-zero number (differences are relative to it)".to_string(),
+        "paper" => "a list of [[paper]] tables (x, series, and one of value, than or change_pct)".to_string(),
+        "paper.value" => "a finite number; non-zero for `≈` (differences are relative to it)".to_string(),
         "run" => format!("a list of 1 to {MAX_RUNS} [[run]] tables"),
         "run.machine" => format!("one of {}", ARCHS.join(", ")),
         "run.policy" => format!(

@@ -14,7 +14,9 @@ use super::limits::{
     MAX_RUN_THREADS, MAX_RUN_WORK_MS, MAX_RUNS, MAX_START_MS, MAX_THREADS, MAX_TIME_NS, MAX_WEIGHT,
     SMT_FACTOR, TAX, TICK_NS, WORK_MS, accepted, check_name,
 };
-use super::{PolicySpec, RunSpec, Scenario, ScenarioError, SimOverrides, SimParams, TaxSpec, WorkloadSpec};
+use super::{
+    PaperMetric, PolicySpec, RunSpec, Scenario, ScenarioError, SimOverrides, SimParams, TaxSpec, WorkloadSpec,
+};
 use crate::machine::MachineSpec;
 use crate::workload::{PROGRAMS, program};
 use dyncore_core::CpuSet;
@@ -23,6 +25,28 @@ use dyncore_core::policy::ActionKind;
 use dyncore_core::topology::CoreKind;
 
 type Check = Result<(), ScenarioError>;
+
+/// `after` is given exactly for `cpus`, as "<program label> starts|exits".
+fn check_after(at: &At, metric: PaperMetric, after: Option<&str>) -> Check {
+    match (metric, after) {
+        (PaperMetric::Cpus, Some(a)) => {
+            at.key("after").one_line(a, false)?;
+            let verb = a.rsplit_once(' ').map(|(_, v)| v);
+            if matches!(verb, Some("starts" | "exits")) {
+                Ok(())
+            } else {
+                Err(at.key("after").err(format!(
+                    "expected \"<program label> starts\" or \"<program label> exits\"; found {a:?}"
+                )))
+            }
+        }
+        (PaperMetric::Cpus, None) => Err(at.key("after").err(
+            "`metric = \"cpus\"` needs `after`: \"<program label> starts\" or \"<program label> exits\"",
+        )),
+        (_, Some(_)) => Err(at.key("after").err("`after` is for `metric = \"cpus\"`")),
+        (_, None) => Ok(()),
+    }
+}
 
 /// A value as an error message shows it: `1e300`, not 301 digits.
 trait Shown {
@@ -94,6 +118,49 @@ impl At {
 }
 
 impl Scenario {
+    /// `expect` and the `[[paper]]` checks: their shape (`claims::check_form`),
+    /// claim ids that match, one-line texts, and `after` exactly on `cpus`.
+    fn check_paper(&self, root: &At) -> Check {
+        crate::claims::check_expect(&self.expect, self.paper.iter().map(|p| p.claim.as_deref()))
+            .map_err(|(path, m)| ScenarioError { path, message: m })?;
+        for (i, f) in self.paper.iter().enumerate() {
+            let at = root.index("paper", i);
+            at.key("x").one_line(&f.x, false)?;
+            at.key("series").one_line(&f.series, false)?;
+            at.key("source").one_line(&f.source, true)?;
+            at.key("note").one_line(&f.note, true)?;
+            crate::claims::check_form(
+                f.relation,
+                f.value,
+                f.than.is_some(),
+                f.change_pct,
+                f.tolerance_pts,
+                f.from.is_some(),
+            )
+            .map_err(|(k, m)| at.key(k).err(m))?;
+            let metric = f.metric.unwrap_or(PaperMetric::of_report(self.report.metric));
+            check_after(&at, metric, f.after.as_deref())?;
+            for (k, side) in [("than", &f.than), ("from", &f.from)] {
+                if let Some(o) = side {
+                    let at = at.key(k);
+                    for (field, v) in [("x", &o.x), ("series", &o.series)] {
+                        if let Some(v) = v {
+                            at.key(field).one_line(v, false)?;
+                        }
+                    }
+                    let m = o.metric.unwrap_or(metric);
+                    let after = if m == PaperMetric::Cpus {
+                        o.after.as_deref().or(f.after.as_deref())
+                    } else {
+                        o.after.as_deref()
+                    };
+                    check_after(&at, m, after)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// `seeds` in 1..=[`Scenario::MAX_SEEDS`], and `seed + seeds - 1` a `u64`.
     fn check_seeds(&self, root: &At) -> Result<(), ScenarioError> {
         if let Some(n) = self.seeds
@@ -122,19 +189,8 @@ impl Scenario {
         if let Some(c) = self.description.chars().find(|c| c.is_control() && !matches!(c, '\n' | '\t')) {
             return Err(root.key("description").err(format!("contains the control character {c:?}")));
         }
-        for (i, e) in self.expect.iter().enumerate() {
-            root.index("expect", i).one_line(e, true)?;
-        }
         check_sim(&root.key("sim"), &self.sim)?;
-        for (i, f) in self.paper.iter().enumerate() {
-            let at = root.index("paper", i);
-            at.key("x").one_line(&f.x, false)?;
-            at.key("series").one_line(&f.series, false)?;
-            at.key("source").one_line(&f.source, true)?;
-            if !(f.value.is_finite() && f.value != 0.0) {
-                return Err(at.key("value").expected(f.value));
-            }
-        }
+        self.check_paper(&root)?;
         if self.runs.is_empty() || self.runs.len() > MAX_RUNS {
             return Err(root.key("run").expected(format!("{} runs", self.runs.len())));
         }
@@ -414,6 +470,35 @@ mod tests {
         assert!(e.message.contains("16384"), "{e}");
         let e = err(&GOOD.replace("\"nqueen\"", "\"gcc\"\ncount = 4000\nwork_ms = 9000"));
         assert_eq!(e.dotted_path(), "run[0].workload[0].work_ms");
+    }
+
+    #[test]
+    fn paper_checks_name_one_form_and_their_claim() {
+        let paper = |body: &str| format!("{}[[paper]]\nx = \"a\"\nseries = \"b\"\n{body}\n", *GOOD);
+        // A bound may be zero; a value and another figure at once may not.
+        let ok = Scenario::from_toml(&paper("relation = \"<\"\nvalue = 0.0")).unwrap();
+        ok.validate().unwrap();
+        let e = err(&paper("value = 1.0\nthan = { x = \"c\" }"));
+        assert_eq!(e.dotted_path(), "paper[0].value");
+        assert!(e.message.contains("exactly one of"), "{e}");
+        let e = err(&paper("change_pct = -9.0"));
+        assert_eq!(e.dotted_path(), "paper[0].from");
+        // `after` exactly on `cpus`, as "<label> starts|exits".
+        assert_eq!(err(&paper("metric = \"cpus\"\nvalue = 4.0")).dotted_path(), "paper[0].after");
+        let e = err(&paper("metric = \"cpus\"\nafter = \"lbm leaves\"\nvalue = 4.0"));
+        assert!(e.message.contains("exits"), "{e}");
+        assert_eq!(err(&paper("after = \"lbm exits\"\nvalue = 4.0")).dotted_path(), "paper[0].after");
+        let ok =
+            Scenario::from_toml(&paper("metric = \"cpus\"\nafter = \"lbm exits\"\nvalue = 4.0")).unwrap();
+        ok.validate().unwrap();
+        // A claim id must be an `expect` line's, and each line's id checked.
+        let e = err(&paper("claim = \"nope\"\nvalue = 1.0"));
+        assert_eq!(e.dotted_path(), "paper[0].claim");
+        let lines = "expect = [{ text = \"t\", claim = \"c\" }]\n";
+        let e = err(&format!("{lines}{}", *GOOD));
+        assert_eq!(e.dotted_path(), "expect[0].claim");
+        let good = Scenario::from_toml(&format!("{lines}{}", paper("claim = \"c\"\nvalue = 1.0"))).unwrap();
+        good.validate().unwrap();
     }
 
     #[test]

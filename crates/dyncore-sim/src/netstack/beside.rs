@@ -21,7 +21,9 @@
 
 use std::collections::VecDeque;
 
-use super::{CpuState, Job, Nanos, Sim};
+use dyncore_core::Nanos;
+
+use super::sim::{CpuState, Ev, Job, Sim};
 
 /// The work beside the stack, and where it runs (indices of the run's CPUs).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -94,7 +96,7 @@ impl Sim<'_> {
     /// while `cpu` is choosing its next job).
     fn foreign_queue(&mut self, cpu: usize, f: Foreign) {
         self.foreign[cpu].jobs.push_back(f);
-        self.push(self.now, super::Ev::Beside(cpu));
+        self.push(self.now, Ev::Beside(cpu));
     }
 
     /// Whether `cpu` has work beside the stack.
@@ -134,7 +136,7 @@ impl Sim<'_> {
         c.state = CpuState::Busy;
         c.job = Some(Job::Foreign(f));
         c.busy_since = self.now;
-        self.push_after(ns, super::Ev::JobDone(cpu));
+        self.push_after(ns, Ev::JobDone(cpu));
     }
 
     /// A job beside the stack ended.

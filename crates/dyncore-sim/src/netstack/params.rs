@@ -1,11 +1,11 @@
-//! The model's inputs and outputs: traffic and machine parameters, a
-//! layout's CPUs, an offered load, and what a run did.
-
-use std::collections::BTreeMap;
+//! The model's inputs besides the costs: traffic and machine parameters, a
+//! CPU of a layout, and an offered load.
 
 use dyncore_core::Nanos;
 use dyncore_core::placement::ComponentKind;
 use serde::{Deserialize, Serialize};
+
+use super::idle::GovernorName;
 
 /// Traffic and machine parameters of the model; every field has a default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,9 +43,10 @@ pub struct NetParams {
     pub turn_cycles: f64,
     /// Slowdown of a job that starts while its sibling hyperthread is busy.
     pub smt_factor: f64,
-    /// A hyperthread whose sibling is awake wakes in this fraction of
-    /// `wakeup_ns`.
-    pub smt_wakeup_fraction: f64,
+    /// Which governor picks a sleeping CPU's idle state (`menu`,
+    /// `always-c1`, `always-c6`, or `fixed`: `[stack] wakeup_ns` for every
+    /// wake-up, no states).
+    pub governor: GovernorName,
     /// Simulated time, ms.
     pub duration_ms: f64,
     /// Time before measuring starts, ms.
@@ -68,7 +69,7 @@ impl Default for NetParams {
             spin_ns: 0,
             turn_cycles: 1000.0,
             smt_factor: 1.3,
-            smt_wakeup_fraction: 0.25,
+            governor: GovernorName::Menu,
             duration_ms: 20.0,
             warmup_ms: 4.0,
         }
@@ -96,46 +97,3 @@ pub struct LoadStep {
     pub at_ms: f64,
     pub gbps: f64,
 }
-
-/// What one component did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct ComponentOutcome {
-    /// Fraction of the measured time it ran on its CPU.
-    pub busy: f64,
-    /// Messages it handled.
-    pub msgs: u64,
-}
-
-/// What one CPU did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CpuOutcome {
-    pub mhz: u32,
-    pub components: Vec<ComponentKind>,
-    /// Fraction of the measured time it ran jobs.
-    pub busy: f64,
-    /// Fraction of the measured time it polled with nothing to do
-    /// (`spin_ns`).
-    pub polled: f64,
-    /// Times it woke from sleep.
-    pub wakeups: u64,
-}
-
-/// The result of a run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Outcome {
-    /// Payload acknowledged per second over the measured time, Mbit/s.
-    pub mbps: f64,
-    /// Modelled power of the cores that host components, W.
-    pub power_w: f64,
-    /// Sum of the CPUs' MHz over 3 × 1600 MHz (the paper's Figure 2 bars).
-    pub resources: f64,
-    pub cpus: Vec<CpuOutcome>,
-    pub components: BTreeMap<ComponentKind, ComponentOutcome>,
-    /// Segments sent in the whole run (warm-up included).
-    pub packets: u64,
-    /// Events the engine handled.
-    pub events: u64,
-}
-
-/// Resources of the paper's Figure 2: 100% is 3 cores at 1600 MHz.
-pub const FULL_RESOURCES_MHZ: f64 = 3.0 * 1600.0;

@@ -46,6 +46,7 @@ use dyncore_core::placement::ComponentKind;
 use dyncore_core::profile::StackCosts;
 use serde::Serialize;
 
+use super::idle::GovernorName;
 use super::{Beside, CpuSpec, NetParams, RunInput, simulate};
 
 /// A 2-core configuration of `dyncore bench stack` (module docs).
@@ -114,6 +115,9 @@ pub fn predict_bench(
         remote_jitter_ns: 0,
         spin_ns: threads.spin_ns,
         turn_cycles: if mono { 0.0 } else { NetParams::default().turn_cycles },
+        // The live runtime parks a thread; its wake-up is what the bench
+        // measured (`wakeup_ns`), not a C-state's.
+        governor: GovernorName::Fixed,
         ..NetParams::default()
     };
     let c = StackCosts { wakeup_ns: if mono { 0.0 } else { c.wakeup_ns }, ..c };

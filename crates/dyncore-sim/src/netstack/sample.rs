@@ -1,31 +1,50 @@
-//! What a placement policy sees of a running model, and what it changes:
-//! load samples, layouts, power.
+//! What a placement policy sees of a running stack and does to it: load
+//! samples, layout changes, the power of the CPUs now.
 
-use dyncore_core::Nanos;
-use dyncore_core::placement::{ComponentSample, Layout, LoadSample};
-use dyncore_core::power::PowerModel;
 use std::collections::BTreeMap;
 
-use super::Sim;
+use dyncore_core::Nanos;
+use dyncore_core::placement::{BEHIND_FILL, ComponentSample, Layout, LoadSample};
+use dyncore_core::power::PowerModel;
+
+use super::sim::{CpuState, Sim};
 
 impl Sim<'_> {
     /// The load since the previous call, over `period_ns`, as a placement
-    /// policy sees it, and each CPU's busy fraction. `channel_slots` is the
-    /// capacity a channel's fill is measured against.
-    pub fn take_sample(&mut self, period_ns: Nanos, channel_slots: usize) -> (LoadSample, Vec<f64>) {
+    /// policy sees it, and each CPU's busy and power-gated fractions.
+    /// `channel_slots` is the capacity a channel's fill is measured against.
+    ///
+    /// A component is *behind* (NewtOS §5's "the recipient of its messages
+    /// cannot keep up") when its inbound channel is at least
+    /// [`BEHIND_FILL`] full as the sample is taken — what the live stack's
+    /// senders report of their outbound channels (`dyncore_net::control`).
+    pub fn take_sample(&mut self, period_ns: Nanos, channel_slots: usize) -> (LoadSample, Vec<(f64, f64)>) {
         let p = period_ns.max(1) as f64;
         let mut s =
             LoadSample { components: BTreeMap::new(), bits_per_s: self.sample_acked as f64 * 8.0 / p * 1e9 };
+        let slots = channel_slots.max(1) as f64;
         for (i, c) in self.comps.iter_mut().enumerate() {
             let busy = (self.sample_busy[i] as f64 / p).min(1.0);
-            let fill = (c.peak_queue as f64 / channel_slots.max(1) as f64).min(1.0);
-            s.components.insert(c.kind, ComponentSample { busy, fill, behind: false });
+            let fill = (c.peak_queue as f64 / slots).min(1.0);
+            let behind = c.queue.len() as f64 / slots >= BEHIND_FILL;
+            s.components.insert(c.kind, ComponentSample { busy, fill, behind });
             c.peak_queue = c.queue.len();
             self.sample_busy[i] = 0;
         }
-        let cpus = self.sample_cpu_busy.iter().map(|&b| (b as f64 / p).min(1.0)).collect();
+        let (now, measure_from, sample_from) = (self.now, self.measure_from, self.sample_from);
+        let mut cpus = Vec::with_capacity(self.cpus.len());
+        for (i, cpu) in self.cpus.iter_mut().enumerate() {
+            if cpu.state == CpuState::Asleep {
+                cpu.idle.account(now, measure_from, sample_from);
+            }
+            let busy = (self.sample_cpu_busy[i] as f64 / p).min(1.0);
+            let gated = (cpu.idle.sample_gated_ns as f64 / p).min(1.0 - busy);
+            cpu.idle.sample_gated_ns = 0;
+            cpus.push((busy, gated));
+        }
         self.sample_cpu_busy.iter_mut().for_each(|b| *b = 0);
         self.sample_acked = 0;
+        self.sample_from = now;
         (s, cpus)
     }
 
@@ -52,14 +71,15 @@ impl Sim<'_> {
         }
     }
 
-    /// Modelled power of the CPUs now, given each one's busy fraction.
-    pub fn power_w(&self, busy: &[f64]) -> f64 {
+    /// Modelled power of the CPUs now, given each one's busy and
+    /// power-gated fractions.
+    pub fn power_w(&self, busy_gated: &[(f64, f64)]) -> f64 {
         let power = PowerModel::newtos();
         self.cpus
             .iter()
-            .zip(busy)
+            .zip(busy_gated)
             .filter(|(c, _)| !c.comps.is_empty())
-            .map(|(c, &b)| power.core_w(c.step, b))
+            .map(|(c, &(b, g))| power.core_w_gated(c.step, b, g))
             .sum()
     }
 

@@ -100,6 +100,7 @@ pub fn run(costs: &StackCosts, net: &NetParams, cfg: &ScaleConfig, policy: Polic
             target_gbps: (policy == PolicyName::Efficient).then_some(cfg.peak_gbps),
             sample_ms: Some(1.0),
             load,
+            governor: None,
         };
         let r = simulate_policy(costs, &net, &run, cfg.seed + u64::from(i));
         o.energy_j += r.energy_j;

@@ -20,7 +20,9 @@ use dyncore_core::power::SpeedTable;
 use dyncore_core::profile::StackCosts;
 use serde::{Deserialize, Serialize};
 
+use super::idle::GovernorName;
 use super::{CpuSpec, LoadStep, NetParams};
+use crate::claims::{Expect, Relation};
 use crate::scenario::ScenarioError;
 
 /// A placement policy that places a run's components.
@@ -68,22 +70,65 @@ pub struct NetRun {
     /// Offered load over time (default: as fast as the stack goes).
     #[serde(default)]
     pub load: Vec<LoadStep>,
+    /// This run's idle governor (default: `[net] governor`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub governor: Option<GovernorName>,
 }
 
-/// A paper figure beside dyncore's.
+/// A `[[paper]]` entry: a check of a figure of this scenario (a run's
+/// metric) against a value the paper states, against another figure, or as
+/// a relative change (see [`crate::claims`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NetPaper {
     /// The run's label.
     pub run: String,
-    /// `mbps`, `power_w`, `resources`, `busy.<component>`, `relative_mbps`
-    /// (against the run named by `of`).
+    /// See [`METRICS`].
     pub metric: String,
-    pub value: f64,
-    /// For `relative_mbps`: the run it is relative to.
-    pub of: Option<String>,
+    /// `<`, `>` or `≈` (default) against `value` or `than`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relation: Option<Relation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// Another figure (fields not given are this entry's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub than: Option<NetSide>,
+    /// A relative change from `from`, in percent ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_pct: Option<f64>,
+    /// ... within this many points (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance_pts: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<NetSide>,
+    /// The `expect` line (its claim id) this entry checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
     #[serde(default)]
     pub source: String,
+    /// What the report says beside the verdict.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// The other figure of an ordering or a change; fields not given are the
+/// entry's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetSide {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+}
+
+/// The metrics a `[[paper]]` entry may name (and `busy.<component>`).
+pub const METRICS: [&str; 6] =
+    ["mbps", "power_w", "chip_w", "resources", "normalised_utilisation", "energy_j"];
+
+/// Whether `m` is a metric of [`METRICS`] or `busy.<component>`.
+pub fn is_metric(m: &str) -> bool {
+    METRICS.contains(&m) || m.strip_prefix("busy.").is_some_and(|c| c.parse::<ComponentKind>().is_ok())
 }
 
 /// What the report draws.
@@ -116,9 +161,10 @@ pub struct NetScenario {
     /// Seeds each run is run with (`seed`, `seed + 1`, ...).
     #[serde(default = "three")]
     pub seeds: u32,
-    /// What the paper says the figure shows.
+    /// What the paper says the figure shows: claims (checked by the
+    /// `[[paper]]` entries that name them) and prose.
     #[serde(default)]
-    pub expect: Vec<String>,
+    pub expect: Vec<Expect>,
     /// The stack's costs: which are fitted and which assumed is said in the
     /// file's comments and docs/results.md.
     pub stack: StackCosts,
@@ -215,32 +261,45 @@ impl NetScenario {
                 .check(labels.insert(r.label.clone()), || format!("a second run labelled `{}`", r.label))?;
             validate_run(r, &at, self.net.duration_ms)?;
         }
+        self.validate_paper(&root, &labels)
+    }
+
+    /// The `[[paper]]` checks and `expect` (see [`crate::claims`]): runs and
+    /// metrics that exist, one form each, claim ids that match.
+    fn validate_paper(&self, root: &At, labels: &BTreeSet<String>) -> Result<(), ScenarioError> {
+        crate::claims::check_expect(&self.expect, self.paper.iter().map(|p| p.claim.as_deref()))
+            .map_err(|(path, m)| ScenarioError { path, message: m })?;
+        let metric_words = || {
+            format!("expected one of {}, or `busy.<component>`", METRICS.map(|m| format!("`{m}`")).join(", "))
+        };
         for (i, p) in self.paper.iter().enumerate() {
             let at = root.index("paper", i);
             at.key("run").check(labels.contains(&p.run), || format!("no run is labelled `{}`", p.run))?;
-            if p.metric == "relative_mbps" {
-                // The metric is right; what is missing or wrong is `of`.
-                let of_ok = p.of.as_ref().is_some_and(|o| labels.contains(o));
-                at.key("of").check(of_ok, || match &p.of {
-                    None => {
-                        "missing: `relative_mbps` needs `of`, the label of the run it is relative to".into()
-                    }
-                    Some(o) => format!("no run is labelled `{o}`"),
-                })?;
+            at.key("metric")
+                .check(is_metric(&p.metric), || format!("{}; found `{}`", metric_words(), p.metric))?;
+            crate::claims::check_form(
+                p.relation,
+                p.value,
+                p.than.is_some(),
+                p.change_pct,
+                p.tolerance_pts,
+                p.from.is_some(),
+            )
+            .map_err(|(k, m)| at.key(k).err(m))?;
+            for c in [&p.source, &p.note] {
+                at.key("source").check(!c.chars().any(char::is_control), || "expected one line".into())?;
             }
-            let metric_ok = match p.metric.as_str() {
-                "mbps" | "power_w" | "resources" => true,
-                "relative_mbps" => p.of.as_ref().is_some_and(|o| labels.contains(o)),
-                m => m.strip_prefix("busy.").is_some_and(|c| c.parse::<ComponentKind>().is_ok()),
-            };
-            at.key("metric").check(metric_ok, || {
-                format!(
-                    "expected `mbps`, `power_w`, `resources`, `busy.<component>`, or `relative_mbps` with `of` naming a run; found `{}`",
-                    p.metric
-                )
-            })?;
-            at.key("value")
-                .check(p.value.is_finite(), || format!("expected a finite number; found {}", p.value))?;
+            for (k, side) in [("than", &p.than), ("from", &p.from)] {
+                let Some(o) = side else { continue };
+                if let Some(r) = &o.run {
+                    at.key(k).key("run").check(labels.contains(r), || format!("no run is labelled `{r}`"))?;
+                }
+                if let Some(m) = &o.metric {
+                    at.key(k)
+                        .key("metric")
+                        .check(is_metric(m), || format!("{}; found `{m}`", metric_words()))?;
+                }
+            }
         }
         Ok(())
     }
@@ -289,9 +348,6 @@ impl NetScenario {
             .check(n.smt_factor.is_finite() && (1.0..=10.0).contains(&n.smt_factor), || {
                 format!("expected 1 to 10; found {}", n.smt_factor)
             })?;
-        at.key("smt_wakeup_fraction").check((0.0..=1.0).contains(&n.smt_wakeup_fraction), || {
-            format!("expected 0 to 1; found {}", n.smt_wakeup_fraction)
-        })?;
         at.key("duration_ms").check((1.0..=MAX_DURATION_MS).contains(&n.duration_ms), || {
             format!("expected 1 to {MAX_DURATION_MS} ms; found {}", n.duration_ms)
         })?;

@@ -1,0 +1,712 @@
+//! The event-driven engine of the model (module docs of `netstack`): CPUs
+//! running components' jobs, channels, the NIC, the receiver, sleep and
+//! wake-up.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use dyncore_core::Nanos;
+use dyncore_core::idle::Governor;
+use dyncore_core::placement::ComponentKind;
+use dyncore_core::power::{SpeedStep, SpeedTable};
+use dyncore_core::profile::StackCosts;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::beside::{Beside, Foreign, ForeignQueue};
+use super::idle::IdleTrack;
+use super::{CpuSpec, LoadStep, NetParams, ms};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Msg {
+    Data(u32),
+    Ack(u32),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Ev {
+    JobDone(usize),
+    Awake(usize),
+    NicDone,
+    /// A segment reached the receiver.
+    Remote(u32),
+    /// An ACK of this many bytes reached the NIC.
+    AckIn(u32),
+    /// The receiver's delayed-ACK timer, armed at its `generation`.
+    DelAck(u64),
+    /// The offered load changes (index into the load steps) or the
+    /// application has data again.
+    App,
+    /// The measured time starts.
+    Measure,
+    /// Work beside the stack was queued on this CPU (see [`Beside`]): wake it.
+    Beside(usize),
+    /// A CPU that has polled `spin_ns` with nothing to do sleeps, unless
+    /// work came since (its idle spell's number).
+    Park(usize, u64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum CpuState {
+    Asleep,
+    Waking,
+    Idle,
+    Busy,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Job {
+    /// A component handles a message (or TCP sends / the syscall server
+    /// takes a write).
+    Msg { comp: usize, msg: Option<Msg> },
+    /// Work beside the stack (see [`Beside`]).
+    Foreign(Foreign),
+}
+
+pub(super) struct Cpu {
+    pub(super) step: SpeedStep,
+    pub(super) comps: Vec<usize>,
+    pub(super) core: u32,
+    pub(super) sibling: Option<usize>,
+    pub(super) state: CpuState,
+    pub(super) job: Option<Job>,
+    /// Index into `comps` of the component whose turn it is.
+    pub(super) turn: usize,
+    /// Jobs the current component has run this turn.
+    pub(super) in_turn: u32,
+    pub(super) last_comp: Option<usize>,
+    pub(super) busy_since: Nanos,
+    pub(super) busy_ns: Nanos,
+    pub(super) wakeups: u64,
+    /// Its idle periods: the state, the history the governor reads, the
+    /// time in each state.
+    pub(super) idle: IdleTrack,
+    /// Polling with nothing to do since (`spin_ns`), and the idle spell's
+    /// number.
+    pub(super) spinning_since: Option<Nanos>,
+    pub(super) spell: u64,
+    pub(super) polled_ns: Nanos,
+}
+
+pub(super) struct Comp {
+    pub(super) kind: ComponentKind,
+    pub(super) cpu: usize,
+    pub(super) queue: VecDeque<Msg>,
+    pub(super) busy_ns: Nanos,
+    pub(super) msgs: u64,
+    /// Largest queue length seen since the last sample.
+    pub(super) peak_queue: usize,
+}
+
+/// A run's inputs.
+#[derive(Debug, Clone)]
+pub struct RunInput<'a> {
+    pub costs: &'a StackCosts,
+    pub net: &'a NetParams,
+    pub cpus: &'a [CpuSpec],
+    pub load: &'a [LoadStep],
+    pub seed: u64,
+    /// Work beside the stack on these CPUs (none by default).
+    pub beside: Beside,
+}
+
+/// The simulation state of one stack. [`policy`] drives a placement policy
+/// over it between samples.
+pub struct Sim<'a> {
+    pub(super) costs: &'a StackCosts,
+    pub(super) net: &'a NetParams,
+    pub(super) load: &'a [LoadStep],
+    pub(super) beside: Beside,
+    /// Per CPU, the work beside the stack waiting for it.
+    pub(super) foreign: Vec<ForeignQueue>,
+    /// With a modelled application: bytes it has made that the stack has
+    /// not taken, and whether it is making a chunk.
+    pub(super) app_ready: u64,
+    pub(super) app_making: bool,
+    pub(super) table: SpeedTable,
+    pub(super) cpus: Vec<Cpu>,
+    pub(super) comps: Vec<Comp>,
+    /// Pipeline order of the components (indices into `comps`).
+    pub(super) order: Vec<usize>,
+    pub(super) tcp: usize,
+    pub(super) syscall: Option<usize>,
+    pub(super) queue: BinaryHeap<Reverse<(Nanos, u64, Ev)>>,
+    pub(super) seq: u64,
+    pub(super) now: Nanos,
+    pub(super) rng: ChaCha8Rng,
+    // TCP and the application.
+    pub(super) inflight: u64,
+    pub(super) window: u64,
+    /// Bytes the application has handed over and TCP has not sent.
+    pub(super) app_bytes: u64,
+    /// Bytes written through the syscall server waiting for TCP.
+    pub(super) sock_bytes: u64,
+    pub(super) app_rate_gbps: Option<f64>,
+    /// When the application's next write of a segment comes (`Nanos::MAX`:
+    /// none).
+    pub(super) app_next: Nanos,
+    pub(super) app_pending: bool,
+    // NIC.
+    pub(super) nic: VecDeque<u32>,
+    pub(super) nic_busy: bool,
+    // Receiver.
+    pub(super) unacked_segs: u32,
+    pub(super) unacked_bytes: u32,
+    pub(super) delack_gen: u64,
+    // Measurement.
+    pub(super) measure_from: Nanos,
+    pub(super) acked_bytes: u64,
+    pub(super) packets: u64,
+    pub(super) events: u64,
+    // Sampling (for policies).
+    pub(super) sample_acked: u64,
+    pub(super) sample_busy: Vec<Nanos>,
+    pub(super) sample_cpu_busy: Vec<Nanos>,
+    /// When the current load sample began.
+    pub(super) sample_from: Nanos,
+    /// Picks each sleeping CPU's idle state (`None`: fixed wake-ups).
+    pub(super) governor: Option<Box<dyn Governor>>,
+}
+
+impl<'a> Sim<'a> {
+    /// A stack laid out as `input.cpus` says. The layout must have passed
+    /// [`scenario`]'s validation: known speeds, each of TCP, IP and the
+    /// driver on exactly one CPU.
+    pub fn new(input: &RunInput<'a>) -> Sim<'a> {
+        let table = SpeedTable::newtos();
+        let mut cpus = Vec::new();
+        let mut comps: Vec<Comp> = Vec::new();
+        for (i, spec) in input.cpus.iter().enumerate() {
+            let step = table.get(table.by_mhz(spec.mhz).expect("validated speed"));
+            let mut ids = Vec::new();
+            for &k in &spec.components {
+                ids.push(comps.len());
+                comps.push(Comp {
+                    kind: k,
+                    cpu: i,
+                    queue: VecDeque::new(),
+                    busy_ns: 0,
+                    msgs: 0,
+                    peak_queue: 0,
+                });
+            }
+            cpus.push(Cpu {
+                step,
+                comps: ids,
+                core: spec.core.unwrap_or(10_000 + i as u32),
+                sibling: None,
+                state: CpuState::Asleep,
+                job: None,
+                turn: 0,
+                in_turn: 0,
+                last_comp: None,
+                busy_since: 0,
+                busy_ns: 0,
+                wakeups: 0,
+                idle: IdleTrack::default(),
+                spinning_since: None,
+                spell: 0,
+                polled_ns: 0,
+            });
+        }
+        for i in 0..cpus.len() {
+            cpus[i].sibling = (0..cpus.len()).find(|&j| j != i && cpus[j].core == cpus[i].core);
+        }
+        let mut order: Vec<usize> = (0..comps.len()).collect();
+        order.sort_by_key(|&c| comps[c].kind);
+        let find = |k| comps.iter().position(|c| c.kind == k);
+        let tcp = find(ComponentKind::Tcp).expect("validated: TCP is placed");
+        let syscall = find(ComponentKind::Syscall);
+        let net = input.net;
+        let ncomp = comps.len();
+        let ncpu = cpus.len();
+        let mut sim = Sim {
+            costs: input.costs,
+            net,
+            load: input.load,
+            beside: input.beside,
+            foreign: (0..ncpu).map(|_| ForeignQueue::default()).collect(),
+            app_ready: 0,
+            app_making: false,
+            table,
+            cpus,
+            comps,
+            order,
+            tcp,
+            syscall,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            now: 0,
+            rng: ChaCha8Rng::seed_from_u64(input.seed),
+            inflight: 0,
+            window: u64::from(net.streams) * net.window_bytes,
+            app_bytes: 0,
+            sock_bytes: 0,
+            app_rate_gbps: None,
+            app_next: Nanos::MAX,
+            app_pending: false,
+            nic: VecDeque::new(),
+            nic_busy: false,
+            unacked_segs: 0,
+            unacked_bytes: 0,
+            delack_gen: 0,
+            measure_from: ms(net.warmup_ms),
+            acked_bytes: 0,
+            packets: 0,
+            events: 0,
+            sample_acked: 0,
+            sample_busy: vec![0; ncomp],
+            sample_cpu_busy: vec![0; input.cpus.len()],
+            sample_from: 0,
+            governor: net.governor.governor(),
+        };
+        sim.push(sim.measure_from, Ev::Measure);
+        if let Some(first) = sim.load.first() {
+            sim.push(ms(first.at_ms), Ev::App);
+        }
+        for i in 1..sim.load.len() {
+            sim.push(ms(sim.load[i].at_ms), Ev::App);
+        }
+        for c in 0..sim.cpus.len() {
+            sim.kick(c);
+        }
+        sim
+    }
+
+    pub(super) fn push(&mut self, at: Nanos, ev: Ev) {
+        debug_assert!(at >= self.now, "an event in the past");
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq, ev)));
+    }
+
+    /// Schedules `ev` `d` ns from now. An event too far ahead for virtual
+    /// time (a cost of 10^300 cycles, say) is put at its end, never reached:
+    /// time never wraps.
+    pub(super) fn push_after(&mut self, d: Nanos, ev: Ev) {
+        self.push(self.now.saturating_add(d), ev);
+    }
+
+    /// Runs until `until` (virtual ns) or the end of the run.
+    pub fn run_until(&mut self, until: Nanos) {
+        while let Some(&Reverse((t, _, _))) = self.queue.peek() {
+            if t > until {
+                break;
+            }
+            let Reverse((t, _, ev)) = self.queue.pop().expect("peeked");
+            assert!(t >= self.now, "virtual time went backwards");
+            self.now = t;
+            self.events += 1;
+            self.handle(ev);
+        }
+        self.now = self.now.max(until);
+    }
+
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    pub fn end_ns(&self) -> Nanos {
+        ms(self.net.duration_ms)
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::JobDone(cpu) => self.job_done(cpu),
+            Ev::Awake(cpu) => {
+                self.cpus[cpu].state = CpuState::Idle;
+                self.dispatch(cpu);
+            }
+            Ev::NicDone => {
+                let bytes = self.nic.pop_front().expect("a frame was on the wire");
+                self.push(self.now, Ev::Remote(bytes));
+                self.nic_busy = false;
+                self.nic_next();
+            }
+            Ev::Remote(bytes) => self.arrive(bytes),
+            Ev::Beside(cpu) => self.kick(cpu),
+            Ev::Park(cpu, spell) => {
+                if self.cpus[cpu].state == CpuState::Idle && self.cpus[cpu].spell == spell {
+                    self.stop_polling(cpu);
+                    self.sleep(cpu);
+                }
+            }
+            Ev::AckIn(bytes) => {
+                let d = self.down_end();
+                self.enqueue(d, Msg::Ack(bytes));
+            }
+            Ev::DelAck(generation) => {
+                if generation == self.delack_gen && self.unacked_segs > 0 {
+                    self.send_ack();
+                }
+            }
+            Ev::App => {
+                self.app_pending = false;
+                self.refill_app();
+                let rate = self.load.iter().rev().find(|l| ms(l.at_ms) <= self.now).map(|l| l.gbps);
+                if rate != self.app_rate_gbps {
+                    self.app_rate_gbps = rate;
+                    self.app_next = self.now.saturating_add(self.write_gap());
+                }
+                let first = self.first_comp();
+                let cpu = self.comps[first].cpu;
+                self.kick(cpu);
+            }
+            Ev::Measure => {
+                for c in &mut self.comps {
+                    c.busy_ns = 0;
+                    c.msgs = 0;
+                }
+                for cpu in &mut self.cpus {
+                    cpu.busy_ns = 0;
+                    cpu.polled_ns = 0;
+                    cpu.wakeups = 0;
+                    cpu.idle.reset_measure();
+                }
+                self.acked_bytes = 0;
+            }
+        }
+    }
+
+    /// The component the application hands data to.
+    pub(super) fn first_comp(&self) -> usize {
+        self.syscall.unwrap_or(self.tcp)
+    }
+
+    /// The component that talks to the NIC (the last in pipeline order).
+    fn down_end(&self) -> usize {
+        *self.order.last().expect("a stack has components")
+    }
+
+    /// The next component towards the wire, or `None` for the NIC.
+    fn down(&self, c: usize) -> Option<usize> {
+        let i = self.order.iter().position(|&o| o == c).expect("placed");
+        self.order.get(i + 1).copied()
+    }
+
+    /// The next component towards TCP on the ACK path.
+    fn up(&self, c: usize) -> Option<usize> {
+        if c == self.tcp {
+            return None;
+        }
+        let i = self.order.iter().position(|&o| o == c).expect("placed");
+        Some(self.order[i - 1])
+    }
+
+    /// Credits the application's data up to now under an offered load.
+    /// Under an offered load the application writes one segment at a time,
+    /// the writes a Poisson process at the offered rate (seeded: each seed
+    /// draws its own arrivals). Credits the writes up to now; keeps at most
+    /// one window of backlog (the application blocks).
+    fn refill_app(&mut self) {
+        let mss = u64::from(self.net.mss);
+        while self.app_next <= self.now {
+            self.app_bytes = (self.app_bytes + mss).min(self.window);
+            self.app_next = self.app_next.saturating_add(self.write_gap());
+        }
+    }
+
+    /// The time to the application's next write: exponential with the mean
+    /// of one segment at the offered rate (`Nanos::MAX` without a load).
+    fn write_gap(&mut self) -> Nanos {
+        match self.app_rate_gbps {
+            Some(g) if g > 0.0 => {
+                let mean = f64::from(self.net.mss) * 8.0 / g;
+                let u: f64 = self.rng.random::<f64>();
+                ((-(1.0 - u).ln() * mean).round() as Nanos).max(1)
+            }
+            _ => Nanos::MAX,
+        }
+    }
+
+    /// Whether the application has a segment's worth of data now; if not,
+    /// arms the event at which it will.
+    fn app_has(&mut self) -> bool {
+        let mss = u64::from(self.net.mss);
+        if self.app_rate_gbps.is_none() {
+            return !self.app_modelled() || self.app_ready_for_segment();
+        }
+        self.refill_app();
+        if self.app_bytes >= mss {
+            return true;
+        }
+        if self.app_next != Nanos::MAX && !self.app_pending {
+            self.app_pending = true;
+            self.push(self.app_next, Ev::App);
+        }
+        false
+    }
+
+    pub(super) fn has_work(&mut self, c: usize) -> bool {
+        if !self.comps[c].queue.is_empty() {
+            return true;
+        }
+        let mss = u64::from(self.net.mss);
+        if Some(c) == self.syscall {
+            return self.sock_bytes < self.window && self.app_has();
+        }
+        if c == self.tcp {
+            let room = self.inflight + mss <= self.window;
+            let data = match self.syscall {
+                Some(_) => self.sock_bytes >= mss,
+                None => self.app_has(),
+            };
+            return room && data;
+        }
+        false
+    }
+
+    fn enqueue(&mut self, c: usize, m: Msg) {
+        let comp = &mut self.comps[c];
+        comp.queue.push_back(m);
+        comp.peak_queue = comp.peak_queue.max(comp.queue.len());
+        let cpu = comp.cpu;
+        self.kick(cpu);
+    }
+
+    /// Wakes `cpu` if it sleeps and has work; dispatches it if idle.
+    pub(super) fn kick(&mut self, cpu: usize) {
+        match self.cpus[cpu].state {
+            CpuState::Busy | CpuState::Waking => {}
+            CpuState::Idle => self.dispatch(cpu),
+            CpuState::Asleep => {
+                let comps = self.cpus[cpu].comps.clone();
+                if self.foreign_work(cpu) || comps.into_iter().any(|c| self.has_work(c)) {
+                    let sibling_awake = self.cpus[cpu]
+                        .sibling
+                        .is_some_and(|s| matches!(self.cpus[s].state, CpuState::Busy | CpuState::Idle));
+                    let fixed = self.governor.is_none().then_some(self.costs.wakeup_ns);
+                    let (now, from) = (self.now, (self.measure_from, self.sample_from));
+                    let lat = self.cpus[cpu].idle.leave(now, from, sibling_awake, fixed);
+                    self.cpus[cpu].state = CpuState::Waking;
+                    self.cpus[cpu].wakeups += 1;
+                    self.push_after(lat, Ev::Awake(cpu));
+                }
+            }
+        }
+    }
+
+    /// `cpu` has nothing to do: it polls for `spin_ns`, then sleeps.
+    fn idle(&mut self, cpu: usize) {
+        if self.net.spin_ns == 0 {
+            return self.sleep(cpu);
+        }
+        if self.cpus[cpu].spinning_since.is_none() {
+            let c = &mut self.cpus[cpu];
+            c.spinning_since = Some(self.now);
+            c.spell += 1;
+            let spell = c.spell;
+            self.push_after(self.net.spin_ns, Ev::Park(cpu, spell));
+        }
+    }
+
+    /// The CPU sleeps in the state the governor picks.
+    fn sleep(&mut self, cpu: usize) {
+        let c = &mut self.cpus[cpu];
+        c.state = CpuState::Asleep;
+        c.in_turn = 0;
+        c.last_comp = None;
+        c.idle.enter(self.now, self.governor.as_deref());
+    }
+
+    /// Ends a polling spell of `cpu`, counting its measured part.
+    pub(super) fn stop_polling(&mut self, cpu: usize) {
+        if let Some(t) = self.cpus[cpu].spinning_since.take()
+            && self.now > self.measure_from
+        {
+            self.cpus[cpu].polled_ns += self.now - t.max(self.measure_from);
+        }
+    }
+
+    /// Starts the next job on an idle CPU, or puts it to sleep.
+    fn dispatch(&mut self, cpu: usize) {
+        debug_assert_eq!(self.cpus[cpu].state, CpuState::Idle);
+        if self.foreign_turn(cpu) {
+            self.run_foreign(cpu);
+            return;
+        }
+        let n = self.cpus[cpu].comps.len();
+        if n == 0 {
+            self.idle(cpu);
+            return;
+        }
+        // Stay with the current component for up to `batch` jobs.
+        let mut pick = None;
+        for k in 0..n {
+            let i = (self.cpus[cpu].turn + k) % n;
+            if k == 0 && self.cpus[cpu].in_turn >= self.net.batch.max(1) {
+                continue;
+            }
+            let c = self.cpus[cpu].comps[i];
+            if self.has_work(c) {
+                pick = Some((i, c));
+                break;
+            }
+        }
+        if pick.is_none() && self.cpus[cpu].in_turn >= self.net.batch.max(1) {
+            // Only the component whose turn ended has work: it goes on.
+            let i = self.cpus[cpu].turn % n;
+            let c = self.cpus[cpu].comps[i];
+            if self.has_work(c) {
+                pick = Some((i, c));
+            }
+        }
+        let Some((i, c)) = pick else {
+            self.idle(cpu);
+            return;
+        };
+        self.stop_polling(cpu);
+        if i != self.cpus[cpu].turn % n || self.cpus[cpu].in_turn >= self.net.batch.max(1) {
+            self.cpus[cpu].turn = i;
+            self.cpus[cpu].in_turn = 0;
+        }
+        self.cpus[cpu].in_turn += 1;
+        self.foreign[cpu].last = false;
+        let msg = self.comps[c].queue.pop_front();
+        let mss = self.net.mss;
+        let cost = self.costs.component(self.comps[c].kind);
+        let mut cycles = match msg {
+            Some(Msg::Data(b)) => cost.cycles(u64::from(b)) + self.costs.channel_cycles_per_msg,
+            Some(Msg::Ack(_)) => cost.cycles_per_packet + self.costs.channel_cycles_per_msg,
+            // TCP sends a segment of the application's data; the syscall
+            // server takes a write of one segment.
+            None => cost.cycles(u64::from(mss)),
+        };
+        if msg.is_none() {
+            if c == self.tcp {
+                self.inflight += u64::from(mss);
+                assert!(self.inflight <= self.window, "bytes in flight exceed the window");
+                match self.syscall {
+                    Some(_) => self.sock_bytes -= u64::from(mss),
+                    None if self.app_rate_gbps.is_some() => self.app_bytes -= u64::from(mss),
+                    None => self.app_took_segment(),
+                }
+                self.packets += 1;
+            } else {
+                self.sock_bytes += u64::from(mss);
+                if self.app_rate_gbps.is_some() {
+                    self.app_bytes -= u64::from(mss);
+                }
+                self.app_took_segment();
+            }
+        }
+        if self.cpus[cpu].last_comp != Some(c) {
+            cycles += self.net.turn_cycles;
+            self.cpus[cpu].last_comp = Some(c);
+        }
+        let mut ns = cycles * 1000.0 / f64::from(self.cpus[cpu].step.mhz);
+        if self.cpus[cpu].sibling.is_some_and(|s| self.cpus[s].state == CpuState::Busy) {
+            ns *= self.net.smt_factor;
+        }
+        let ns = (ns.round() as Nanos).max(1);
+        let cpu_ref = &mut self.cpus[cpu];
+        cpu_ref.state = CpuState::Busy;
+        cpu_ref.job = Some(Job::Msg { comp: c, msg });
+        cpu_ref.busy_since = self.now;
+        self.push_after(ns, Ev::JobDone(cpu));
+    }
+
+    fn job_done(&mut self, cpu: usize) {
+        let (c, msg) = match self.cpus[cpu].job.take() {
+            Some(Job::Msg { comp, msg }) => (comp, msg),
+            Some(Job::Foreign(f)) => {
+                if self.now > self.measure_from {
+                    let since = self.cpus[cpu].busy_since.max(self.measure_from);
+                    self.cpus[cpu].busy_ns += self.now - since;
+                }
+                self.sample_cpu_busy[cpu] += self.now - self.cpus[cpu].busy_since;
+                self.cpus[cpu].state = CpuState::Idle;
+                self.foreign_done(f);
+                if self.cpus[cpu].state == CpuState::Idle {
+                    self.dispatch(cpu);
+                }
+                return;
+            }
+            None => unreachable!("a job ends only on a busy CPU"),
+        };
+        let ran = self.now - self.cpus[cpu].busy_since;
+        if self.now > self.measure_from {
+            let since = self.cpus[cpu].busy_since.max(self.measure_from);
+            let d = self.now - since;
+            self.cpus[cpu].busy_ns += d;
+            self.comps[c].busy_ns += d;
+            self.comps[c].msgs += 1;
+        }
+        self.sample_busy[c] += ran;
+        self.sample_cpu_busy[cpu] += ran;
+        self.cpus[cpu].state = CpuState::Idle;
+        match msg {
+            Some(Msg::Data(b)) => match self.down(c) {
+                Some(d) => self.enqueue(d, Msg::Data(b)),
+                None => {
+                    self.nic.push_back(b);
+                    self.nic_next();
+                }
+            },
+            Some(Msg::Ack(b)) => match self.up(c) {
+                Some(u) => self.enqueue(u, Msg::Ack(b)),
+                None => {
+                    self.inflight -= u64::from(b);
+                    if self.now >= self.measure_from {
+                        self.acked_bytes += u64::from(b);
+                    }
+                    self.sample_acked += u64::from(b);
+                    if let Some(s) = self.syscall {
+                        let sc = self.comps[s].cpu;
+                        self.kick(sc);
+                    }
+                }
+            },
+            None if c == self.tcp => {
+                let d = self.down(c).expect("validated: components below TCP");
+                self.enqueue(d, Msg::Data(self.net.mss));
+            }
+            None => {
+                let t = self.comps[self.tcp].cpu;
+                self.kick(t);
+            }
+        }
+        // A sibling's jobs speed up again; the model charges the slowdown at
+        // a job's start only.
+        if self.cpus[cpu].state == CpuState::Idle {
+            self.dispatch(cpu);
+        }
+    }
+
+    fn nic_next(&mut self) {
+        if self.nic_busy {
+            return;
+        }
+        if let Some(&b) = self.nic.front() {
+            let bits = f64::from(b + self.net.frame_overhead) * 8.0;
+            let ns = (bits / self.net.link_gbps).round() as Nanos;
+            self.nic_busy = true;
+            self.push_after(ns.max(1), Ev::NicDone);
+        }
+    }
+
+    pub(super) fn remote(&mut self, bytes: u32) {
+        self.unacked_segs += 1;
+        self.unacked_bytes += bytes;
+        if self.unacked_segs >= self.net.ack_every.max(1) {
+            self.send_ack();
+        } else {
+            self.delack_gen += 1;
+            let g = self.delack_gen;
+            self.push_after(self.net.delack_ns, Ev::DelAck(g));
+        }
+    }
+
+    fn send_ack(&mut self) {
+        let b = self.unacked_bytes;
+        self.unacked_segs = 0;
+        self.unacked_bytes = 0;
+        self.delack_gen += 1;
+        let jitter = if self.net.remote_jitter_ns > 0 {
+            let u: f64 = self.rng.random::<f64>();
+            (-(1.0 - u).ln() * self.net.remote_jitter_ns as f64) as Nanos
+        } else {
+            0
+        };
+        self.push_after(self.net.remote_ns.saturating_add(jitter), Ev::AckIn(b));
+    }
+}
