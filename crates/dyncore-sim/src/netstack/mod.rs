@@ -6,7 +6,7 @@
 //! # The model
 //!
 //! * **Components** cost cycles per packet and per payload byte
-//!   ([`StackCosts`], the same numbers a machine profile's `[stack]` holds);
+//!   ([`StackCosts`](dyncore_core::profile::StackCosts), the same numbers a machine profile's `[stack]` holds);
 //!   each message a component takes from a channel costs
 //!   `channel_cycles_per_msg` more. A CPU that hosts several components runs
 //!   them round-robin, each for up to [`NetParams::batch`] messages a turn.

@@ -110,7 +110,7 @@ pub struct RunInput<'a> {
     pub beside: Beside,
 }
 
-/// The simulation state of one stack. [`policy`] drives a placement policy
+/// The simulation state of one stack. [`policy`](super::policy) drives a placement policy
 /// over it between samples.
 pub struct Sim<'a> {
     pub(super) costs: &'a StackCosts,
@@ -170,7 +170,7 @@ pub struct Sim<'a> {
 
 impl<'a> Sim<'a> {
     /// A stack laid out as `input.cpus` says. The layout must have passed
-    /// [`scenario`]'s validation: known speeds, each of TCP, IP and the
+    /// [`scenario`](super::scenario)'s validation: known speeds, each of TCP, IP and the
     /// driver on exactly one CPU.
     pub fn new(input: &RunInput<'a>) -> Sim<'a> {
         let table = SpeedTable::newtos();
