@@ -15,6 +15,7 @@
 //! cannot start here, the test says why and passes. `.ci/run` installs
 //! Debian's `chromium` where it can.
 
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -80,10 +81,28 @@ fn chromium(bin: &Path, extra: &[String], url: &str, limit: Duration) -> Option<
         .stderr(Stdio::piped())
         .spawn()
         .ok()?;
+    // Drain both pipes while waiting: a page larger than a pipe's buffer
+    // (64 KiB) would otherwise block chromium writing its dump, and the wait
+    // would never end.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
     let started = Instant::now();
     loop {
         match child.try_wait() {
-            Ok(Some(_)) => return child.wait_with_output().ok(),
+            Ok(Some(status)) => {
+                let stdout = stdout.join().ok()?;
+                let stderr = stderr.join().ok()?;
+                return Some(Output { status, stdout, stderr });
+            }
             Ok(None) if started.elapsed() > limit => {
                 let _ = child.kill();
                 let _ = child.wait();
