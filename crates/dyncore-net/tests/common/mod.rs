@@ -123,6 +123,17 @@ pub fn check_connections(apps: &[Box<dyn App>]) -> (usize, usize) {
             assert_eq!(a.seed, b.seed, "stream {i} connection {k}: paired with another stream");
             assert_eq!(b.first_mismatch, None, "stream {i} connection {k}: damaged bytes");
             match a.outcome {
+                // The sender's close completed, then a TCP crash reset the
+                // receiver's side before it saw the end of the stream (both
+                // ends live on the one stack): what it got is an intact
+                // prefix (checked above), never more than was sent.
+                Outcome::Completed if b.outcome == Outcome::Reset => {
+                    assert!(
+                        b.digest.bytes <= a.digest.bytes,
+                        "stream {i} connection {k}: received more than was sent: {b:?} {a:?}"
+                    );
+                    reset += 1;
+                }
                 Outcome::Completed => {
                     assert_eq!(b.outcome, Outcome::Completed, "stream {i} connection {k}");
                     assert_eq!(a.digest, b.digest, "stream {i} connection {k}: the digests differ");
