@@ -176,7 +176,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.downcast_ref::<dyncore::Interrupted>().is_some() => {
             eprintln!("{e}");
-            ExitCode::from(130)
+            ExitCode::from(e.downcast_ref::<dyncore::Interrupted>().map_or(130, |i| i.status()))
         }
         Err(e) if e.downcast_ref::<stack_cmd::Interrupted>().is_some() => {
             eprintln!("{e}");

@@ -105,7 +105,7 @@ pub use record::{
     Actuation, ArbiterLog, ArbiterRun, CommandRecord, Exit, FuseRecord, ThreadRecord, quantile,
 };
 pub use registry::Overlap;
-pub use signals::{Received, Signals};
+pub use signals::{Received, Signals, interrupt_name, signal_status};
 pub use spawn::{LaunchError, resolve};
 pub use teardown::signal_name;
 

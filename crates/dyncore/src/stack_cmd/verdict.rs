@@ -69,18 +69,13 @@ pub struct Interrupted {
 impl Interrupted {
     /// The exit status.
     pub fn status(&self) -> u8 {
-        u8::try_from(128 + self.signal).unwrap_or(255)
+        dyncore_runtime::arbiter::signal_status(self.signal)
     }
 }
 
 impl std::fmt::Display for Interrupted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let name = match self.signal {
-            libc::SIGINT => "SIGINT (Ctrl-C)".to_string(),
-            libc::SIGTERM => "SIGTERM".to_string(),
-            libc::SIGHUP => "SIGHUP".to_string(),
-            n => format!("signal {n}"),
-        };
+        let name = dyncore_runtime::arbiter::interrupt_name(self.signal);
         write!(
             f,
             "interrupted by {name}: the streams were closed cleanly, what the run created was removed, and the \

@@ -146,18 +146,33 @@ fn restore_all() {
     }
 }
 
-/// Installs the Ctrl-C handler once per process (a second `set_handler`
-/// fails, and the first one already restores).
-fn install_ctrlc_handler() {
+/// Installs, once per process, handlers for SIGINT, SIGTERM and SIGHUP
+/// that bring every CPU this bench took offline back online and exit with
+/// 128 + the signal (130, 143, 129): a bench stopped by Ctrl-C, `timeout`
+/// or a service manager leaves no CPU offline. The handlers only raise a
+/// flag (async-signal-safe); a watcher thread does the sysfs writes.
+fn install_signal_handlers() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let r = ctrlc::set_handler(|| {
-            eprintln!("\ninterrupted: bringing offlined CPUs back online");
-            restore_all();
-            std::process::exit(130);
-        });
-        if let Err(e) = r {
-            eprintln!("warning: no Ctrl-C handler ({e}); an interrupted run may leave a CPU offline");
+    ONCE.call_once(|| match dyncore_runtime::arbiter::Signals::install() {
+        Ok(signals) => {
+            let (stop, signal) = (signals.stop_flag(), signals.signal_flag());
+            // The handlers stay for the process's life.
+            std::mem::forget(signals);
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                let sig = signal.load(std::sync::atomic::Ordering::Acquire);
+                eprintln!(
+                    "\ninterrupted by {}: bringing offlined CPUs back online",
+                    dyncore_runtime::arbiter::interrupt_name(sig)
+                );
+                restore_all();
+                std::process::exit(i32::from(dyncore_runtime::arbiter::signal_status(sig)));
+            });
+        }
+        Err(e) => {
+            eprintln!("warning: no signal handlers ({e}); an interrupted run may leave a CPU offline")
         }
     });
 }
@@ -199,7 +214,7 @@ fn hotplug(allowed: &CpuSet, repeats: usize) -> Result<Round, String> {
             "/sys/devices/system/cpu/cpuN/online"
         ));
     };
-    install_ctrlc_handler();
+    install_signal_handlers();
     let guard = HotplugGuard { cpu };
     let (mut away, mut back) = (Vec::new(), Vec::new());
     for i in 0..repeats {
