@@ -133,7 +133,7 @@ fn read_online(cpu: CpuId) -> Option<bool> {
 }
 
 /// Brings every CPU in [`OFFLINED`] back online (the guard's and the
-/// Ctrl-C handler's job).
+/// signal handlers' job).
 fn restore_all() {
     let mut list = OFFLINED.lock().unwrap_or_else(|p| p.into_inner());
     for cpu in list.drain(..) {
@@ -144,6 +144,60 @@ fn restore_all() {
             );
         }
     }
+    note_offlined(&list);
+}
+
+/// Where the CPUs a bench has taken offline are noted while they are
+/// offline, so that a run killed by SIGKILL (no handler runs) is repaired
+/// by the next one. `/run` is emptied at boot, when every CPU comes back.
+fn marker() -> PathBuf {
+    let run = Path::new("/run");
+    if run.is_dir() {
+        run.join("dyncore-offlined-cpus")
+    } else {
+        std::env::temp_dir().join("dyncore-offlined-cpus")
+    }
+}
+
+/// Notes `cpus` as offline by this bench (none: removes the note).
+fn note_offlined(cpus: &[CpuId]) {
+    let m = marker();
+    if let Err(e) = note_at(&m, cpus) {
+        eprintln!("warning: could not update {} ({e}); a killed run may leave a CPU offline", m.display());
+    }
+}
+
+fn note_at(m: &Path, cpus: &[CpuId]) -> std::io::Result<()> {
+    if cpus.is_empty() {
+        std::fs::remove_file(m)
+            .or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
+    } else {
+        std::fs::write(m, cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "))
+    }
+}
+
+/// The CPUs noted in `m` (none if there is no note).
+fn noted_at(m: &Path) -> Vec<CpuId> {
+    let text = std::fs::read_to_string(m).unwrap_or_default();
+    text.split_whitespace().filter_map(|w| w.parse::<CpuId>().ok()).collect()
+}
+
+/// Brings back online the CPUs that an earlier bench noted as offline and
+/// never restored (it was killed), saying which.
+pub(super) fn recover_leftovers() {
+    let m = marker();
+    for cpu in noted_at(&m) {
+        if read_online(cpu) == Some(false) {
+            match write_online(cpu, true) {
+                Ok(()) => eprintln!(
+                    "note: an earlier bench was killed with real CPU {cpu} offline ({}); brought it back online",
+                    m.display()
+                ),
+                Err(e) => eprintln!("could not bring real CPU {cpu} back online: {e}"),
+            }
+        }
+    }
+    note_offlined(&[]);
 }
 
 /// Installs, once per process, handlers for SIGINT, SIGTERM and SIGHUP
@@ -184,13 +238,20 @@ struct HotplugGuard {
 
 impl HotplugGuard {
     fn offline(&self) -> std::io::Result<()> {
-        OFFLINED.lock().unwrap_or_else(|p| p.into_inner()).push(self.cpu);
+        {
+            let mut list = OFFLINED.lock().unwrap_or_else(|p| p.into_inner());
+            list.push(self.cpu);
+            // Noted before the CPU goes, so that no moment is unrecorded.
+            note_offlined(&list);
+        }
         write_online(self.cpu, false)
     }
 
     fn online(&self) -> std::io::Result<()> {
         write_online(self.cpu, true)?;
-        OFFLINED.lock().unwrap_or_else(|p| p.into_inner()).retain(|&c| c != self.cpu);
+        let mut list = OFFLINED.lock().unwrap_or_else(|p| p.into_inner());
+        list.retain(|&c| c != self.cpu);
+        note_offlined(&list);
         Ok(())
     }
 }
@@ -444,6 +505,20 @@ pub fn unpin(allowed: &CpuSet) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offlined_cpus_are_noted_until_restored() {
+        let d = tempfile::tempdir().unwrap();
+        let m = d.path().join("offlined");
+        assert!(noted_at(&m).is_empty());
+        note_at(&m, &[1, 3]).unwrap();
+        assert_eq!(noted_at(&m), [1, 3]);
+        note_at(&m, &[3]).unwrap();
+        assert_eq!(noted_at(&m), [3]);
+        note_at(&m, &[]).unwrap();
+        assert!(!m.exists());
+        note_at(&m, &[]).unwrap();
+    }
 
     #[test]
     fn hotplug_is_skipped_unless_asked() {
