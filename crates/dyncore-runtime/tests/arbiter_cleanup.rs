@@ -90,10 +90,9 @@ fn commands_run(cfg: dyncore_runtime::arbiter::ArbiterConfig) {
     // the name (a loaded machine delays discovery by milliseconds). (After
     // an exec from another thread, the process comes back as a new thread,
     // named after its new program: `sh`.)
-    for c in 0..cases.len() {
+    for (c, (args, _)) in cases.iter().enumerate() {
         let first = &threads_of(c)[0];
-        let names: &[&str] =
-            if cases[c].0[0] == "exec" { &["dyncore-burn", "sh"] } else { &["dyncore-burn"] };
+        let names: &[&str] = if args[0] == "exec" { &["dyncore-burn", "sh"] } else { &["dyncore-burn"] };
         assert!(names.contains(&first.comm.as_str()), "command {c}: {first:?} is none of {names:?}");
     }
     assert!(run.log.threads.iter().all(|t| t.exited_ns.is_some()), "every thread exited before the end");
