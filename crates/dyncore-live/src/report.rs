@@ -8,8 +8,10 @@
 //! `both` plots and traces every run twice, live and simulated (each run's
 //! label and series get ` (live)` or ` (simulator)`); `live` plots and
 //! traces the live runs only. Both reports carry the side-by-side table.
-//! A run labelled OVERSUBSCRIBED says so at the top and beside every one of
-//! its figures; a run stopped by Ctrl-C or an error makes the report
+//! A run labelled OVERSUBSCRIBED, or CONTENDED (a runtime CPU lost more
+//! than the runtime's threshold of its stepping time to other threads or
+//! the host, or got less CPU time than its duty: `DutyReport::contended`),
+//! says so at the top and beside every one of its figures; a run stopped by Ctrl-C or an error makes the report
 //! INCOMPLETE, said at the top.
 
 use std::fmt::Write as _;
@@ -145,6 +147,13 @@ struct LiveRunJson<'a> {
     baseline_duty_per_mille: u16,
     calibrations: Vec<CalibrationJson>,
     duty_error_points: Vec<Option<f64>>,
+    /// Per runtime CPU: wall time minus the worker's CPU time in its runs
+    /// of steps, that as a share of those runs, and how much less CPU time
+    /// than its duty it got over its loaded periods (relative).
+    stolen_ns: Vec<u64>,
+    stolen_share: Vec<f64>,
+    duty_shortfall: Vec<Option<f64>>,
+    contended: bool,
     fuse_mechanisms: Vec<String>,
     tick_late_mean_ns: f64,
     ticks_missed: u64,
@@ -203,6 +212,10 @@ fn live_run_json<'a>(o: &'a LiveRunOutput, label: &'a str) -> LiveRunJson<'a> {
             })
             .collect(),
         duty_error_points: o.run.duty.iter().map(|d| d.error_points()).collect(),
+        stolen_ns: o.run.duty.iter().map(|d| d.stolen_ns).collect(),
+        stolen_share: o.run.duty.iter().map(|d| d.stolen_share()).collect(),
+        duty_shortfall: o.run.duty.iter().map(|d| d.shortfall()).collect(),
+        contended: o.run.duty.iter().any(|d| d.contended()),
         fuse_mechanisms: o.run.log.fuses.iter().map(|f| f.mechanism.to_string()).collect(),
         tick_late_mean_ns: o.run.log.ticks.mean_late_ns(),
         ticks_missed: o.run.log.ticks.missed,
@@ -257,8 +270,14 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     let (plots, timeline) = if drawn[0].runs.is_empty() {
         (Vec::new(), None)
     } else {
-        let crowded =
-            if r.live.iter().any(|o| o.fit.oversubscribed) { "; OVERSUBSCRIBED live runs" } else { "" };
+        let crowded = match (
+            r.live.iter().any(|o| o.fit.oversubscribed),
+            r.live.iter().any(|o| o.run.duty.iter().any(|d| d.contended())),
+        ) {
+            (true, _) => "; OVERSUBSCRIBED live runs",
+            (false, true) => "; CONTENDED live runs",
+            (false, false) => "",
+        };
         let subtitle = match r.kind {
             Kind::Both => format!(
                 "live on this machine and dyncore-sim's prediction, seed {}, time scale {}{crowded}",
@@ -357,6 +376,23 @@ fn banners(r: &LiveReport<'_>) -> Vec<String> {
             over.join("; ")
         ));
     }
+    let contended: Vec<String> = r
+        .live
+        .iter()
+        .filter_map(|o| {
+            let cpus = crate::compare::contended_cpus(&o.run.duty)?;
+            Some(format!("run `{}`: {cpus}", r.scenario.runs[o.index].label))
+        })
+        .collect();
+    if !contended.is_empty() {
+        out.push(format!(
+            "**CONTENDED**: {} — other threads or the host took time from these runtime CPUs while they had \
+             work. The throttle charges CPU time, so the work at each duty was delivered in CPU time where it \
+             could be made up, but later in wall time; the figures are counted, and a miss names the \
+             contention when it is the largest effect.",
+            contended.join("; ")
+        ));
+    }
     let limit: Vec<String> = r
         .live
         .iter()
@@ -449,14 +485,19 @@ fn report_md(
     s += &diag_table(diags).to_markdown();
     let _ = writeln!(
         s,
-        "\nDuty error: the largest relative difference between a runtime CPU's busy time and its duty, over \
-         the throttle periods it had work throughout. Work error: the largest relative difference between the \
+        "\nDuty error: the largest relative difference between a runtime CPU's busy time (the CPU time its \
+         worker got in task steps) and its duty, over the throttle periods it had work throughout. Stolen: the \
+         largest share of a CPU's stepping time that other threads or the host took (wall time minus the \
+         worker's CPU time), and the largest shortfall of a CPU's CPU time below its duty; above {:.0}% stolen \
+         or {:.0}% short the run is CONTENDED. Work error: the largest relative difference between the \
          units a thread did and the units its live schedule promised at its duties (each slice's length × \
          duty / 50% × its kernel's calibrated rate): what the real CPUs delivered, whatever took it. Machine drift: how much a kernel's rate alone at the \
          baseline duty changed between the calibrations before and after the run. Reconfigurations: what the \
          runtime's critical paths took live against what the simulator charged for the same plans. Tick \
          lateness: how late the controller fed each round of ticks. A figure outside {:.0}% names the largest \
          of these for its runs.\n",
+        dyncore_runtime::cpu::CONTENDED_STOLEN_SHARE * 100.0,
+        dyncore_runtime::cpu::DELIVERY_TOLERANCE * 100.0,
         crate::compare::AGREEMENT * 100.0
     );
     let _ = writeln!(s, "## Runs\n");
@@ -522,7 +563,26 @@ fn live_runs_md(r: &LiveReport<'_>) -> String {
             .filter_map(|d| Some(format!("CPU {}: {:+.3} points", d.cpu, d.error_points()?)))
             .collect();
         if !duty.is_empty() {
-            let _ = writeln!(s, "  * duty error (busy − duty over loaded periods): {}.", duty.join(", "));
+            let _ = writeln!(
+                s,
+                "  * duty error (busy CPU time − duty over loaded periods): {}.",
+                duty.join(", ")
+            );
+        }
+        let stolen: Vec<String> = o
+            .run
+            .duty
+            .iter()
+            .filter(|d| d.stepping_ns > 0)
+            .map(|d| format!("CPU {}: {} ({:.1}%)", d.cpu, fmt_ns(d.stolen_ns), d.stolen_share() * 100.0))
+            .collect();
+        if !stolen.is_empty() {
+            let _ = writeln!(
+                s,
+                "  * stolen (wall − CPU time while stepping): {}{}.",
+                stolen.join(", "),
+                if o.run.duty.iter().any(|d| d.contended()) { " — CONTENDED" } else { "" }
+            );
         }
         if !log.fuses.is_empty() {
             let mut kinds: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
