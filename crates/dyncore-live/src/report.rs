@@ -154,6 +154,9 @@ struct LiveRunJson<'a> {
     stolen_share: Vec<f64>,
     duty_shortfall: Vec<Option<f64>>,
     contended: bool,
+    /// What the backend really executed, the actuation delays (p50, p99,
+    /// max per kind of action), and what the checkers cost.
+    execution: crate::actuation::ExecutionJson<'a>,
     fuse_mechanisms: Vec<String>,
     tick_late_mean_ns: f64,
     ticks_missed: u64,
@@ -216,6 +219,7 @@ fn live_run_json<'a>(o: &'a LiveRunOutput, label: &'a str) -> LiveRunJson<'a> {
         stolen_share: o.run.duty.iter().map(|d| d.stolen_share()).collect(),
         duty_shortfall: o.run.duty.iter().map(|d| d.shortfall()).collect(),
         contended: o.run.duty.iter().any(|d| d.contended()),
+        execution: crate::actuation::json(o),
         fuse_mechanisms: o.run.log.fuses.iter().map(|f| f.mechanism.to_string()).collect(),
         tick_late_mean_ns: o.run.log.ticks.mean_late_ns(),
         ticks_missed: o.run.log.ticks.missed,
@@ -481,6 +485,9 @@ fn report_md(
     s += &dyncore_report::claims_view::markdown(claims);
     let _ = writeln!(s, "## How the live runs went\n");
     s += &live_runs_md(r);
+    let _ = writeln!(s, "\n### What the backend really executed: actuation delay\n");
+    s += &crate::actuation::table(r.live, |i| sc.runs[i].label.clone()).to_markdown();
+    let _ = writeln!(s, "\n{}", crate::actuation::NOTE);
     let _ = writeln!(s, "\n### What could make them differ from the simulator\n");
     s += &diag_table(diags).to_markdown();
     let _ = writeln!(
@@ -664,6 +671,10 @@ fn lead_html(r: &LiveReport<'_>, live_fig: &Figure, sides: &[Side], diags: &[Dia
     s += &dyncore_report::markdown::to_html(&format!("{}.", agreement_sentence(sides)), 0, "");
     s += "<div class=\"table-wrap\">\n";
     s += &diag_table(diags).to_html(|_| None);
+    s += "</div>\n<h3>What the backend really executed: actuation delay</h3>\n<div class=\"table-wrap\">\n";
+    let actuation = crate::actuation::table(r.live, |i| r.scenario.runs[i].label.clone());
+    s += &actuation.to_html(|i| (!r.live[i].run.execution.ok()).then_some("differs"));
     s += "</div>\n";
+    s += &dyncore_report::markdown::to_html(crate::actuation::NOTE, 0, "");
     s
 }
