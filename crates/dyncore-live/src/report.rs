@@ -25,10 +25,9 @@ use serde::Serialize;
 
 use crate::compare::{Diag, Side, agreement_sentence, diag_table, fmt_ns, side_by_side, side_table};
 use crate::run::{LiveRunOutput, Outcome};
-use dyncore_report::figure::{Figure, comparison_table, metric_name};
-use dyncore_report::report::{
-    ENERGY_NOTE, Written, energy_table, paper_verdict, programs_table, runs_table, write_file, write_plots,
-};
+use dyncore_report::figure::{Figure, metric_name};
+use dyncore_report::model::{Model, Options};
+use dyncore_report::report::{ENERGY_NOTE, Written, render_plots, write_file};
 
 /// Which live backend wrote the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,9 +270,7 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     let shown = std::slice::from_ref(&shown);
     let drawn = std::slice::from_ref(&drawn);
     let drawn_fig = Figure::build(&drawn_sc, drawn);
-    let (plots, timeline) = if drawn[0].runs.is_empty() {
-        (Vec::new(), None)
-    } else {
+    let subtitle = {
         let crowded = match (
             r.live.iter().any(|o| o.fit.oversubscribed),
             r.live.iter().any(|o| o.run.duty.iter().any(|d| d.contended())),
@@ -282,7 +279,7 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
             (false, true) => "; CONTENDED live runs",
             (false, false) => "",
         };
-        let subtitle = match r.kind {
+        match r.kind {
             Kind::Both => format!(
                 "live on this machine and dyncore-sim's prediction, seed {}, time scale {}{crowded}",
                 sc.seed, r.time_scale
@@ -290,9 +287,13 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
             Kind::Live => {
                 format!("live on this machine, seed {}, time scale {}{crowded}", sc.seed, r.time_scale)
             }
-        };
-        write_plots(&dir, &drawn_sc, drawn, &drawn_fig, Some(&subtitle))?
+        }
     };
+    // One model of what the page and report.md show: the figure and charts
+    // of what is drawn, the tables of every run as shown.
+    let opts = Options { subtitle: Some(&subtitle), tables_of: Some(&shown[0]) };
+    let m = Model::build(&drawn_sc, drawn, &drawn_fig, &claims, opts);
+    let plots = render_plots(&dir, &m)?;
     dyncore_report::trace::write_chrome_trace(&dir.join("trace.json"), &shown[0])?;
     for o in r.live {
         write_file(&dir.join(format!("live-{}-events.jsonl", o.index)), o.run.events.as_bytes())?;
@@ -332,11 +333,10 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     write_file(&dir.join("results.json"), text.as_bytes())?;
 
     let diag_list: Vec<Diag> = diags.into_iter().flatten().collect();
-    let md = report_md(r, &live_fig, &sides, &diag_list, (&drawn_fig, &claims), &plots, shown);
+    let md = report_md(r, &live_fig, &sides, &diag_list, &m, &plots);
     write_file(&dir.join("report.md"), md.as_bytes())?;
 
     let lead = lead_html(r, &live_fig, &sides, &diag_list);
-    let timeline_ref = timeline.as_ref().map(|(l, rows)| (*l, rows.as_slice()));
     let ran = if r.kind == Kind::Both { "live and simulated" } else { "live" };
     staged.commit()?;
     Ok(Written {
@@ -346,12 +346,8 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
         counts: claims.counts(),
         all_finished: r.incomplete.is_none() && r.live_result.runs.iter().all(|x| x.finished),
         html: dyncore_report::html::scenario_section(
-            &drawn_sc,
-            &drawn_fig,
-            &claims,
+            &m,
             &plots,
-            timeline_ref,
-            sc.seed,
             dyncore_report::html::Ran { ran, lead: &lead },
         ),
     })
@@ -435,15 +431,13 @@ fn banners(r: &LiveReport<'_>) -> Vec<String> {
     out
 }
 
-#[allow(clippy::too_many_arguments)]
 fn report_md(
     r: &LiveReport<'_>,
     live_fig: &Figure,
     sides: &[Side],
     diags: &[Diag],
-    (drawn_fig, claims): (&Figure, &Claims),
+    m: &Model<'_>,
     plots: &[dyncore_report::report::Plot],
-    shown: &[ScenarioResult],
 ) -> String {
     let sc = r.scenario;
     let mut s = String::new();
@@ -477,12 +471,12 @@ fn report_md(
     let _ = writeln!(s, "## Live beside the simulator: {}\n", metric_name(sc.report.metric));
     s += &side_table(live_fig.x_name, sides).to_markdown();
     let _ = writeln!(s, "\n{}.\n", agreement_sentence(sides));
-    if drawn_fig.has_paper() {
+    if m.figure.has_paper() {
         let _ = writeln!(s, "## Beside the paper\n");
-        s += &comparison_table("", drawn_fig).to_markdown();
-        let _ = writeln!(s, "\n{}\n", paper_verdict(&claims.counts(), false));
+        s += &m.comparison.to_markdown();
+        let _ = writeln!(s, "\n{}\n", m.verdict);
     }
-    s += &dyncore_report::claims_view::markdown(claims);
+    s += &dyncore_report::claims_view::markdown(m.claims);
     let _ = writeln!(s, "## How the live runs went\n");
     s += &live_runs_md(r);
     let _ = writeln!(s, "\n### What the backend really executed: actuation delay\n");
@@ -508,12 +502,12 @@ fn report_md(
         crate::compare::AGREEMENT * 100.0
     );
     let _ = writeln!(s, "## Runs\n");
-    s += &runs_table(&shown[0]).to_markdown();
+    s += &m.runs.to_markdown();
     let _ = writeln!(s, "\n## Energy and wake-ups (modelled)\n");
-    s += &energy_table(&shown[0]).to_markdown();
+    s += &m.energy.to_markdown();
     let _ = writeln!(s, "\n{ENERGY_NOTE}");
     let _ = writeln!(s, "\n## Programs\n");
-    s += &programs_table(&shown[0]).to_markdown();
+    s += &m.programs.to_markdown();
     let _ = writeln!(
         s,
         "\n## Traces\n\n`trace.json`: open it at <https://ui.perfetto.dev> (Open trace file) or in \
