@@ -8,8 +8,10 @@
 //! * [`run`]: one run live: runtime, calibration, the executor, the programs;
 //! * [`result`]: a live run as a `RunResult`;
 //! * [`scale`]: a scenario made shorter or longer (`--time-scale`);
-//! * [`compare`] and [`report`]: the side-by-side table and the report.
+//! * [`compare`] and [`report`]: the side-by-side table and the report;
+//! * [`actuation`]: what each run really executed, the actuation delays.
 
+pub mod actuation;
 pub mod compare;
 pub mod fit;
 pub mod kernels;

@@ -215,6 +215,37 @@ fn the_execution_checker_catches_a_runner_that_ignores_a_dispatch() {
     assert!(x.message.contains("while dispatched idle"), "{}", x.message);
 }
 
+/// Puts thread 0 on both CPUs at once: a broken promise of the policy.
+struct TwoPlaces;
+
+impl Policy for TwoPlaces {
+    fn handle(&mut self, _: Nanos, event: &Event, out: &mut Vec<Action>) {
+        if let Event::Spawn { thread: 0, .. } = event {
+            for cpu in 0..2 {
+                out.push(Action::SetSpeed { cpu, duty: Duty::BASELINE });
+            }
+            for cpu in 0..2 {
+                out.push(Action::Dispatch { cpu, state: CpuState::Running { thread: 0, object_cpus: 1 } });
+            }
+        }
+    }
+}
+
+/// The contract's checker is not a debug assertion: this test passes in a
+/// release build too (`cargo test --release -p dyncore-runtime --lib
+/// contract_checker`), where the run stops before the actions execute.
+#[test]
+fn the_contract_checker_stops_a_policy_that_breaks_it_in_every_build() {
+    let _cpus = crate::testing::real_cpus();
+    let rt = runtime();
+    let mut ex = Executor::new(&rt, TwoPlaces, config());
+    let err = ex.spawn(queens(1_000), spec(1)).expect_err("a thread on two CPUs is refused");
+    let BackendError::Contract { message } = &err else { panic!("not the contract: {err}") };
+    eprintln!("debug assertions {}: {message}", cfg!(debug_assertions));
+    assert!(message.contains("runs on CPUs 0 and 1"), "{message}");
+    assert!(ex.log.contract_ns > 0, "the checker's time is measured");
+}
+
 struct Bomb;
 
 impl Kernel for Bomb {

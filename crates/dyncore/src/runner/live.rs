@@ -292,6 +292,11 @@ fn print_scenario(r: &report::LiveReport<'_>) {
     for o in r.live.iter().filter(|o| o.fit.oversubscribed) {
         say!("OVERSUBSCRIBED: run `{}`: {}", sc.runs[o.index].label, o.fit.crowded());
     }
+    for o in r.live {
+        if let Some(cpus) = compare::contended_cpus(&o.run.duty) {
+            say!("CONTENDED: run `{}`: {cpus}", sc.runs[o.index].label);
+        }
+    }
 }
 
 /// The first line of index.md.
