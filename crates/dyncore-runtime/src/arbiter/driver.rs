@@ -394,6 +394,18 @@ impl<P: Policy + ?Sized> Arbiter<P> {
     /// and placed where the policy says; a program that cannot be found or
     /// run is refused before anything starts.
     pub fn start(&mut self, argv: &[OsString], spec: ThreadSpec) -> Result<usize, ArbiterError> {
+        self.start_with(argv, spec, None)
+    }
+
+    /// [`Arbiter::start`], the command's standard output sent to `stdout`
+    /// (a descriptor the caller keeps open until the call returns; `None`:
+    /// inherited).
+    pub fn start_with(
+        &mut self,
+        argv: &[OsString],
+        spec: ThreadSpec,
+        stdout: Option<std::os::fd::RawFd>,
+    ) -> Result<usize, ArbiterError> {
         let first = argv.first().ok_or(ArbiterError::Launch(spawn::LaunchError::Empty))?;
         let program = spawn::resolve(first).map_err(ArbiterError::Launch)?;
         let plan = ChildPlan {
@@ -406,6 +418,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 Mech::Affinity(a) => Some(a.real_cpus().clone()),
             },
             close: self.claim.iter().map(Claim::fd).collect(),
+            stdout,
         };
         let launched = spawn::launch(&program, argv, &plan).map_err(ArbiterError::Io)?;
         let pid = launched.pid;

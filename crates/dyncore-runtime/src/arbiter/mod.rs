@@ -95,7 +95,7 @@ use dyncore_core::{CpuId, Nanos};
 
 use crate::backend::DutyScale;
 
-pub use baseline::{AloneRun, run_alone};
+pub use baseline::{AloneRun, Together, run_alone, run_together};
 pub use cgroups::{PERIOD_US, bandwidth};
 pub use controller::spare_cpu;
 pub use discover::{cpu_time_ns, last_cpu_and_state};
