@@ -41,6 +41,7 @@ use dyncore_sim::machine::MachineSpec;
 use dyncore_sim::{Scenario, ScenarioResult};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use dyncore_live::commands::CommandOptions;
 use dyncore_live::run::{self, LiveOptions, Outcome};
 use dyncore_live::{compare, fit, report, result, scale};
 use dyncore_scenario::load as scenarios;
@@ -195,6 +196,11 @@ pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
     let real = fit::real_cpus(args.real_cpus.as_deref(), &allowed).map_err(bad_option)?;
     let duty_scale = duty_scale(args.baseline_duty, &scaled)?;
     let machine = Machine::detect().context("reading the machine's topology from /sys")?;
+    for (path, sc) in scaled.iter().filter(|(_, s)| s.has_commands()) {
+        super::commands::check(path, inputs.text(path), sc, &real, args.time_scale)?;
+    }
+    let command_opts =
+        CommandOptions { real: real.clone(), duty_scale, weight: dyncore_live::commands::COMMAND_WEIGHT };
     let opts = LiveOptions { real, duty_scale, machine: machine.topology };
     // SIGINT, SIGTERM and SIGHUP alike stop the run in progress.
     let signals = Signals::install().context("installing the signal handlers")?;
@@ -208,8 +214,36 @@ pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
     let mut written = Vec::new();
     let mut interrupted = false;
     for (path, sc) in &scaled {
-        let predicted = dyncore_sim::run_quietly(&prediction_scenario(sc))
-            .map_err(|e| super::budget_error(path, inputs.text(path), &e, &written))?;
+        let modelled = sc.unmodelled_command().is_none();
+        let predicted = if modelled {
+            Some(
+                dyncore_sim::run_quietly(&prediction_scenario(sc))
+                    .map_err(|e| super::budget_error(path, inputs.text(path), &e, &written))?,
+            )
+        } else {
+            None
+        };
+        if sc.has_commands() {
+            let backend = if kind == Kind::Both { "both" } else { "live" };
+            let ran = super::commands::run(
+                out,
+                path,
+                sc,
+                predicted.as_ref(),
+                &command_opts,
+                backend,
+                args.quiet,
+                signals.stop_flag(),
+                &bar,
+            )?;
+            written.push(ran.written);
+            if ran.interrupted {
+                interrupted = true;
+                break;
+            }
+            continue;
+        }
+        let predicted = predicted.expect("a scenario of built-in programs is simulated");
         let (live, incomplete) = run_live(sc, &opts, &signals, &bar)?;
         let live_result = ScenarioResult {
             name: sc.name.clone(),
