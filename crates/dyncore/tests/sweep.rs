@@ -249,3 +249,24 @@ fn the_shipped_sweeps_validate() {
         assert!(s.points.len() >= 20, "{f}");
     }
 }
+
+#[test]
+fn the_report_page_shows_a_sweeps_summary_and_plots() {
+    let d = tempfile::tempdir().unwrap();
+    let file = small_sweep(d.path(), 1);
+    let out = d.path().join("out");
+    cmd::run(&Registry::builtin(), &out, &args(&file, 2), &AtomicBool::new(false)).unwrap();
+    let report = String::from_utf8(read(&out, "report.md")).unwrap();
+    assert!(report.contains("![run.*.governor](by-0.png)") && report.contains("| always-c6 |"), "{report}");
+    let scenario = root().join("scenarios/newtos/single.toml");
+    let ran = dyncore()
+        .args(["run", "--quiet", "--seeds", "1", "--out"])
+        .arg(&out)
+        .arg(&scenario)
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(page.contains("<section id=\"sweep-small\">"), "the sweep is a section of the page");
+    assert!(page.contains("sweep-small/by-0.png"), "its plots are linked from the page");
+}
