@@ -2,7 +2,7 @@
 //! scenario: what it is, its plot, the comparison table over seeds, the
 //! paper's claims with their verdicts, the allocation events (Figure 8) and
 //! its trace with how to open it; then the bench reports found in
-//! `out/bench-*/`.
+//! `out/bench-*/` and the sweeps' summaries in `out/sweep-*/`.
 //!
 //! The page is self-contained: no scripts, no fonts or styles from the
 //! network (the system's sans-serif), plots as PNGs beside it, relative
@@ -122,15 +122,15 @@ pub fn scenario_section(m: &Model<'_>, plots: &[Plot], ran: Ran<'_>) -> String {
     s
 }
 
-/// The bench reports in `out/bench-*/report.md`, in name order, as
-/// (folder name, section HTML).
+/// The bench reports in `out/bench-*/report.md` and the sweeps' in
+/// `out/sweep-*/report.md`, in name order, as (folder name, section HTML).
 fn bench_sections(out: &Path) -> Result<Vec<(String, String)>> {
     let mut dirs: Vec<String> = match std::fs::read_dir(out) {
         Ok(rd) => rd
             .filter_map(|e| e.ok())
             .filter(|e| e.path().join("report.md").is_file())
             .filter_map(|e| e.file_name().to_str().map(str::to_string))
-            .filter(|n| n.starts_with("bench-"))
+            .filter(|n| n.starts_with("bench-") || n.starts_with("sweep-"))
             .collect(),
         Err(_) => Vec::new(),
     };
@@ -142,8 +142,13 @@ fn bench_sections(out: &Path) -> Result<Vec<(String, String)>> {
             let body = crate::markdown::to_html(&md, 1, &format!("{d}/"));
             let section = format!(
                 "<section id=\"{id}\">\n{body}<p class=\"meta\">From <a href=\"{id}/report.md\">{id}/report.md</a>; \
-                 figures measured on this machine when the benchmark ran.</p>\n</section>\n",
-                id = esc(&d)
+                 {what}</p>\n</section>\n",
+                id = esc(&d),
+                what = if d.starts_with("sweep-") {
+                    "a design-space sweep (<code>dyncore sweep</code>): simulated figures, with the table in results.parquet and results.csv."
+                } else {
+                    "figures measured on this machine when the benchmark ran."
+                }
             );
             Ok((d, section))
         })
@@ -178,7 +183,7 @@ pub fn page(out: &Path, written: &[Written], total: &PaperCounts, what_ran: &str
     );
     s += "</div>\n";
     if !benches.is_empty() {
-        s += "<p>Benchmarks on this machine: ";
+        s += "<p>Benchmarks on this machine and sweeps: ";
         let links: Vec<String> =
             benches.iter().map(|(d, _)| format!("<a href=\"#{id}\">{id}</a>", id = esc(d))).collect();
         s += &links.join(" · ");

@@ -109,6 +109,20 @@ impl OutDir {
 /// [`OutDir::stage`] for a caller that holds the lock on `out`.
 pub fn stage(out: &Path, name: &str) -> Result<Staged> {
     let dest = crate::report::report_dir(out, name)?;
+    stage_as(out, name, dest)
+}
+
+/// The folder `sweep-NAME` of the sweep `name` (a name a scenario could
+/// have; the `sweep-` prefix is reserved for sweeps), staged as [`stage`]
+/// stages a scenario's.
+pub fn stage_sweep(out: &Path, name: &str) -> Result<Staged> {
+    crate::report::report_dir(out, name)?;
+    let folder = format!("sweep-{name}");
+    let dest = out.join(&folder);
+    stage_as(out, &folder, dest)
+}
+
+fn stage_as(out: &Path, name: &str, dest: PathBuf) -> Result<Staged> {
     let tmp = out.join(format!(".{name}.tmp-{}", std::process::id()));
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).with_context(|| format!("removing {}", tmp.display()))?;

@@ -12,6 +12,7 @@ use std::path::Path;
 use std::sync::Once;
 
 pub mod axis;
+pub mod band;
 pub mod bars;
 mod frame;
 pub mod text;

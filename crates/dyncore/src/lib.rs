@@ -9,7 +9,9 @@
 //! * [`Registry`] (with [`PolicyEntry`], [`PolicyInfo`], [`RunContext`],
 //!   [`Params`]): the policies a scenario may name;
 //! * [`Policy`] and its [`Event`]s and [`Action`]s: the one seam between a
-//!   policy and the backends.
+//!   policy and the backends;
+//! * [`sweep`]: design-space sweeps over a grid of a scenario's fields
+//!   (`dyncore sweep`), their table as Arrow, Parquet and CSV.
 //!
 //! `examples/custom-policy/` is a crate of its own that defines a policy,
 //! registers it and runs a scenario on both backends through this API;
@@ -31,6 +33,7 @@ macro_rules! say {
 }
 
 pub mod runner;
+pub mod sweep;
 
 pub use dyncore_core as core;
 pub use dyncore_core::policies::{Params, PolicyEntry, PolicyInfo, Registry, RunContext};

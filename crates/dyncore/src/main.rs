@@ -61,6 +61,9 @@ enum Cmd {
     Policies,
     /// A TCP stream through the NewtOS split network stack: throughput, per-component load, restarts.
     Stack(stack_cmd::Args),
+    /// Sweep a scenario's fields over a grid: every point × seed on all cores, one table
+    /// (results.parquet, results.csv) and a summary with a plot per swept field; resumable.
+    Sweep(SweepCmd),
     /// Run a command, unmodified, under a policy on real CPUs (its threads placed, throttled and
     /// fused through cgroups or affinity); its output, its exit status, then dyncore's summary.
     Exec(exec_cmd::Args),
@@ -96,6 +99,29 @@ struct RunArgs {
     /// Live: the real CPUs to run on, a cpulist (default: every CPU this process may use).
     #[arg(long, value_name = "LIST")]
     real_cpus: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "The sweep file: docs/sweeps.md. Output: OUT/sweep-NAME/ (results.parquet, results.csv, \
+                        report.md, by-*.png). Interrupted (Ctrl-C, a crash), the same command resumes: finished \
+                        runs are kept in OUT/.sweep-NAME.parts/. Exit status: 0 done, 2 bad input, 130 on Ctrl-C."
+)]
+struct SweepCmd {
+    /// The sweep file (e.g. sweeps/tax-vs-node.toml).
+    file: PathBuf,
+    /// Worker threads (default: every CPU this process may use).
+    #[arg(long, short, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    jobs: Option<u32>,
+    /// Forget the runs an earlier, interrupted or finished, run of this sweep kept, and run them all.
+    #[arg(long)]
+    fresh: bool,
+    /// No progress bar or plan line; only the summary line.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Print point N's scenario (the base with the point's values set) and exit; runs nothing.
+    #[arg(long, value_name = "N")]
+    show_point: Option<usize>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -171,10 +197,24 @@ fn main() -> ExitCode {
         }
         Some(Cmd::Stack(a)) => stack_cmd::run(a),
         Some(Cmd::Exec(a)) => return exec_cmd::main(a, cli.out.as_deref()),
+        Some(Cmd::Sweep(a)) => {
+            let args = dyncore::sweep::SweepArgs {
+                file: a.file.clone(),
+                jobs: a.jobs.map(|j| j as usize),
+                fresh: a.fresh,
+                quiet: a.quiet,
+                show_point: a.show_point,
+            };
+            let stop = dyncore::sweep::cmd::ctrl_c_flag();
+            dyncore::sweep::cmd::run(runner.registry(), &out, &args, &stop)
+        }
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.downcast_ref::<dyncore::Interrupted>().is_some() => {
+        Err(e)
+            if e.downcast_ref::<dyncore::Interrupted>().is_some()
+                || e.downcast_ref::<dyncore::sweep::Interrupted>().is_some() =>
+        {
             eprintln!("{e}");
             ExitCode::from(e.downcast_ref::<dyncore::Interrupted>().map_or(130, |i| i.status()))
         }

@@ -1,0 +1,176 @@
+//! `dyncore sweep FILE --out DIR --jobs N`: load and validate every point,
+//! take the report folder, run what is not done yet (progress bar: units,
+//! points done, rate, time left), then write the table and the summary.
+//!
+//! Exit status (through `main`): 0 done, 2 bad input (the sweep file, a
+//! point, a run past its event budget), 130 on Ctrl-C (the units finished so
+//! far are kept: the same command resumes).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use dyncore_core::policies::Registry;
+use dyncore_scenario::load::LoadError;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::exec::{self, Options, Row};
+use super::{SweepArgs, summary, table};
+use crate::BadInput;
+
+/// A sweep stopped by Ctrl-C: exit 130; the finished units are kept.
+#[derive(Debug)]
+pub struct Interrupted {
+    pub done: usize,
+    pub total: usize,
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "interrupted: {} of {} runs done and kept; run the same command again to resume",
+            self.done, self.total
+        )
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// Where the parts of sweep `name` live: beside its report folder, hidden.
+pub fn parts_dir(out: &Path, folder: &str) -> PathBuf {
+    out.join(format!(".{folder}.parts"))
+}
+
+/// The rows of every unit, read back from the parts (all present).
+pub fn collect(sweep: &super::Sweep, dir: &Path) -> Result<Vec<(usize, u64, Vec<Row>)>> {
+    sweep
+        .units()
+        .into_iter()
+        .map(|(p, s)| {
+            let rows = exec::read_part(dir, sweep, p, s)
+                .with_context(|| format!("the part of point {p}, seed {s} is missing or not this sweep's"))?;
+            Ok((p, s, rows))
+        })
+        .collect()
+}
+
+/// Runs `dyncore sweep`.
+pub fn run(registry: &Registry, out: &Path, args: &SweepArgs, stop: &AtomicBool) -> Result<()> {
+    let sweep = super::Sweep::load(&args.file, registry)?;
+    if let Some(n) = args.show_point {
+        let p = sweep.points.get(n).ok_or_else(|| {
+            let m = format!("--show-point {n}: the sweep has points 0 to {}", sweep.points.len() - 1);
+            BadInput(vec![LoadError::new(&args.file, m)])
+        })?;
+        crate::say!("# point {n} of {}\n{}", args.file.display(), p.text);
+        return Ok(());
+    }
+    let _held = crate::runner::open_out(out)?;
+    let folder = sweep.folder();
+    let parts = parts_dir(out, &folder);
+    if args.fresh && parts.exists() {
+        std::fs::remove_dir_all(&parts).with_context(|| format!("removing {}", parts.display()))?;
+    }
+    std::fs::create_dir_all(&parts).with_context(|| format!("creating {}", parts.display()))?;
+    let units = sweep.units();
+    let todo: Vec<(usize, u64)> =
+        units.iter().copied().filter(|&(p, s)| exec::read_part(&parts, &sweep, p, s).is_none()).collect();
+    let kept = units.len() - todo.len();
+    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if !args.quiet {
+        eprintln!(
+            "sweep {}: {} points × {} seeds = {} runs{}; {} to run on {jobs} worker thread{}",
+            sweep.spec.name,
+            sweep.points.len(),
+            sweep.seeds.len(),
+            units.len(),
+            if kept > 0 { format!(" ({kept} done by an earlier run, kept)") } else { String::new() },
+            todo.len(),
+            if jobs == 1 { "" } else { "s" },
+        );
+    }
+    let bar = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new(todo.len() as u64) };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {per_sec}  ETA {eta}  {msg}",
+        )
+        .expect("static template is valid"),
+    );
+    // Points done: all of a point's seeds have parts.
+    let seeds_left: Vec<AtomicUsize> = (0..sweep.points.len())
+        .map(|p| AtomicUsize::new(todo.iter().filter(|(q, _)| *q == p).count()))
+        .collect();
+    let points_done = AtomicUsize::new(seeds_left.iter().filter(|n| n.load(Ordering::Relaxed) == 0).count());
+    let started = Instant::now();
+    let sink = |p: usize, seed: u64, rows: Vec<Row>| -> Result<()> {
+        exec::write_part(&parts, &sweep, p, seed, &rows)?;
+        if seeds_left[p].fetch_sub(1, Ordering::AcqRel) == 1 {
+            points_done.fetch_add(1, Ordering::Relaxed);
+        }
+        bar.set_message(format!("{}/{} points", points_done.load(Ordering::Relaxed), sweep.points.len()));
+        bar.inc(1);
+        Ok(())
+    };
+    let outcome = exec::run_pool(&sweep, &todo, &Options { jobs, stop }, &sink);
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    if let Some(e) = outcome.error {
+        let at = super::spec::locate(&sweep.spec.text, "base");
+        let message =
+            format!("{e}; the {} runs finished are kept (the same command resumes)", kept + outcome.done);
+        return Err(BadInput(vec![LoadError {
+            file: args.file.clone(),
+            at,
+            field: Some("base".into()),
+            message,
+        }])
+        .into());
+    }
+    if outcome.stopped {
+        return Err(Interrupted { done: kept + outcome.done, total: units.len() }.into());
+    }
+    let rows = collect(&sweep, &parts)?;
+    let batch = table::batch(&sweep, &rows)?;
+    let staged = dyncore_report::outdir::stage_sweep(out, &sweep.spec.name)?;
+    let dir = staged.path();
+    dyncore_report::report::write_file(&dir.join("results.parquet"), &table::parquet_bytes(&batch)?)?;
+    dyncore_report::report::write_file(&dir.join("results.csv"), table::csv(&sweep, &rows).as_bytes())?;
+    dyncore_report::report::write_file(&dir.join("sweep.toml"), sweep.spec.text.as_bytes())?;
+    let command = format!("dyncore sweep {} --out {}", args.file.display(), out.display());
+    summary::write(&sweep, &rows, dir, &command)?;
+    let dest = staged.commit()?;
+    let ran = outcome.done;
+    let rate = if secs > 0.0 && ran > 0 {
+        format!(
+            " in {secs:.1} s: {:.2} points/s ({:.2} runs/s) on {jobs} worker thread{}",
+            ran as f64 / sweep.seeds.len() as f64 / secs,
+            ran as f64 / secs,
+            if jobs == 1 { "" } else { "s" }
+        )
+    } else {
+        String::new()
+    };
+    crate::say!(
+        "sweep {}: {} runs ({ran} run now{}), {} rows{rate}.\nTable: {} (and results.csv); summary: {}",
+        sweep.spec.name,
+        units.len(),
+        if kept > 0 { format!(", {kept} kept") } else { String::new() },
+        batch.num_rows(),
+        dest.join("results.parquet").display(),
+        dest.join("report.md").display(),
+    );
+    Ok(())
+}
+
+/// Installs the Ctrl-C handler that sets the returned flag (once per
+/// process; a second install, or none possible, leaves the default: the
+/// process ends and a rerun resumes from the parts).
+pub fn ctrl_c_flag() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let _ = ctrlc::set_handler(move || s.store(true, Ordering::Release));
+    stop
+}

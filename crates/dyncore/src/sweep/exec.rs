@@ -1,0 +1,300 @@
+//! Running a sweep's units (point × seed) on worker threads, and the parts
+//! that record what is done.
+//!
+//! **Invariants:** a unit's rows are a function of its point's text and its
+//! seed; a part file holds exactly one unit's rows under the unit's key and
+//! is written whole or not at all ([`dyncore_report::report::write_atomic`]:
+//! a temporary file, synced, renamed); a part whose key does not match the
+//! unit (another sweep file, another base, another dyncore) is never used.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use anyhow::{Context, Result};
+use dyncore_sim::netstack::policy::simulate_policy;
+use dyncore_sim::netstack::{NetParams, RunInput, simulate};
+use serde::{Deserialize, Serialize};
+
+use super::{Kind, PointScenario, Sweep};
+
+/// The figures of a Chameleon-style row (one per program label of a run):
+/// the means over the label's programs that finished, and the run's own.
+pub const SIM_FIGURES: &[&str] = &[
+    "speedup",
+    "relative_time",
+    "completion_s",
+    "fused_share",
+    "finished_share",
+    "run_energy_j",
+    "run_mean_w",
+    "run_end_s",
+    "fuses",
+    "migrations",
+];
+
+/// The figures of a network-stack row (one per run): bitrate, modelled
+/// power of the cores in use, energy per bit delivered, a policy run's
+/// energy, the MHz-weighted utilisation of a layout by hand, packets.
+pub const NET_FIGURES: &[&str] =
+    &["mbps", "power_w", "nj_per_bit", "energy_j", "normalised_utilisation", "packets"];
+
+/// The figure columns of rows of `kind`.
+pub fn figures(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::Sim => SIM_FIGURES,
+        Kind::Net => NET_FIGURES,
+    }
+}
+
+/// One row of a unit: a run's series and its figures (in [`figures`]
+/// order; `None` where the figure does not apply or nothing finished).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub run: String,
+    pub series: String,
+    pub figures: Vec<Option<f64>>,
+}
+
+/// Runs one unit: every run of point `p` with `seed`.
+pub fn run_unit(sweep: &Sweep, p: usize, seed: u64) -> Result<Vec<Row>, String> {
+    let point = &sweep.points[p];
+    match &point.scenario {
+        PointScenario::Sim(sc) => {
+            let mut sc = (**sc).clone();
+            sc.seed = seed;
+            let mut rows = Vec::new();
+            for i in 0..sc.runs.len() {
+                let r = dyncore_sim::run_one(&sc, i)
+                    .map_err(|e| format!("point {p}, seed {seed}, run `{}`: {e}", sc.runs[i].label))?;
+                rows.extend(sim_rows(&r));
+            }
+            Ok(rows)
+        }
+        PointScenario::Net(sc) => Ok(sc.runs.iter().map(|r| net_row(sc, r, seed)).collect()),
+    }
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// A run's rows: one per program label, in order of first appearance.
+fn sim_rows(r: &dyncore_sim::RunResult) -> Vec<Row> {
+    let mut labels: Vec<&str> = Vec::new();
+    for p in &r.programs {
+        if !labels.contains(&p.label.as_str()) {
+            labels.push(&p.label);
+        }
+    }
+    labels
+        .into_iter()
+        .map(|label| {
+            let ps: Vec<_> = r.programs.iter().filter(|p| p.label == label).collect();
+            let of = |f: &dyn Fn(&dyncore_sim::ProgramResult) -> Option<f64>| {
+                mean(&ps.iter().filter_map(|p| f(p)).collect::<Vec<_>>())
+            };
+            let finished = ps.iter().filter(|p| p.completion_ns.is_some()).count();
+            let figures = vec![
+                of(&|p| p.speedup),
+                of(&|p| p.relative_time),
+                of(&|p| p.completion_ns.map(|c| c as f64 / 1e9)),
+                of(&|p| p.completion_ns.filter(|&c| c > 0).map(|c| p.fused_ns as f64 / c as f64)),
+                Some(finished as f64 / ps.len() as f64),
+                r.finished.then_some(r.energy.joules),
+                r.finished.then_some(r.energy.mean_w),
+                Some(r.end_ns as f64 / 1e9),
+                Some(r.reconfig.fuses as f64),
+                Some(r.migrations as f64),
+            ];
+            debug_assert_eq!(figures.len(), SIM_FIGURES.len());
+            Row { run: r.label.clone(), series: label.to_string(), figures }
+        })
+        .collect()
+}
+
+/// A network-stack run's row for one seed (what `netstack::run` does per
+/// seed, kept per seed).
+fn net_row(
+    sc: &dyncore_sim::netstack::scenario::NetScenario,
+    r: &dyncore_sim::netstack::scenario::NetRun,
+    seed: u64,
+) -> Row {
+    let net = NetParams { governor: r.governor.unwrap_or(sc.net.governor), ..sc.net.clone() };
+    let (mbps, power_w, energy_j, used, packets) = if r.policy.is_some() {
+        let o = simulate_policy(&sc.stack, &net, r, seed);
+        (o.mbps, o.power_w, Some(o.energy_j), None, o.packets)
+    } else {
+        let input = RunInput {
+            costs: &sc.stack,
+            net: &net,
+            cpus: &r.cpus,
+            load: &r.load,
+            seed,
+            beside: Default::default(),
+        };
+        let o = simulate(&input);
+        (o.mbps, o.power_w, None, Some(o.normalised_utilisation), o.packets)
+    };
+    // W / (Mbit/s) = µJ per Mbit = 1e-6 J per 1e6 bit; in nJ per bit: × 1000.
+    let nj_per_bit = (mbps > 0.0).then(|| power_w * 1000.0 / mbps);
+    let figures = vec![Some(mbps), Some(power_w), nj_per_bit, energy_j, used, Some(packets as f64)];
+    debug_assert_eq!(figures.len(), NET_FIGURES.len());
+    Row { run: r.label.clone(), series: "stack".into(), figures }
+}
+
+/// The key a unit's part must carry: its point's text, its seed and this
+/// dyncore's version (FNV-1a, 64 bits).
+pub fn unit_key(sweep: &Sweep, p: usize, seed: u64) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let text = &sweep.points[p].text;
+    for b in text.bytes().chain(env!("CARGO_PKG_VERSION").bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}-{seed}")
+}
+
+#[derive(Serialize, Deserialize)]
+struct PartRow {
+    run: String,
+    series: String,
+    /// Each figure's bits (`f64::to_bits`), so a part reads back exactly.
+    bits: Vec<Option<u64>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Part {
+    key: String,
+    rows: Vec<PartRow>,
+}
+
+/// A unit's part file in `dir`.
+pub fn part_path(dir: &Path, p: usize, seed: u64) -> PathBuf {
+    dir.join(format!("p{p:06}-s{seed}.json"))
+}
+
+/// Writes a unit's part, whole or not at all.
+pub fn write_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64, rows: &[Row]) -> Result<()> {
+    let part = Part {
+        key: unit_key(sweep, p, seed),
+        rows: rows
+            .iter()
+            .map(|r| PartRow {
+                run: r.run.clone(),
+                series: r.series.clone(),
+                bits: r.figures.iter().map(|f| f.map(f64::to_bits)).collect(),
+            })
+            .collect(),
+    };
+    let bytes = serde_json::to_vec(&part).context("encoding a part")?;
+    dyncore_report::report::write_file(&part_path(dir, p, seed), &bytes)
+}
+
+/// A unit's rows from its part, if the part exists and is this unit's.
+pub fn read_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64) -> Option<Vec<Row>> {
+    let bytes = std::fs::read(part_path(dir, p, seed)).ok()?;
+    let part: Part = serde_json::from_slice(&bytes).ok()?;
+    let width = figures(sweep.kind).len();
+    (part.key == unit_key(sweep, p, seed) && part.rows.iter().all(|r| r.bits.len() == width)).then(|| {
+        part.rows
+            .into_iter()
+            .map(|r| Row {
+                run: r.run,
+                series: r.series,
+                figures: r.bits.into_iter().map(|b| b.map(f64::from_bits)).collect(),
+            })
+            .collect()
+    })
+}
+
+/// How the workers run.
+pub struct Options<'a> {
+    /// Worker threads (at least 1).
+    pub jobs: usize,
+    /// Set (by Ctrl-C) to stop: no worker takes a new unit; those running finish.
+    pub stop: &'a AtomicBool,
+}
+
+/// What a pool of workers did.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Units finished and handed to the sink.
+    pub done: usize,
+    /// Stopped before every unit ran.
+    pub stopped: bool,
+    /// The first failure in unit order, if any (a run past its event budget, a
+    /// part that could not be written).
+    pub error: Option<String>,
+}
+
+/// Runs `todo` (indices into `sweep.units()`-style (point, seed) pairs) on
+/// `opts.jobs` threads, handing each finished unit to `sink` (from the
+/// worker thread). A failure stops the others from taking new units.
+pub fn run_pool(
+    sweep: &Sweep,
+    todo: &[(usize, u64)],
+    opts: &Options<'_>,
+    sink: &(dyn Fn(usize, u64, Vec<Row>) -> Result<()> + Sync),
+) -> Outcome {
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let errors: Mutex<Vec<(usize, String)>> = Mutex::new(Vec::new());
+    let threads = opts.jobs.clamp(1, todo.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    if opts.stop.load(Ordering::Acquire) || failed.load(Ordering::Acquire) {
+                        return;
+                    }
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&(p, seed)) = todo.get(k) else { return };
+                    let r = run_unit(sweep, p, seed)
+                        .and_then(|rows| sink(p, seed, rows).map_err(|e| format!("{e:#}")));
+                    match r {
+                        Ok(()) => {
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            errors.lock().unwrap_or_else(|p| p.into_inner()).push((k, e));
+                            failed.store(true, Ordering::Release);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let mut errors = errors.into_inner().unwrap_or_else(|p| p.into_inner());
+    errors.sort();
+    let done = done.into_inner();
+    Outcome { done, stopped: done < todo.len(), error: errors.into_iter().next().map(|(_, e)| e) }
+}
+
+/// Runs `units` on `jobs` threads, writing no parts, and returns their rows
+/// in the order of `units` (what a library caller, the Python package or a
+/// cluster's worker, needs). Stopped by `stop`: an error saying so.
+pub fn run_units(
+    sweep: &Sweep,
+    units: &[(usize, u64)],
+    jobs: usize,
+    stop: &AtomicBool,
+) -> Result<Vec<(usize, u64, Vec<Row>)>, String> {
+    let slot: std::collections::HashMap<(usize, u64), usize> =
+        units.iter().enumerate().map(|(i, &u)| (u, i)).collect();
+    let rows: Mutex<Vec<Option<Vec<Row>>>> = Mutex::new(vec![None; units.len()]);
+    let sink = |p: usize, seed: u64, r: Vec<Row>| -> Result<()> {
+        rows.lock().unwrap_or_else(|e| e.into_inner())[slot[&(p, seed)]] = Some(r);
+        Ok(())
+    };
+    let outcome = run_pool(sweep, units, &Options { jobs, stop }, &sink);
+    if let Some(e) = outcome.error {
+        return Err(e);
+    }
+    if outcome.stopped {
+        return Err(format!("stopped: {} of {} runs done", outcome.done, units.len()));
+    }
+    let rows = rows.into_inner().unwrap_or_else(|e| e.into_inner());
+    Ok(units.iter().zip(rows).map(|(&(p, s), r)| (p, s, r.expect("every unit ran"))).collect())
+}

@@ -1,0 +1,272 @@
+//! `dyncore sweep`: the same bytes whatever `--jobs`, a killed or
+//! interrupted sweep resumed without re-running what it finished, and bad
+//! sweep files refused with `file:line:col: field` (exit 2).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use dyncore::Registry;
+use dyncore::sweep::{Sweep, SweepArgs, cmd};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A small sweep of the network-stack model (fast: 20 ms of virtual time a run).
+fn small_sweep(dir: &Path, seeds: u32) -> PathBuf {
+    let base = root().join("scenarios/newtos/governors.toml");
+    let text = format!(
+        "base = \"{}\"\nruns = [\"menu 1600/600\"]\nseeds = {seeds}\n[grid]\n\"run.*.governor\" = [\"always-c1\", \"always-c6\"]\n\
+         \"run.*.cpu.0.mhz\" = [1600, 800, 400]\n",
+        base.display()
+    );
+    let path = dir.join("small.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn args(file: &Path, jobs: usize) -> SweepArgs {
+    SweepArgs { file: file.to_path_buf(), jobs: Some(jobs), fresh: false, quiet: true, show_point: None }
+}
+
+fn read(out: &Path, name: &str) -> Vec<u8> {
+    std::fs::read(out.join("sweep-small").join(name)).unwrap()
+}
+
+#[test]
+fn the_same_sweep_gives_the_same_bytes_whatever_jobs() {
+    let d = tempfile::tempdir().unwrap();
+    let file = small_sweep(d.path(), 2);
+    let stop = AtomicBool::new(false);
+    let (one, two) = (d.path().join("one"), d.path().join("two"));
+    cmd::run(&Registry::builtin(), &one, &args(&file, 1), &stop).unwrap();
+    cmd::run(&Registry::builtin(), &two, &args(&file, 2), &stop).unwrap();
+    for f in ["results.parquet", "results.csv", "by-0.png", "by-1.png", "by-0.svg"] {
+        assert!(read(&one, f) == read(&two, f), "{f} differs between --jobs 1 and --jobs 2");
+    }
+    // The report differs only in the command it quotes (its --out).
+    let text = |out: &Path| {
+        String::from_utf8(read(out, "report.md")).unwrap().replace(&out.display().to_string(), "OUT")
+    };
+    assert_eq!(text(&one), text(&two));
+    // The Parquet file reads back as the table: 6 points × 2 seeds × 1 run × 1 series.
+    let file_in = std::fs::File::open(one.join("sweep-small/results.parquet")).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file_in)
+        .unwrap()
+        .build()
+        .unwrap();
+    let batches: Vec<_> = reader.map(Result::unwrap).collect();
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 12);
+    let schema = batches[0].schema();
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(&names[..6], ["point", "seed", "run", "series", "run.*.governor", "run.*.cpu.0.mhz"]);
+    assert!(names.contains(&"mbps") && names.contains(&"nj_per_bit"));
+    // The CSV has the same rows, and the slower TCP core delivers less under C1.
+    let csv = String::from_utf8(read(&one, "results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 13);
+    let sweep = Sweep::load(&file, &Registry::builtin()).unwrap();
+    assert_eq!(sweep.units().len(), 12);
+}
+
+#[test]
+fn a_finished_sweep_reruns_nothing_and_a_changed_point_reruns() {
+    let d = tempfile::tempdir().unwrap();
+    let file = small_sweep(d.path(), 1);
+    let out = d.path().join("out");
+    let stop = AtomicBool::new(false);
+    cmd::run(&Registry::builtin(), &out, &args(&file, 2), &stop).unwrap();
+    let first = read(&out, "results.parquet");
+    let parts = cmd::parts_dir(&out, "sweep-small");
+    let stamp = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
+    let part0 = parts.join("p000000-s1.json");
+    let before = stamp(&part0);
+    std::thread::sleep(Duration::from_millis(20));
+    cmd::run(&Registry::builtin(), &out, &args(&file, 2), &stop).unwrap();
+    assert_eq!(stamp(&part0), before, "a finished unit is not run again");
+    assert_eq!(read(&out, "results.parquet"), first);
+    // A part of another sweep (a changed value) does not count as done.
+    let text = std::fs::read_to_string(&file).unwrap().replace("[1600, 800, 400]", "[1400, 800, 400]");
+    std::fs::write(&file, text).unwrap();
+    cmd::run(&Registry::builtin(), &out, &args(&file, 2), &stop).unwrap();
+    assert_ne!(stamp(&part0), before, "point 0 changed, so it ran again");
+    // A stop before any unit: nothing runs, the error says how to resume.
+    let stopped = AtomicBool::new(true);
+    let e = cmd::run(&Registry::builtin(), &d.path().join("other"), &args(&file, 1), &stopped).unwrap_err();
+    assert!(e.to_string().contains("run the same command again to resume"), "{e}");
+}
+
+fn dyncore() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_dyncore"))
+}
+
+fn parts_in(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().ends_with(".json")).count()
+        })
+        .unwrap_or(0)
+}
+
+/// Starts the sweep, waits for its first finished unit, and stops it with `signal`.
+fn start_and_stop(file: &Path, out: &Path, signal: i32) -> std::process::ExitStatus {
+    let mut child = dyncore()
+        .args(["sweep", "--quiet", "--jobs", "1", "--out"])
+        .arg(out)
+        .arg(file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let parts = cmd::parts_dir(out, "sweep-small");
+    let t = Instant::now();
+    while parts_in(&parts) == 0 {
+        assert!(t.elapsed() < Duration::from_secs(120), "no unit finished in 2 minutes");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    child.wait().unwrap()
+}
+
+#[test]
+fn a_killed_sweep_resumes_where_it_stopped_with_the_same_bytes() {
+    let d = tempfile::tempdir().unwrap();
+    let file = small_sweep(d.path(), 8);
+    let out = d.path().join("killed");
+    let status = start_and_stop(&file, &out, libc::SIGKILL);
+    assert!(!status.success());
+    let parts = cmd::parts_dir(&out, "sweep-small");
+    let kept = parts_in(&parts);
+    assert!((1..48).contains(&kept), "the kill came mid-sweep ({kept} of 48 units done)");
+    assert!(!out.join("sweep-small").exists(), "no report folder from a killed sweep");
+    // No half-written part: every file there is a whole part of this sweep.
+    let sweep = Sweep::load(&file, &Registry::builtin()).unwrap();
+    let whole = sweep
+        .units()
+        .iter()
+        .filter(|&&(p, s)| dyncore::sweep::exec::read_part(&parts, &sweep, p, s).is_some())
+        .count();
+    assert_eq!(whole, kept, "every part on disk is whole");
+    let resumed = dyncore().args(["sweep", "--jobs", "2", "--out"]).arg(&out).arg(&file).output().unwrap();
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    let said = String::from_utf8_lossy(&resumed.stderr);
+    assert!(said.contains(&format!("({kept} done by an earlier run, kept)")), "{said}");
+    let fresh = d.path().join("fresh");
+    let ran = dyncore().args(["sweep", "--quiet", "--out"]).arg(&fresh).arg(&file).output().unwrap();
+    assert!(ran.status.success());
+    assert!(
+        read(&out, "results.parquet") == read(&fresh, "results.parquet"),
+        "resumed = fresh, byte for byte"
+    );
+    assert!(read(&out, "results.csv") == read(&fresh, "results.csv"));
+}
+
+#[test]
+fn ctrl_c_stops_with_130_and_keeps_what_finished() {
+    let d = tempfile::tempdir().unwrap();
+    let file = small_sweep(d.path(), 8);
+    let out = d.path().join("out");
+    let status = start_and_stop(&file, &out, libc::SIGINT);
+    assert_eq!(status.code(), Some(130));
+    let kept = parts_in(&cmd::parts_dir(&out, "sweep-small"));
+    assert!(kept >= 1);
+    let resumed = dyncore().args(["sweep", "--out"]).arg(&out).arg(&file).output().unwrap();
+    assert!(resumed.status.success());
+    assert!(String::from_utf8_lossy(&resumed.stderr).contains("done by an earlier run, kept"));
+}
+
+/// The error a sweep text gets, as the command prints it.
+fn error_of(dir: &Path, text: &str) -> String {
+    let path = dir.join("bad.toml");
+    std::fs::write(&path, text).unwrap();
+    Sweep::load(&path, &Registry::builtin()).unwrap_err().to_string()
+}
+
+#[test]
+fn bad_sweep_files_are_refused_at_the_place_with_what_is_accepted() {
+    let d = tempfile::tempdir().unwrap();
+    let base = root().join("scenarios/newtos/governors.toml").display().to_string();
+    let head = format!("base = \"{base}\"\nruns = [\"menu 1600/600\"]\n");
+    let cases: Vec<(String, &str)> = vec![
+        (
+            format!("{head}sedes = 3\n[grid]\n\"run.*.governor\" = [\"menu\"]\n"),
+            "bad.toml:3:1: sedes: unknown field",
+        ),
+        (
+            format!("{head}[grid]\n\"run.*.cpus.0.mhz\" = [1600]\n"),
+            "bad.toml:4:23: grid.\"run.*.cpus.0.mhz\": not a field of the base",
+        ),
+        (
+            format!("{head}[grid]\n\"run.*.cpu.0.mhz\" = [1600, 1700]\n"),
+            "bad.toml:4:28: grid.\"run.*.cpu.0.mhz\"[1]: point 1 (run.*.cpu.0.mhz = 1700) is not a valid scenario: \
+             run[0].cpu[0].mhz: no speed step of 1700 MHz",
+        ),
+        (
+            format!(
+                "{head}[zip]\n\"run.*.governor\" = [\"menu\", \"always-c1\"]\n\"run.*.cpu.0.mhz\" = [1600]\n"
+            ),
+            "bad.toml:5:22: zip.\"run.*.cpu.0.mhz\": the lists of [zip] are paired",
+        ),
+        (
+            format!(
+                "base = \"{base}\"\nruns = [\"menu 1600/60\"]\n[grid]\n\"run.*.governor\" = [\"menu\"]\n"
+            ),
+            "bad.toml:2:9: runs[0]: the base has no run labelled \"menu 1600/60\"",
+        ),
+        (
+            format!("{head}[grid]\n\"run.*.governor\" = [\"menu\", 3]\n"),
+            "the values of one field must be of one kind",
+        ),
+        (format!("{head}[grid]\n\"run.*.governor\" = []\n"), "expected a list of at least one value"),
+        (
+            format!("{head}seeds = 0\n[grid]\n\"run.*.governor\" = [\"menu\"]\n"),
+            "bad.toml:3:9: seeds: expected a whole number from 1",
+        ),
+        ("[grid]\n\"x\" = [1]\n".to_string(), "`base` is missing"),
+        (format!("{head}[grid]\n\"run.*\" = [1]\n"), "a field path ends with a field's name"),
+    ];
+    for (text, want) in cases {
+        let e = error_of(d.path(), &text);
+        assert!(e.contains(want), "wanted `{want}` in:\n{e}\nfor:\n{text}");
+    }
+    // The command: exit 2, the message on stderr, nothing created.
+    let path = d.path().join("bad.toml");
+    std::fs::write(&path, format!("{head}[grid]\n\"run.*.cpus.0.mhz\" = [1600]\n")).unwrap();
+    let out = d.path().join("out");
+    let o = dyncore().args(["sweep", "--out"]).arg(&out).arg(&path).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("bad.toml:4:23:"));
+    assert!(!out.exists(), "bad input creates nothing");
+}
+
+#[test]
+fn the_shipped_sweeps_validate() {
+    for f in ["sweeps/tax-vs-node.toml", "sweeps/newtos-tcp-speed.toml"] {
+        let s = Sweep::load(&root().join(f), &Registry::builtin()).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(s.points.len() >= 20, "{f}");
+    }
+}
+
+#[test]
+fn the_report_page_shows_a_sweeps_summary_and_plots() {
+    let d = tempfile::tempdir().unwrap();
+    let file = small_sweep(d.path(), 1);
+    let out = d.path().join("out");
+    cmd::run(&Registry::builtin(), &out, &args(&file, 2), &AtomicBool::new(false)).unwrap();
+    let report = String::from_utf8(read(&out, "report.md")).unwrap();
+    assert!(report.contains("![run.*.governor](by-0.png)") && report.contains("| always-c6 |"), "{report}");
+    let scenario = root().join("scenarios/newtos/single.toml");
+    let ran = dyncore()
+        .args(["run", "--quiet", "--seeds", "1", "--out"])
+        .arg(&out)
+        .arg(&scenario)
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(page.contains("<section id=\"sweep-small\">"), "the sweep is a section of the page");
+    assert!(page.contains("sweep-small/by-0.png"), "its plots are linked from the page");
+}
