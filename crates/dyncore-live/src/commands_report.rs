@@ -11,7 +11,8 @@ use std::path::Path;
 
 use anyhow::Result;
 use dyncore_report::figure::Figure;
-use dyncore_report::report::{Written, runs_table, write_file, write_plots};
+use dyncore_report::model::{Model, Options};
+use dyncore_report::report::{Written, render_plots, runs_table, write_file};
 use dyncore_report::table::Table;
 use dyncore_runtime::arbiter::AloneRun;
 use dyncore_scenario::{Scenario, ScenarioResult};
@@ -164,11 +165,9 @@ pub fn write(out: &Path, r: &CommandReport<'_>) -> Result<Written> {
     let claims = dyncore_sim::scenario::claims::check(sc, std::slice::from_ref(r.live_result));
     let fig = Figure::build(sc, std::slice::from_ref(r.live_result));
     let subtitle = format!("real programs live on this machine under each policy, seed {}", sc.seed);
-    let (plots, _) = if r.live_result.runs.is_empty() {
-        (Vec::new(), None)
-    } else {
-        write_plots(&dir, sc, std::slice::from_ref(r.live_result), &fig, Some(&subtitle))?
-    };
+    let results = std::slice::from_ref(r.live_result);
+    let m = Model::build(sc, results, &fig, &claims, Options { subtitle: Some(&subtitle), tables_of: None });
+    let plots = if r.live_result.runs.is_empty() { Vec::new() } else { render_plots(&dir, &m)? };
     if let Some(first) = r.live_result.runs.first() {
         let one = ScenarioResult { runs: vec![first.clone()], ..r.live_result.clone() };
         dyncore_report::trace::write_chrome_trace(&dir.join("trace.json"), &one)?;
@@ -211,12 +210,8 @@ pub fn write(out: &Path, r: &CommandReport<'_>) -> Result<Written> {
         counts: claims.counts(),
         all_finished: r.incomplete.is_none() && r.live_result.runs.iter().all(|x| x.finished),
         html: dyncore_report::html::scenario_section(
-            sc,
-            &fig,
-            &claims,
+            &m,
             &plots,
-            None,
-            sc.seed,
             dyncore_report::html::Ran { ran: "live (real programs)", lead: &lead },
         ),
     })
