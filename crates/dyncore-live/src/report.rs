@@ -151,6 +151,9 @@ struct LiveRunJson<'a> {
     /// than its duty it got over its loaded periods (relative).
     stolen_ns: Vec<u64>,
     stolen_share: Vec<f64>,
+    /// Per runtime CPU: how late, in all, its worker woke from its throttle
+    /// sleeps (time lost outside its runs of steps).
+    woke_late_ns: Vec<u64>,
     duty_shortfall: Vec<Option<f64>>,
     contended: bool,
     /// What the backend really executed, the actuation delays (p50, p99,
@@ -216,6 +219,7 @@ fn live_run_json<'a>(o: &'a LiveRunOutput, label: &'a str) -> LiveRunJson<'a> {
         duty_error_points: o.run.duty.iter().map(|d| d.error_points()).collect(),
         stolen_ns: o.run.duty.iter().map(|d| d.stolen_ns).collect(),
         stolen_share: o.run.duty.iter().map(|d| d.stolen_share()).collect(),
+        woke_late_ns: o.run.duty.iter().map(|d| d.woke_late_ns).collect(),
         duty_shortfall: o.run.duty.iter().map(|d| d.shortfall()).collect(),
         contended: o.run.duty.iter().any(|d| d.contended()),
         execution: crate::actuation::json(o),
@@ -575,12 +579,21 @@ fn live_runs_md(r: &LiveReport<'_>) -> String {
             .duty
             .iter()
             .filter(|d| d.stepping_ns > 0)
-            .map(|d| format!("CPU {}: {} ({:.1}%)", d.cpu, fmt_ns(d.stolen_ns), d.stolen_share() * 100.0))
+            .map(|d| {
+                format!(
+                    "CPU {}: {} ({:.1}%; woke {} late per loaded period)",
+                    d.cpu,
+                    fmt_ns(d.stolen_ns),
+                    d.stolen_share() * 100.0,
+                    fmt_ns(d.woke_late_ns / d.loaded_periods.max(1))
+                )
+            })
             .collect();
         if !stolen.is_empty() {
             let _ = writeln!(
                 s,
-                "  * stolen (wall − CPU time while stepping): {}{}.",
+                "  * stolen (wall − CPU time while stepping), and how late the worker woke from its throttle \
+                 sleeps on average: {}{}.",
                 stolen.join(", "),
                 if o.run.duty.iter().any(|d| d.contended()) { " — CONTENDED" } else { "" }
             );

@@ -47,6 +47,13 @@
 //! more than [`DELIVERY_TOLERANCE`]: its work was delivered at its duties
 //! in CPU time but later in wall time, or not all of it.
 //!
+//! Time lost outside the runs is not in the stolen time; one part of it is
+//! measured beside it: how late the worker woke from its throttle sleep
+//! after the period it waited for had begun ([`DutyReport::woke_late_ns`]:
+//! timer and wake-up latency, or a thread of higher priority on the real
+//! CPU). A CPU with slack in its period makes that up; one at a high duty
+//! may not, and then falls short of its duty.
+//!
 //! Why 1 ms: the error of one period is at most one step (kernels keep
 //! steps ≤ 50 µs, so ≤ 5% of a period), and the debt carries it into the
 //! next, so over a scheduler tick (4 ms) or quantum (16 ms) the speed is
@@ -96,6 +103,7 @@ pub struct ThrottleCounters {
     /// Wall time of the runs of steps, and that minus their CPU time.
     pub(crate) stepping_ns: AtomicU64,
     pub(crate) stolen_ns: AtomicU64,
+    pub(crate) woke_late_ns: AtomicU64,
 }
 
 impl Default for ThrottleCounters {
@@ -109,6 +117,7 @@ impl Default for ThrottleCounters {
             loaded_entitled_ns: AtomicU64::new(0),
             stepping_ns: AtomicU64::new(0),
             stolen_ns: AtomicU64::new(0),
+            woke_late_ns: AtomicU64::new(0),
         }
     }
 }
@@ -155,6 +164,7 @@ impl ThrottleCounters {
             loaded_entitled_ns: self.loaded_entitled_ns.load(Ordering::Relaxed),
             stepping_ns: self.stepping_ns.load(Ordering::Relaxed),
             stolen_ns: self.stolen_ns.load(Ordering::Relaxed),
+            woke_late_ns: self.woke_late_ns.load(Ordering::Relaxed),
         }
     }
 }
@@ -180,6 +190,9 @@ pub struct DutyReport {
     /// in them: the time taken from the CPU while it had work.
     pub stepping_ns: u64,
     pub stolen_ns: u64,
+    /// How late, in all, the worker woke from its throttle sleeps after the
+    /// deadline it slept to (see the module docs).
+    pub woke_late_ns: u64,
 }
 
 impl DutyReport {
@@ -236,6 +249,7 @@ impl DutyReport {
             loaded_entitled_ns: d(self.loaded_entitled_ns, before.loaded_entitled_ns),
             stepping_ns: d(self.stepping_ns, before.stepping_ns),
             stolen_ns: d(self.stolen_ns, before.stolen_ns),
+            woke_late_ns: d(self.woke_late_ns, before.woke_late_ns),
         }
     }
 }
@@ -382,6 +396,12 @@ impl Throttle {
     /// After idling `ns` because of the throttle.
     pub fn throttled(&mut self, ns: u64, out: &ThrottleCounters) {
         ThrottleCounters::add(&out.throttled_ns, ns);
+    }
+
+    /// The throttle sleep meant to end at the period's start ended `ns`
+    /// after it (the worker woke late).
+    pub fn woke_late(&mut self, ns: u64, out: &ThrottleCounters) {
+        ThrottleCounters::add(&out.woke_late_ns, ns);
     }
 
     /// The worker waits for another reason (no work, offline, a barrier):

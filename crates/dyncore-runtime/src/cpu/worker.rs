@@ -179,7 +179,9 @@ fn idle_throttled(sh: &Shared, me: CpuId, stw_seen: u64, until_ns: u64, throttle
         // Reaching the deadline is the normal end of this wait.
         let _ = crate::wait::spin_until(Some(deadline), interrupt);
     }
-    throttle.throttled(sh.now_ns().saturating_sub(t0), &c.throttle);
+    let end = sh.now_ns();
+    throttle.throttled(end.saturating_sub(t0), &c.throttle);
+    throttle.woke_late(end.saturating_sub(until_ns), &c.throttle);
 }
 
 /// Whether the worker of `me` has anything to do but its run queue.
