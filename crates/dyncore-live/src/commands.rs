@@ -4,7 +4,8 @@
 //! alone at the baseline duty in the same invocation, and beside the
 //! Linux baseline (the same commands on the same CPUs with no dyncore).
 //!
-//! For one scenario ([`CommandReport`] is what the report is built from):
+//! For one scenario ([`CommandReport`](crate::commands_report::CommandReport) is what the report is
+//! built from):
 //!
 //! 1. every command is found as a shell finds it before anything starts
 //!    ([`check_commands`]: `file:line:col: run[i].workload[j].command`,
