@@ -4,7 +4,8 @@
 //! alone at the baseline duty in the same invocation, and beside the
 //! Linux baseline (the same commands on the same CPUs with no dyncore).
 //!
-//! For one scenario ([`CommandReport`] is what the report is built from):
+//! For one scenario ([`CommandReport`](crate::commands_report::CommandReport) is what the report is
+//! built from):
 //!
 //! 1. every command is found as a shell finds it before anything starts
 //!    ([`check_commands`]: `file:line:col: run[i].workload[j].command`,
@@ -113,6 +114,45 @@ pub fn real_for(sc: &Scenario, index: usize, real: &CpuSet) -> Result<Vec<CpuId>
     Ok(cpus)
 }
 
+/// The `SCHED_FIFO` priority of the controller (the thread running the
+/// arbiter) during a run: one above the live runtime's workers, as the
+/// live runner's controller. On a machine whose every CPU is the run's,
+/// it shares them with commands that outweigh everything else at normal
+/// priority: without it, its ticks and moves would wait behind them.
+pub const CONTROLLER_PRIORITY: i32 = crate::run::WORKER_PRIORITY as i32 + 1;
+
+/// The calling thread at `SCHED_FIFO` [`CONTROLLER_PRIORITY`] with
+/// `SCHED_RESET_ON_FORK` (the commands it forks start under the normal
+/// scheduler, which a v1 `cpu` group needs), until dropped; or why not.
+pub struct RealtimeController {
+    raised: bool,
+}
+
+impl RealtimeController {
+    pub fn enter() -> (RealtimeController, Result<(), String>) {
+        let param = libc::sched_param { sched_priority: CONTROLLER_PRIORITY };
+        // SAFETY: a valid `sched_param` that outlives the call; pid 0 is
+        // the calling thread.
+        let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) };
+        if r == 0 {
+            (RealtimeController { raised: true }, Ok(()))
+        } else {
+            let e = std::io::Error::last_os_error();
+            (RealtimeController { raised: false }, Err(format!("real-time priority refused: {e}")))
+        }
+    }
+}
+
+impl Drop for RealtimeController {
+    fn drop(&mut self) {
+        if self.raised {
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: as in `enter`.
+            unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+        }
+    }
+}
+
 fn os_args(argv: &[String]) -> Vec<OsString> {
     argv.iter().map(OsString::from).collect()
 }
@@ -151,6 +191,7 @@ pub fn measure_alone(
     cfg.tick_ns = sc.sim.tick_ns;
     cfg.controller_cpu = spare_cpu(&CpuSet::single(cpu));
     let mut a = Arbiter::new(policy, cfg).map_err(|e| e.to_string())?;
+    let _rt = RealtimeController::enter().0;
     let null = dev_null()?;
     let spec = dyncore_core::policy::ThreadSpec {
         nice: 0,
@@ -193,6 +234,8 @@ pub struct CommandRunOutput {
     pub outcome: Outcome,
     /// The policy's own invariants at the end (`Policy::check`).
     pub policy_check: Result<(), String>,
+    /// The controller ran real-time ([`RealtimeController`]), or why not.
+    pub controller: Result<(), String>,
 }
 
 /// Run `index` of `sc` (its workloads all commands) under its policy.
@@ -218,6 +261,7 @@ pub fn run(
     let n = real.len();
     let policy = Box::new(Recorded { policy: policy_for(sc, index), record: RunRecorder::new(n) });
     let mut a = Arbiter::new(policy, cfg).map_err(|e| e.to_string())?;
+    let (rt, controller) = RealtimeController::enter();
     let programs = plan_programs(spec, &machine);
     let null = dev_null()?;
     let mut order: Vec<usize> = (0..programs.len()).collect();
@@ -256,13 +300,25 @@ pub fn run(
     let record = a.policy().record.clone();
     let policy_check = a.policy().check();
     let run = a.finish(Ending::Kill);
+    drop(rt);
     let mut threads = vec![Vec::new(); programs.len()];
     for t in &run.log.threads {
         if let Some(p) = command.iter().position(|&c| c == Some(t.command)) {
             threads[p].push(t.thread);
         }
     }
-    Ok(CommandRunOutput { index, real, programs, threads, command, run, record, outcome, policy_check })
+    Ok(CommandRunOutput {
+        index,
+        real,
+        programs,
+        threads,
+        command,
+        run,
+        record,
+        outcome,
+        policy_check,
+        controller,
+    })
 }
 
 /// Runs until every command has exited, in quarter-second slices with
@@ -367,7 +423,9 @@ pub fn run_result(sc: &Scenario, out: &CommandRunOutput, alone_ns: &[f64]) -> Ru
         machine: spec.machine.clone(),
         policy: spec.policy.name.clone(),
         reconfig_mechanism: if reconfigures(info, &machine) {
-            format!("live: the arbiter ({})", out.run.mechanism)
+            // "cgroup v1 (cpuset at ..., ...)": its first words.
+            let short = out.run.mechanism.split(" (").next().unwrap_or_default();
+            format!("live: the arbiter ({short})")
         } else {
             "none".into()
         },

@@ -30,6 +30,15 @@ pub struct AloneTimes {
 }
 
 impl AloneTimes {
+    /// Before and after differ by more than a fifth of the shorter: the
+    /// machine was not the same for both.
+    pub fn unsteady(&self) -> bool {
+        self.after_ns.is_some_and(|a| {
+            let (lo, hi) = (a.min(self.before_ns), a.max(self.before_ns));
+            (hi - lo) * 5 > lo
+        })
+    }
+
     /// What the runs are measured against: the mean of the two (or the
     /// one, if the run stopped before the second).
     pub fn work_ns(&self) -> f64 {
@@ -163,10 +172,16 @@ pub fn write(out: &Path, r: &CommandReport<'_>) -> Result<Written> {
     let staged = dyncore_report::outdir::stage(out, &sc.name)?;
     let dir = staged.path().to_path_buf();
     let claims = dyncore_sim::scenario::claims::check(sc, std::slice::from_ref(r.live_result));
-    let fig = Figure::build(sc, std::slice::from_ref(r.live_result));
-    let subtitle = format!("real programs live on this machine under each policy, seed {}", sc.seed);
-    let results = std::slice::from_ref(r.live_result);
-    let m = Model::build(sc, results, &fig, &claims, Options { subtitle: Some(&subtitle), tables_of: None });
+    let subtitle = format!(
+        "real programs live on this machine under each policy, and with no dyncore at full speed (Linux), seed {}",
+        sc.seed
+    );
+    // One model of what is drawn (the runs and the Linux baseline beside
+    // them), with the tables of the runs as they ran.
+    let (drawn_sc, drawn) = with_linux(r);
+    let drawn_fig = Figure::build(&drawn_sc, std::slice::from_ref(&drawn));
+    let opts = Options { subtitle: Some(&subtitle), tables_of: Some(r.live_result) };
+    let m = Model::build(&drawn_sc, std::slice::from_ref(&drawn), &drawn_fig, &claims, opts);
     let plots = if r.live_result.runs.is_empty() { Vec::new() } else { render_plots(&dir, &m)? };
     if let Some(first) = r.live_result.runs.first() {
         let one = ScenarioResult { runs: vec![first.clone()], ..r.live_result.clone() };
@@ -217,11 +232,55 @@ pub fn write(out: &Path, r: &CommandReport<'_>) -> Result<Written> {
     })
 }
 
+/// The scenario and results the plot draws: the live runs and, for each
+/// mix's Linux baseline, a run of its own (`linux, no dyncore`) whose
+/// programs' speedups are the baseline's (only the plot shows it as a
+/// run: its figures are the commands' wall times, nothing of a policy).
+fn with_linux(r: &CommandReport<'_>) -> (Scenario, ScenarioResult) {
+    let mut sc = r.scenario.clone();
+    let mut res = r.live_result.clone();
+    for b in r.os {
+        let Some(base) = r.live.iter().position(|o| o.index == b.index) else { continue };
+        let label = if r.os.len() > 1 {
+            format!("linux, no dyncore ({})", r.scenario.runs[b.index].label)
+        } else {
+            "linux, no dyncore".to_string()
+        };
+        let mut spec = r.scenario.runs[b.index].clone();
+        spec.label = label.clone();
+        spec.series = None;
+        let mut run = res.runs[base].clone();
+        run.label = label.clone();
+        run.series = label;
+        run.policy = "none (the kernel's scheduler)".into();
+        for (p, a) in run.programs.iter_mut().zip(&b.runs) {
+            let ok = a.exit.shell_status() == 0;
+            let wall = a.wall_ns.max(1);
+            p.completion_ns = ok.then_some(wall);
+            p.speedup = ok.then(|| (p.work_ns as f64 / wall as f64 * 1e4).round() / 1e4);
+            p.relative_time = ok.then(|| (wall as f64 / (p.work_ns.max(1)) as f64 * 1e4).round() / 1e4);
+        }
+        sc.runs.push(spec);
+        res.runs.push(run);
+    }
+    (sc, res)
+}
+
 /// What the report says first: how it ran, and INCOMPLETE if it did.
 fn lead_md(r: &CommandReport<'_>) -> String {
     let mut s = String::new();
     if let Some(why) = &r.incomplete {
         let _ = writeln!(s, "**INCOMPLETE**: {why}. The figures below are of what ran before that.\n");
+    }
+    for a in r.alone.iter().filter(|a| a.unsteady()) {
+        let _ = writeln!(
+            s,
+            "**UNSTEADY**: `{}` alone took {} ms before the runs and {} ms after: something else took CPU time \
+             from one of them, so the speedups measured against their mean are not to be trusted; run it again.\n",
+            a.argv.join(" "),
+            ms(a.before_ns as f64),
+            ms(a.after_ns.unwrap_or_default() as f64)
+        );
     }
     let _ = writeln!(
         s,
@@ -269,6 +328,21 @@ fn report_md(r: &CommandReport<'_>, plots: &[dyncore_report::report::Plot]) -> S
         let _ = writeln!(s, "\n## Run `{}`: the arbiter's summary\n", sc.runs[o.index].label);
         if let Outcome::Failed(e) = &o.outcome {
             let _ = writeln!(s, "**FAILED**: {e}\n");
+        }
+        match &o.controller {
+            Ok(()) => {
+                let _ = writeln!(
+                    s,
+                    "The controller ran at SCHED_FIFO priority {} (its CPU time is in the summary).\n",
+                    crate::commands::CONTROLLER_PRIORITY
+                );
+            }
+            Err(e) => {
+                let _ = writeln!(s, "**NOT REAL-TIME**: the controller ran at normal priority ({e}).\n");
+            }
+        }
+        if let Err(e) = &o.policy_check {
+            let _ = writeln!(s, "**POLICY INVARIANT BROKEN**: {e}\n");
         }
         let _ = writeln!(s, "```text\n{}```", o.run.summary());
     }

@@ -135,6 +135,11 @@ fn a_live_run_of_commands_reports_each_against_itself_alone_and_leaves_nothing()
     assert!(md.contains("No simulated prediction: not every command gives a `model`"), "{md}");
     assert!(md.contains("| pinned | seq |"), "{md}");
     assert!(md.contains("the arbiter's summary"), "{md}");
+    // What ran where, held against the actions (cgroups only).
+    let summary = json["summaries"][0].as_str().unwrap();
+    if cgroups_v1_as_root() {
+        assert!(summary.contains("execution check") && summary.contains(": 0 violation(s)"), "{summary}");
+    }
 }
 
 /// A run stopped by `sig` in the middle: a nonzero exit, and no group,

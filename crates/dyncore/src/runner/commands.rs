@@ -142,6 +142,14 @@ pub fn run(
         if let Some(why) = &r.incomplete {
             say!("INCOMPLETE: {why}");
         }
+        for a in alone.iter().filter(|a| a.unsteady()) {
+            say!(
+                "UNSTEADY: `{}` alone took {:.0} ms before the runs and {:.0} ms after; run it again",
+                a.argv.join(" "),
+                a.before_ns as f64 / 1e6,
+                a.after_ns.unwrap_or_default() as f64 / 1e6
+            );
+        }
     });
     Ok(Ran { written, interrupted })
 }
