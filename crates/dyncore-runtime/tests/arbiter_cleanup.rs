@@ -88,9 +88,9 @@ fn commands_run(cfg: dyncore_runtime::arbiter::ArbiterConfig) {
     // named after its new program: `sh`. The command that execs takes its
     // new program's name when the arbiter reads the exec event while `sh`
     // still lives, which the timing decides: either name is right.)
-    for c in 0..cases.len() {
+    for (c, (args, _)) in cases.iter().enumerate() {
         let comm = &threads_of(c)[0].comm;
-        let exec = cases[c].0[0] == "exec";
+        let exec = args[0] == "exec";
         assert!(comm == "dyncore-burn" || (exec && comm == "sh"), "{:?}", threads_of(c)[0]);
     }
     assert!(run.log.threads.iter().all(|t| t.exited_ns.is_some()), "every thread exited before the end");
