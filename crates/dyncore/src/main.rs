@@ -206,7 +206,7 @@ fn main() -> ExitCode {
                 show_point: a.show_point,
             };
             let stop = dyncore::sweep::cmd::ctrl_c_flag();
-            dyncore::sweep::cmd::run(runner.registry(), &out, &args, &stop)
+            dyncore::sweep::cmd::run(runner.registry(), &out, &args, stop)
         }
     };
     match res {

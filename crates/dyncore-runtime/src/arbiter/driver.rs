@@ -486,6 +486,11 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 return Ok(Stopped::Interrupted);
             }
             if stop_when_idle && self.running_commands() == 0 {
+                // The reap can come before the kernel's exit events of
+                // the command's threads are read: one last full pass
+                // feeds the `Exit` of every thread that went with it.
+                self.poll()?;
+                self.drain_queued()?;
                 return Ok(Stopped::Idle);
             }
             let now = self.now_ns();
