@@ -84,3 +84,17 @@ def test_the_dataframe_is_the_commands_parquet_table(tmp_path, root):
     pd.testing.assert_frame_equal(df, table)
     parquet = _native.sweep(str(sweep_file), None, 2)
     assert parquet == (out / "sweep-small" / "results.parquet").read_bytes()
+
+
+@pytest.mark.skipif(not os.environ.get("DYNCORE_BIN"), reason="DYNCORE_BIN (the dyncore command) not set")
+def test_the_commands_parquet_loads_in_polars_as_in_pandas(tmp_path):
+    pl = pytest.importorskip("polars")
+    sweep_file = tmp_path / "small.toml"
+    sweep_file.write_text(small_sweep_text())
+    out = tmp_path / "out"
+    subprocess.run([os.environ["DYNCORE_BIN"], "sweep", "--quiet", "--out", str(out), str(sweep_file)], check=True)
+    path = out / "sweep-small" / "results.parquet"
+    frame = pl.read_parquet(path)
+    assert frame.shape == (16, 4 + 3 + 6)
+    assert frame.schema["run.*.cpu.0.mhz"] == pl.Int64 and frame.schema["mbps"] == pl.Float64
+    pd.testing.assert_frame_equal(frame.to_pandas(), pd.read_parquet(path))
