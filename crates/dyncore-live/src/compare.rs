@@ -8,8 +8,17 @@
 //! * **throttling error**: how far each thread's work was from what its
 //!   live schedule at its duties promised (`work_error`: what the real
 //!   CPUs delivered, whatever took it — the throttle, the hypervisor,
-//!   other load), and how far each runtime CPU's busy time was from its
-//!   duty over the periods it had work (the runtime's duty report);
+//!   other load), and how far each runtime CPU's busy time — the CPU time
+//!   its worker got in steps — was from its duty over the periods it had
+//!   work (the runtime's duty report);
+//! * **contention**: the share of each runtime CPU's stepping time that
+//!   was taken from it (wall time minus the worker's CPU time, the
+//!   runtime's `DutyReport::stolen_ns`), and how far its CPU time fell
+//!   short of its duty where the throttle could not make that up. A run
+//!   with a contended CPU (`DutyReport::contended`) is labelled CONTENDED
+//!   beside its figures; unlike an oversubscribed one its figures are
+//!   counted, since each CPU still got its duty in CPU time or is shown
+//!   short of it, and a miss names the contention when it is the largest;
 //! * **machine drift**: how far a kernel's rate alone at the baseline duty
 //!   moved between the calibrations before and after the run (a shared
 //!   machine under a hypervisor changes speed; speedups are measured
@@ -43,6 +52,12 @@ pub const AGREEMENT: f64 = 0.15;
 pub struct Diag {
     pub label: String,
     pub oversubscribed: bool,
+    /// A runtime CPU of the run was contended (see the module docs).
+    pub contended: bool,
+    /// Largest share of a CPU's stepping time stolen, and largest
+    /// shortfall of its CPU time below its duty (0 when none fell short).
+    pub stolen_share: f64,
+    pub shortfall: f64,
     /// Largest |busy / entitled − 1| over the CPUs with loaded periods.
     pub duty_error: f64,
     /// Largest |units done / units the schedule promised − 1| over the
@@ -86,6 +101,9 @@ impl Diag {
         Diag {
             label: scenario.runs[live.index].label.clone(),
             oversubscribed: live.fit.oversubscribed,
+            contended: live.run.duty.iter().any(|d| d.contended()),
+            stolen_share: live.run.duty.iter().map(|d| d.stolen_share()).fold(0.0, f64::max),
+            shortfall: live.run.duty.iter().filter_map(|d| d.shortfall()).fold(0.0, f64::max),
             duty_error,
             work_error,
             drift,
@@ -113,6 +131,14 @@ impl Diag {
                     self.duty_error * 100.0
                 )
             }),
+            (self.stolen_share.max(self.shortfall), "contention", {
+                format!(
+                    "{:.1}% of a runtime CPU's stepping time was taken by other threads or the host; a CPU got \
+                     {:.1}% less CPU time than its duty",
+                    self.stolen_share * 100.0,
+                    self.shortfall * 100.0
+                )
+            }),
             (self.drift, "machine drift", {
                 format!(
                     "the kernel alone at the baseline duty ran {:.1}% faster or slower after the run than before",
@@ -135,7 +161,7 @@ impl Diag {
                 )
             }),
         ];
-        let (_, what, detail) = candidates.into_iter().max_by(|a, b| a.0.total_cmp(&b.0)).expect("three");
+        let (_, what, detail) = candidates.into_iter().max_by(|a, b| a.0.total_cmp(&b.0)).expect("five");
         format!("{what}: {detail}")
     }
 }
@@ -176,6 +202,26 @@ fn work_error(scenario: &Scenario, live: &LiveRunOutput) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// The contended CPUs of a run, in words ("CPU 0 lost 12.0% of its
+/// stepping time, 4.1% short of its duty"); `None` when none was.
+pub fn contended_cpus(duty: &[dyncore_runtime::cpu::DutyReport]) -> Option<String> {
+    let cpus: Vec<String> = duty
+        .iter()
+        .filter(|d| d.contended())
+        .map(|d| {
+            let short =
+                d.shortfall().filter(|s| *s > 0.0).map(|s| format!(", {:.1}% short of its duty", s * 100.0));
+            format!(
+                "CPU {} lost {:.1}% of its stepping time{}",
+                d.cpu,
+                d.stolen_share() * 100.0,
+                short.unwrap_or_default()
+            )
+        })
+        .collect();
+    (!cpus.is_empty()).then(|| cpus.join(", "))
+}
+
 /// `12.3 µs` style.
 pub fn fmt_ns(ns: u64) -> String {
     match ns {
@@ -194,6 +240,8 @@ pub struct Side {
     pub live: Option<f64>,
     pub sim: Option<f64>,
     pub oversubscribed: bool,
+    /// From a run with a contended runtime CPU (labelled, counted).
+    pub contended: bool,
     /// Why it misses, when it does.
     pub mechanism: Option<String>,
 }
@@ -257,6 +305,7 @@ pub fn side_by_side(scenario: &Scenario, live: &Figure, sim: &Figure, diags: &[O
                 live: measured,
                 sim: predicted,
                 oversubscribed: runs.iter().any(|d| d.oversubscribed),
+                contended: runs.iter().any(|d| d.contended),
                 mechanism: None,
             };
             if !side.agrees() && side.difference().is_some() {
@@ -279,7 +328,11 @@ pub fn side_table(fig_x: &str, sides: &[Side]) -> Table {
     );
     let v = |x: Option<f64>| x.map(fmt_value).unwrap_or_else(|| "-".into());
     for s in sides {
-        let label = |v: String| if s.oversubscribed { format!("{v} (OVERSUBSCRIBED)") } else { v };
+        let label = |v: String| match (s.oversubscribed, s.contended) {
+            (true, _) => format!("{v} (OVERSUBSCRIBED)"),
+            (false, true) => format!("{v} (CONTENDED)"),
+            (false, false) => v,
+        };
         t.row(vec![
             s.x.clone(),
             s.series.clone(),
@@ -306,6 +359,10 @@ pub fn agreement_sentence(sides: &[Side]) -> String {
     if over > 0 {
         s += &format!("; {over} OVERSUBSCRIBED figure(s) not counted");
     }
+    let contended = sides.iter().filter(|s| s.contended && !s.oversubscribed).count();
+    if contended > 0 {
+        s += &format!("; {contended} CONTENDED figure(s), counted");
+    }
     let missing = sides.iter().filter(|s| s.difference().is_none() && !s.oversubscribed).count();
     if missing > 0 {
         s += &format!("; {missing} without a live value or prediction");
@@ -320,6 +377,7 @@ pub fn diag_table(diags: &[Diag]) -> Table {
         &[
             "run",
             "duty error",
+            "stolen / short of duty",
             "work error",
             "machine drift",
             "reconfigurations live / predicted",
@@ -333,10 +391,13 @@ pub fn diag_table(diags: &[Diag]) -> Table {
         let mut label = d.label.clone();
         if d.oversubscribed {
             label += " (OVERSUBSCRIBED)";
+        } else if d.contended {
+            label += " (CONTENDED)";
         }
         t.row(vec![
             label,
             format!("{:.2}%", d.duty_error * 100.0),
+            format!("{:.1}% / {:.1}%", d.stolen_share * 100.0, d.shortfall * 100.0),
             format!("{:.1}%", d.work_error * 100.0),
             format!("{:.2}%", d.drift * 100.0),
             format!("{} / {}", d.reconfigs_live, d.reconfigs_sim),
@@ -354,7 +415,15 @@ mod tests {
     use super::*;
 
     fn side(live: Option<f64>, sim: Option<f64>, over: bool) -> Side {
-        Side { x: "x".into(), series: "s".into(), live, sim, oversubscribed: over, mechanism: None }
+        Side {
+            x: "x".into(),
+            series: "s".into(),
+            live,
+            sim,
+            oversubscribed: over,
+            contended: false,
+            mechanism: None,
+        }
     }
 
     #[test]
@@ -374,6 +443,17 @@ mod tests {
             "1 of 2 live figure(s) agree with the simulator's prediction within 15%; 1 OVERSUBSCRIBED figure(s) not counted"
         );
         assert!(side_table("run", &sides).rows[2][2].contains("OVERSUBSCRIBED"));
+        // A contended figure is labelled and counted.
+        let sides = [
+            side(Some(1.0), Some(1.0), false),
+            Side { contended: true, ..side(Some(1.1), Some(1.0), false) },
+        ];
+        assert!(sides[1].agrees());
+        assert!(side_table("run", &sides).rows[1][2].contains("(CONTENDED)"));
+        assert_eq!(
+            agreement_sentence(&sides),
+            "2 of 2 live figure(s) agree with the simulator's prediction within 15%; 1 CONTENDED figure(s), counted"
+        );
     }
 
     #[test]
@@ -381,6 +461,9 @@ mod tests {
         let d = Diag {
             label: "r".into(),
             oversubscribed: false,
+            contended: false,
+            stolen_share: 0.0,
+            shortfall: 0.0,
             duty_error: 0.01,
             work_error: 0.005,
             drift: 0.02,
@@ -400,5 +483,7 @@ mod tests {
         assert!(d.largest().starts_with("machine drift"), "{}", d.largest());
         let d = Diag { drift: 0.0, ..d };
         assert!(d.largest().starts_with("throttling error"), "{}", d.largest());
+        let d = Diag { contended: true, stolen_share: 0.2, shortfall: 0.03, ..d };
+        assert!(d.largest().starts_with("contention: 20.0%"), "{}", d.largest());
     }
 }

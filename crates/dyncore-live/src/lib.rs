@@ -8,8 +8,14 @@
 //! * [`run`]: one run live: runtime, calibration, the executor, the programs;
 //! * [`result`]: a live run as a `RunResult`;
 //! * [`scale`]: a scenario made shorter or longer (`--time-scale`);
-//! * [`compare`] and [`report`]: the side-by-side table and the report.
+//! * [`compare`] and [`report`]: the side-by-side table and the report;
+//! * [`actuation`]: what each run really executed, the actuation delays;
+//! * [`commands`] and [`commands_report`]: runs whose workloads name real
+//!   programs (`command = [...]`), under the arbiter, and their report.
 
+pub mod actuation;
+pub mod commands;
+pub mod commands_report;
 pub mod compare;
 pub mod fit;
 pub mod kernels;

@@ -8,8 +8,10 @@
 //! `both` plots and traces every run twice, live and simulated (each run's
 //! label and series get ` (live)` or ` (simulator)`); `live` plots and
 //! traces the live runs only. Both reports carry the side-by-side table.
-//! A run labelled OVERSUBSCRIBED says so at the top and beside every one of
-//! its figures; a run stopped by Ctrl-C or an error makes the report
+//! A run labelled OVERSUBSCRIBED, or CONTENDED (a runtime CPU lost more
+//! than the runtime's threshold of its stepping time to other threads or
+//! the host, or got less CPU time than its duty: `DutyReport::contended`),
+//! says so at the top and beside every one of its figures; a run stopped by Ctrl-C or an error makes the report
 //! INCOMPLETE, said at the top.
 
 use std::fmt::Write as _;
@@ -23,10 +25,9 @@ use serde::Serialize;
 
 use crate::compare::{Diag, Side, agreement_sentence, diag_table, fmt_ns, side_by_side, side_table};
 use crate::run::{LiveRunOutput, Outcome};
-use dyncore_report::figure::{Figure, comparison_table, metric_name};
-use dyncore_report::report::{
-    ENERGY_NOTE, Written, energy_table, paper_verdict, programs_table, runs_table, write_file, write_plots,
-};
+use dyncore_report::figure::{Figure, metric_name};
+use dyncore_report::model::{Model, Options};
+use dyncore_report::report::{ENERGY_NOTE, Written, render_plots, write_file};
 
 /// Which live backend wrote the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +146,19 @@ struct LiveRunJson<'a> {
     baseline_duty_per_mille: u16,
     calibrations: Vec<CalibrationJson>,
     duty_error_points: Vec<Option<f64>>,
+    /// Per runtime CPU: wall time minus the worker's CPU time in its runs
+    /// of steps, that as a share of those runs, and how much less CPU time
+    /// than its duty it got over its loaded periods (relative).
+    stolen_ns: Vec<u64>,
+    stolen_share: Vec<f64>,
+    /// Per runtime CPU: how late, in all, its worker woke from its throttle
+    /// sleeps (time lost outside its runs of steps).
+    woke_late_ns: Vec<u64>,
+    duty_shortfall: Vec<Option<f64>>,
+    contended: bool,
+    /// What the backend really executed, the actuation delays (p50, p99,
+    /// max per kind of action), and what the checkers cost.
+    execution: crate::actuation::ExecutionJson<'a>,
     fuse_mechanisms: Vec<String>,
     tick_late_mean_ns: f64,
     ticks_missed: u64,
@@ -203,6 +217,12 @@ fn live_run_json<'a>(o: &'a LiveRunOutput, label: &'a str) -> LiveRunJson<'a> {
             })
             .collect(),
         duty_error_points: o.run.duty.iter().map(|d| d.error_points()).collect(),
+        stolen_ns: o.run.duty.iter().map(|d| d.stolen_ns).collect(),
+        stolen_share: o.run.duty.iter().map(|d| d.stolen_share()).collect(),
+        woke_late_ns: o.run.duty.iter().map(|d| d.woke_late_ns).collect(),
+        duty_shortfall: o.run.duty.iter().map(|d| d.shortfall()).collect(),
+        contended: o.run.duty.iter().any(|d| d.contended()),
+        execution: crate::actuation::json(o),
         fuse_mechanisms: o.run.log.fuses.iter().map(|f| f.mechanism.to_string()).collect(),
         tick_late_mean_ns: o.run.log.ticks.mean_late_ns(),
         ticks_missed: o.run.log.ticks.missed,
@@ -254,12 +274,16 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     let shown = std::slice::from_ref(&shown);
     let drawn = std::slice::from_ref(&drawn);
     let drawn_fig = Figure::build(&drawn_sc, drawn);
-    let (plots, timeline) = if drawn[0].runs.is_empty() {
-        (Vec::new(), None)
-    } else {
-        let crowded =
-            if r.live.iter().any(|o| o.fit.oversubscribed) { "; OVERSUBSCRIBED live runs" } else { "" };
-        let subtitle = match r.kind {
+    let subtitle = {
+        let crowded = match (
+            r.live.iter().any(|o| o.fit.oversubscribed),
+            r.live.iter().any(|o| o.run.duty.iter().any(|d| d.contended())),
+        ) {
+            (true, _) => "; OVERSUBSCRIBED live runs",
+            (false, true) => "; CONTENDED live runs",
+            (false, false) => "",
+        };
+        match r.kind {
             Kind::Both => format!(
                 "live on this machine and dyncore-sim's prediction, seed {}, time scale {}{crowded}",
                 sc.seed, r.time_scale
@@ -267,9 +291,13 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
             Kind::Live => {
                 format!("live on this machine, seed {}, time scale {}{crowded}", sc.seed, r.time_scale)
             }
-        };
-        write_plots(&dir, &drawn_sc, drawn, &drawn_fig, Some(&subtitle))?
+        }
     };
+    // One model of what the page and report.md show: the figure and charts
+    // of what is drawn, the tables of every run as shown.
+    let opts = Options { subtitle: Some(&subtitle), tables_of: Some(&shown[0]) };
+    let m = Model::build(&drawn_sc, drawn, &drawn_fig, &claims, opts);
+    let plots = render_plots(&dir, &m)?;
     dyncore_report::trace::write_chrome_trace(&dir.join("trace.json"), &shown[0])?;
     for o in r.live {
         write_file(&dir.join(format!("live-{}-events.jsonl", o.index)), o.run.events.as_bytes())?;
@@ -309,11 +337,10 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     write_file(&dir.join("results.json"), text.as_bytes())?;
 
     let diag_list: Vec<Diag> = diags.into_iter().flatten().collect();
-    let md = report_md(r, &live_fig, &sides, &diag_list, (&drawn_fig, &claims), &plots, shown);
+    let md = report_md(r, &live_fig, &sides, &diag_list, &m, &plots);
     write_file(&dir.join("report.md"), md.as_bytes())?;
 
     let lead = lead_html(r, &live_fig, &sides, &diag_list);
-    let timeline_ref = timeline.as_ref().map(|(l, rows)| (*l, rows.as_slice()));
     let ran = if r.kind == Kind::Both { "live and simulated" } else { "live" };
     staged.commit()?;
     Ok(Written {
@@ -323,12 +350,8 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
         counts: claims.counts(),
         all_finished: r.incomplete.is_none() && r.live_result.runs.iter().all(|x| x.finished),
         html: dyncore_report::html::scenario_section(
-            &drawn_sc,
-            &drawn_fig,
-            &claims,
+            &m,
             &plots,
-            timeline_ref,
-            sc.seed,
             dyncore_report::html::Ran { ran, lead: &lead },
         ),
     })
@@ -355,6 +378,23 @@ fn banners(r: &LiveReport<'_>) -> Vec<String> {
             "**OVERSUBSCRIBED**: {} — so their duty cycles are not what the policy set, and these figures are \
              never counted as agreeing with the simulator.",
             over.join("; ")
+        ));
+    }
+    let contended: Vec<String> = r
+        .live
+        .iter()
+        .filter_map(|o| {
+            let cpus = crate::compare::contended_cpus(&o.run.duty)?;
+            Some(format!("run `{}`: {cpus}", r.scenario.runs[o.index].label))
+        })
+        .collect();
+    if !contended.is_empty() {
+        out.push(format!(
+            "**CONTENDED**: {} — other threads or the host took time from these runtime CPUs while they had \
+             work. The throttle charges CPU time, so the work at each duty was delivered in CPU time where it \
+             could be made up, but later in wall time; the figures are counted, and a miss names the \
+             contention when it is the largest effect.",
+            contended.join("; ")
         ));
     }
     let limit: Vec<String> = r
@@ -395,15 +435,13 @@ fn banners(r: &LiveReport<'_>) -> Vec<String> {
     out
 }
 
-#[allow(clippy::too_many_arguments)]
 fn report_md(
     r: &LiveReport<'_>,
     live_fig: &Figure,
     sides: &[Side],
     diags: &[Diag],
-    (drawn_fig, claims): (&Figure, &Claims),
+    m: &Model<'_>,
     plots: &[dyncore_report::report::Plot],
-    shown: &[ScenarioResult],
 ) -> String {
     let sc = r.scenario;
     let mut s = String::new();
@@ -437,35 +475,43 @@ fn report_md(
     let _ = writeln!(s, "## Live beside the simulator: {}\n", metric_name(sc.report.metric));
     s += &side_table(live_fig.x_name, sides).to_markdown();
     let _ = writeln!(s, "\n{}.\n", agreement_sentence(sides));
-    if drawn_fig.has_paper() {
+    if m.figure.has_paper() {
         let _ = writeln!(s, "## Beside the paper\n");
-        s += &comparison_table("", drawn_fig).to_markdown();
-        let _ = writeln!(s, "\n{}\n", paper_verdict(&claims.counts(), false));
+        s += &m.comparison.to_markdown();
+        let _ = writeln!(s, "\n{}\n", m.verdict);
     }
-    s += &dyncore_report::claims_view::markdown(claims);
+    s += &dyncore_report::claims_view::markdown(m.claims);
     let _ = writeln!(s, "## How the live runs went\n");
     s += &live_runs_md(r);
+    let _ = writeln!(s, "\n### What the backend really executed: actuation delay\n");
+    s += &crate::actuation::table(r.live, |i| sc.runs[i].label.clone()).to_markdown();
+    let _ = writeln!(s, "\n{}", crate::actuation::NOTE);
     let _ = writeln!(s, "\n### What could make them differ from the simulator\n");
     s += &diag_table(diags).to_markdown();
     let _ = writeln!(
         s,
-        "\nDuty error: the largest relative difference between a runtime CPU's busy time and its duty, over \
-         the throttle periods it had work throughout. Work error: the largest relative difference between the \
+        "\nDuty error: the largest relative difference between a runtime CPU's busy time (the CPU time its \
+         worker got in task steps) and its duty, over the throttle periods it had work throughout. Stolen: the \
+         largest share of a CPU's stepping time that other threads or the host took (wall time minus the \
+         worker's CPU time), and the largest shortfall of a CPU's CPU time below its duty; above {:.0}% stolen \
+         or {:.0}% short the run is CONTENDED. Work error: the largest relative difference between the \
          units a thread did and the units its live schedule promised at its duties (each slice's length × \
          duty / 50% × its kernel's calibrated rate): what the real CPUs delivered, whatever took it. Machine drift: how much a kernel's rate alone at the \
          baseline duty changed between the calibrations before and after the run. Reconfigurations: what the \
          runtime's critical paths took live against what the simulator charged for the same plans. Tick \
          lateness: how late the controller fed each round of ticks. A figure outside {:.0}% names the largest \
          of these for its runs.\n",
+        dyncore_runtime::cpu::CONTENDED_STOLEN_SHARE * 100.0,
+        dyncore_runtime::cpu::DELIVERY_TOLERANCE * 100.0,
         crate::compare::AGREEMENT * 100.0
     );
     let _ = writeln!(s, "## Runs\n");
-    s += &runs_table(&shown[0]).to_markdown();
+    s += &m.runs.to_markdown();
     let _ = writeln!(s, "\n## Energy and wake-ups (modelled)\n");
-    s += &energy_table(&shown[0]).to_markdown();
+    s += &m.energy.to_markdown();
     let _ = writeln!(s, "\n{ENERGY_NOTE}");
     let _ = writeln!(s, "\n## Programs\n");
-    s += &programs_table(&shown[0]).to_markdown();
+    s += &m.programs.to_markdown();
     let _ = writeln!(
         s,
         "\n## Traces\n\n`trace.json`: open it at <https://ui.perfetto.dev> (Open trace file) or in \
@@ -522,7 +568,35 @@ fn live_runs_md(r: &LiveReport<'_>) -> String {
             .filter_map(|d| Some(format!("CPU {}: {:+.3} points", d.cpu, d.error_points()?)))
             .collect();
         if !duty.is_empty() {
-            let _ = writeln!(s, "  * duty error (busy − duty over loaded periods): {}.", duty.join(", "));
+            let _ = writeln!(
+                s,
+                "  * duty error (busy CPU time − duty over loaded periods): {}.",
+                duty.join(", ")
+            );
+        }
+        let stolen: Vec<String> = o
+            .run
+            .duty
+            .iter()
+            .filter(|d| d.stepping_ns > 0)
+            .map(|d| {
+                format!(
+                    "CPU {}: {} ({:.1}%; woke {} late per loaded period)",
+                    d.cpu,
+                    fmt_ns(d.stolen_ns),
+                    d.stolen_share() * 100.0,
+                    fmt_ns(d.woke_late_ns / d.loaded_periods.max(1))
+                )
+            })
+            .collect();
+        if !stolen.is_empty() {
+            let _ = writeln!(
+                s,
+                "  * stolen (wall − CPU time while stepping), and how late the worker woke from its throttle \
+                 sleeps on average: {}{}.",
+                stolen.join(", "),
+                if o.run.duty.iter().any(|d| d.contended()) { " — CONTENDED" } else { "" }
+            );
         }
         if !log.fuses.is_empty() {
             let mut kinds: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
@@ -604,6 +678,10 @@ fn lead_html(r: &LiveReport<'_>, live_fig: &Figure, sides: &[Side], diags: &[Dia
     s += &dyncore_report::markdown::to_html(&format!("{}.", agreement_sentence(sides)), 0, "");
     s += "<div class=\"table-wrap\">\n";
     s += &diag_table(diags).to_html(|_| None);
+    s += "</div>\n<h3>What the backend really executed: actuation delay</h3>\n<div class=\"table-wrap\">\n";
+    let actuation = crate::actuation::table(r.live, |i| r.scenario.runs[i].label.clone());
+    s += &actuation.to_html(|i| (!r.live[i].run.execution.ok()).then_some("differs"));
     s += "</div>\n";
+    s += &dyncore_report::markdown::to_html(crate::actuation::NOTE, 0, "");
     s
 }

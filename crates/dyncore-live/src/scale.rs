@@ -18,7 +18,6 @@
 //! refused with the field it breaks.
 
 use dyncore_sim::Scenario;
-use dyncore_sim::workload::program;
 
 /// The largest scale accepted: a run 100× as long as the scenario says is
 /// hours for the shipped ones; more is a typo.
@@ -48,7 +47,12 @@ pub fn scaled(s: &Scenario, x: f64) -> Result<Scenario, String> {
         for w in &mut run.workloads {
             w.start_ms *= x;
             w.every_ms = w.every_ms.map(|e| e * x);
-            let work = w.work_ms.unwrap_or_else(|| program(&w.program).expect("validated").work_ms);
+            if w.command.is_some() && w.model.is_none() {
+                // A command's work is its own (a scaled scenario of
+                // commands is refused where it would run).
+                continue;
+            }
+            let work = w.work_ms.unwrap_or_else(|| w.program_def().expect("validated").work_ms);
             w.work_ms = Some(work * x);
         }
     }

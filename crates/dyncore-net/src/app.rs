@@ -78,6 +78,40 @@ pub struct Connection {
     pub ended_ns: Nanos,
 }
 
+/// Checks a sender's connection against the receiver's paired with it
+/// (connection `k` of each); what the check found, or what is wrong.
+///
+/// What it checks holds when only the senders' stack restarts TCP (every
+/// campaign here crashes the stack under test, where the senders are):
+///
+/// * A **completed** sender's connection delivered exactly what was sent,
+///   and the receiver completed it too: its close completed only once the
+///   receiver's TCP acknowledged every byte and the FIN, and a reset
+///   connection is always told to its application, even when its next call
+///   is the close ([`crate::tcp_reset`], 2), so a completed connection was
+///   never reset.
+/// * A **reset** one delivered an intact prefix of what its send calls
+///   took, plus at most the send call the reset interrupted (TCP may have
+///   sent part of it); the rest was in the crashed TCP's memory.
+/// * The receiver verified the bytes against the stream of the sender's
+///   seed (a receiver that does not verify has seed 0: not checked).
+pub fn check_pair(s: &Connection, r: &Connection) -> Result<&'static str, String> {
+    if r.seed != 0 && r.seed != s.seed {
+        return Err(format!("paired with another stream (seeds {:#x} and {:#x})", s.seed, r.seed));
+    }
+    if let Some(b) = r.first_mismatch {
+        return Err(format!("byte {b} differs from the stream"));
+    }
+    match (s.outcome, r.outcome) {
+        (Outcome::Completed, Outcome::Completed) if s.digest == r.digest => Ok("checksums match"),
+        (Outcome::Completed, o) => Err(format!("sent {}, received {} ({o:?})", s.digest, r.digest)),
+        (Outcome::Reset, _) if r.digest.bytes <= s.digest.bytes + s.interrupted => {
+            Ok(if r.seed != 0 { "prefix intact" } else { "prefix (unchecked)" })
+        }
+        (Outcome::Reset, _) => Err(format!("received {} bytes, more than were sent", r.digest.bytes)),
+    }
+}
+
 /// The stream seed of connection `k` of an application seeded `seed`.
 pub fn connection_seed(seed: u64, k: u64) -> u64 {
     seed.wrapping_add(k.wrapping_mul(0x9e37_79b9_7f4a_7c15))

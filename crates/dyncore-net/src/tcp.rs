@@ -173,7 +173,9 @@ impl TcpFacts {
         self.words[c * Facts::PER_CLIENT + Facts::RESETS].get()
     }
 
-    /// Instances of TCP so far (1 + restarts).
+    /// Instances of TCP that committed (a poll) so far: 1 + restarts, less
+    /// the instances a crash hit before their first commit, which did
+    /// nothing anyone saw (see [`crate::tcp_reset`]).
     pub fn instances(&self) -> u64 {
         self.words[self.clients * Facts::PER_CLIENT + Facts::INSTANCES].get()
     }
@@ -488,14 +490,22 @@ impl Tcp {
 
     /// Starts a call; returns an immediate reply if it fails at once.
     fn start(&mut self, client: usize, call: Call) -> Option<Reply> {
-        let c = &mut self.clients[client];
-        if c.pending.is_some() {
+        if self.clients[client].pending.is_some() {
             // The protocol allows one outstanding call per client.
             if let Call::Send { data } = call {
                 self.pools[client].0.free(data.buf);
             }
             return Some(Reply::Error(SockError::InvalidState));
         }
+        // A reset this client has not been told of (crate::tcp_reset, 2):
+        // a new connection clears it, any other call is told.
+        if self.facts.take_notice(client) && !matches!(call, Call::Connect { .. } | Call::Accept { .. }) {
+            if let Call::Send { data } = call {
+                self.pools[client].0.free(data.buf);
+            }
+            return Some(Reply::Error(SockError::Reset));
+        }
+        let c = &mut self.clients[client];
         let sock = self.sockets.get_mut::<tcp::Socket>(c.handle);
         let ok = match call {
             Call::Connect { addr, port } => {

@@ -10,13 +10,24 @@
 //!    calls it took and the replies it gave, in its journal with the rest of
 //!    each poll ([`Facts`]). A new instance owes `calls - replies` (0 or 1:
 //!    one call outstanding per client) and replies `Error(Reset)`; the
-//!    application sees the error on the call it was waiting in, and its
-//!    next call on that socket fails too (the new socket is closed), except
-//!    `connect`/`accept`, which open a new connection at once.
-//! 2. **No buffer leaks.** A `send` call's buffer, held by TCP until the
+//!    application sees the error on the call it was waiting in.
+//! 2. **Every reset is told, once.** A connection reset while its client
+//!    had no call in flight (between a reply and its next call) is told on
+//!    that next call: the new instance records the notice as owed, in the
+//!    journal, and answers the client's next `send`, `recv` or `close` with
+//!    `Error(Reset)`; a `connect`/`accept` opens a new connection and
+//!    clears it. (The new socket is closed, and a close of a closed socket
+//!    completes: without the notice a sender that closes next would count
+//!    a reset connection completed.) Invariant, whatever the points at
+//!    which instances crash: every connection TCP counts reset
+//!    ([`Facts::RESETS`]) is told to its client exactly once, as
+//!    `Error(Reset)` on the call in flight at the crash or on the client's
+//!    next call after it (a `connect`/`accept` excepted, which means the
+//!    client is done with it).
+//! 3. **No buffer leaks.** A `send` call's buffer, held by TCP until the
 //!    bytes are in the socket, is recorded while held; a new instance frees
 //!    it.
-//! 3. **The peer resets its side.** The connection's addresses and ports
+//! 4. **The peer resets its side.** The connection's addresses and ports
 //!    are recorded while it is open; a new instance sends the peer a bare
 //!    ACK that is outside any window it could have (two, with
 //!    acknowledgment numbers half the sequence space apart, so one of them
@@ -30,7 +41,13 @@
 //!
 //! Each instance also counts itself (so smoltcp's initial sequence numbers
 //! differ from a crashed instance's) and keeps the next ephemeral port (so
-//! a new connection does not reuse a reset one's port).
+//! a new connection does not reuse a reset one's port). Like every fact,
+//! the count is staged and committed with the instance's first poll: an
+//! instance that crashes before its first commit did nothing anyone saw
+//! (no segment, no reply), and the next instance takes its number and
+//! redoes its resets. So the committed count is the instances that
+//! committed: `1 + restarts` when every instance finishes a poll before
+//! the next crash, less one for each instance a crash hit before that.
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -83,8 +100,12 @@ impl Conn {
 /// What a crashed instance held for one client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Held {
-    /// A call was in flight: it is owed a reply.
+    /// A call was in flight: it is owed a reply (`Error(Reset)`).
     pub reply_owed: bool,
+    /// No call was in flight, and the client's connection was reset (now
+    /// or by an instance before): its next call is owed `Error(Reset)`
+    /// ([`Facts::take_notice`]).
+    pub notice_owed: bool,
     /// A send call's buffer TCP held.
     pub send_buffer: Option<BufId>,
     /// The connection it held.
@@ -100,13 +121,14 @@ pub struct Facts {
 impl Facts {
     /// Words per client: calls taken, replies given, the send buffer held
     /// (`id + 1`, 0: none), the connection held ([`Conn::pack`]),
-    /// connections reset.
-    pub const PER_CLIENT: usize = 5;
+    /// connections reset, a reset's notice owed (1: owed).
+    pub const PER_CLIENT: usize = 6;
     const CALLS: usize = 0;
     const REPLIES: usize = 1;
     const HELD: usize = 2;
     const CONN: usize = 3;
     pub const RESETS: usize = 4;
+    const NOTICE: usize = 5;
     /// Words after the clients': the next ephemeral port, the instances.
     pub const GLOBAL: usize = 2;
     const NEXT_PORT: usize = 0;
@@ -166,12 +188,15 @@ impl Facts {
     /// What a crashed instance held for client `c` (the facts as
     /// committed), and stages it as dealt with: the owed reply counted
     /// (the caller pushes it), the buffer and the connection cleared, the
-    /// reset counted.
+    /// reset counted, and, with no call in flight to tell, the notice
+    /// owed to the client's next call (module docs, 2).
     pub fn reset_client(&mut self, c: usize) -> Held {
         let g = |k| self.t.get(self.at(c, k));
         let reply_owed = g(Facts::CALLS) > g(Facts::REPLIES);
         let held = g(Facts::HELD);
         let conn = Conn::unpack(g(Facts::CONN));
+        // An owed reply is the notice; else one owed before still is.
+        let notice_owed = !reply_owed && (conn.is_some() || g(Facts::NOTICE) != 0);
         if held != 0 {
             self.set_held(c, None);
         }
@@ -180,7 +205,24 @@ impl Facts {
             let i = self.at(c, Facts::RESETS);
             self.t.add(i, 1);
         }
-        Held { reply_owed, send_buffer: (held != 0).then(|| (held - 1) as BufId), conn }
+        self.set_notice(c, notice_owed);
+        Held { reply_owed, notice_owed, send_buffer: (held != 0).then(|| (held - 1) as BufId), conn }
+    }
+
+    fn set_notice(&mut self, c: usize, owed: bool) {
+        let i = self.at(c, Facts::NOTICE);
+        self.t.set(i, u64::from(owed));
+    }
+
+    /// Takes the notice of a reset owed to client `c` (staged: the caller
+    /// answers the call it takes it for with `Error(Reset)`, or opens a new
+    /// connection); whether one was owed.
+    pub fn take_notice(&mut self, c: usize) -> bool {
+        let owed = self.t.get(self.at(c, Facts::NOTICE)) != 0;
+        if owed {
+            self.set_notice(c, false);
+        }
+        owed
     }
 }
 
@@ -302,16 +344,100 @@ mod tests {
         // A crash here: the next instance finds all of it.
         let mut g = Facts::attach(&words, &Log::Direct, 1);
         assert_eq!(g.begin_instance(), 2);
-        assert_eq!(g.reset_client(0), Held { reply_owed: true, send_buffer: Some(7), conn: Some(conn) });
+        assert_eq!(
+            g.reset_client(0),
+            Held { reply_owed: true, notice_owed: false, send_buffer: Some(7), conn: Some(conn) }
+        );
         g.replied(0);
         assert_eq!(words[Facts::RESETS].get(), 1);
         let mut h = Facts::attach(&words, &Log::Direct, 1);
         h.begin_instance();
         assert_eq!(
             h.reset_client(0),
-            Held { reply_owed: false, send_buffer: None, conn: None },
+            Held { reply_owed: false, notice_owed: false, send_buffer: None, conn: None },
             "dealt with once"
         );
+    }
+
+    fn journaled() -> (Vec<Arc<journal::Counter>>, Arc<journal::Journal>, Log) {
+        let words: Vec<_> =
+            (0..Facts::PER_CLIENT + Facts::GLOBAL).map(|_| Arc::new(journal::Counter::new(0))).collect();
+        let j = crate::component::journal_of(words.iter().map(|w| w.clone() as journal::WordRef).collect());
+        let log = Log::Journal(j.clone());
+        (words, j, log)
+    }
+
+    /// An instance crashes with the connection open and no call in flight
+    /// (its client has the reply `Connected`); the next one crashes before
+    /// its first commit; the one after commits, and then crashes too
+    /// before the client calls again. The reset is counted once, and the
+    /// notice is owed until the client's next call takes it, once.
+    #[test]
+    fn a_reset_with_no_call_in_flight_is_told_on_the_next_call_once_across_crashes() {
+        let (words, j, log) = journaled();
+        let conn = Conn { remote: Ipv4Addr::new(10, 0, 0, 2), remote_port: 5001, local_port: 49153 };
+        let mut f = Facts::attach(&words, &log, 1);
+        assert_eq!(f.begin_instance(), 1);
+        f.called(0);
+        f.set_conn(0, Some(conn));
+        f.replied(0);
+        j.commit_now();
+        drop(f);
+        j.recover();
+        let owed = Held { reply_owed: false, notice_owed: true, send_buffer: None, conn: Some(conn) };
+        // Instance 2 crashes before its first commit: nothing it staged counts.
+        let mut g = Facts::attach(&words, &log, 1);
+        assert_eq!(g.begin_instance(), 2);
+        assert_eq!(g.reset_client(0), owed);
+        drop(g);
+        j.recover();
+        assert_eq!(words[Facts::RESETS].get(), 0);
+        // Instance 3 takes its number, resets the connection, commits.
+        let mut h = Facts::attach(&words, &log, 1);
+        assert_eq!(h.begin_instance(), 2, "an instance that never committed is not counted");
+        assert_eq!(h.reset_client(0), owed);
+        j.commit_now();
+        drop(h);
+        j.recover();
+        assert_eq!(words[Facts::RESETS].get(), 1);
+        // Instance 4: the connection is gone, the notice still owed.
+        let mut k = Facts::attach(&words, &log, 1);
+        assert_eq!(k.begin_instance(), 3);
+        assert_eq!(k.reset_client(0), Held { conn: None, ..owed });
+        k.called(0);
+        assert!(k.take_notice(0), "the next call is told");
+        k.replied(0);
+        assert!(!k.take_notice(0), "once");
+        j.commit_now();
+        let mut m = Facts::attach(&words, &log, 1);
+        m.begin_instance();
+        assert_eq!(
+            m.reset_client(0),
+            Held { reply_owed: false, notice_owed: false, send_buffer: None, conn: None }
+        );
+        assert_eq!(words[Facts::RESETS].get(), 1, "counted once");
+    }
+
+    /// A call in flight at the crash is the one told: no notice is owed
+    /// after its reply, even if one was owed before.
+    #[test]
+    fn the_reply_to_the_call_in_flight_is_the_notice() {
+        let (words, j, log) = journaled();
+        let conn = Conn { remote: Ipv4Addr::new(10, 0, 0, 2), remote_port: 5001, local_port: 49153 };
+        let mut f = Facts::attach(&words, &log, 1);
+        f.begin_instance();
+        f.called(0);
+        f.set_conn(0, Some(conn));
+        f.replied(0);
+        f.called(0);
+        j.commit_now();
+        drop(f);
+        j.recover();
+        let mut g = Facts::attach(&words, &log, 1);
+        g.begin_instance();
+        let held = g.reset_client(0);
+        assert_eq!((held.reply_owed, held.notice_owed, held.conn), (true, false, Some(conn)));
+        assert!(!g.take_notice(0));
     }
 
     #[test]

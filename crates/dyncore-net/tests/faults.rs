@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use dyncore_net::app::{App, Outcome, Receiver, Sender};
+use dyncore_net::app::{App, Receiver, Sender};
 use dyncore_net::audit::Audit;
 use dyncore_net::component::{Blueprint, Component, ComponentKind};
 use dyncore_net::faults::{Campaign, Plan};
@@ -90,14 +90,7 @@ fn a_bounded_fault_campaign_loses_duplicates_and_leaks_nothing() {
     assert_eq!((audit.lost(), audit.duplicated()), (0, 0), "{}", audit.describe());
     assert!(audit.frames() > 0);
     let (completed, reset) = check_connections(&run.apps);
-    for i in 0..streams {
-        let seen = run.apps[i].connections().iter().filter(|c| c.outcome == Outcome::Reset).count();
-        assert_eq!(
-            a.tcp_facts.resets(i),
-            seen as u64,
-            "stream {i}: TCP reset what the application saw reset"
-        );
-    }
+    assert_resets_told(&a.tcp_facts, &run.apps[..streams]);
     let per: Vec<String> = ha.iter().map(|s| format!("{} {}", s.kind(), s.load.restarts)).collect();
     eprintln!(
         "{fired} crashes ({}), {} updates, {} moves, {} disarmed at the end; {} frames audited, 0 lost, 0 \

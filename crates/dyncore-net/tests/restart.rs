@@ -11,12 +11,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
 use dyncore_core::Nanos;
-use dyncore_net::app::App;
+use dyncore_net::app::{App, Outcome, Receiver};
 use dyncore_net::component::{
     Blueprint, Common, Component, ComponentKind, CrashPoint, Progress, State, UpdateError,
 };
 use dyncore_net::host::{Clock, RoundRobin, Supervised, quiet_injected_crashes};
-use dyncore_net::wire::mem::MemWireConfig;
+use dyncore_net::proto::SockError;
+use dyncore_net::stack::{Stack, StackConfig};
+use dyncore_net::syscall::{Completion, Socket, UserCall};
+use dyncore_net::wire::mem::{self, MemWireConfig};
 use dyncore_ring::journal::Journal;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -272,12 +275,10 @@ fn tcp_crashes(crashes: usize, seed: u64) -> RoundRobin {
     assert_at_rest(&mut rr);
     let (completed, reset) = check_connections(&rr.apps);
     let facts = &stacks[0].tcp_facts;
+    // Each crash is armed 100 rounds after the last fired: every instance
+    // committed (a poll) before the next crash.
     assert_eq!(facts.instances(), 1 + crashes as u64, "an instance per start and per crash");
-    for i in 0..4 {
-        let resets =
-            rr.apps[i].connections().iter().filter(|c| c.outcome == dyncore_net::app::Outcome::Reset).count();
-        assert_eq!(facts.resets(i), resets as u64, "stream {i}: TCP reset what the application saw reset");
-    }
+    assert_resets_told(facts, &rr.apps[..4]);
     let lost: u64 = (0..4)
         .flat_map(|i| rr.apps[i].connections().iter().zip(rr.apps[4 + i].connections()))
         .map(|(s, r)| (s.digest.bytes + s.interrupted).saturating_sub(r.digest.bytes))
@@ -313,4 +314,75 @@ fn the_same_crashes_give_the_same_run() {
     };
     assert_eq!(strip(conns(&a)), strip(conns(&b)));
     assert_eq!(a.now_ns(), b.now_ns());
+}
+
+/// Makes `call` on `sock` and runs rounds until its completion.
+fn call_until_done(rr: &mut RoundRobin, sock: &mut Socket, call: UserCall<'_>) -> Completion {
+    sock.submit(call).expect("no call outstanding");
+    let mut got = None;
+    rr.run_until(1_000_000, |_| {
+        got = sock.poll_reply(&mut |_| ());
+        got.is_some()
+    })
+    .unwrap_or_else(|e| panic!("no reply to {call:?}: {e}"));
+    got.expect("a completion")
+}
+
+/// Connects `sock` to B's `PORT`, again while the receiver is not
+/// listening yet.
+fn connect(rr: &mut RoundRobin, sock: &mut Socket) {
+    for _ in 0..100 {
+        match call_until_done(rr, sock, UserCall::Connect { addr: B, port: PORT }) {
+            Completion::Connected => return,
+            Completion::Error(SockError::Refused) => continue,
+            c => panic!("connect: {c:?}"),
+        }
+    }
+    panic!("never connected");
+}
+
+/// A's TCP crashes while the application has a connection and no call
+/// out (it has its `Connected` reply and has not called again). The new
+/// instance resets the connection and owes the application the notice:
+/// its next call, a close, fails with `Reset` (a close of the new
+/// instance's closed socket would otherwise complete, and the
+/// application would count a reset connection completed), once: the
+/// next connection works and closes cleanly. Deterministic (one thread,
+/// virtual clock, the crash at a chosen point).
+#[test]
+fn a_close_after_a_reset_with_no_call_out_is_told_the_reset_once() {
+    quiet_injected_crashes();
+    let (wa, wb) = mem::pair(MemWireConfig::default());
+    let (mut ca, mut cb) = (StackConfig::new(A), StackConfig::new(B));
+    (ca.seed, cb.seed) = (11, 22);
+    let mut a = Stack::build(&ca, Arc::new(wa));
+    let mut b = Stack::build(&cb, Arc::new(wb));
+    let mut sock = a.sockets.remove(0);
+    let receiver = Receiver::new(b.sockets.remove(0), PORT, None).reconnect();
+    let mut comps = a.blueprints.clone();
+    comps.extend(b.blueprints.iter().cloned());
+    let mut rr = host(comps, vec![Box::new(receiver)]);
+    let tcp_a = 1;
+    assert_eq!(rr.components[tcp_a].kind(), ComponentKind::Tcp);
+    connect(&mut rr, &mut sock);
+    assert_eq!(call_until_done(&mut rr, &mut sock, UserCall::Send(&[7; 1000])), Completion::Sent(1000));
+    settle(&mut rr);
+    // The crash: no call out on this socket.
+    rr.components[tcp_a].component().crash_switch().arm();
+    rr.run_until(1_000_000, |rr| rr.components[tcp_a].load.restarts == 1).unwrap();
+    settle(&mut rr);
+    let facts = &a.tcp_facts;
+    assert_eq!((facts.instances(), facts.resets(0)), (2, 1));
+    assert_eq!(
+        call_until_done(&mut rr, &mut sock, UserCall::Close),
+        Completion::Error(SockError::Reset),
+        "the close is told of the reset"
+    );
+    connect(&mut rr, &mut sock);
+    assert_eq!(call_until_done(&mut rr, &mut sock, UserCall::Close), Completion::Closed, "told once");
+    assert_at_rest(&mut rr);
+    assert_eq!(facts.resets(0), 1);
+    let outcomes: Vec<Outcome> = rr.apps[0].connections().iter().map(|c| c.outcome).collect();
+    assert_eq!(outcomes, [Outcome::Reset, Outcome::Completed], "the receiver's side");
+    assert_eq!(rr.apps[0].connections()[0].digest.bytes, 1000);
 }

@@ -157,6 +157,7 @@ pub fn bar_figure(scenario: &Scenario, results: &[ScenarioResult], fig: &Figure)
                 categories: all_cats.clone(),
                 series,
                 reference: None,
+                y_label: None,
             })
             .collect();
         (Layout::Rows, panels)
@@ -178,6 +179,7 @@ pub fn bar_figure(scenario: &Scenario, results: &[ScenarioResult], fig: &Figure)
                 categories,
                 series: all_series.clone(),
                 reference: None,
+                y_label: None,
             })
             .collect();
         (Layout::Columns, panels)

@@ -14,13 +14,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use dyncore_sim::claims::Claims;
-use dyncore_sim::scenario::Scenario;
 
-use crate::events::TimelineRow;
-use crate::figure::{Figure, PaperCounts, comparison_table, summary_sentence};
+use crate::figure::{PaperCounts, summary_sentence};
 use crate::figure_plot::seeds_phrase;
-use crate::report::{Plot, Written, index_table, paper_verdict, timeline_table};
+use crate::model::Model;
+use crate::report::{Plot, Written, index_table};
 use crate::table::escape_html as esc;
 
 const STYLE: &str = r#"
@@ -73,16 +71,10 @@ impl Ran<'static> {
     pub const SIMULATED: Ran<'static> = Ran { ran: "simulated", lead: "" };
 }
 
-/// A scenario's section of the page; links are relative to `out/`.
-pub fn scenario_section(
-    scenario: &Scenario,
-    fig: &Figure,
-    claims: &Claims,
-    plots: &[Plot],
-    timeline: Option<(&str, &[TimelineRow])>,
-    first_seed: u64,
-    ran: Ran<'_>,
-) -> String {
+/// A scenario's section of the page, from its model; links are relative
+/// to `out/`.
+pub fn scenario_section(m: &Model<'_>, plots: &[Plot], ran: Ran<'_>) -> String {
+    let (scenario, fig, first_seed) = (m.scenario, m.figure, m.first_seed());
     let name = esc(&scenario.name);
     let mut s = format!("<section id=\"{name}\">\n<h2>{}</h2>\n", esc(&scenario.title));
     let _ = writeln!(
@@ -108,16 +100,16 @@ pub fn scenario_section(
         );
     }
     s += "<h3>dyncore beside the paper</h3>\n<div class=\"table-wrap\">\n";
-    let cells = fig.cells();
-    s += &comparison_table("", fig)
-        .to_html(|i| cells.get(i).is_some_and(|c| c.differs()).then_some("differs"));
+    s +=
+        &m.comparison.to_html(|i| m.comparison_differs.get(i).copied().unwrap_or(false).then_some("differs"));
     s += "</div>\n";
-    s += &crate::markdown::to_html(&paper_verdict(&claims.counts(), fig.seeds.len() > 1), 0, "");
-    s += &crate::claims_view::html(claims);
-    if let Some((label, rows)) = timeline {
-        let _ = writeln!(s, "<h3>Events: CPU allocation over time ({}, seed {first_seed})</h3>", esc(label));
+    s += &crate::markdown::to_html(&m.verdict, 0, "");
+    s += &crate::claims_view::html(m.claims);
+    if let Some(t) = &m.timeline {
+        let _ =
+            writeln!(s, "<h3>Events: CPU allocation over time ({}, seed {first_seed})</h3>", esc(&t.label));
         s += "<div class=\"table-wrap\">\n";
-        s += &timeline_table(rows).to_html(|_| None);
+        s += &t.table.to_html(|_| None);
         s += "</div>\n";
     }
     let _ = writeln!(

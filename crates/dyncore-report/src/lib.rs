@@ -6,6 +6,8 @@
 //! * [`claims_view`]: the paper's claims and their verdicts, as a table;
 //! * [`figure`]: a scenario's figure from its results (medians and ranges
 //!   over seeds) and its comparison with the paper's values;
+//! * [`model`]: one scenario's report as a model (figure, comparison,
+//!   claims, tables, charts), built once and read by every renderer;
 //! * [`report`]: the report folder of one scenario and the index;
 //! * [`html`], [`markdown`], [`table`]: the renderers;
 //! * [`plot`], [`figure_plot`]: PNG/SVG plots with a bundled font;
@@ -21,6 +23,7 @@ pub mod figure_plot;
 pub mod html;
 pub mod machine;
 pub mod markdown;
+pub mod model;
 pub mod newtos;
 pub mod outdir;
 pub mod plot;

@@ -2,8 +2,9 @@
 //! loading with file:line:col errors, running every run over the seeds,
 //! and the report folder of each — `report.md` (dyncore beside the paper),
 //! `results.json`, `trace.json` (the placement decisions of policy runs),
-//! and `plot.{png,svg}`: bars (modelled power, resources or utilisation)
-//! under a line of the bitrate with the paper's values as diamonds.
+//! and `plot.{png,svg}`: the bitrate over bars of modelled power, resources
+//! or utilisation, drawn by the Chameleon figures' builder (one legend,
+//! whiskers for the seeds' range, the paper's values as hollow diamonds).
 //!
 //! Every figure is the median over the seeds with its min-max range; a
 //! comparison with the paper is flagged when the median differs by more
@@ -17,11 +18,10 @@ use dyncore_core::placement::ComponentKind;
 use dyncore_sim::claims::{Claims, Observed, Relation};
 use dyncore_sim::netstack::run::{RunRow, run_scenario, seeds_of};
 use dyncore_sim::netstack::scenario::NetScenario;
-use plotters::coord::Shift;
-use plotters::prelude::*;
 use serde::Serialize;
 
-use crate::plot::{Chart, PALETTE, write_chart};
+use crate::plot::bars::{BarFigure, BarValue, Layout, Panel};
+use crate::plot::write_chart;
 use crate::report::{Written, paper_verdict, write_file};
 use crate::table::{Table, escape_html};
 use dyncore_scenario::load::{LoadError, error_in, read_text, syntax_error_with};
@@ -83,7 +83,7 @@ pub fn write_scenario(out: &Path, path: &Path, sc: &NetScenario) -> Result<(Writ
         .map(|r| serde_json::json!({"run": r.label, "decisions": r.decisions}))
         .collect();
     write_file(&dir.join("trace.json"), serde_json::to_string_pretty(&trace)?.as_bytes())?;
-    let chart = NetChart { sc, rows: &rows };
+    let chart = net_figure(sc, &rows, seeds.len());
     write_chart(&dir.join("plot"), &chart)?;
     let md = report_md(path, sc, &rows, &claims, &seeds);
     write_file(&dir.join("report.md"), md.as_bytes())?;
@@ -210,173 +210,84 @@ fn report_md(path: &Path, sc: &NetScenario, rows: &[RunRow], claims: &Claims, se
     s
 }
 
-/// Bars (the scenario's `report.bars`) under the bitrate as a line, the
-/// paper's bitrates as diamonds.
-struct NetChart<'a> {
-    sc: &'a NetScenario,
-    rows: &'a [RunRow],
-}
-
-impl NetChart<'_> {
-    /// The bars the scenario asks for: their axis title and each series.
-    fn bar_series(&self) -> (&'static str, Vec<(String, Vec<f64>)>) {
-        let kinds: Vec<ComponentKind> = ComponentKind::ALL
-            .into_iter()
-            .filter(|k| self.rows.iter().any(|r| r.busy.iter().any(|(c, _)| c == k)))
-            .collect();
-        match self.sc.report.bars.as_str() {
-            "utilisation" if !kinds.is_empty() => (
-                "busy fraction of its CPU",
-                kinds
-                    .iter()
-                    .map(|k| (k.name().to_string(), self.rows.iter().map(|r| r.busy_of(*k)).collect()))
-                    .collect(),
-            ),
-            "resources" => (
-                "resources (% of 3 × 1600 MHz)",
-                vec![("resources".into(), self.rows.iter().map(|r| r.resources * 100.0).collect())],
-            ),
-            _ => {
-                ("W (modelled)", vec![("power".into(), self.rows.iter().map(|r| r.power_w.median).collect())])
-            }
-        }
-    }
-}
-
-impl NetChart<'_> {
-    /// The paper's bitrates (a value it states, Gbit/s) at each run's index.
-    fn paper_gbps(&self) -> Vec<(usize, f64)> {
-        self.sc
-            .paper
-            .iter()
-            .filter(|p| p.metric == "mbps" && p.relation.unwrap_or_default() == Relation::About)
-            .filter_map(|p| {
-                let v = p.value?;
-                self.rows.iter().position(|r| r.label == p.run).map(|i| (i, v / 1000.0))
-            })
-            .collect()
-    }
-}
-
-impl Chart for NetChart<'_> {
-    fn size(&self) -> (u32, u32) {
-        // Wide enough that the x labels (about 7 px a character) do not run
-        // into each other.
-        let longest = self.rows.iter().map(|r| r.label.chars().count()).max().unwrap_or(0) as u32;
-        ((self.rows.len() as u32 * (longest * 7 + 16)).clamp(1000, 2000), 700)
-    }
-
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
-    where
-        DB::ErrorType: 'static,
+/// The scenario's figure, drawn by the same builder as the Chameleon
+/// figures ([`BarFigure`]): the bitrate in the top panel, the scenario's
+/// `report.bars` (utilisation per component, resources, or modelled power)
+/// in the bottom one; bars are medians over the seeds, whiskers the min–max
+/// range, hollow diamonds the paper's bitrates, with one legend above.
+fn net_figure(sc: &NetScenario, rows: &[RunRow], seeds: usize) -> BarFigure {
+    let same = |v: f64| Some(BarValue { value: v, low: v, high: v });
+    let spread =
+        |o: &Observed, k: f64| Some(BarValue { value: o.median * k, low: o.min * k, high: o.max * k });
+    let kinds: Vec<ComponentKind> = ComponentKind::ALL
+        .into_iter()
+        .filter(|k| rows.iter().any(|r| r.busy.iter().any(|(c, _)| c == k)))
+        .collect();
+    type Bars = Vec<(String, Vec<Option<BarValue>>)>;
+    let (what, unit, bars): (&str, &str, Bars) = match sc.report.bars.as_str() {
+        "utilisation" if !kinds.is_empty() => (
+            "utilisation: each component's busy fraction of its CPU",
+            "busy fraction",
+            kinds
+                .iter()
+                .map(|k| {
+                    let v = rows
+                        .iter()
+                        .map(|r| r.busy.iter().find(|(c, _)| c == k).and_then(|(_, o)| spread(o, 1.0)))
+                        .collect();
+                    (format!("{} busy", k.name()), v)
+                })
+                .collect(),
+        ),
+        "resources" => (
+            "resources used",
+            "% of 3 × 1600 MHz",
+            vec![("resources (%)".into(), rows.iter().map(|r| same(r.resources * 100.0)).collect())],
+        ),
+        _ => (
+            "power (modelled)",
+            "W",
+            vec![("power (W)".into(), rows.iter().map(|r| spread(&r.power_w, 1.0)).collect())],
+        ),
+    };
+    let mut series = vec!["bitrate (Gbit/s)".to_string()];
+    let mut values = vec![rows.iter().map(|r| spread(&r.mbps, 1e-3)).collect::<Vec<_>>()];
+    let mut paper = vec![vec![None; rows.len()]];
+    for p in
+        sc.paper.iter().filter(|p| p.metric == "mbps" && p.relation.unwrap_or_default() == Relation::About)
     {
-        let e = |x| anyhow::anyhow!("{x:?}");
-        root.fill(&WHITE).map_err(e)?;
-        let (top, bottom) = root.split_vertically(340);
-        let n = self.rows.len();
-        let labels: Vec<String> = self.rows.iter().map(|r| r.label.clone()).collect();
-        let xr = -0.5..(n as f64 - 0.5);
-        let fmt_x = |x: &f64| {
-            let i = x.round();
-            if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < n {
-                labels[i as usize].clone()
-            } else {
-                String::new()
-            }
-        };
-        // Bitrate.
-        let paper = self.paper_gbps();
-        let ymax = self
-            .rows
-            .iter()
-            .map(|r| r.mbps.max / 1000.0)
-            .chain(paper.iter().map(|p| p.1))
-            .fold(1.0, f64::max)
-            * 1.15;
-        let mut c = ChartBuilder::on(&top)
-            .caption(&self.sc.title, ("sans-serif", 20))
-            .margin(10)
-            .x_label_area_size(20)
-            .y_label_area_size(60)
-            .build_cartesian_2d(xr.clone(), 0.0..ymax)
-            .map_err(e)?;
-        c.configure_mesh()
-            .disable_x_mesh()
-            .light_line_style(WHITE)
-            .x_labels(n.max(2))
-            .x_label_formatter(&|_| String::new())
-            .y_desc("Gbit/s (line: dyncore median, bars: range; ◆ paper)")
-            .label_style(("sans-serif", 13))
-            .draw()
-            .map_err(e)?;
-        let line: Vec<(f64, f64)> =
-            self.rows.iter().enumerate().map(|(i, r)| (i as f64, r.mbps.median / 1000.0)).collect();
-        // One line per group of runs (a cluster, a governor) when the runs
-        // are grouped; one line through all of them when every group is a
-        // single run.
-        let grouped = self.rows.windows(2).any(|w| w[0].group == w[1].group);
-        let mut start = 0;
-        for i in 1..=self.rows.len() {
-            if i == self.rows.len() || (grouped && self.rows[i].group != self.rows[i - 1].group) {
-                c.draw_series(LineSeries::new(line[start..i].to_vec(), PALETTE[0].stroke_width(2)))
-                    .map_err(e)?;
-                start = i;
-            }
+        if let (Some(v), Some(i)) = (p.value, rows.iter().position(|r| r.label == p.run)) {
+            paper[0][i] = Some(v / 1000.0);
         }
-        c.draw_series(line.iter().map(|&p| Circle::new(p, 4, PALETTE[0].filled()))).map_err(e)?;
-        c.draw_series(self.rows.iter().enumerate().map(|(i, r)| {
-            PathElement::new(
-                vec![(i as f64, r.mbps.min / 1000.0), (i as f64, r.mbps.max / 1000.0)],
-                PALETTE[0],
-            )
-        }))
-        .map_err(e)?;
-        let d = 0.08;
-        let dy = ymax * 0.025;
-        c.draw_series(paper.iter().map(|&(i, v)| {
-            let x = i as f64;
-            Polygon::new(vec![(x - d, v), (x, v + dy), (x + d, v), (x, v - dy)], PALETTE[7].filled())
-        }))
-        .map_err(e)?;
-        // Bars.
-        let (desc, series) = self.bar_series();
-        // Headroom above the bars for the legend.
-        let bmax = series.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.1, f64::max) * 1.45;
-        let mut b = ChartBuilder::on(&bottom)
-            .margin(10)
-            .x_label_area_size(70)
-            .y_label_area_size(60)
-            .build_cartesian_2d(xr, 0.0..bmax)
-            .map_err(e)?;
-        b.configure_mesh()
-            .disable_x_mesh()
-            .light_line_style(WHITE)
-            .x_labels(n.max(2))
-            .x_label_formatter(&fmt_x)
-            .x_desc(&self.sc.report.x_title)
-            .y_desc(desc)
-            .label_style(("sans-serif", 12))
-            .draw()
-            .map_err(e)?;
-        let k = series.len() as f64;
-        let w = 0.7 / k;
-        for (j, (name, v)) in series.iter().enumerate() {
-            let col = PALETTE[(j + 1) % PALETTE.len()];
-            b.draw_series(v.iter().enumerate().map(|(i, &y)| {
-                let x0 = i as f64 - 0.35 + j as f64 * w;
-                Rectangle::new([(x0, 0.0), (x0 + w * 0.95, y)], col.filled())
-            }))
-            .map_err(e)?
-            .label(name.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], col.filled()));
-        }
-        b.configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 12))
-            .draw()
-            .map_err(e)?;
-        Ok(())
+    }
+    for (name, v) in bars {
+        series.push(name);
+        values.push(v);
+        paper.push(vec![None; rows.len()]);
+    }
+    let all: Vec<usize> = (0..rows.len()).collect();
+    let panel = |title: &str, unit: &str, series: Vec<usize>| Panel {
+        title: title.to_string(),
+        categories: all.clone(),
+        series,
+        reference: None,
+        y_label: Some(unit.to_string()),
+    };
+    BarFigure {
+        title: sc.title.clone(),
+        subtitle: format!(
+            "dyncore-sim (NewtOS model), {seeds} seed{}{}",
+            if seeds == 1 { "" } else { "s" },
+            if seeds > 1 { "; bars are medians" } else { "" }
+        ),
+        x_label: sc.report.x_title.clone(),
+        y_label: "Gbit/s".into(),
+        categories: rows.iter().map(|r| r.label.clone()).collect(),
+        panels: vec![panel("bitrate", "Gbit/s", vec![0]), panel(what, unit, (1..series.len()).collect())],
+        series,
+        values,
+        paper,
+        spread_label: (seeds > 1).then(|| format!("min–max over {seeds} seeds")),
+        layout: Layout::Rows,
     }
 }

@@ -5,7 +5,10 @@
 //!
 //! Everything written here is a function of the scenarios and their results
 //! only (no dates, no host names), so the same scenarios and seeds give the
-//! same bytes.
+//! same bytes. A scenario's results become one [`Model`] (figure,
+//! comparison, claims, tables, charts), built once; `results.json`, the
+//! plots, `report.md` and the page's section are each rendered from it in
+//! one pass.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -14,14 +17,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use dyncore_sim::ScenarioResult;
 use dyncore_sim::claims::Claims;
-use dyncore_sim::scenario::{PlotKind, Scenario};
+use dyncore_sim::scenario::Scenario;
 use serde::Serialize;
 
-use crate::events::{TimelineRow, timeline_rows};
-use crate::figure::{
-    Figure, PaperCounts, Spread, comparison_table, fmt_value, metric_name, summary_sentence,
-};
-use crate::figure_plot::{bar_figure, seeds_phrase, timeline};
+use crate::events::TimelineRow;
+use crate::figure::{Figure, PaperCounts, Spread, fmt_value, metric_name, summary_sentence};
+use crate::figure_plot::seeds_phrase;
+use crate::model::{ChartKind, Model, Options};
 use crate::plot::write_chart;
 use crate::table::Table;
 
@@ -88,13 +90,9 @@ struct SeedJson<'a> {
     runs: &'a [dyncore_sim::RunResult],
 }
 
-/// The results as deterministic JSON text.
-pub fn results_json(
-    scenario: &Scenario,
-    results: &[ScenarioResult],
-    fig: &Figure,
-    claims: &Claims,
-) -> Result<String> {
+/// The model's results as deterministic JSON text.
+pub fn results_json(m: &Model<'_>) -> Result<String> {
+    let (scenario, results, fig, claims) = (m.scenario, m.results, m.figure, m.claims);
     let pick = |f: fn(&Spread) -> f64| -> Vec<Vec<Option<f64>>> {
         fig.values.iter().map(|row| row.iter().map(|v| v.as_ref().map(f)).collect()).collect()
     };
@@ -141,16 +139,6 @@ pub fn results_json(
     Ok(s)
 }
 
-/// The run whose allocation timeline the report shows (first seed).
-fn timeline_run<'a>(scenario: &Scenario, result: &'a ScenarioResult) -> &'a dyncore_sim::RunResult {
-    scenario
-        .report
-        .timeline_run
-        .as_ref()
-        .and_then(|l| result.runs.iter().find(|r| &r.label == l))
-        .unwrap_or(&result.runs[0])
-}
-
 /// Writes `out/<name>/…` for one scenario read from `source`, whose
 /// results (one per seed, in order; at least one) give the figure `fig`
 /// and the `claims` (built once by the caller, who also prints them).
@@ -165,79 +153,43 @@ pub fn write_scenario(
     // Written aside and renamed into place whole (`outdir`).
     let staged = crate::outdir::stage(out, &scenario.name)?;
     let dir = staged.path().to_path_buf();
-    let first = &results[0];
+    let m = Model::build(scenario, results, fig, claims, Options::default());
 
-    write_file(&dir.join("results.json"), results_json(scenario, results, fig, claims)?.as_bytes())?;
-    let (plots, timeline_rows) = write_plots(&dir, scenario, results, fig, None)?;
-    crate::trace::write_chrome_trace(&dir.join("trace.json"), first)?;
-    let timeline = timeline_rows.as_ref().map(|(label, rows)| (*label, rows.as_slice()));
-    let md = report_md(source, scenario, results, fig, claims, &plots, timeline);
-    write_file(&dir.join("report.md"), md.as_bytes())?;
+    write_file(&dir.join("results.json"), results_json(&m)?.as_bytes())?;
+    let plots = render_plots(&dir, &m)?;
+    crate::trace::write_chrome_trace(&dir.join("trace.json"), &results[0])?;
+    write_file(&dir.join("report.md"), report_md(source, &m, &plots).as_bytes())?;
 
-    let all_finished = results.iter().all(|r| r.runs.iter().all(|r| r.finished));
     staged.commit()?;
     Ok(Written {
         name: scenario.name.clone(),
         title: scenario.title.clone(),
         seeds: fig.seeds.clone(),
         counts: claims.counts(),
-        all_finished,
-        html: crate::html::scenario_section(
-            scenario,
-            fig,
-            claims,
-            &plots,
-            timeline,
-            first.seed,
-            crate::html::Ran::SIMULATED,
-        ),
+        all_finished: m.all_finished(),
+        html: crate::html::scenario_section(&m, &plots, crate::html::Ran::SIMULATED),
     })
 }
 
-/// An allocation timeline's run label and rows.
-pub type Timeline<'a> = (&'a str, Vec<TimelineRow>);
-
-/// A scenario's plots in `dir` — the figure (`plot`), or for an allocation
-/// figure the timeline of the first seed (`plot`) and the figure
-/// (`plot-bars`) — and the timeline's rows with its run's label.
-/// `subtitle`, if given, replaces the plots' line under the title (which
-/// otherwise says they are dyncore-sim's).
-pub fn write_plots<'a>(
-    dir: &Path,
-    scenario: &Scenario,
-    results: &'a [ScenarioResult],
-    fig: &Figure,
-    subtitle: Option<&str>,
-) -> Result<(Vec<Plot>, Option<Timeline<'a>>)> {
-    let first = &results[0];
-    let mut bars = bar_figure(scenario, results, fig);
-    if let Some(s) = subtitle {
-        bars.subtitle = s.to_string();
-    }
-    Ok(match scenario.report.kind {
-        PlotKind::Bars => {
-            write_chart(&dir.join("plot"), &bars)?;
-            (vec![Plot { file: "plot", size: bars.size() }], None)
-        }
-        PlotKind::Allocation => {
-            let run = timeline_run(scenario, first);
-            let rows = timeline_rows(scenario, run);
-            let mut chart = timeline(scenario, run, &rows, first.seed);
-            if let Some(s) = subtitle {
-                chart.subtitle = s.to_string();
-                chart.x_label = "time (s)".into();
-            }
-            bars.title =
-                format!("{}: {} per program", scenario.title, crate::figure::metric_short(fig.metric));
-            write_chart(&dir.join("plot"), &chart)?;
-            write_chart(&dir.join("plot-bars"), &bars)?;
-            let plots = vec![
-                Plot { file: "plot", size: crate::plot::Chart::size(&chart) },
-                Plot { file: "plot-bars", size: bars.size() },
-            ];
-            (plots, Some((run.label.as_str(), rows)))
-        }
-    })
+/// Draws the model's charts into `dir`, each as `<file>.png` and `.svg`.
+pub fn render_plots(dir: &Path, m: &Model<'_>) -> Result<Vec<Plot>> {
+    m.charts
+        .iter()
+        .map(|c| {
+            let stem = dir.join(c.file);
+            let size = match &c.chart {
+                ChartKind::Bars(b) => {
+                    write_chart(&stem, b)?;
+                    crate::plot::Chart::size(b)
+                }
+                ChartKind::Timeline(t) => {
+                    write_chart(&stem, t)?;
+                    crate::plot::Chart::size(t)
+                }
+            };
+            Ok(Plot { file: c.file, size })
+        })
+        .collect()
 }
 
 /// `out/<name>`, checked here as well as in validation, so that no field or
@@ -300,17 +252,10 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// `report.md`: what the paper shows, the comparison over seeds, and the
 /// first seed's runs, programs and (for Figure 8) timeline in detail.
-fn report_md(
-    source: &Path,
-    scenario: &Scenario,
-    results: &[ScenarioResult],
-    fig: &Figure,
-    claims: &Claims,
-    plots: &[Plot],
-    timeline: Option<(&str, &[TimelineRow])>,
-) -> String {
+fn report_md(source: &Path, m: &Model<'_>, plots: &[Plot]) -> String {
+    let (scenario, fig) = (m.scenario, m.figure);
     let mut s = String::new();
-    let first = &results[0];
+    let first = &m.results[0];
     let _ = writeln!(s, "# {}\n", scenario.title);
     if !scenario.description.trim().is_empty() {
         let _ = writeln!(s, "{}\n", scenario.description.trim());
@@ -330,22 +275,22 @@ fn report_md(
         let _ = writeln!(s, "![{}]({}.png)\n", p.file, p.file);
     }
     let _ = writeln!(s, "## Results: {}\n", metric_name(fig.metric));
-    s += &comparison_table("", fig).to_markdown();
+    s += &m.comparison.to_markdown();
     s.push('\n');
-    let _ = writeln!(s, "{}\n", paper_verdict(&claims.counts(), fig.seeds.len() > 1));
-    s += &crate::claims_view::markdown(claims);
+    let _ = writeln!(s, "{}\n", m.verdict);
+    s += &crate::claims_view::markdown(m.claims);
     let _ = writeln!(s, "## Runs (seed {})\n", first.seed);
-    s += &runs_table(first).to_markdown();
+    s += &m.runs.to_markdown();
     s.push('\n');
     let _ = writeln!(s, "## Energy and wake-ups (seed {}, modelled)\n", first.seed);
-    s += &energy_table(first).to_markdown();
+    s += &m.energy.to_markdown();
     let _ = writeln!(s, "\n{}\n", ENERGY_NOTE);
     let _ = writeln!(s, "## Programs (seed {})\n", first.seed);
-    s += &programs_table(first).to_markdown();
+    s += &m.programs.to_markdown();
     s.push('\n');
-    if let Some((label, rows)) = timeline {
-        let _ = writeln!(s, "## CPU allocation timeline ({label}, seed {})\n", first.seed);
-        s += &timeline_table(rows).to_markdown();
+    if let Some(t) = &m.timeline {
+        let _ = writeln!(s, "## CPU allocation timeline ({}, seed {})\n", t.label, first.seed);
+        s += &t.table.to_markdown();
         s.push('\n');
     }
     let _ = writeln!(s, "## Trace\n\n{}", trace_hint(first.seed));

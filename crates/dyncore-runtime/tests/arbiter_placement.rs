@@ -89,6 +89,12 @@ fn placement_run(want: Want) {
     }
     assert!(run.log.threads.len() >= 4, "{:?}", run.log.threads);
     assert!(!run.log.actuation.move_ns.is_empty());
+    // The execution checker agrees (cgroups; affinity only is not checked).
+    match (&run.execution, frozen) {
+        (Some(e), true) => assert!(e.ok(), "{}", e.summary()),
+        (None, false) => {}
+        (e, _) => panic!("execution check {e:?} with frozen = {frozen}"),
+    }
 }
 
 #[test]

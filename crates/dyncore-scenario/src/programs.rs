@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::machine::MachineSpec;
 use crate::scenario::{RunSpec, TaxSpec, WorkloadSpec};
-use crate::workload::{Binding, Program, Shape, program};
+use crate::workload::{Binding, Program, Shape};
 
 /// One program instance of a run.
 #[derive(Debug, Clone)]
@@ -37,6 +37,9 @@ pub struct ProgramPlan {
     /// is and wants, whatever the policy. Whether it gets an execution
     /// object is the policy's decision alone.
     pub template: ThreadSpec,
+    /// A real program's argv (a `command` workload; `program` is then its
+    /// model or the stand-in).
+    pub command: Option<Vec<String>>,
 }
 
 /// The program instances of run `spec` on `machine`, in workload order (the
@@ -60,7 +63,7 @@ pub fn plan_programs(spec: &RunSpec, machine: &MachineSpec) -> Vec<ProgramPlan> 
 /// One workload entry's plan (instance 0, not yet named).
 fn plan_workload(w: &WorkloadSpec, machine: &MachineSpec) -> ProgramPlan {
     let ncpus = machine.topology.ncpus();
-    let prog = program(&w.program).expect("validated");
+    let prog = w.program_def().expect("validated");
     let threads = if prog.is_sequential() { 1 } else { w.threads.unwrap_or(ncpus as u32) };
     let smt_factor = w.smt_factor.unwrap_or(prog.smt_factor);
     // The object it asks for: `seq_level`'s, else the machine's largest for
@@ -95,7 +98,10 @@ fn plan_workload(w: &WorkloadSpec, machine: &MachineSpec) -> ProgramPlan {
         }
     });
     ProgramPlan {
-        label: w.label.clone().unwrap_or_else(|| prog.name.to_string()),
+        label: w.label.clone().unwrap_or_else(|| match &w.command {
+            Some(argv) => argv.join(" "),
+            None => prog.name.to_string(),
+        }),
         name: String::new(),
         instance: 0,
         program: prog,
@@ -104,6 +110,7 @@ fn plan_workload(w: &WorkloadSpec, machine: &MachineSpec) -> ProgramPlan {
         threads,
         smt_factor,
         template: ThreadSpec { nice: w.nice, tax, want_cpus, weight, affinity, class: prog.class },
+        command: w.command.clone(),
     }
 }
 

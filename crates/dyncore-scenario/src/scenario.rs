@@ -215,7 +215,20 @@ impl SimParams {
 #[serde(deny_unknown_fields)]
 pub struct WorkloadSpec {
     /// A Table 3 program: see [`PROGRAMS`](crate::workload::PROGRAMS).
+    /// Empty (absent) for a workload that names a `command`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub program: String,
+    /// A real program to run instead of a built-in one, as its argv
+    /// (`["gzip", "-9", "f"]`; the first word found on `PATH` as a shell
+    /// finds it): run live under the arbiter
+    /// (`dyncore_runtime::arbiter`). Not with `program`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// A command's model for the simulator: a Table 3 program that stands
+    /// for it (with `work_ms`, `threads`, as for `program`). Without one,
+    /// the simulator refuses the scenario (it cannot run a command).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// Name in reports (default: the program's name). Results of programs
     /// with the same label in one run are averaged.
     pub label: Option<String>,
@@ -253,6 +266,45 @@ pub struct WorkloadSpec {
 
 fn one() -> u32 {
     1
+}
+
+impl WorkloadSpec {
+    /// The program every backend plans this workload as: its `program`;
+    /// for a command, its `model` or else the stand-in
+    /// [`COMMAND`](crate::workload::COMMAND) (one thread, medium class).
+    /// `None` only for an unknown name (validation refuses it).
+    pub fn program_def(&self) -> Option<&'static crate::workload::Program> {
+        match (&self.command, &self.model) {
+            (Some(_), Some(m)) => crate::workload::program(m),
+            (Some(_), None) => Some(&crate::workload::COMMAND),
+            (None, _) => crate::workload::program(&self.program),
+        }
+    }
+}
+
+impl RunSpec {
+    /// Whether any of the run's workloads names a command.
+    pub fn has_commands(&self) -> bool {
+        self.workloads.iter().any(|w| w.command.is_some())
+    }
+}
+
+impl Scenario {
+    /// Whether any run names a command (such runs run live under the
+    /// arbiter).
+    pub fn has_commands(&self) -> bool {
+        self.runs.iter().any(RunSpec::has_commands)
+    }
+
+    /// The first command workload without a `model`, as the path of its
+    /// `command` field: the simulator cannot run it.
+    pub fn unmodelled_command(&self) -> Option<Vec<String>> {
+        self.runs.iter().enumerate().find_map(|(i, r)| {
+            r.workloads.iter().position(|w| w.command.is_some() && w.model.is_none()).map(|j| {
+                ["run", &i.to_string(), "workload", &j.to_string(), "command"].map(String::from).to_vec()
+            })
+        })
+    }
 }
 
 /// One simulated machine, policy and workload mix.

@@ -114,6 +114,19 @@ pub const PROGRAMS: [Program; 12] = [
     seq("h264ref", "high-CPU single thread", SpeedClass::High, 0.6),
 ];
 
+/// The stand-in for a command workload that gives no `model`: one thread
+/// of the medium speed class. It shapes the command's `ThreadSpec` only;
+/// the simulator never runs it (a scenario with a command and no model is
+/// refused there).
+pub const COMMAND: Program = Program {
+    name: "command",
+    description: "a real program run live (no model)",
+    shape: Shape::Sequential,
+    class: SpeedClass::Medium,
+    work_ms: 0.0,
+    smt_factor: 0.7,
+};
+
 /// Looks a program up by name (case-insensitive).
 pub fn program(name: &str) -> Option<&'static Program> {
     PROGRAMS.iter().find(|p| p.name.eq_ignore_ascii_case(name))

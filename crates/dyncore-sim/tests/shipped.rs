@@ -316,7 +316,7 @@ fn every_scenario_is_deterministic() {
             .runs
             .iter()
             .flat_map(|r| &r.workloads)
-            .any(|w| !dyncore_sim::workload::program(&w.program).expect("validated").is_sequential());
+            .any(|w| !w.program_def().expect("validated").is_sequential());
         if parallel {
             assert!(runs(&s) != runs(&s2), "{name}: the seed has no effect");
         } else {

@@ -105,7 +105,7 @@ struct RunArgs {
 #[command(
     after_help = "The sweep file: docs/sweeps.md. Output: OUT/sweep-NAME/ (results.parquet, results.csv, \
                         report.md, by-*.png). Interrupted (Ctrl-C, a crash), the same command resumes: finished \
-                        runs are kept in OUT/.sweep-NAME.parts/. Exit status: 0 done, 2 bad input, 130 on Ctrl-C."
+                        runs are kept in OUT/.sweep-NAME.parts/. Exit status: 0 done, 2 bad input, 130 on Ctrl-C (SIGTERM and SIGHUP stop it alike, keeping the finished runs)."
 )]
 struct SweepCmd {
     /// The sweep file (e.g. sweeps/tax-vs-node.toml).
@@ -216,7 +216,7 @@ fn main() -> ExitCode {
                 || e.downcast_ref::<dyncore::sweep::Interrupted>().is_some() =>
         {
             eprintln!("{e}");
-            ExitCode::from(130)
+            ExitCode::from(e.downcast_ref::<dyncore::Interrupted>().map_or(130, |i| i.status()))
         }
         Err(e) if e.downcast_ref::<stack_cmd::Interrupted>().is_some() => {
             eprintln!("{e}");

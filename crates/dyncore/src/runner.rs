@@ -2,6 +2,7 @@
 //! `dyncore check` do, as a library. A program of its own (with its own
 //! policies, see `examples/custom-policy/`) uses [`Runner`].
 
+mod commands;
 mod live;
 
 use std::path::{Path, PathBuf};
@@ -245,6 +246,19 @@ pub(crate) fn refuse_for_nets(args: &RunArgs, inputs: &Inputs) -> Result<()> {
     }
 }
 
+/// The simulator cannot run a command: a scenario with a command workload
+/// that gives no `model` is refused (exit 2), located at that `command`.
+fn refuse_unmodelled(inputs: &Inputs) -> Result<()> {
+    for (path, sc) in &inputs.sims {
+        if let Some(at) = sc.unmodelled_command() {
+            let m = "the simulator cannot run a command; give the workload a `model` (a program that stands for \
+                     it, e.g. model = \"nqueen\") or run it with --backend live";
+            return Err(BadInput(vec![scenarios::error_in(path, inputs.text(path), &at, m.into())]).into());
+        }
+    }
+    Ok(())
+}
+
 /// Takes the report folder for this run: checked, created and locked
 /// before any work (`dyncore_report::outdir`); refused with exit 2.
 pub fn open_out(out: &Path) -> Result<OutDir> {
@@ -269,6 +283,7 @@ fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
     }
     let mut inputs = load_inputs(runner.registry(), &args.files)?;
     refuse_for_nets(args, &inputs)?;
+    refuse_unmodelled(&inputs)?;
     // After the inputs are judged (bad input creates nothing), before any
     // run (a folder that cannot take the reports wastes no work).
     let _held = open_out(out)?;

@@ -96,8 +96,8 @@ pub fn run(args: &Args) -> Result<()> {
         say!(
             "fault campaign: {n} crashes at random components, times and points, with live updates and moves \
              among them (seed {}, a fault every {} µs on average), while {} streams flow; then they close",
-            args.seed,
-            args.fault_gap_us,
+            args.campaign_seed(),
+            args.fault_gap_us(),
             plan.streams
         );
     }

@@ -151,9 +151,23 @@ fn workers(pid: u32) -> usize {
 
 #[test]
 fn ctrl_c_stops_every_worker_and_writes_an_incomplete_report() {
+    interrupt_a_live_run(libc::SIGINT, 130, "SIGINT (Ctrl-C)");
+}
+
+/// SIGTERM, as `timeout` or a service manager sends it, is handled as
+/// Ctrl-C is: the same clean stop, with 143.
+#[test]
+fn sigterm_stops_every_worker_and_writes_an_incomplete_report() {
+    interrupt_a_live_run(libc::SIGTERM, 143, "SIGTERM");
+}
+
+/// Sends `signal` to a long live run once its workers run, then checks the
+/// clean stop: exit `status`, no worker left, the report INCOMPLETE naming
+/// the signal, the interrupted run's traffic kept and the index written.
+fn interrupt_a_live_run(signal: i32, status: i32, name: &str) {
     let _cpus = dyncore_runtime::testing::real_cpus();
     skip_unless_live!();
-    let out = tmp("ctrlc");
+    let out = tmp(&format!("signal-{signal}"));
     // A long run: 4 times the scenario (6 s of work per run).
     let mut child = command(&[
         "run",
@@ -178,21 +192,21 @@ fn ctrl_c_stops_every_worker_and_writes_an_incomplete_report() {
     }
     std::thread::sleep(Duration::from_millis(800));
     // SAFETY: kill(2) with a pid we spawned and have not reaped.
-    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGINT) }, 0);
+    assert_eq!(unsafe { libc::kill(pid as i32, signal) }, 0);
     // It must stop by itself, not hang: the workers are joined.
     let started = Instant::now();
-    let status = loop {
+    let ended = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(started.elapsed() < Duration::from_secs(60), "still running a minute after Ctrl-C");
+        assert!(started.elapsed() < Duration::from_secs(60), "still running a minute after {name}");
         std::thread::sleep(Duration::from_millis(20));
     };
     let o = child.wait_with_output().unwrap();
-    assert_eq!(status.code(), Some(130), "{}", stderr(&o));
-    assert!(stderr(&o).contains("every worker stopped"), "{}", stderr(&o));
+    assert_eq!(ended.code(), Some(status), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("interrupted by {name}: every worker stopped")), "{}", stderr(&o));
     let md = std::fs::read_to_string(out.path().join("live-fuse-pair/report.md")).unwrap();
-    assert!(md.contains("**INCOMPLETE**: interrupted by Ctrl-C during run `gcc on DYN-2`"), "{md}");
+    assert!(md.contains(&format!("**INCOMPLETE**: interrupted by {name} during run `gcc on DYN-2`")), "{md}");
     assert!(md.contains("the 3 run(s) after it did not run"), "{md}");
     // The interrupted run's policy traffic is kept, and the index written.
     assert!(out.path().join("live-fuse-pair/live-0-events.jsonl").is_file());

@@ -44,6 +44,10 @@ pub struct Panel {
     pub categories: Vec<usize>,
     pub series: Vec<usize>,
     pub reference: Option<Reference>,
+    /// The panel's own value-axis title, where panels stacked in rows
+    /// measure different things (NewtOS: Gbit/s over a busy fraction);
+    /// none: the figure's `y_label`.
+    pub y_label: Option<String>,
 }
 
 /// How panels are placed.
@@ -350,11 +354,14 @@ impl BarFigure {
             })
             .collect();
         let ticks_w = axes.iter().map(YAxis::label_width).max().unwrap_or(0);
-        let title_lines =
-            axes.iter().map(|a| y_title_lines(&self.y_label, a.bottom - a.top)).max().unwrap_or(1);
+        let y_label = |p: &Panel| p.y_label.clone().unwrap_or_else(|| self.y_label.clone());
+        let title_lines = (self.panels.iter().zip(&axes))
+            .map(|(p, a)| y_title_lines(&y_label(p), a.bottom - a.top))
+            .max()
+            .unwrap_or(1);
         let x0 = MARGIN + 20 * title_lines + 10 + ticks_w + 10;
         for (i, (p, axis)) in self.panels.iter().zip(&axes).enumerate() {
-            y_title(area, &self.y_label, MARGIN + 20 * title_lines, axis.top, axis.bottom)?;
+            y_title(area, &y_label(p), MARGIN + 20 * title_lines, axis.top, axis.bottom)?;
             self.draw_panel(area, p, axis, (x0, c.right), i + 1 == self.panels.len())?;
         }
         let last = axes.last().map_or(c.h, |a| a.bottom);
@@ -429,12 +436,19 @@ mod tests {
             spread_label: Some("min–max over 5 seeds".into()),
             panels: match layout {
                 Layout::Rows => vec![
-                    Panel { title: "CMP".into(), categories: vec![0, 1], series: vec![0], reference: None },
+                    Panel {
+                        title: "CMP".into(),
+                        categories: vec![0, 1],
+                        series: vec![0],
+                        reference: None,
+                        y_label: None,
+                    },
                     Panel {
                         title: "ACMP-3".into(),
                         categories: vec![0, 1],
                         series: vec![1],
                         reference: None,
+                        y_label: None,
                     },
                 ],
                 Layout::Columns => vec![
@@ -443,6 +457,7 @@ mod tests {
                         categories: vec![0],
                         series: vec![0, 1],
                         reference: Some(Reference { value: 24.0, label: "ideal".into(), over: vec![] }),
+                        y_label: None,
                     },
                     Panel {
                         title: "other".into(),
@@ -453,6 +468,7 @@ mod tests {
                             label: "1 = one baseline CPU".into(),
                             over: vec![],
                         }),
+                        y_label: None,
                     },
                 ],
             },

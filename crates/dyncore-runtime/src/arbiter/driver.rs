@@ -17,6 +17,7 @@ use super::affinity_only::AffinityOnly;
 use super::cgroups::Cgroups;
 use super::controller::Pinned;
 use super::discover::ProcTree;
+use super::observe::Observer;
 use super::probe::{Flavor, Probe, ProbeInput};
 use super::procevents::{ProcEvent, ProcEvents};
 use super::record::{ArbiterLog, ArbiterRun, CommandRecord};
@@ -148,6 +149,8 @@ pub struct Arbiter<P: Policy + ?Sized> {
     torn_down: bool,
     /// The controller pinned to its spare CPU, until the teardown.
     controller: Option<Pinned>,
+    /// What really ran where (cgroups only; module `observe`).
+    pub(super) observer: Option<Observer>,
     #[cfg(debug_assertions)]
     pub(super) contract: dyncore_core::policy::contract::Checker,
 }
@@ -263,6 +266,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             }
         };
         let n = cfg.cpus.len();
+        let mech_is_groups = matches!(mech, Mech::Groups(_));
         let ticks = TickStats { tick_ns: cfg.tick_ns, ..TickStats::default() };
         Ok(Arbiter {
             policy,
@@ -297,6 +301,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             scan_buf: Vec::new(),
             torn_down: false,
             controller,
+            observer: mech_is_groups.then(Observer::default),
             #[cfg(debug_assertions)]
             contract: dyncore_core::policy::contract::Checker::new(),
             cfg,
@@ -394,6 +399,18 @@ impl<P: Policy + ?Sized> Arbiter<P> {
     /// and placed where the policy says; a program that cannot be found or
     /// run is refused before anything starts.
     pub fn start(&mut self, argv: &[OsString], spec: ThreadSpec) -> Result<usize, ArbiterError> {
+        self.start_with(argv, spec, None)
+    }
+
+    /// [`Arbiter::start`], the command's standard output sent to `stdout`
+    /// (a descriptor the caller keeps open until the call returns; `None`:
+    /// inherited).
+    pub fn start_with(
+        &mut self,
+        argv: &[OsString],
+        spec: ThreadSpec,
+        stdout: Option<std::os::fd::RawFd>,
+    ) -> Result<usize, ArbiterError> {
         let first = argv.first().ok_or(ArbiterError::Launch(spawn::LaunchError::Empty))?;
         let program = spawn::resolve(first).map_err(ArbiterError::Launch)?;
         let plan = ChildPlan {
@@ -406,6 +423,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 Mech::Affinity(a) => Some(a.real_cpus().clone()),
             },
             close: self.claim.iter().map(Claim::fd).collect(),
+            stdout,
         };
         let launched = spawn::launch(&program, argv, &plan).map_err(ArbiterError::Io)?;
         let pid = launched.pid;
@@ -497,6 +515,9 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         t.late_ns.push(late - missed * tick);
         self.next_tick += (missed + 1) * tick;
         self.sleep_round()?;
+        for t in 0..self.threads.len() {
+            self.observe(t);
+        }
         for cpu in 0..self.cpus.len() {
             self.feed(Event::Tick { cpu })?;
         }
@@ -523,6 +544,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             self.close(cpu, m, end);
         }
         self.sample_all();
+        let execution = self.observer.take().map(|o| o.finish(end));
         let teardown = self.teardown(ending);
         let mut log = std::mem::take(&mut self.log);
         for s in &log.slices {
@@ -545,6 +567,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             notes: std::mem::take(&mut self.notes),
             swept: std::mem::take(&mut self.swept),
             teardown,
+            execution,
         }
     }
 

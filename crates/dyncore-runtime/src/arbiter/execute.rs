@@ -60,10 +60,30 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         if let Err(e) = self.contract.step(now, &event, &out) {
             panic!("the arbiter's traffic breaks the policy boundary's contract: {e}");
         }
+        let seen = self.observer.is_some().then(|| out.clone());
         let r = out.drain(..).try_for_each(|a| self.execute(now, a));
         self.out = out;
         r?;
-        self.reconcile()
+        self.reconcile()?;
+        let applied = self.now_ns();
+        if let (Some(o), Some(actions)) = (&mut self.observer, seen) {
+            o.actions(now, applied, &actions);
+        }
+        Ok(())
+    }
+
+    /// Samples thread `t` for the execution check (module `observe`):
+    /// only once the arbiter has placed it (before, it runs in its
+    /// creator's group).
+    pub(super) fn observe(&mut self, t: ThreadId) {
+        let now = self.now_ns();
+        let l = &self.threads[t];
+        if !l.alive || l.actual.is_none() {
+            return;
+        }
+        if let Some(o) = &mut self.observer {
+            o.sample(now, t, l.pid, l.tid, &self.cfg.cpus, l.asleep, l.actual == Some(Loc::Held));
+        }
     }
 
     fn execute(&mut self, now: Nanos, action: Action) -> Result<(), ArbiterError> {
@@ -159,6 +179,10 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 }
             }
             steps_ns.push(("thaw-group", start.elapsed().as_nanos() as Nanos));
+            let at = self.now_ns();
+            if let Some(o) = &mut self.observer {
+                cpus.iter().for_each(|c| o.change(c, at, true));
+            }
             for c in cpus.iter() {
                 self.offline[c] = false;
             }
@@ -190,6 +214,10 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 }
             }
             steps_ns.push(("freeze-group", start.elapsed().as_nanos() as Nanos - held_ns));
+            let at = self.now_ns();
+            if let Some(o) = &mut self.observer {
+                cpus.iter().for_each(|c| o.change(c, at, false));
+            }
         }
         let critical_ns = start.elapsed().as_nanos() as Nanos;
         self.log.reconfigs.push(ReconfigRecord {
@@ -246,6 +274,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 continue;
             }
             let tid = l.tid;
+            self.observe(t);
             let start = Instant::now();
             let r = match &mut self.mech {
                 Mech::Groups(cg) => cg.place(tid, cpu),
@@ -269,6 +298,9 @@ impl<P: Policy + ?Sized> Arbiter<P> {
     fn hold_all(&mut self, threads: &[ThreadId]) -> Result<(), ArbiterError> {
         if threads.is_empty() {
             return Ok(());
+        }
+        for &t in threads {
+            self.observe(t);
         }
         let start = Instant::now();
         for &t in threads {

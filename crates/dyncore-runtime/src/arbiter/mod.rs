@@ -59,6 +59,14 @@
 //!    (the teardown; `Drop`; the next run's sweep after a `SIGKILL`).
 //! 4. Two live runs never hold a CPU in common ([`registry`]).
 //!
+//! ## What really ran where
+//! With cgroups, the arbiter samples every placed thread's CPU time and
+//! last CPU every tick and before every move, records when offline CPUs
+//! really stopped and started, and holds that against the actions with
+//! the execution checker (`dyncore_core::policy::execution`):
+//! [`ArbiterRun::execution`], module [`observe`] (and its bound: a
+//! sampled check).
+//!
 //! ## Following the threads
 //! As root, the arbiter listens to the kernel's process events (the proc
 //! connector, `procevents`): it wakes as a thread of one of the run's
@@ -77,6 +85,7 @@ mod controller;
 mod discover;
 mod driver;
 mod execute;
+pub mod observe;
 mod poll;
 pub mod probe;
 mod procevents;
@@ -95,17 +104,18 @@ use dyncore_core::{CpuId, Nanos};
 
 use crate::backend::DutyScale;
 
-pub use baseline::{AloneRun, run_alone};
+pub use baseline::{AloneRun, Together, run_alone, run_together};
 pub use cgroups::{PERIOD_US, bandwidth};
 pub use controller::spare_cpu;
 pub use discover::{cpu_time_ns, last_cpu_and_state};
 pub use driver::{Arbiter, Ending, Placement};
+pub use observe::ExecutionCheck;
 pub use probe::{Flavor, Probe, Want};
 pub use record::{
     Actuation, ArbiterLog, ArbiterRun, CommandRecord, Exit, FuseRecord, ThreadRecord, quantile,
 };
 pub use registry::Overlap;
-pub use signals::{Received, Signals};
+pub use signals::{Received, Signals, interrupt_name, signal_status};
 pub use spawn::{LaunchError, resolve};
 pub use teardown::signal_name;
 

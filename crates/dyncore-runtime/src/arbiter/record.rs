@@ -202,6 +202,9 @@ pub struct ArbiterRun {
     pub swept: Vec<String>,
     /// What the teardown did (signals sent, errors).
     pub teardown: Vec<String>,
+    /// The execution checker's verdict on what really ran where (cgroups
+    /// only: `None` with affinity only, whose held threads may run).
+    pub execution: Option<super::ExecutionCheck>,
 }
 
 #[cfg(test)]

@@ -41,6 +41,21 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
     STOP.store(true, Ordering::Release);
 }
 
+/// The name of a signal that interrupted a command, as a user reads it:
+/// "SIGINT (Ctrl-C)", "SIGTERM", "SIGHUP", ...
+pub fn interrupt_name(signal: i32) -> String {
+    match signal {
+        libc::SIGINT => "SIGINT (Ctrl-C)".to_string(),
+        n => super::teardown::signal_name(n),
+    }
+}
+
+/// The exit status a shell reports for a command killed by `signal`:
+/// 128 + the signal (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
+pub fn signal_status(signal: i32) -> u8 {
+    u8::try_from(128 + signal).unwrap_or(255)
+}
+
 /// A signal that arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Received {

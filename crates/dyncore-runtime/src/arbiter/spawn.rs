@@ -122,6 +122,9 @@ pub(crate) struct ChildPlan {
     pub gate_cpus: Option<CpuSet>,
     /// Descriptors the child closes at once.
     pub close: Vec<RawFd>,
+    /// A descriptor to make the child's standard output (`dup2` onto 1),
+    /// e.g. `/dev/null` for a scenario's commands; `None`: inherited.
+    pub stdout: Option<RawFd>,
 }
 
 /// A started child.
@@ -216,6 +219,7 @@ pub(crate) fn launch(program: &Path, argv: &[OsString], plan: &ChildPlan) -> io:
         gate_r,
         status_w: status_w.as_raw_fd(),
         close: &close,
+        stdout: plan.stdout,
     };
     // SAFETY: fork(2) has no memory-safety preconditions; in the child
     // only `Child::run` runs, which makes async-signal-safe calls only and
@@ -246,6 +250,7 @@ struct Child<'a> {
     gate_r: Option<RawFd>,
     status_w: RawFd,
     close: &'a [RawFd],
+    stdout: Option<RawFd>,
 }
 
 impl Child<'_> {
@@ -261,6 +266,11 @@ impl Child<'_> {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             for &fd in self.close {
                 libc::close(fd);
+            }
+            if let Some(fd) = self.stdout
+                && fd != 1
+            {
+                libc::dup2(fd, 1);
             }
             for f in self.join {
                 let fd = libc::open(f.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);

@@ -93,6 +93,12 @@ impl ArbiterRun {
         if log.duties_not_enforced > 0 {
             let _ = writeln!(s, "  {} duty changes not enforced (affinity only)", log.duties_not_enforced);
         }
+        match &self.execution {
+            Some(e) => s += &e.summary(),
+            None => {
+                s += "execution check: not run (affinity only: a held thread is SCHED_IDLE, not stopped)\n"
+            }
+        }
         let _ = writeln!(
             s,
             "arbiter: {} tick rounds ({} missed), {} discovery passes, {} CPU over {}",
@@ -150,6 +156,7 @@ mod tests {
             notes: vec!["cgroup v2 not used: no controllers".into()],
             swept: vec![],
             teardown: vec![],
+            execution: None,
         };
         let s = run.summary();
         assert!(s.contains("command 0 (pid 10): exit 0, wall 250.0 ms, CPU 240.0 ms"), "{s}");
@@ -160,5 +167,6 @@ mod tests {
         assert!(s.contains("discovery: from creation to Spawn, p50 1.0 µs"), "{s}");
         assert!(s.contains("thread move: 2 samples, p50 60.0 µs"), "{s}");
         assert!(s.contains("  cgroup v2 not used: no controllers"), "{s}");
+        assert!(s.contains("execution check: not run (affinity only"), "{s}");
     }
 }

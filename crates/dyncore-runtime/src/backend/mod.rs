@@ -83,7 +83,7 @@ use dyncore_core::{CpuId, CpuSet, Nanos};
 
 pub use log::{FuseRecord, LiveRun, ReconfigRecord, RunLog, Slice, ThreadRecord, TickStats};
 
-use crate::cpu::{DutyReport, PlaceError, ReconfigError, Runtime};
+use crate::cpu::{DutyReport, PlaceError, ReconfigError, Runtime, thread_cpu_ns};
 use crate::kernels::Kernel;
 use crate::machine::fuse::{FuseMechanism, decide};
 use crate::threads::{DispatchFault, LiveThreads, ThreadEvent};
@@ -228,11 +228,6 @@ pub struct Executor<'rt, P: Policy> {
     execution: ExecutionChecker,
     /// A defect was injected on purpose: the check may fail.
     faulty: bool,
-}
-
-fn thread_cpu_ns() -> Nanos {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 impl<'rt, P: Policy> Executor<'rt, P> {
@@ -569,7 +564,7 @@ impl<'rt, P: Policy> Executor<'rt, P> {
         let stopped = self.rt.now_ns().saturating_sub(self.origin_ns).max(end);
         let execution = self.check_execution(stopped);
         self.log.controller_cpu_ns = thread_cpu_ns().saturating_sub(self.cpu_time_before);
-        let duty = self.rt.duty_report().iter().zip(&self.duty_before).map(|(a, b)| since(a, b)).collect();
+        let duty = self.rt.duty_report().iter().zip(&self.duty_before).map(|(a, b)| a.since(b)).collect();
         let (events, actions) = self.record.finish().expect("writing to memory does not fail");
         let text = |b: Vec<u8>| String::from_utf8(b).expect("serde_json writes UTF-8");
         let run = LiveRun {
@@ -616,21 +611,6 @@ impl<'rt, P: Policy> Executor<'rt, P> {
         let verdict = std::mem::take(&mut self.execution).finish(stopped, &exec);
         self.log.check_ns = dyncore_core::nanos(t0.elapsed());
         verdict
-    }
-}
-
-/// `a` minus `b`: a CPU's duty report over the time between two reports.
-fn since(a: &DutyReport, b: &DutyReport) -> DutyReport {
-    DutyReport {
-        cpu: a.cpu,
-        duty: a.duty,
-        period_ns: a.period_ns,
-        busy_ns: a.busy_ns - b.busy_ns,
-        throttled_ns: a.throttled_ns - b.throttled_ns,
-        loaded_periods: a.loaded_periods - b.loaded_periods,
-        loaded_ns: a.loaded_ns - b.loaded_ns,
-        loaded_busy_ns: a.loaded_busy_ns - b.loaded_busy_ns,
-        loaded_entitled_ns: a.loaded_entitled_ns - b.loaded_entitled_ns,
     }
 }
 

@@ -4,7 +4,7 @@
 //! took; exits and failures reach the policy. No test asserts a time.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use dyncore_core::Nanos;
@@ -140,10 +140,11 @@ fn offline_and_online(actions: &[(u64, Action)]) -> usize {
 }
 
 /// Runs thread 0 on CPU 0 from its spawn, and moves it to CPU 1 at the
-/// first tick from 5 ms on.
+/// first tick from 5 ms on; `moved` is raised when it has asked for the
+/// move (the executor applies a policy's actions in the same pass).
 #[derive(Default)]
 struct Mover {
-    moved: bool,
+    moved: Arc<AtomicBool>,
 }
 
 impl Policy for Mover {
@@ -155,8 +156,8 @@ impl Policy for Mover {
                 out.push(Action::SetSpeed { cpu: 1, duty: Duty::BASELINE });
                 out.push(Action::Dispatch { cpu: 0, state: running });
             }
-            Event::Tick { .. } if now >= 5 * MS && !self.moved => {
-                self.moved = true;
+            Event::Tick { .. } if now >= 5 * MS && !self.moved.load(Ordering::Acquire) => {
+                self.moved.store(true, Ordering::Release);
                 out.push(Action::Dispatch { cpu: 0, state: CpuState::Idle });
                 out.push(Action::Dispatch { cpu: 1, state: running });
             }
@@ -169,19 +170,23 @@ impl Policy for Mover {
 /// runner the move superseded has stepped the thread against it.
 fn moved_run(defect: bool) -> LiveRun {
     let rt = runtime();
-    let mut ex = Executor::new(&rt, Mover::default(), config());
+    let mover = Mover::default();
+    let asked = mover.moved.clone();
+    let mut ex = Executor::new(&rt, mover, config());
     let stop = AtomicBool::new(false);
     ex.spawn(queens(u64::MAX / 2), spec(1)).unwrap();
     if defect {
         ex.inject_dispatch_fault(Box::new(|thread, cpu| thread == 0 && cpu == 0));
     }
     // A liveness bound, not a time: the move comes at the first tick from
-    // 5 ms, and the ignoring runner competes for the kernel with the new one.
+    // 5 ms (later on a loaded machine: run until the policy has asked for
+    // it, not until a time has passed), and the ignoring runner competes
+    // for the kernel with the new one.
     let mut rounds = 0;
     loop {
         let now = ex.now_ns();
         assert_eq!(ex.run_until(now + 5 * MS, false, &stop).unwrap(), Stopped::Time);
-        let moved = ex.now_ns() > 6 * MS;
+        let moved = asked.load(Ordering::Acquire);
         if moved && (!defect || ex.steps_ignoring_dispatch() > 0) {
             break;
         }
@@ -208,6 +213,37 @@ fn the_execution_checker_catches_a_runner_that_ignores_a_dispatch() {
     let x = &v.violations[0];
     assert_eq!((x.kind, x.cpu, x.thread), (ViolationKind::OutsideDispatch, 0, Some(0)), "{}", x.message);
     assert!(x.message.contains("while dispatched idle"), "{}", x.message);
+}
+
+/// Puts thread 0 on both CPUs at once: a broken promise of the policy.
+struct TwoPlaces;
+
+impl Policy for TwoPlaces {
+    fn handle(&mut self, _: Nanos, event: &Event, out: &mut Vec<Action>) {
+        if let Event::Spawn { thread: 0, .. } = event {
+            for cpu in 0..2 {
+                out.push(Action::SetSpeed { cpu, duty: Duty::BASELINE });
+            }
+            for cpu in 0..2 {
+                out.push(Action::Dispatch { cpu, state: CpuState::Running { thread: 0, object_cpus: 1 } });
+            }
+        }
+    }
+}
+
+/// The contract's checker is not a debug assertion: this test passes in a
+/// release build too (`cargo test --release -p dyncore-runtime --lib
+/// contract_checker`), where the run stops before the actions execute.
+#[test]
+fn the_contract_checker_stops_a_policy_that_breaks_it_in_every_build() {
+    let _cpus = crate::testing::real_cpus();
+    let rt = runtime();
+    let mut ex = Executor::new(&rt, TwoPlaces, config());
+    let err = ex.spawn(queens(1_000), spec(1)).expect_err("a thread on two CPUs is refused");
+    let BackendError::Contract { message } = &err else { panic!("not the contract: {err}") };
+    eprintln!("debug assertions {}: {message}", cfg!(debug_assertions));
+    assert!(message.contains("runs on CPUs 0 and 1"), "{message}");
+    assert!(ex.log.contract_ns > 0, "the checker's time is measured");
 }
 
 struct Bomb;

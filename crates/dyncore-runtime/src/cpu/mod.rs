@@ -100,7 +100,10 @@ pub use report::{
     Stall, SyncReport, Unresponsive,
 };
 pub use task::{CallCx, Ctx, Task, TaskPoll};
-pub use throttle::{Duty, DutyError, DutyReport, SPIN_BELOW_NS, Throttle, ThrottleCounters};
+pub use throttle::{
+    CONTENDED_STOLEN_SHARE, Charge, DELIVERY_TOLERANCE, Duty, DutyError, DutyReport, SPIN_BELOW_NS, Throttle,
+    ThrottleCounters, thread_cpu_ns,
+};
 
 use cache::Pool;
 use percpu::{Msg, PerCpu};
@@ -686,6 +689,9 @@ mod robust_tests;
 
 #[cfg(all(test, not(dyncore_loom)))]
 mod stress_tests;
+
+#[cfg(all(test, not(dyncore_loom)))]
+mod contention_tests;
 
 #[cfg(all(test, dyncore_loom))]
 mod loom_tests;

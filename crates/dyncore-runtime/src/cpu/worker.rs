@@ -43,7 +43,7 @@ use super::events::{FailedWork, RuntimeEvent, TaskFailure, panic_message};
 use super::percpu::{CpuLiveness, Msg, PerCpu};
 use super::sync::lock;
 use super::task::{CallCx, Ctx, Task, TaskPoll};
-use super::throttle::{SPIN_BELOW_NS, Throttle};
+use super::throttle::{Charge, SPIN_BELOW_NS, Throttle};
 
 thread_local! {
     /// The runtime CPU this thread is the worker of, if any.
@@ -99,7 +99,7 @@ pub(crate) fn worker_main(sh: Arc<Shared>, me: CpuId) {
     let c = &sh.cpus[me];
     let _death = DeathWatch(c);
     let mut stw_seen = 0u64;
-    let mut throttle = Throttle::new(sh.throttle_period_ns(), sh.now_ns());
+    let mut throttle = Throttle::charging(Charge::ThreadCpu, sh.throttle_period_ns(), sh.now_ns());
     loop {
         if sh.shutdown.load(Ordering::Acquire) {
             break;
@@ -110,7 +110,7 @@ pub(crate) fn worker_main(sh: Arc<Shared>, me: CpuId) {
         if let Some(g) = sh.stw.stopping(stw_seen)
             && c.online()
         {
-            throttle.interrupted();
+            throttle.pause(sh.now_ns(), &c.throttle);
             stw_seen = g;
             // Counted before it says which generation it arrived at: the
             // controller, which waits for the latter, then sees the count.
@@ -124,7 +124,7 @@ pub(crate) fn worker_main(sh: Arc<Shared>, me: CpuId) {
         }
         // 2. Offline.
         if !c.online() {
-            throttle.interrupted();
+            throttle.pause(sh.now_ns(), &c.throttle);
             c.waiter.wait_until(&SpinPolicy::PARK, None, || {
                 (c.online() || sh.shutdown.load(Ordering::Acquire)).then_some(())
             });
@@ -159,7 +159,7 @@ pub(crate) fn worker_main(sh: Arc<Shared>, me: CpuId) {
         if let Some(until) = throttled_until {
             idle_throttled(&sh, me, stw_seen, until, &mut throttle);
         } else if !busy {
-            throttle.interrupted();
+            throttle.pause(sh.now_ns(), &c.throttle);
             c.waiter.wait_until(&sh.cfg.idle_spin, None, || ready(&sh, me, stw_seen).then_some(()));
         }
     }
@@ -179,7 +179,9 @@ fn idle_throttled(sh: &Shared, me: CpuId, stw_seen: u64, until_ns: u64, throttle
         // Reaching the deadline is the normal end of this wait.
         let _ = crate::wait::spin_until(Some(deadline), interrupt);
     }
-    throttle.throttled(sh.now_ns().saturating_sub(t0), &c.throttle);
+    let end = sh.now_ns();
+    throttle.throttled(end.saturating_sub(t0), &c.throttle);
+    throttle.woke_late(end.saturating_sub(until_ns), &c.throttle);
 }
 
 /// Whether the worker of `me` has anything to do but its run queue.

@@ -204,11 +204,16 @@ fn half_the_duty_does_about_half_the_work() {
     let ratio = rate(1) / rate(0);
     eprintln!("50% duty did {ratio:.3} of the work of 100% per loaded nanosecond");
     assert!((0.3..0.7).contains(&ratio), "50% duty did {ratio:.3} of the work of 100%: {report:?}");
-    // The throttle's own bookkeeping: CPU 1 was held to its duty.
+    // The throttle's own bookkeeping: CPU 1 was held to its duty in CPU
+    // time, or it is labelled contended (the host took time it could not
+    // make up).
     let r = &report[1];
     assert!(r.loaded_periods > 0 && r.throttled_ns > 0, "{r:?}");
     let measured = r.measured().expect("loaded periods");
-    assert!((0.45..=0.55).contains(&measured), "a 50% CPU was busy {measured:.3} of its loaded time: {r:?}");
+    assert!(
+        (0.45..=0.55).contains(&measured) || (measured < 0.45 && r.contended()),
+        "a 50% CPU was busy {measured:.3} of its loaded time: {r:?}"
+    );
 }
 
 #[test]

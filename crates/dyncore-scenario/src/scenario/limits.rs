@@ -195,6 +195,11 @@ pub fn accepted(path: &[String]) -> Option<String> {
         "run.workload.pin" => {
             format!("\"fast\" or a cpulist such as \"0-3,8\" (CPU numbers below {})", CpuSet::MAX_CPUS)
         }
+        "run.workload.command" => "an argv: a non-empty list of strings, e.g. [\"gzip\", \"-9\", \"file\"]".to_string(),
+        "run.workload.model" => {
+            let names: Vec<&str> = PROGRAMS.iter().map(|p| p.name).collect();
+            format!("a program name that models the command in the simulator: {}", names.join(", "))
+        }
         "run.workload.smt_factor" => format!("a number from {} to {}", SMT_FACTOR.0, SMT_FACTOR.1),
         _ => return None,
     };

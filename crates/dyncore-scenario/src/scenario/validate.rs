@@ -280,7 +280,7 @@ fn check_run(at: &At, run: &RunSpec, registry: &Registry) -> Check {
     for (j, w) in run.workloads.iter().enumerate() {
         let wat = at.index("workload", j);
         check_workload(&wat, run, &machine, w, registry)?;
-        let prog = program(&w.program).expect("checked by check_workload");
+        let prog = w.program_def().expect("checked by check_workload");
         let per_program =
             if prog.is_sequential() { 1 } else { w.threads.unwrap_or(machine.topology.ncpus() as u32) };
         threads += u64::from(w.count) * u64::from(per_program);
@@ -308,14 +308,7 @@ fn check_workload(
     w: &WorkloadSpec,
     registry: &Registry,
 ) -> Check {
-    let Some(prog) = program(&w.program) else {
-        let known: Vec<&str> = PROGRAMS.iter().map(|p| p.name).collect();
-        return Err(at.key("program").err(format!(
-            "unknown program `{}`; known programs: {}",
-            w.program,
-            known.join(", ")
-        )));
-    };
+    let prog = check_source(at, run, w)?;
     if let Some(l) = &w.label {
         at.key("label").one_line(l, false)?;
     }
@@ -331,6 +324,11 @@ fn check_workload(
         )));
     }
     at.key("threads").opt_in_range(w.threads, (1, MAX_THREADS))?;
+    if w.command.is_some() && w.model.is_none() && w.threads.is_some_and(|t| t != 1) {
+        return Err(at.key("threads").err(
+            "`threads` is for a command's `model` (the simulator's stand-in); a command makes the threads it makes",
+        ));
+    }
     if prog.is_sequential() && w.threads.is_some_and(|t| t != 1) {
         return Err(at
             .key("threads")
@@ -361,6 +359,61 @@ fn check_workload(
         check_pin(&at.key("pin"), &run.machine, machine, pin)?;
     }
     Ok(())
+}
+
+/// What the workload runs: a known `program`, or a `command` (an argv of
+/// one-line words, its first not empty) with at most a known `model`; a
+/// run's workloads are all commands or all programs. Whether the command
+/// exists is checked where it runs (live), before the run starts.
+fn check_source(
+    at: &At,
+    run: &RunSpec,
+    w: &WorkloadSpec,
+) -> Result<&'static crate::workload::Program, ScenarioError> {
+    let known = || PROGRAMS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ");
+    let Some(argv) = &w.command else {
+        if w.model.is_some() {
+            return Err(at.key("model").err("`model` is for a workload that names a `command`"));
+        }
+        if w.program.is_empty() {
+            return Err(at.key("program").err(format!(
+                "missing; expected a program name ({}) or a `command` (an argv such as [\"gzip\", \"-9\", \"f\"])",
+                known()
+            )));
+        }
+        if run.has_commands() {
+            return Err(at.key("program").err(
+                "a run's workloads are all commands or all built-in programs (the commands run under the \
+                 arbiter, the programs on the runtime's kernels); put them in runs of their own",
+            ));
+        }
+        return program(&w.program).ok_or_else(|| {
+            at.key("program").err(format!("unknown program `{}`; known programs: {}", w.program, known()))
+        });
+    };
+    let cat = at.key("command");
+    if !w.program.is_empty() {
+        return Err(at.key("program").err(
+            "a workload names a `program` or a `command`, not both (a command's stand-in for the simulator is its \
+             `model`)",
+        ));
+    }
+    match argv.first() {
+        None => return Err(cat.err("expected a non-empty argv, e.g. [\"gzip\", \"-9\", \"file\"]; found []")),
+        Some(a) if a.is_empty() => {
+            return Err(cat.err("expected a program name or path as the first word; found \"\""));
+        }
+        Some(_) => {}
+    }
+    if let Some(a) = argv.iter().find(|a| a.contains('\0')) {
+        return Err(cat.err(format!("expected words without NUL characters; found {a:?}")));
+    }
+    match &w.model {
+        None => Ok(&crate::workload::COMMAND),
+        Some(m) => program(m).ok_or_else(|| {
+            at.key("model").err(format!("unknown program `{m}`; known programs: {}", known()))
+        }),
+    }
 }
 
 /// A pin names CPUs of this machine, all of them: one out of range is an
@@ -521,5 +574,31 @@ mod tests {
         let s = GOOD.replace("\"linux\"", "\"chameleon\"").replace("policy", "max_fuse = 2\npolicy");
         let e = err(&format!("{s}seq_level = 2\n"));
         assert!(e.message.contains("fuses at most 2"), "{e}");
+    }
+
+    #[test]
+    fn a_command_is_an_argv_beside_programs_of_its_own_kind_only() {
+        let cmd = GOOD.replace("program = \"nqueen\"", "command = [\"gzip\", \"-9\", \"f\"]");
+        let ok = Scenario::from_toml(&cmd).unwrap();
+        ok.validate().unwrap();
+        assert!(ok.has_commands());
+        assert_eq!(ok.unmodelled_command().map(|p| p.join(".")), Some("run.0.workload.0.command".into()));
+        assert_eq!(ok.runs[0].workloads[0].program_def().unwrap().name, "command");
+        let modelled = Scenario::from_toml(&format!("{cmd}model = \"nqueen\"\n")).unwrap();
+        modelled.validate().unwrap();
+        assert_eq!(modelled.unmodelled_command(), None);
+        assert_eq!(modelled.runs[0].workloads[0].program_def().unwrap().name, "nqueen");
+        let e = err(&format!("{cmd}threads = 2\n"));
+        assert_eq!(e.dotted_path(), "run[0].workload[0].threads");
+        let e = err(&format!("{}model = \"gcc\"\n", *GOOD));
+        assert_eq!(e.dotted_path(), "run[0].workload[0].model");
+        let e = err(&format!("{cmd}[[run.workload]]\nprogram = \"gcc\"\n"));
+        assert_eq!(e.dotted_path(), "run[0].workload[1].program");
+        assert!(e.message.contains("all commands or all built-in programs"), "{e}");
+        let e = err(&GOOD.replace("program = \"nqueen\"", "command = [\"\"]"));
+        assert!(e.message.contains("first word"), "{e}");
+        let e = err(&GOOD.replace("program = \"nqueen\"", "label = \"x\""));
+        assert_eq!(e.dotted_path(), "run[0].workload[0].program");
+        assert!(e.message.starts_with("missing; expected a program name"), "{e}");
     }
 }

@@ -20,18 +20,20 @@
 //! 4. turn every live run into a `RunResult` ([`result`]) and write the
 //!    report ([`report`]) with the side-by-side table ([`compare`]).
 //!
-//! Ctrl-C stops the run in progress: every worker is stopped and joined,
-//! the controller thread is put back under the normal scheduler, the
-//! report of what ran is written marked INCOMPLETE, the index too, and the
-//! command exits with status 130.
+//! Ctrl-C, SIGTERM (as `timeout` or a service manager sends) and SIGHUP
+//! alike stop the run in progress: every worker is stopped and joined, the
+//! controller thread is put back under the normal scheduler, the report of
+//! what ran is written marked INCOMPLETE, the index too, and the command
+//! exits with status 128 + the signal (130, 143, 129). A live run creates
+//! nothing outside its `--out` folder but threads; a SIGKILLed run's
+//! half-written scenario folders are removed by the next run into it.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use dyncore_core::speed::{Duty, SpeedClass};
 use dyncore_core::topology::CoreKind;
+use dyncore_runtime::arbiter::{Signals, interrupt_name};
 use dyncore_runtime::backend::DutyScale;
 use dyncore_runtime::machine::Machine;
 use dyncore_sim::cost::Mechanism;
@@ -39,6 +41,7 @@ use dyncore_sim::machine::MachineSpec;
 use dyncore_sim::{Scenario, ScenarioResult};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use dyncore_live::commands::CommandOptions;
 use dyncore_live::run::{self, LiveOptions, Outcome};
 use dyncore_live::{compare, fit, report, result, scale};
 use dyncore_scenario::load as scenarios;
@@ -47,13 +50,29 @@ pub use dyncore_live::report::Kind;
 
 use super::{BadInput, RunArgs, Runner};
 
-/// The live run was stopped by Ctrl-C (exit status 130, after the reports).
+/// The live run was stopped by a signal (SIGINT, SIGTERM or SIGHUP), after
+/// every worker was stopped and joined and the reports were written: exit
+/// status 128 + the signal (130 for Ctrl-C, 143 for SIGTERM), as a shell
+/// reports it.
 #[derive(Debug)]
-pub struct Interrupted;
+pub struct Interrupted {
+    pub signal: i32,
+}
+
+impl Interrupted {
+    /// The exit status.
+    pub fn status(&self) -> u8 {
+        dyncore_runtime::arbiter::signal_status(self.signal)
+    }
+}
 
 impl std::fmt::Display for Interrupted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("interrupted: every worker stopped; the report of what ran is marked INCOMPLETE")
+        write!(
+            f,
+            "interrupted by {}: every worker stopped; the report of what ran is marked INCOMPLETE",
+            dyncore_runtime::arbiter::interrupt_name(self.signal)
+        )
     }
 }
 
@@ -177,13 +196,14 @@ pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
     let real = fit::real_cpus(args.real_cpus.as_deref(), &allowed).map_err(bad_option)?;
     let duty_scale = duty_scale(args.baseline_duty, &scaled)?;
     let machine = Machine::detect().context("reading the machine's topology from /sys")?;
-    let opts = LiveOptions { real, duty_scale, machine: machine.topology };
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let s = stop.clone();
-        ctrlc::set_handler(move || s.store(true, Ordering::Release))
-            .context("installing the Ctrl-C handler")?;
+    for (path, sc) in scaled.iter().filter(|(_, s)| s.has_commands()) {
+        super::commands::check(path, inputs.text(path), sc, &real, args.time_scale)?;
     }
+    let command_opts =
+        CommandOptions { real: real.clone(), duty_scale, weight: dyncore_live::commands::COMMAND_WEIGHT };
+    let opts = LiveOptions { real, duty_scale, machine: machine.topology };
+    // SIGINT, SIGTERM and SIGHUP alike stop the run in progress.
+    let signals = Signals::install().context("installing the signal handlers")?;
     let _held = super::open_out(out)?;
     let description = dyncore_report::machine::machine_description();
     let bar = ProgressBar::new_spinner();
@@ -194,9 +214,37 @@ pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
     let mut written = Vec::new();
     let mut interrupted = false;
     for (path, sc) in &scaled {
-        let predicted = dyncore_sim::run_quietly(&prediction_scenario(sc))
-            .map_err(|e| super::budget_error(path, inputs.text(path), &e, &written))?;
-        let (live, incomplete) = run_live(sc, &opts, &stop, &bar)?;
+        let modelled = sc.unmodelled_command().is_none();
+        let predicted = if modelled {
+            Some(
+                dyncore_sim::run_quietly(&prediction_scenario(sc))
+                    .map_err(|e| super::budget_error(path, inputs.text(path), &e, &written))?,
+            )
+        } else {
+            None
+        };
+        if sc.has_commands() {
+            let backend = if kind == Kind::Both { "both" } else { "live" };
+            let ran = super::commands::run(
+                out,
+                path,
+                sc,
+                predicted.as_ref(),
+                &command_opts,
+                backend,
+                args.quiet,
+                signals.stop_flag(),
+                &bar,
+            )?;
+            written.push(ran.written);
+            if ran.interrupted {
+                interrupted = true;
+                break;
+            }
+            continue;
+        }
+        let predicted = predicted.expect("a scenario of built-in programs is simulated");
+        let (live, incomplete) = run_live(sc, &opts, &signals, &bar)?;
         let live_result = ScenarioResult {
             name: sc.name.clone(),
             title: sc.title.clone(),
@@ -229,25 +277,29 @@ pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
     dyncore_report::report::write_index(out, &written, &what_ran(args, kind, out))?;
     say!("Report: {} (and index.md)", out.join("index.html").display());
     if interrupted {
-        return Err(Interrupted.into());
+        let signal = signals.received().map_or(libc::SIGINT, |r| r.signal);
+        return Err(Interrupted { signal }.into());
     }
     Ok(())
 }
 
-/// Every run of `sc` live, in order, until one is stopped by Ctrl-C or an
-/// error; and why the report is incomplete, if it is.
+/// Every run of `sc` live, in order, until one is stopped by a signal or
+/// an error; and why the report is incomplete, if it is.
 fn run_live(
     sc: &Scenario,
     opts: &LiveOptions,
-    stop: &AtomicBool,
+    signals: &Signals,
     bar: &ProgressBar,
 ) -> Result<(Vec<run::LiveRunOutput>, Option<String>)> {
     let mut live = Vec::new();
     for i in 0..sc.runs.len() {
         let tell = |m: String| bar.set_message(format!("{} live — {m}", sc.name));
-        let o = run::run(sc, i, opts, stop, &tell).map_err(anyhow::Error::msg)?;
+        let o = run::run(sc, i, opts, signals.stop_flag(), &tell).map_err(anyhow::Error::msg)?;
         let stopped = match &o.outcome {
-            Outcome::Interrupted => Some(format!("interrupted by Ctrl-C during run `{}`", sc.runs[i].label)),
+            Outcome::Interrupted => {
+                let by = signals.received().map_or(libc::SIGINT, |r| r.signal);
+                Some(format!("interrupted by {} during run `{}`", interrupt_name(by), sc.runs[i].label))
+            }
             Outcome::Failed(e) => Some(format!("run `{}` failed: {e}", sc.runs[i].label)),
             Outcome::Finished | Outcome::TimedOut => None,
         };
@@ -273,6 +325,11 @@ fn print_scenario(r: &report::LiveReport<'_>) {
     }
     for o in r.live.iter().filter(|o| o.fit.oversubscribed) {
         say!("OVERSUBSCRIBED: run `{}`: {}", sc.runs[o.index].label, o.fit.crowded());
+    }
+    for o in r.live {
+        if let Some(cpus) = compare::contended_cpus(&o.run.duty) {
+            say!("CONTENDED: run `{}`: {cpus}", sc.runs[o.index].label);
+        }
     }
 }
 

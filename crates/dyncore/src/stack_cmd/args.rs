@@ -69,12 +69,12 @@ pub struct Args {
     /// A fault campaign: crash N times, at random components, times and points of their step, with live updates and moves among them, while the streams flow (4 unless --streams says otherwise); then close the streams and report what was lost.
     #[arg(long, value_parser = whole::<1, {u64::MAX}>, allow_hyphen_values = true)]
     pub faults: Option<u64>,
-    /// The fault campaign's seed.
-    #[arg(long, default_value_t = 1, value_parser = whole::<0, {u64::MAX}>, allow_hyphen_values = true)]
-    pub seed: u64,
-    /// Mean time between two faults of the campaign, 1 µs to 60 s in microseconds.
-    #[arg(long, default_value_t = 1000, value_parser = whole::<1, 60_000_000>, allow_hyphen_values = true)]
-    pub fault_gap_us: u64,
+    /// The fault campaign's seed (default 1; only with --faults).
+    #[arg(long, value_parser = whole::<0, {u64::MAX}>, allow_hyphen_values = true)]
+    pub seed: Option<u64>,
+    /// Mean time between two faults of the campaign, 1 µs to 60 s in microseconds (default 1000; only with --faults).
+    #[arg(long, value_parser = whole::<1, 60_000_000>, allow_hyphen_values = true)]
+    pub fault_gap_us: Option<u64>,
     /// Milliseconds between the controller's load samples, 1 to 60000.
     #[arg(long, default_value_t = 10, value_parser = whole::<1, 60_000>, allow_hyphen_values = true)]
     pub sample_ms: u64,
@@ -87,9 +87,9 @@ pub struct Args {
     /// Crash this component of the sending stack repeatedly while the stream flows (syscall, tcp, ip, filter, driver; repeatable; a TCP crash resets the connections it held).
     #[arg(long = "crash", allow_hyphen_values = true)]
     pub crash: Vec<String>,
-    /// Milliseconds between injected crashes, 1 to 3600000.
-    #[arg(long, default_value_t = 10, value_parser = whole::<1, 3_600_000>, allow_hyphen_values = true)]
-    pub crash_every_ms: u64,
+    /// Milliseconds between injected crashes, 1 to 3600000 (default 10; only with --crash).
+    #[arg(long, value_parser = whole::<1, 3_600_000>, allow_hyphen_values = true)]
+    pub crash_every_ms: Option<u64>,
     /// Give up after this many seconds, 1 to 86400 (a day).
     #[arg(long, default_value_t = 120, value_parser = whole::<1, MAX_SECONDS>, allow_hyphen_values = true)]
     pub limit_s: u64,
@@ -363,7 +363,46 @@ pub(super) struct Plan {
     pub streams: usize,
 }
 
+impl Args {
+    /// Milliseconds between the crashes of `--crash`.
+    pub fn crash_every_ms(&self) -> u64 {
+        self.crash_every_ms.unwrap_or(10)
+    }
+
+    /// The fault campaign's seed.
+    pub fn campaign_seed(&self) -> u64 {
+        self.seed.unwrap_or(1)
+    }
+
+    /// The fault campaign's mean gap, in microseconds.
+    pub fn fault_gap_us(&self) -> u64 {
+        self.fault_gap_us.unwrap_or(1000)
+    }
+}
+
+/// Refuses a flag that only means something beside another one that is
+/// missing (it would silently do nothing).
+fn needs_another(args: &Args) -> Result<(), BadArgs> {
+    let lone = [
+        ("--crash-every-ms", args.crash_every_ms.is_some() && args.crash.is_empty(), "--crash COMP"),
+        ("--seed", args.seed.is_some() && args.faults.is_none(), "--faults N"),
+        ("--fault-gap-us", args.fault_gap_us.is_some() && args.faults.is_none(), "--faults N"),
+    ];
+    match lone.into_iter().find(|(_, alone, _)| *alone) {
+        Some((flag, _, needs)) => Err(BadArgs(format!(
+            "{flag} does nothing without {needs}: it sets when {} happen; give {needs} too, or leave {flag} out",
+            if needs.starts_with("--crash") {
+                "the crashes of --crash"
+            } else {
+                "the fault campaign's faults"
+            }
+        ))),
+        None => Ok(()),
+    }
+}
+
 pub(super) fn plan(args: &Args) -> Result<Plan, BadArgs> {
+    needs_another(args)?;
     let table = SpeedTable::newtos();
     let allowed = dyncore_runtime::affinity::allowed_cpus()
         .map_err(|e| BadArgs(format!("reading the CPUs this process may use: {e}")))?;

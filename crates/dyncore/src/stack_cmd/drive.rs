@@ -122,12 +122,12 @@ struct Running<'a> {
 
 impl<'a> Running<'a> {
     fn new(args: &Args, plan: &'a Plan, crash: &'a [ComponentKind]) -> Running<'a> {
-        let crash_every = Duration::from_millis(args.crash_every_ms.max(1));
+        let crash_every = Duration::from_millis(args.crash_every_ms());
         let campaign = args.faults.map(|n| {
             Campaign::new(FaultPlan {
                 crashes: n,
-                seed: args.seed,
-                gap: Duration::from_micros(args.fault_gap_us),
+                seed: args.campaign_seed(),
+                gap: Duration::from_micros(args.fault_gap_us()),
                 cpus: plan.cpus.clone(),
             })
         });

@@ -139,9 +139,9 @@ fn case(argv: &[&str]) -> Result<Outcome, String> {
         // The times a run would compute from the flags.
         let now = std::time::Instant::now();
         let _ = now + std::time::Duration::from_secs(a.limit_s);
-        let _ = now + std::time::Duration::from_millis(a.crash_every_ms);
+        let _ = now + std::time::Duration::from_millis(a.crash_every_ms());
         let _ = now + std::time::Duration::from_millis(a.sample_ms);
-        let _ = now + std::time::Duration::from_micros(a.fault_gap_us);
+        let _ = now + std::time::Duration::from_micros(a.fault_gap_us());
         for (t, _) in &p.at {
             let _ = now + *t;
         }
@@ -217,6 +217,15 @@ fn the_named_options_are_refused_with_their_reason() {
     refused(&["--filter", "deny in"], "matches the ACKs of connection 0");
     refused(&["--at", "1e300s:crash=ip"], "later than a run may last");
     refused(&["--at", "-1s:crash=ip"], "is not a time");
+    // A flag that only means something beside another one.
+    refused(&["--crash-every-ms", "5"], "--crash-every-ms does nothing without --crash COMP");
+    refused(&["--seed", "7"], "--seed does nothing without --faults N");
+    refused(&["--fault-gap-us", "50"], "--fault-gap-us does nothing without --faults N");
+    let beside = |argv: &[&str]| plan(&Cli::try_parse_from(argv).unwrap().args).map(|_| ());
+    assert!(beside(&["stack", "--crash", "ip", "--crash-every-ms", "5"]).is_ok());
+    assert!(
+        beside(&["stack", "--faults", "3", "--peer", "split", "--seed", "7", "--fault-gap-us", "50"]).is_ok()
+    );
     // A rule for other traffic leaves the stream alone.
     let c = Cli::try_parse_from(["stack", "--filter", "deny in tcp dport 23"]).unwrap();
     let rules: Vec<Rule> = c.args.filters.iter().map(|r| Rule::parse(r).unwrap()).collect();

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use anyhow::{Result, bail, ensure};
 use dyncore_core::placement::ComponentKind;
-use dyncore_net::app::{App, Connection, Outcome};
+use dyncore_net::app::{App, Connection, Outcome, check_pair};
 use dyncore_net::audit::Audit;
 use dyncore_net::component::Component;
 use dyncore_net::host::Supervised;
@@ -69,18 +69,13 @@ pub struct Interrupted {
 impl Interrupted {
     /// The exit status.
     pub fn status(&self) -> u8 {
-        u8::try_from(128 + self.signal).unwrap_or(255)
+        dyncore_runtime::arbiter::signal_status(self.signal)
     }
 }
 
 impl std::fmt::Display for Interrupted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let name = match self.signal {
-            libc::SIGINT => "SIGINT (Ctrl-C)".to_string(),
-            libc::SIGTERM => "SIGTERM".to_string(),
-            libc::SIGHUP => "SIGHUP".to_string(),
-            n => format!("signal {n}"),
-        };
+        let name = dyncore_runtime::arbiter::interrupt_name(self.signal);
         write!(
             f,
             "interrupted by {name}: the streams were closed cleanly, what the run created was removed, and the \
@@ -149,28 +144,6 @@ fn single(sender: &dyn App, received: Received) -> Result<()> {
     Ok(())
 }
 
-/// A connection's check: a completed one delivered exactly what was sent;
-/// a reset one delivered a prefix of what was sent (the rest was in the
-/// crashed TCP's memory, and is lost with the connection).
-fn check(s: &Connection, r: &Connection) -> Result<String, String> {
-    if r.first_mismatch.is_some() {
-        return Err(format!("byte {} differs from the stream", r.first_mismatch.unwrap_or(0)));
-    }
-    match (s.outcome, r.outcome) {
-        (Outcome::Completed, _) if s.digest == r.digest => Ok("checksums match".into()),
-        // The sender's close completed, then a TCP crash reset the
-        // receiver's side before it saw the end (both ends on one stack).
-        (Outcome::Completed, Outcome::Reset) if r.digest.bytes <= s.digest.bytes => {
-            Ok("receiver reset after the sender closed: prefix intact".into())
-        }
-        (Outcome::Completed, _) => Err(format!("sent {}, received {}", s.digest, r.digest)),
-        (Outcome::Reset, _) if r.digest.bytes <= s.digest.bytes + s.interrupted => {
-            Ok(if r.seed != 0 { "prefix intact" } else { "prefix (unchecked)" }.into())
-        }
-        (Outcome::Reset, _) => Err(format!("received {} bytes, more than were sent", r.digest.bytes)),
-    }
-}
-
 /// The per-connection table of a split peer; returns the connections whose
 /// check failed.
 fn connections(apps: &[Box<dyn App>], streams: usize) -> Result<usize> {
@@ -197,7 +170,7 @@ fn connections(apps: &[Box<dyn App>], streams: usize) -> Result<usize> {
         }
         for (k, (a, b)) in s.iter().zip(r).enumerate() {
             let gone = (a.digest.bytes + a.interrupted).saturating_sub(b.digest.bytes);
-            let c = check(a, b);
+            let c = check_pair(a, b);
             bad += usize::from(c.is_err());
             match a.outcome {
                 Outcome::Completed => completed += 1,
@@ -216,7 +189,7 @@ fn connections(apps: &[Box<dyn App>], streams: usize) -> Result<usize> {
                 format!("{:.2}", a.digest.bytes as f64 / 1e6),
                 format!("{:.2}", b.digest.bytes as f64 / 1e6),
                 if a.outcome == Outcome::Reset { format!("{:.1}", gone as f64 / 1e3) } else { "–".into() },
-                c.unwrap_or_else(|e| format!("WRONG: {e}")),
+                c.map_or_else(|e| format!("WRONG: {e}"), str::to_string),
                 if secs > 0.0 {
                     format!("{:.2}", a.digest.bytes as f64 * 8.0 / secs / 1e9)
                 } else {

@@ -7,7 +7,6 @@
 //! far are kept: the same command resumes).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -165,12 +164,18 @@ pub fn run(registry: &Registry, out: &Path, args: &SweepArgs, stop: &AtomicBool)
     Ok(())
 }
 
-/// Installs the Ctrl-C handler that sets the returned flag (once per
-/// process; a second install, or none possible, leaves the default: the
-/// process ends and a rerun resumes from the parts).
-pub fn ctrl_c_flag() -> Arc<AtomicBool> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    let _ = ctrlc::set_handler(move || s.store(true, Ordering::Release));
-    stop
+/// Installs handlers of SIGINT, SIGTERM and SIGHUP that raise the returned
+/// flag (once per process: the handlers stay; where they cannot be
+/// installed, the default is left: the process ends and a rerun resumes
+/// from the parts).
+pub fn ctrl_c_flag() -> &'static AtomicBool {
+    static NONE: AtomicBool = AtomicBool::new(false);
+    match dyncore_runtime::arbiter::Signals::install() {
+        Ok(signals) => {
+            let flag = signals.stop_flag();
+            std::mem::forget(signals);
+            flag
+        }
+        Err(_) => &NONE,
+    }
 }

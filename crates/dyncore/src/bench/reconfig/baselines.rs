@@ -133,7 +133,7 @@ fn read_online(cpu: CpuId) -> Option<bool> {
 }
 
 /// Brings every CPU in [`OFFLINED`] back online (the guard's and the
-/// Ctrl-C handler's job).
+/// signal handlers' job).
 fn restore_all() {
     let mut list = OFFLINED.lock().unwrap_or_else(|p| p.into_inner());
     for cpu in list.drain(..) {
@@ -144,20 +144,89 @@ fn restore_all() {
             );
         }
     }
+    note_offlined(&list);
 }
 
-/// Installs the Ctrl-C handler once per process (a second `set_handler`
-/// fails, and the first one already restores).
-fn install_ctrlc_handler() {
+/// Where the CPUs a bench has taken offline are noted while they are
+/// offline, so that a run killed by SIGKILL (no handler runs) is repaired
+/// by the next one. `/run` is emptied at boot, when every CPU comes back.
+fn marker() -> PathBuf {
+    let run = Path::new("/run");
+    if run.is_dir() {
+        run.join("dyncore-offlined-cpus")
+    } else {
+        std::env::temp_dir().join("dyncore-offlined-cpus")
+    }
+}
+
+/// Notes `cpus` as offline by this bench (none: removes the note).
+fn note_offlined(cpus: &[CpuId]) {
+    let m = marker();
+    if let Err(e) = note_at(&m, cpus) {
+        eprintln!("warning: could not update {} ({e}); a killed run may leave a CPU offline", m.display());
+    }
+}
+
+fn note_at(m: &Path, cpus: &[CpuId]) -> std::io::Result<()> {
+    if cpus.is_empty() {
+        std::fs::remove_file(m)
+            .or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
+    } else {
+        std::fs::write(m, cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "))
+    }
+}
+
+/// The CPUs noted in `m` (none if there is no note).
+fn noted_at(m: &Path) -> Vec<CpuId> {
+    let text = std::fs::read_to_string(m).unwrap_or_default();
+    text.split_whitespace().filter_map(|w| w.parse::<CpuId>().ok()).collect()
+}
+
+/// Brings back online the CPUs that an earlier bench noted as offline and
+/// never restored (it was killed), saying which.
+pub(super) fn recover_leftovers() {
+    let m = marker();
+    for cpu in noted_at(&m) {
+        if read_online(cpu) == Some(false) {
+            match write_online(cpu, true) {
+                Ok(()) => eprintln!(
+                    "note: an earlier bench was killed with real CPU {cpu} offline ({}); brought it back online",
+                    m.display()
+                ),
+                Err(e) => eprintln!("could not bring real CPU {cpu} back online: {e}"),
+            }
+        }
+    }
+    note_offlined(&[]);
+}
+
+/// Installs, once per process, handlers for SIGINT, SIGTERM and SIGHUP
+/// that bring every CPU this bench took offline back online and exit with
+/// 128 + the signal (130, 143, 129): a bench stopped by Ctrl-C, `timeout`
+/// or a service manager leaves no CPU offline. The handlers only raise a
+/// flag (async-signal-safe); a watcher thread does the sysfs writes.
+fn install_signal_handlers() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let r = ctrlc::set_handler(|| {
-            eprintln!("\ninterrupted: bringing offlined CPUs back online");
-            restore_all();
-            std::process::exit(130);
-        });
-        if let Err(e) = r {
-            eprintln!("warning: no Ctrl-C handler ({e}); an interrupted run may leave a CPU offline");
+    ONCE.call_once(|| match dyncore_runtime::arbiter::Signals::install() {
+        Ok(signals) => {
+            let (stop, signal) = (signals.stop_flag(), signals.signal_flag());
+            // The handlers stay for the process's life.
+            std::mem::forget(signals);
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                let sig = signal.load(std::sync::atomic::Ordering::Acquire);
+                eprintln!(
+                    "\ninterrupted by {}: bringing offlined CPUs back online",
+                    dyncore_runtime::arbiter::interrupt_name(sig)
+                );
+                restore_all();
+                std::process::exit(i32::from(dyncore_runtime::arbiter::signal_status(sig)));
+            });
+        }
+        Err(e) => {
+            eprintln!("warning: no signal handlers ({e}); an interrupted run may leave a CPU offline")
         }
     });
 }
@@ -169,13 +238,20 @@ struct HotplugGuard {
 
 impl HotplugGuard {
     fn offline(&self) -> std::io::Result<()> {
-        OFFLINED.lock().unwrap_or_else(|p| p.into_inner()).push(self.cpu);
+        {
+            let mut list = OFFLINED.lock().unwrap_or_else(|p| p.into_inner());
+            list.push(self.cpu);
+            // Noted before the CPU goes, so that no moment is unrecorded.
+            note_offlined(&list);
+        }
         write_online(self.cpu, false)
     }
 
     fn online(&self) -> std::io::Result<()> {
         write_online(self.cpu, true)?;
-        OFFLINED.lock().unwrap_or_else(|p| p.into_inner()).retain(|&c| c != self.cpu);
+        let mut list = OFFLINED.lock().unwrap_or_else(|p| p.into_inner());
+        list.retain(|&c| c != self.cpu);
+        note_offlined(&list);
         Ok(())
     }
 }
@@ -199,7 +275,7 @@ fn hotplug(allowed: &CpuSet, repeats: usize) -> Result<Round, String> {
             "/sys/devices/system/cpu/cpuN/online"
         ));
     };
-    install_ctrlc_handler();
+    install_signal_handlers();
     let guard = HotplugGuard { cpu };
     let (mut away, mut back) = (Vec::new(), Vec::new());
     for i in 0..repeats {
@@ -429,6 +505,20 @@ pub fn unpin(allowed: &CpuSet) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offlined_cpus_are_noted_until_restored() {
+        let d = tempfile::tempdir().unwrap();
+        let m = d.path().join("offlined");
+        assert!(noted_at(&m).is_empty());
+        note_at(&m, &[1, 3]).unwrap();
+        assert_eq!(noted_at(&m), [1, 3]);
+        note_at(&m, &[3]).unwrap();
+        assert_eq!(noted_at(&m), [3]);
+        note_at(&m, &[]).unwrap();
+        assert!(!m.exists());
+        note_at(&m, &[]).unwrap();
+    }
 
     #[test]
     fn hotplug_is_skipped_unless_asked() {

@@ -1,0 +1,193 @@
+//! `dyncore run --backend live|both` on a scenario whose workloads name
+//! commands: the steps of `dyncore_live::commands` in order, the report,
+//! and the table on the terminal. Bad input (a command not found, a run
+//! with more CPUs than there are real ones, `--time-scale`) is refused
+//! before anything starts, exit 2.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Result;
+use dyncore_core::CpuSet;
+use dyncore_live::commands::{self, CommandOptions, CommandRunOutput};
+use dyncore_live::commands_report::{self, AloneTimes, CommandReport, OsRun};
+use dyncore_live::run::Outcome;
+use dyncore_report::report::Written;
+use dyncore_scenario::load as scenarios;
+use dyncore_sim::{Scenario, ScenarioResult};
+use indicatif::ProgressBar;
+
+use super::BadInput;
+
+/// Refuses, before anything starts, what a scenario of commands cannot run
+/// with (exit 2, located in the file where it is the file's).
+pub fn check(path: &Path, text: &str, sc: &Scenario, real: &CpuSet, time_scale: Option<f64>) -> Result<()> {
+    if let Err(e) = commands::check_commands(sc) {
+        return Err(BadInput(vec![scenarios::error_in(path, text, &e.path, e.message)]).into());
+    }
+    if time_scale.is_some_and(|x| x != 1.0) {
+        return Err(BadInput(vec![scenarios::LoadError::new(
+            path,
+            "--time-scale: a scenario of commands cannot be scaled (a real program takes the time it takes); \
+             leave the flag out",
+        )])
+        .into());
+    }
+    if sc.runs.iter().any(|r| !r.has_commands()) {
+        let i = sc.runs.iter().position(|r| !r.has_commands()).expect("found");
+        let at = ["run".to_string(), i.to_string()];
+        let m = "a scenario whose runs name commands runs all its runs under the arbiter: every run's workloads \
+                 are commands (put the built-in programs in a scenario of their own)";
+        return Err(BadInput(vec![scenarios::error_in(path, text, &at, m.into())]).into());
+    }
+    for i in 0..sc.runs.len() {
+        commands::real_for(sc, i, real).map_err(|m| BadInput(vec![scenarios::LoadError::new(path, m)]))?;
+    }
+    Ok(())
+}
+
+/// What one scenario of commands gave.
+pub struct Ran {
+    pub written: Written,
+    pub interrupted: bool,
+}
+
+/// Runs scenario `sc` of commands live and writes its report.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    out: &Path,
+    path: &PathBuf,
+    sc: &Scenario,
+    predicted: Option<&ScenarioResult>,
+    opts: &CommandOptions,
+    backend: &str,
+    quiet: bool,
+    stop: &AtomicBool,
+    bar: &ProgressBar,
+) -> Result<Ran> {
+    let tell = |m: String| bar.set_message(format!("{} live — {m}", sc.name));
+    let first_cpu = opts.real.first().expect("checked: at least one real CPU");
+    let mut distinct: Vec<Vec<String>> = Vec::new();
+    for r in &sc.runs {
+        for w in &r.workloads {
+            let argv = w.command.clone().expect("checked: commands");
+            if !distinct.contains(&argv) {
+                distinct.push(argv);
+            }
+        }
+    }
+    let mut alone: Vec<AloneTimes> = Vec::new();
+    let mut incomplete = None;
+    for argv in &distinct {
+        tell(format!("`{}` alone", argv.join(" ")));
+        match commands::measure_alone(sc, argv, first_cpu, opts, stop).map_err(anyhow::Error::msg)? {
+            Some(ns) => alone.push(AloneTimes { argv: argv.clone(), before_ns: ns, after_ns: None }),
+            None => {
+                incomplete =
+                    Some("interrupted (Ctrl-C or SIGTERM) while measuring the commands alone".to_string());
+                break;
+            }
+        }
+    }
+    let mut live: Vec<CommandRunOutput> = Vec::new();
+    let mut os: Vec<OsRun> = Vec::new();
+    if incomplete.is_none() {
+        incomplete = run_all(sc, opts, stop, &tell, &mut live, &mut os)?;
+    }
+    if incomplete.is_none() {
+        for a in &mut alone {
+            tell(format!("`{}` alone, again", a.argv.join(" ")));
+            a.after_ns =
+                commands::measure_alone(sc, &a.argv, first_cpu, opts, stop).map_err(anyhow::Error::msg)?;
+        }
+    }
+    let live_result = ScenarioResult {
+        name: sc.name.clone(),
+        title: sc.title.clone(),
+        seed: sc.seed,
+        runs: live
+            .iter()
+            .map(|o| {
+                let work: Vec<f64> = o
+                    .programs
+                    .iter()
+                    .map(|p| {
+                        let argv = p.command.as_ref().expect("commands");
+                        alone.iter().find(|a| &a.argv == argv).map_or(0.0, AloneTimes::work_ns)
+                    })
+                    .collect();
+                commands::run_result(sc, o, &work)
+            })
+            .collect(),
+    };
+    let interrupted = live.iter().any(|o| o.outcome == Outcome::Interrupted) || incomplete.is_some();
+    let r = CommandReport {
+        source: path,
+        scenario: sc,
+        machine: dyncore_report::machine::machine_description(),
+        alone: &alone,
+        live: &live,
+        live_result: &live_result,
+        os: &os,
+        predicted,
+        incomplete,
+        backend,
+    };
+    let written = commands_report::write(out, &r)?;
+    bar.suspend(|| {
+        if quiet {
+            return;
+        }
+        say!("\n{}", commands_report::programs_table(&r).to_terminal());
+        if let Some(why) = &r.incomplete {
+            say!("INCOMPLETE: {why}");
+        }
+        for a in alone.iter().filter(|a| a.unsteady()) {
+            say!(
+                "UNSTEADY: `{}` alone took {:.0} ms before the runs and {:.0} ms after; run it again",
+                a.argv.join(" "),
+                a.before_ns as f64 / 1e6,
+                a.after_ns.unwrap_or_default() as f64 / 1e6
+            );
+        }
+    });
+    Ok(Ran { written, interrupted })
+}
+
+/// Every run, each mix's Linux baseline before its first run; why the
+/// report is incomplete, if it is.
+fn run_all(
+    sc: &Scenario,
+    opts: &CommandOptions,
+    stop: &AtomicBool,
+    tell: &dyn Fn(String),
+    live: &mut Vec<CommandRunOutput>,
+    os: &mut Vec<OsRun>,
+) -> Result<Option<String>> {
+    for i in 0..sc.runs.len() {
+        let label = &sc.runs[i].label;
+        let mix = commands::mix_of(sc, i);
+        if !os.iter().any(|b| commands::mix_of(sc, b.index) == mix) {
+            tell(format!("run `{label}`'s commands with no dyncore"));
+            match commands::os_baseline(sc, i, opts, stop).map_err(anyhow::Error::msg)? {
+                (Some(runs), notes) => os.push(OsRun { index: i, runs, notes }),
+                (None, _) => {
+                    return Ok(Some(format!(
+                        "interrupted (Ctrl-C or SIGTERM) during the Linux baseline of `{label}`"
+                    )));
+                }
+            }
+        }
+        let o = commands::run(sc, i, opts, stop, tell).map_err(anyhow::Error::msg)?;
+        let stopped = match &o.outcome {
+            Outcome::Interrupted => Some(format!("interrupted (Ctrl-C or SIGTERM) during run `{label}`")),
+            Outcome::Failed(e) => Some(format!("run `{label}` failed: {e}")),
+            Outcome::Finished | Outcome::TimedOut => None,
+        };
+        live.push(o);
+        if stopped.is_some() {
+            return Ok(stopped);
+        }
+    }
+    Ok(None)
+}
