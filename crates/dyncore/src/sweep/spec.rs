@@ -172,7 +172,10 @@ pub fn parse(file: &Path, text: &str) -> Result<Spec, Vec<LoadError>> {
         }
     };
     let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let name = string("name", &mut errs).unwrap_or(stem);
+    // Without `name`, the file's stem, or `sweep` where the stem is not a
+    // folder name (text given as `<sweep>` by the Python package).
+    let stem_ok = dyncore_sim::scenario::limits::check_name(&stem).is_ok();
+    let name = string("name", &mut errs).unwrap_or(if stem_ok { stem } else { "sweep".into() });
     if let Err(m) = dyncore_sim::scenario::limits::check_name(&name) {
         let at = lc(root.get("name").and_then(Item::span));
         errs.push(err(

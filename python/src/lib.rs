@@ -1,0 +1,205 @@
+//! `dyncore._native`: the Rust side of the `dyncore` Python package. Every
+//! function takes a scenario or sweep as a path and, optionally, its text
+//! (so a cluster's worker needs no file), runs through `dyncore::sweep`, and
+//! returns bytes the Python side reads with pyarrow: Parquet for whole
+//! tables (the bytes `dyncore sweep` writes) and Arrow IPC streams for one
+//! point's rows (what a Dask task sends back).
+//!
+//! Bad input raises `dyncore.ScenarioError` (a `ValueError`) whose message
+//! is the command's `file:line:col: field: message`. The GIL is released
+//! while the simulator runs.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use dyncore::Registry;
+use dyncore::sweep::{Sweep, exec, table};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+pyo3::create_exception!(
+    _native,
+    ScenarioError,
+    PyValueError,
+    "A scenario or sweep that dyncore refuses; the message is `file:line:col: field: what is accepted; found X`."
+);
+
+fn bad_input(e: dyncore::BadInput) -> PyErr {
+    ScenarioError::new_err(e.to_string())
+}
+
+fn runtime(e: impl std::fmt::Display) -> PyErr {
+    PyRuntimeError::new_err(e.to_string())
+}
+
+fn jobs_or_all(jobs: Option<usize>) -> usize {
+    jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1)
+}
+
+fn load_sweep(path: &str, text: Option<&str>, base: Option<&str>) -> PyResult<Sweep> {
+    let path = Path::new(path);
+    let owned;
+    let text = match text {
+        Some(t) => t,
+        None => {
+            owned = std::fs::read_to_string(path)
+                .map_err(|e| ScenarioError::new_err(format!("{}: cannot read: {e}", path.display())))?;
+            &owned
+        }
+    };
+    Sweep::parse_with_base(path, text, base, &Registry::builtin()).map_err(bad_input)
+}
+
+fn parquet_of(
+    py: Python<'_>,
+    sweep: &Sweep,
+    units: &[(usize, u64, Vec<exec::Row>)],
+) -> PyResult<Py<PyBytes>> {
+    let batch = table::batch(sweep, units).map_err(runtime)?;
+    let bytes = table::parquet_bytes(&batch).map_err(runtime)?;
+    Ok(PyBytes::new(py, &bytes).unbind())
+}
+
+/// Validates a scenario (`path`, or `text` named `path`) or a sweep file
+/// (`sweep=True`); returns one line describing it, raises ScenarioError.
+#[pyfunction]
+#[pyo3(signature = (path, text=None, sweep=false))]
+fn check(path: &str, text: Option<&str>, sweep: bool) -> PyResult<String> {
+    if sweep {
+        let s = load_sweep(path, text, None)?;
+        return Ok(format!(
+            "ok  {}  (sweep {}: {} points × {} seeds)",
+            path,
+            s.spec.name,
+            s.points.len(),
+            s.seeds.len()
+        ));
+    }
+    let s = Sweep::single(Path::new(path), text, None, 1, &Registry::builtin()).map_err(bad_input)?;
+    let runs = match &s.points[0].scenario {
+        dyncore::sweep::PointScenario::Sim(sc) => (sc.name.clone(), sc.runs.len()),
+        dyncore::sweep::PointScenario::Net(sc) => (sc.name.clone(), sc.runs.len()),
+    };
+    Ok(format!("ok  {path}  ({}: {} runs)", runs.0, runs.1))
+}
+
+/// Runs a scenario with `seeds` seeds on `jobs` threads; the table's Parquet bytes.
+#[pyfunction]
+#[pyo3(signature = (path, text=None, seeds=5, seed=None, jobs=None))]
+fn run(
+    py: Python<'_>,
+    path: &str,
+    text: Option<&str>,
+    seeds: u32,
+    seed: Option<u64>,
+    jobs: Option<usize>,
+) -> PyResult<Py<PyBytes>> {
+    let max = dyncore::sim::Scenario::MAX_SEEDS;
+    if !(1..=max).contains(&seeds) {
+        return Err(ScenarioError::new_err(format!(
+            "seeds: expected a whole number from 1 to {max}; found {seeds}"
+        )));
+    }
+    let s = Sweep::single(Path::new(path), text, seed, seeds, &Registry::builtin()).map_err(bad_input)?;
+    let stop = AtomicBool::new(false);
+    let units = py.detach(|| exec::run_units(&s, &s.units(), jobs_or_all(jobs), &stop)).map_err(runtime)?;
+    parquet_of(py, &s, &units)
+}
+
+/// Runs a whole sweep on `jobs` threads; the Parquet bytes `dyncore sweep` writes.
+#[pyfunction]
+#[pyo3(signature = (path, text=None, jobs=None))]
+fn sweep(py: Python<'_>, path: &str, text: Option<&str>, jobs: Option<usize>) -> PyResult<Py<PyBytes>> {
+    let s = load_sweep(path, text, None)?;
+    let stop = AtomicBool::new(false);
+    let units = py.detach(|| exec::run_units(&s, &s.units(), jobs_or_all(jobs), &stop)).map_err(runtime)?;
+    parquet_of(py, &s, &units)
+}
+
+/// A sweep's plan: (points, seeds per point, the base's text). Raises ScenarioError.
+#[pyfunction]
+#[pyo3(signature = (path, text=None))]
+fn sweep_plan(path: &str, text: Option<&str>) -> PyResult<(usize, usize, String)> {
+    let s = load_sweep(path, text, None)?;
+    let base = std::fs::read_to_string(&s.spec.base).map_err(runtime)?;
+    Ok((s.points.len(), s.seeds.len(), base))
+}
+
+/// One point with all its seeds, on one thread: its rows as an Arrow IPC
+/// stream (the sweep table's schema). `base` is the base scenario's text.
+#[pyfunction]
+#[pyo3(signature = (path, text, base, point))]
+fn sweep_point(py: Python<'_>, path: &str, text: &str, base: &str, point: usize) -> PyResult<Py<PyBytes>> {
+    let s = load_sweep(path, Some(text), Some(base))?;
+    if point >= s.points.len() {
+        return Err(PyValueError::new_err(format!("point {point}: the sweep has {} points", s.points.len())));
+    }
+    let units: Vec<(usize, u64)> = s.seeds.iter().map(|&seed| (point, seed)).collect();
+    let stop = AtomicBool::new(false);
+    let rows = py.detach(|| exec::run_units(&s, &units, 1, &stop)).map_err(runtime)?;
+    let batch = table::batch(&s, &rows).map_err(runtime)?;
+    let mut out = Vec::new();
+    {
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &batch.schema()).map_err(runtime)?;
+        w.write(&batch).map_err(runtime)?;
+        w.finish().map_err(runtime)?;
+    }
+    Ok(PyBytes::new(py, &out).unbind())
+}
+
+/// The Parquet bytes of a sweep's table from its points' IPC streams (every
+/// point once, any order): the same bytes as the local sweep's.
+#[pyfunction]
+#[pyo3(signature = (path, text, base, points))]
+fn sweep_assemble(
+    py: Python<'_>,
+    path: &str,
+    text: &str,
+    base: &str,
+    points: Vec<Vec<u8>>,
+) -> PyResult<Py<PyBytes>> {
+    let s = load_sweep(path, Some(text), Some(base))?;
+    let schema = std::sync::Arc::new(table::schema(&s));
+    let mut batches = Vec::new();
+    for bytes in &points {
+        let r =
+            arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None).map_err(runtime)?;
+        for b in r {
+            batches.push(b.map_err(runtime)?);
+        }
+    }
+    // In point order; within a point the rows are already in (seed, run, series) order.
+    let first_point = |b: &arrow_array::RecordBatch| {
+        b.column(0)
+            .as_any()
+            .downcast_ref::<arrow_array::UInt32Array>()
+            .and_then(|a| (!a.is_empty()).then(|| a.value(0)))
+    };
+    batches.sort_by_key(|b| first_point(b));
+    let mut seen: Vec<u32> = batches.iter().filter_map(first_point).collect();
+    seen.dedup();
+    if seen.len() != s.points.len() || batches.iter().any(|b| b.schema() != schema) {
+        return Err(runtime(format!(
+            "the parts do not make this sweep's table: {} points of {} (or another schema)",
+            seen.len(),
+            s.points.len()
+        )));
+    }
+    let all = arrow_select::concat::concat_batches(&schema, &batches).map_err(runtime)?;
+    let bytes = table::parquet_bytes(&all).map_err(runtime)?;
+    Ok(PyBytes::new(py, &bytes).unbind())
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep_point, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep_assemble, m)?)?;
+    Ok(())
+}
