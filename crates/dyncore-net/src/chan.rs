@@ -264,9 +264,12 @@ impl<T> Channel<T> {
         self.tail.clone()
     }
 
-    /// Messages published and not yet released.
+    /// Messages published and not yet released. The tail is read before
+    /// the head: both only grow and the tail never passes the head, so
+    /// the difference is never negative, even while both move.
     pub fn pending(&self) -> usize {
-        self.ring.head().wrapping_sub(self.ring.tail())
+        let tail = self.ring.tail();
+        self.ring.head().wrapping_sub(tail)
     }
 
     /// Messages ever published (the sequence number of the next one).

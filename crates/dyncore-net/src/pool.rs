@@ -177,10 +177,14 @@ impl PoolRef {
 
     /// Buffers outside the return channels (committed positions): in
     /// channels between components or held. Zero for a stack at rest: a
-    /// leak shows here.
+    /// leak shows here. Exact at rest; while buffers move, the return
+    /// channels are read one after another, so a buffer that leaves one and
+    /// reaches another between the two reads is counted free twice, and
+    /// the figure is a lower bound (never below 0). Wait for rest on two
+    /// readings in a row, not one.
     pub fn outstanding(&self) -> usize {
         let free: usize = self.returns.iter().map(Channel::pending).sum();
-        self.pool.count() - free
+        self.pool.count().saturating_sub(free)
     }
 }
 

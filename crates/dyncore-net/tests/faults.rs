@@ -26,11 +26,15 @@ use dyncore_net::wire::mem::{self, MemWireConfig};
 
 const LIMIT: Duration = Duration::from_secs(300);
 
-/// Waits until no buffer is out anywhere (the last ACKs drained).
+/// Waits until no buffer is out anywhere (the last ACKs drained): two
+/// readings in a row, 1 ms apart, since a reading taken while buffers move
+/// may miss one in flight (`PoolRef::outstanding`).
 fn wait_rest(blueprints: &[Arc<dyn Blueprint>]) {
     let t0 = Instant::now();
-    while blueprints.iter().any(|b| b.buffers_out() > 0) {
+    let mut quiet = 0;
+    while quiet < 2 {
         let out: Vec<_> = blueprints.iter().map(|b| (b.kind(), b.buffers_out())).collect();
+        quiet = if out.iter().all(|(_, n)| *n == 0) { quiet + 1 } else { 0 };
         assert!(t0.elapsed() < Duration::from_secs(20), "the stacks never came to rest: {out:?}");
         std::thread::sleep(Duration::from_millis(1));
     }

@@ -235,11 +235,15 @@ impl<'a> Running<'a> {
 }
 
 /// Waits until no buffer is out in any component (the last frames in
-/// flight drained), at most `limit`; says whether they did.
+/// flight drained), at most `limit`; says whether they did. Two readings in
+/// a row, 1 ms apart: one taken while buffers move may miss one in flight
+/// (`PoolRef::outstanding`).
 fn wait_rest(all: &[Arc<dyn Blueprint>], limit: Duration) -> bool {
     let t0 = Instant::now();
-    while all.iter().any(|b| b.buffers_out() > 0) {
-        if t0.elapsed() > limit {
+    let mut quiet = 0;
+    while quiet < 2 {
+        quiet = if all.iter().all(|b| b.buffers_out() == 0) { quiet + 1 } else { 0 };
+        if quiet < 2 && t0.elapsed() > limit {
             return false;
         }
         std::thread::sleep(Duration::from_millis(1));
