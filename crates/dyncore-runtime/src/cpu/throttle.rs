@@ -571,8 +571,15 @@ mod tests {
         // the duty up in CPU time.
         let r = drive_half_stolen(Duty::from_per_mille(400).unwrap(), 100, STEP);
         assert!(r.loaded_periods > 50, "{r:?}");
-        // The CPU time the steps really used, not the wall time charged.
-        assert!(r.busy_ns.abs_diff(r.stepping_ns - r.stolen_ns) == 0, "{r:?}");
+        // The CPU time the steps really used, not the wall time charged:
+        // each run's stolen time is its wall time less its CPU time, never
+        // below 0, so busy ≥ stepping − stolen, equal when no run used more
+        // CPU than its wall time. (Here the wall time is made up from the
+        // test's own CPU readings; the throttle's readings also take in its
+        // bookkeeping, and a guest's CPU clock the time the hypervisor
+        // took, so a run can show more CPU than that wall: the final CI run
+        // saw 5 µs in 40 ms.)
+        assert!(r.stolen_ns <= r.stepping_ns && r.busy_ns >= r.stepping_ns - r.stolen_ns, "{r:?}");
         let share = r.stolen_share();
         assert!((0.4..0.55).contains(&share), "about half the stepping time stolen: {share} {r:?}");
         // The throttle made the stolen time up: the duty was delivered in
