@@ -14,9 +14,11 @@
 //!    3. it writes `0` (itself) into each of the join files — the run's
 //!       `held` group in every hierarchy, the freezer's last — and so
 //!       stops, frozen, before its command runs: the policy decides where
-//!       it runs first. In affinity-only mode it instead restricts itself to
-//!       the run's CPUs and waits on a gate pipe until the arbiter has
-//!       placed it;
+//!       it runs first. In affinity-only mode it instead waits on a gate
+//!       pipe until the arbiter has placed it; the parent restricts it to
+//!       the run's CPUs right after the fork, before it returns (so before
+//!       the arbiter can find and place it: a child that set its own mask
+//!       could undo a placement made before it got to run);
 //!    4. it `execv`s the resolved program with the caller's environment.
 //!
 //!    A step that fails sends `(step, errno)` through a close-on-exec pipe
@@ -140,7 +142,6 @@ pub(crate) struct Launched {
 
 /// Which step of the child failed (the first byte it reports).
 const STEP_JOIN: u8 = 1;
-const STEP_AFFINITY: u8 = 2;
 const STEP_EXEC: u8 = 3;
 
 impl Launched {
@@ -168,7 +169,6 @@ impl Launched {
                 let e = io::Error::from_raw_os_error(errno);
                 let what = match b[0] {
                     STEP_JOIN => "cannot join the run's groups",
-                    STEP_AFFINITY => "cannot set its CPU affinity",
                     _ => "cannot execute",
                 };
                 Some(Err(format!("{what}: {e}")))
@@ -215,7 +215,6 @@ pub(crate) fn launch(program: &Path, argv: &[OsString], plan: &ChildPlan) -> io:
         path: &path,
         argp: &argp,
         join: &join,
-        mask: plan.gate_cpus.as_ref().map(|_| &mask),
         gate_r,
         status_w: status_w.as_raw_fd(),
         close: &close,
@@ -232,6 +231,24 @@ pub(crate) fn launch(program: &Path, argv: &[OsString], plan: &ChildPlan) -> io:
         child.run();
     }
     drop(status_w);
+    if plan.gate_cpus.is_some() {
+        // Affinity only: the parent, not the child, restricts the child to
+        // the run's CPUs, now, before the arbiter can place it (module doc,
+        // step 3). The child waits at the gate meanwhile.
+        // SAFETY: `mask` is a valid cpu_set_t of the size given.
+        if unsafe { libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mask) } != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::ESRCH) {
+                // SAFETY: kill(2) and waitpid(2) on our own child.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, std::ptr::null_mut(), 0);
+                }
+                return Err(io::Error::new(e.kind(), format!("cannot set the command's CPU affinity: {e}")));
+            }
+            // ESRCH: the child is gone already; its status pipe says why.
+        }
+    }
     set_nonblocking(&status_r)?;
     Ok(Launched { pid, status: Some(status_r), gate: gate.map(|(_, w)| w) })
 }
@@ -246,7 +263,6 @@ struct Child<'a> {
     path: &'a CString,
     argp: &'a [*const libc::c_char],
     join: &'a [CString],
-    mask: Option<&'a libc::cpu_set_t>,
     gate_r: Option<RawFd>,
     status_w: RawFd,
     close: &'a [RawFd],
@@ -279,15 +295,10 @@ impl Child<'_> {
                 }
                 libc::close(fd);
             }
-            if let Some(mask) = self.mask {
-                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), mask) != 0 {
-                    self.fail(STEP_AFFINITY);
-                }
-                if let Some(g) = self.gate_r {
-                    let mut b = 0u8;
-                    while libc::read(g, (&raw mut b).cast(), 1) < 0 && errno() == libc::EINTR {}
-                    libc::close(g);
-                }
+            if let Some(g) = self.gate_r {
+                let mut b = 0u8;
+                while libc::read(g, (&raw mut b).cast(), 1) < 0 && errno() == libc::EINTR {}
+                libc::close(g);
             }
             libc::execv(self.path.as_ptr(), self.argp.as_ptr());
             self.fail(STEP_EXEC);
@@ -375,6 +386,60 @@ mod tests {
         let mut l = launch(&sh, &argv, &ChildPlan::default()).unwrap();
         assert_eq!(wait(l.pid), 7 << 8);
         assert_eq!(l.exec_result(), Some(Ok(())));
+    }
+
+    /// A thread's CPU affinity, from the kernel.
+    fn affinity(tid: i32) -> CpuSet {
+        let mut mask = unsafe_zeroed_cpu_set();
+        // SAFETY: `mask` is valid for writes of the size given.
+        let r = unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut mask) };
+        assert_eq!(r, 0, "sched_getaffinity({tid}): {}", io::Error::last_os_error());
+        // SAFETY: `mask` is a valid cpu_set_t; CPU_ISSET bounds-checks.
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &mask) }).collect()
+    }
+
+    /// The arbiter finds an affinity-only child as soon as it is forked
+    /// and may place it before the child has run at all: the placement
+    /// must survive the child's start (a soak caught a child that set its
+    /// own mask after the arbiter had placed it, undoing the placement).
+    #[test]
+    fn an_affinity_only_child_keeps_a_placement_made_before_it_ran() {
+        let _cpus = crate::testing::real_cpus();
+        let mine: Vec<usize> = affinity(0).iter().collect();
+        if mine.len() < 2 {
+            eprintln!("skipped: this process may use {} CPU(s), the test needs 2", mine.len());
+            return;
+        }
+        let run: CpuSet = mine[..2].iter().copied().collect();
+        let plan = ChildPlan { gate_cpus: Some(run.clone()), ..ChildPlan::default() };
+        let sleep = resolve(OsStr::new("sleep")).unwrap();
+        let mut l = launch(&sleep, &["sleep", "30"].map(OsString::from), &plan).unwrap();
+        assert_eq!(affinity(l.pid), run, "launch returns with the child on the run's CPUs");
+        // The arbiter's placement, at once, as a fast discovery makes it.
+        let placed = CpuSet::single(mine[1]);
+        let mut m = unsafe_zeroed_cpu_set();
+        // SAFETY: `m` is a valid cpu_set_t; CPU_SET bounds-checks; the
+        // pid is our child.
+        let r = unsafe {
+            libc::CPU_SET(mine[1], &mut m);
+            libc::sched_setaffinity(l.pid, std::mem::size_of::<libc::cpu_set_t>(), &m)
+        };
+        assert_eq!(r, 0);
+        l.open_gate();
+        // Liveness bound only: the exec takes milliseconds.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let exec = loop {
+            if let Some(r) = l.exec_result() {
+                break r;
+            }
+            assert!(std::time::Instant::now() < deadline, "the child did not exec within 30 s");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        assert_eq!(exec, Ok(()));
+        assert_eq!(affinity(l.pid), placed, "the placement survived the child's start");
+        // SAFETY: kill(2) of our own child.
+        unsafe { libc::kill(l.pid, libc::SIGKILL) };
+        assert_eq!(wait(l.pid) & 0x7f, libc::SIGKILL);
     }
 
     fn wait(pid: i32) -> i32 {
