@@ -21,6 +21,14 @@ pub(super) struct Prediction {
     /// every wake-up; the host's varies from round to round), and those
     /// costs, µs.
     pub(super) gbps_over_wake_costs: Option<(f64, f64, f64, f64)>,
+    /// B2, B3: the model's bitrate without the assumed turn cost (a
+    /// switch between components, a turn after a sleep: the paper-side
+    /// 1000 cycles, which the live runtime CPUs' cost is not measured
+    /// against).
+    pub(super) gbps_without_turns: Option<f64>,
+    /// B2, B3: wake-ups of the stack's CPUs per MB of payload, (the
+    /// model's, the live rounds' median).
+    pub(super) wakeups_per_mb: Option<(f64, f64)>,
 }
 
 impl Prediction {
@@ -48,7 +56,7 @@ pub(super) fn predict(
     b3: &SplitRow,
     mhz: Option<f64>,
 ) -> Vec<Prediction> {
-    use dyncore_sim::netstack::predict::{LiveLayout, predict_bench};
+    use dyncore_sim::netstack::predict::{LiveLayout, predict_bench, predict_bench_turns};
     let mss = u32::try_from(mtu - 40).expect("the MTU is checked to be 576..=65535");
     let window = dyncore_net::tcp::SocketConfig::default().buffer_bytes as u64;
     let cpu_s = |cycles_per_byte: Option<f64>| cycles_per_byte.zip(mhz).map(|(c, m)| c * 1e9 / (m * 1e6));
@@ -71,8 +79,21 @@ pub(super) fn predict(
                 (at(lo), at(hi), lo / 1e3, hi / 1e3)
             })
         });
+        let gbps_without_turns =
+            rounds.map(|_| predict_bench_turns(costs, layout, mss, window, threads, 0.0).gbps);
+        let wakeups_per_mb = rounds.and_then(|r| {
+            let live: Vec<f64> = r
+                .runs
+                .iter()
+                .filter(|x| x.bytes > 0)
+                .map(|x| x.wakeups as f64 / (x.bytes as f64 / 1e6))
+                .collect();
+            super::rows::median(live).map(|l| (p.wakeups_per_mb, l))
+        });
         Prediction {
             key,
+            gbps_without_turns,
+            wakeups_per_mb,
             predicted_gbps: p.gbps,
             measured_gbps,
             predicted_cpu_s_per_gb: p.cpu_s_per_gb,
