@@ -68,6 +68,7 @@ mod sample;
 pub mod scale;
 pub mod scenario;
 mod sim;
+mod writes;
 
 pub use beside::Beside;
 pub use outcome::{ComponentOutcome, CpuOutcome, FULL_RESOURCES_MHZ, Outcome};
