@@ -613,8 +613,9 @@ impl<'a> Sim<'a> {
         if self.cpus[cpu].sibling.is_some_and(|s| self.cpus[s].state == CpuState::Busy) {
             ns *= self.net.smt_factor;
         }
-        // The copy's memory time runs at the memory's pace, not the core's.
-        let ns = ((ns + memory_ns).round() as Nanos).max(1);
+        // The copy's memory time runs at the memory's pace, not the clock's
+        // (P-states); a throttled core stops for all of it alike (T-states).
+        let ns = ((ns + memory_ns / self.cpus[cpu].step.duty()).round() as Nanos).max(1);
         let cpu_ref = &mut self.cpus[cpu];
         cpu_ref.state = CpuState::Busy;
         cpu_ref.job = Some(Job::Msg { comp: c, msg });
