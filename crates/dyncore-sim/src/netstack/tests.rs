@@ -201,7 +201,9 @@ fn the_shipped_scenarios_carry_the_calibration() {
     let f = super::calibrate::fit(&net);
     let close = |a: f64, b: f64| (a / b - 1.0).abs() < 2e-3;
     let shipped = &scs[0].stack;
-    assert!(close(shipped.tcp.cycles_per_packet, 700.0 * f.tcp_scale), "{shipped:?} {f:?}");
+    let want = f.costs();
+    assert!(close(shipped.tcp.cycles_per_packet, want.tcp.cycles_per_packet), "{shipped:?} {f:?}");
+    assert!(close(shipped.tcp.cycles_per_byte, want.tcp.cycles_per_byte), "{shipped:?} {f:?}");
     assert!(close(shipped.ip.cycles_per_packet, 350.0 * f.rest_scale), "{shipped:?} {f:?}");
     assert!(close(shipped.channel_cycles_per_msg, 100.0 * f.rest_scale), "{shipped:?} {f:?}");
     assert_eq!(shipped.wakeup_ns, 0.0, "no wake-up latency is fitted");
@@ -330,8 +332,8 @@ fn explore_claims() {
         let mut net = super::calibrate::paper_net();
         tune(&mut net);
         let f = super::calibrate::fit(&net);
-        eprintln!("fit: {f:?}");
-        super::calibrate::fitted(&base_costs(), f.tcp_scale, f.rest_scale)
+        eprintln!("fit: {f:?} {:?}", f.costs().tcp);
+        f.costs()
     });
     for f in files {
         let mut sc = super::scenario::NetScenario::from_toml(&std::fs::read_to_string(&f).unwrap()).unwrap();
@@ -526,7 +528,14 @@ fn the_copys_memory_time_does_not_scale_with_the_clock() {
     let c = super::calibrate::fitted(&base_costs(), 0.4, 0.8);
     let run = |copy: f64, cpus: Vec<CpuSpec>| {
         let net = NetParams { copy_gb_per_s: copy, ..NetParams::default() };
-        simulate(&RunInput { costs: &c, net: &net, cpus: &cpus, load: &[], seed: 1, beside: Default::default() })
+        simulate(&RunInput {
+            costs: &c,
+            net: &net,
+            cpus: &cpus,
+            load: &[],
+            seed: 1,
+            beside: Default::default(),
+        })
     };
     // TCP's busy time per segment sent, ns.
     let per_seg = |o: &Outcome| {
