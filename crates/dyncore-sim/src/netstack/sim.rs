@@ -15,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::beside::{Beside, Foreign, ForeignQueue};
 use super::idle::IdleTrack;
-use super::writes::{Client, system_cpu};
+use super::writes::{Client, add_system_core};
 use super::{CpuSpec, LoadStep, NetParams, ms};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -228,23 +228,11 @@ impl<'a> Sim<'a> {
                 system: false,
             });
         }
-        let first = table.get(table.by_mhz(input.cpus[0].mhz).expect("validated speed"));
-        let chip_step = table.get(table.by_mhz(first.chip_mhz).expect("a chip frequency is a step"));
-        let clients = if input.net.clients > 0 && input.load.is_empty() { input.net.clients } else { 0 };
-        if clients > 0 && !comps.iter().any(|c| c.kind == ComponentKind::Syscall) {
-            let i = cpus.len();
-            cpus.push(system_cpu(chip_step, comps.len(), 20_000));
-            comps.push(Comp {
-                kind: ComponentKind::Syscall,
-                cpu: i,
-                queue: VecDeque::new(),
-                busy_ns: 0,
-                msgs: 0,
-                peak_queue: 0,
-            });
-        }
+        let (clients, chip_mhz) = add_system_core(input, &table, &mut cpus, &mut comps);
         for i in 0..cpus.len() {
-            cpus[i].sibling = (0..cpus.len()).find(|&j| j != i && cpus[j].core == cpus[i].core);
+            let shares =
+                |j: usize| j != i && !cpus[i].system && !cpus[j].system && cpus[j].core == cpus[i].core;
+            cpus[i].sibling = (0..cpus.len()).find(|&j| shares(j));
         }
         let mut order: Vec<usize> = (0..comps.len()).collect();
         order.sort_by_key(|&c| comps[c].kind);
@@ -293,10 +281,10 @@ impl<'a> Sim<'a> {
             sample_cpu_busy: vec![0; ncpu],
             sample_from: 0,
             governor: net.governor.governor(),
-            clients: vec![Client::default(); clients as usize],
+            clients: vec![Client::default(); clients],
             unsent: 0,
             waiting_writes: VecDeque::new(),
-            chip_mhz: chip_step.mhz,
+            chip_mhz,
         };
         sim.push(sim.measure_from, Ev::Measure);
         if let Some(first) = sim.load.first() {

@@ -45,9 +45,12 @@ use dyncore_core::Nanos;
 use dyncore_core::placement::ComponentKind;
 
 use super::idle::IdleTrack;
-use dyncore_core::power::SpeedStep;
+use std::collections::VecDeque;
 
-use super::sim::{Cpu, CpuState, Ev, Msg, Sim};
+use dyncore_core::power::SpeedTable;
+
+use super::RunInput;
+use super::sim::{Comp, Cpu, CpuState, Ev, Msg, Sim};
 
 /// One client thread.
 #[derive(Debug, Clone, Default)]
@@ -55,32 +58,52 @@ pub(super) struct Client {
     /// Its sleeps while a write is outstanding.
     idle: IdleTrack,
     outstanding: bool,
-    /// Writes completed (measured and not).
-    pub(super) writes: u64,
 }
 
-/// The system core's CPU (module docs): at `step`, the chip's frequency,
-/// hosting component `comp` (the syscall server) on a core of its own.
-pub(super) fn system_cpu(step: SpeedStep, comp: usize, core: u32) -> Cpu {
-    Cpu {
-        step,
-        comps: vec![comp],
-        core,
-        sibling: None,
-        state: CpuState::Asleep,
-        job: None,
-        turn: 0,
-        in_turn: 0,
-        last_comp: None,
-        busy_since: 0,
-        busy_ns: 0,
-        wakeups: 0,
-        idle: IdleTrack::default(),
-        spinning_since: None,
-        spell: 0,
-        polled_ns: 0,
-        system: true,
+/// The clients of this run and the chip's frequency (MHz); adds the
+/// system core hosting the syscall server (module docs) when the run has
+/// clients and places no server: a CPU of its own at the chip frequency of
+/// the run's first speed step.
+pub(super) fn add_system_core(
+    input: &RunInput<'_>,
+    table: &SpeedTable,
+    cpus: &mut Vec<Cpu>,
+    comps: &mut Vec<Comp>,
+) -> (usize, u32) {
+    let first = table.get(table.by_mhz(input.cpus[0].mhz).expect("validated speed"));
+    let chip = table.get(table.by_mhz(first.chip_mhz).expect("a chip frequency is a step"));
+    let clients = if input.load.is_empty() { input.net.clients as usize } else { 0 };
+    if clients > 0 && !comps.iter().any(|c| c.kind == ComponentKind::Syscall) {
+        comps.push(Comp {
+            kind: ComponentKind::Syscall,
+            cpu: cpus.len(),
+            queue: VecDeque::new(),
+            busy_ns: 0,
+            msgs: 0,
+            peak_queue: 0,
+        });
+        cpus.push(Cpu {
+            step: chip,
+            comps: vec![comps.len() - 1],
+            // A core of its own: never a sibling (`Sim::new`).
+            core: u32::MAX,
+            sibling: None,
+            state: CpuState::Asleep,
+            job: None,
+            turn: 0,
+            in_turn: 0,
+            last_comp: None,
+            busy_since: 0,
+            busy_ns: 0,
+            wakeups: 0,
+            idle: IdleTrack::default(),
+            spinning_since: None,
+            spell: 0,
+            polled_ns: 0,
+            system: true,
+        });
     }
+    (clients, chip.mhz)
 }
 
 impl Sim<'_> {
@@ -115,7 +138,6 @@ impl Sim<'_> {
         let (now, from) = (self.now, (self.measure_from, self.sample_from));
         let c = &mut self.clients[i as usize];
         c.outstanding = false;
-        c.writes += 1;
         let wake = c.idle.leave(now, from, false, fixed);
         let work = (self.net.client_cycles * 1000.0 / f64::from(self.chip_mhz)).round() as Nanos;
         self.push_after(wake.saturating_add(work), Ev::Client(i));
