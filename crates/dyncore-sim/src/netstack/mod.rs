@@ -32,6 +32,19 @@
 //!   has). This is the paper's explanation of "slower is faster": a busier
 //!   core sleeps less, so fewer wake-ups add to the round trip of
 //!   window-limited streams — which needs deep states to matter.
+//! * **The copy's memory time:** TCP's copy of a segment's payload also
+//!   waits `bytes / copy_gb_per_s` for memory ([`NetParams::copy_gb_per_s`];
+//!   0 by default, 7.4 GB/s assumed in the NewtOS scenarios, see
+//!   [`calibrate`]). The wait does not shrink with a P-state's faster clock
+//!   (2267–1600 MHz: the memory keeps its own) and stretches with a
+//!   throttled core's duty cycle (below 1600 MHz clock modulation stops
+//!   the whole core); it is not slowed by a busy sibling hyperthread.
+//! * **Synchronous writes** (opt-in, [`NetParams::clients`]; see
+//!   [`writes`]): K application threads, each with one blocking write
+//!   through the syscall server, which then runs on the system's core at
+//!   the chip's frequency; a write's round trip holds the server's, TCP's
+//!   and the client's wake-ups. Off in the shipped scenarios (the
+//!   application's data is there whenever TCP wants it).
 //! * **Work beside the stack** ([`Beside`]): the application and the
 //!   receiver on the model's CPUs, for the live bench's predictions.
 //! * **Machine:** each CPU has a speed step of
@@ -51,7 +64,8 @@
 //!
 //! Invariants (asserted): virtual time never goes backwards; bytes in flight
 //! never exceed the window; a CPU runs one job at a time; busy time never
-//! exceeds elapsed time.
+//! exceeds elapsed time; with synchronous writes, a client has one write
+//! outstanding and TCP's buffered bytes never exceed its send buffer.
 
 use dyncore_core::Nanos;
 
@@ -68,6 +82,7 @@ mod sample;
 pub mod scale;
 pub mod scenario;
 mod sim;
+pub mod writes;
 
 pub use beside::Beside;
 pub use outcome::{ComponentOutcome, CpuOutcome, FULL_RESOURCES_MHZ, Outcome};

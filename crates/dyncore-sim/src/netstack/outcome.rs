@@ -100,7 +100,9 @@ impl Sim<'_> {
                 wakeups: cpu.wakeups,
                 residency,
             });
-            if !cpu.comps.is_empty() {
+            // The system's core (the syscall server's) is not one of the
+            // stack's cores the paper's bars count.
+            if !cpu.comps.is_empty() && !cpu.system {
                 let e = cores.entry(cpu.core).or_insert((cpu.step, 0.0, 1.0));
                 if cpu.step.mhz > e.0.mhz {
                     e.0 = cpu.step;

@@ -43,6 +43,20 @@ pub struct NetParams {
     pub turn_cycles: f64,
     /// Slowdown of a job that starts while its sibling hyperthread is busy.
     pub smt_factor: f64,
+    /// Application threads writing through the syscall server, each with
+    /// one blocking write outstanding (0: none; the application's data is
+    /// there whenever the stack wants it). See [`super::writes`].
+    pub clients: u32,
+    /// Bytes of each client's write.
+    pub write_bytes: u32,
+    /// Cycles a client spends per write outside the stack (its kernel trap
+    /// and the context switches of a blocking call), at the chip's
+    /// frequency.
+    pub client_cycles: f64,
+    /// Bandwidth of TCP's copy of the payload, GB/s: the copy's memory time,
+    /// `bytes / copy_gb_per_s` ns, which does not scale with the core's
+    /// clock (0: none, the copy costs cycles only).
+    pub copy_gb_per_s: f64,
     /// Which governor picks a sleeping CPU's idle state (`menu`,
     /// `always-c1`, `always-c6`, or `fixed`: `[stack] wakeup_ns` for every
     /// wake-up, no states).
@@ -69,6 +83,10 @@ impl Default for NetParams {
             spin_ns: 0,
             turn_cycles: 1000.0,
             smt_factor: 1.3,
+            clients: 0,
+            write_bytes: 8192,
+            client_cycles: 0.0,
+            copy_gb_per_s: 0.0,
             governor: GovernorName::Menu,
             duration_ms: 20.0,
             warmup_ms: 4.0,

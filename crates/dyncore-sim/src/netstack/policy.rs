@@ -62,6 +62,9 @@ pub fn simulate_policy(costs: &StackCosts, net: &NetParams, run: &NetRun, seed: 
     let mut cpus: Vec<CpuSpec> =
         (0..ncpu).map(|_| CpuSpec { mhz: 1600, components: vec![], core: None }).collect();
     cpus[0].components = comps.clone();
+    // A placement policy moves the stack's components; the syscall server
+    // and its clients stay out of these runs (`netstack::writes`).
+    let net = &NetParams { clients: 0, ..net.clone() };
     let input = RunInput { costs, net, cpus: &cpus, load: &run.load, seed, beside: Default::default() };
     let mut sim = Sim::new(&input);
     let mut layout = Layout { cpu_of: comps.iter().map(|&k| (k, 0)).collect(), step_of: Default::default() };

@@ -78,7 +78,7 @@ impl Sim<'_> {
         self.cpus
             .iter()
             .zip(busy_gated)
-            .filter(|(c, _)| !c.comps.is_empty())
+            .filter(|(c, _)| !c.comps.is_empty() && !c.system)
             .map(|(c, &(b, g))| power.core_w_gated(c.step, b, g))
             .sum()
     }

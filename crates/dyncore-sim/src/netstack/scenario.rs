@@ -348,6 +348,7 @@ impl NetScenario {
             .check(n.smt_factor.is_finite() && (1.0..=10.0).contains(&n.smt_factor), || {
                 format!("expected 1 to 10; found {}", n.smt_factor)
             })?;
+        self.validate_writes(at)?;
         at.key("duration_ms").check((1.0..=MAX_DURATION_MS).contains(&n.duration_ms), || {
             format!("expected 1 to {MAX_DURATION_MS} ms; found {}", n.duration_ms)
         })?;
@@ -359,6 +360,33 @@ impl NetScenario {
             )
         })?;
         Ok(())
+    }
+}
+
+impl NetScenario {
+    /// The synchronous writes' fields (`netstack::writes`): a write must
+    /// fit an empty send buffer with a segment to spare, or the stack could
+    /// hold a part segment that no write ever completes.
+    fn validate_writes(&self, at: &At) -> Result<(), ScenarioError> {
+        let n = &self.net;
+        at.key("clients")
+            .check(n.clients <= 10_000, || format!("expected 0 to 10000; found {}", n.clients))?;
+        let buffer = u64::from(n.streams) * n.window_bytes;
+        at.key("write_bytes").check(
+            n.write_bytes >= 1 && u64::from(n.write_bytes) + u64::from(n.mss) <= buffer,
+            || {
+                format!(
+                    "expected 1 byte to the send buffer (streams × window_bytes = {buffer}) less a segment ({}); found {}",
+                    n.mss, n.write_bytes
+                )
+            },
+        )?;
+        at.key("client_cycles").check((0.0..=1e9).contains(&n.client_cycles), || {
+            format!("expected 0 to 1e9 cycles; found {}", n.client_cycles)
+        })?;
+        at.key("copy_gb_per_s").check((0.0..=1000.0).contains(&n.copy_gb_per_s), || {
+            format!("expected 0 (no memory time) to 1000 GB/s; found {}", n.copy_gb_per_s)
+        })
     }
 }
 
@@ -530,6 +558,16 @@ components = ["ip", "driver"]
         assert!(e.message.contains("driver is not placed"), "{e}");
         let e = err(&GOOD.replace("[\"ip\", \"driver\"]", "[\"ip\", \"driver\", \"tcp\"]"));
         assert!(e.message.contains("tcp is placed 2 times"), "{e}");
+    }
+
+    #[test]
+    fn a_write_must_fit_the_send_buffer() {
+        let text = GOOD.replace("[[run]]", "[net]\nclients = 8\nstreams = 1\nwrite_bytes = 65000\n[[run]]");
+        let e = err(&text);
+        assert_eq!(e.dotted_path(), "net.write_bytes");
+        assert!(e.message.contains("65535") && e.message.contains("found 65000"), "{e}");
+        let ok = GOOD.replace("[[run]]", "[net]\nclients = 8\n[[run]]");
+        NetScenario::from_toml(&ok).unwrap().validate().unwrap();
     }
 
     #[test]

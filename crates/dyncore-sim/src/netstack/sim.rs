@@ -15,12 +15,17 @@ use rand_chacha::ChaCha8Rng;
 
 use super::beside::{Beside, Foreign, ForeignQueue};
 use super::idle::IdleTrack;
+use super::writes::{Client, add_system_core};
 use super::{CpuSpec, LoadStep, NetParams, ms};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Msg {
     Data(u32),
     Ack(u32),
+    /// Client `i`'s write (to the syscall server, then to TCP).
+    Write(u32),
+    /// TCP has copied client `i`'s write (to the server, then the client).
+    Written(u32),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -44,6 +49,8 @@ pub(super) enum Ev {
     /// A CPU that has polled `spin_ns` with nothing to do sleeps, unless
     /// work came since (its idle spell's number).
     Park(usize, u64),
+    /// Client `i` writes (see [`super::writes`]).
+    Client(u32),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -86,6 +93,9 @@ pub(super) struct Cpu {
     pub(super) spinning_since: Option<Nanos>,
     pub(super) spell: u64,
     pub(super) polled_ns: Nanos,
+    /// The system's core, added for the syscall server (see
+    /// [`super::writes`]): not one of the run's CPUs in power and resources.
+    pub(super) system: bool,
 }
 
 pub(super) struct Comp {
@@ -166,6 +176,14 @@ pub struct Sim<'a> {
     pub(super) sample_from: Nanos,
     /// Picks each sleeping CPU's idle state (`None`: fixed wake-ups).
     pub(super) governor: Option<Box<dyn Governor>>,
+    // Synchronous writes (see [`super::writes`]).
+    pub(super) clients: Vec<Client>,
+    /// Bytes TCP has copied and not sent.
+    pub(super) unsent: u64,
+    /// Writes TCP holds until its send buffer has room.
+    pub(super) waiting_writes: VecDeque<u32>,
+    /// The chip's frequency (the clients' and the system core's), MHz.
+    pub(super) chip_mhz: u32,
 }
 
 impl<'a> Sim<'a> {
@@ -207,10 +225,14 @@ impl<'a> Sim<'a> {
                 spinning_since: None,
                 spell: 0,
                 polled_ns: 0,
+                system: false,
             });
         }
+        let (clients, chip_mhz) = add_system_core(input, &table, &mut cpus, &mut comps);
         for i in 0..cpus.len() {
-            cpus[i].sibling = (0..cpus.len()).find(|&j| j != i && cpus[j].core == cpus[i].core);
+            let shares =
+                |j: usize| j != i && !cpus[i].system && !cpus[j].system && cpus[j].core == cpus[i].core;
+            cpus[i].sibling = (0..cpus.len()).find(|&j| shares(j));
         }
         let mut order: Vec<usize> = (0..comps.len()).collect();
         order.sort_by_key(|&c| comps[c].kind);
@@ -256,9 +278,13 @@ impl<'a> Sim<'a> {
             events: 0,
             sample_acked: 0,
             sample_busy: vec![0; ncomp],
-            sample_cpu_busy: vec![0; input.cpus.len()],
+            sample_cpu_busy: vec![0; ncpu],
             sample_from: 0,
             governor: net.governor.governor(),
+            clients: vec![Client::default(); clients],
+            unsent: 0,
+            waiting_writes: VecDeque::new(),
+            chip_mhz,
         };
         sim.push(sim.measure_from, Ev::Measure);
         if let Some(first) = sim.load.first() {
@@ -267,6 +293,7 @@ impl<'a> Sim<'a> {
         for i in 1..sim.load.len() {
             sim.push(ms(sim.load[i].at_ms), Ev::App);
         }
+        sim.start_clients();
         for c in 0..sim.cpus.len() {
             sim.kick(c);
         }
@@ -324,6 +351,7 @@ impl<'a> Sim<'a> {
             }
             Ev::Remote(bytes) => self.arrive(bytes),
             Ev::Beside(cpu) => self.kick(cpu),
+            Ev::Client(i) => self.client_writes(i),
             Ev::Park(cpu, spell) => {
                 if self.cpus[cpu].state == CpuState::Idle && self.cpus[cpu].spell == spell {
                     self.stop_polling(cpu);
@@ -441,6 +469,9 @@ impl<'a> Sim<'a> {
             return true;
         }
         let mss = u64::from(self.net.mss);
+        if self.writes_on() {
+            return c == self.tcp && self.tcp_has_write_work();
+        }
         if Some(c) == self.syscall {
             return self.sock_bytes < self.window && self.app_has();
         }
@@ -455,7 +486,7 @@ impl<'a> Sim<'a> {
         false
     }
 
-    fn enqueue(&mut self, c: usize, m: Msg) {
+    pub(super) fn enqueue(&mut self, c: usize, m: Msg) {
         let comp = &mut self.comps[c];
         comp.queue.push_back(m);
         comp.peak_queue = comp.peak_queue.max(comp.queue.len());
@@ -561,16 +592,56 @@ impl<'a> Sim<'a> {
         }
         self.cpus[cpu].in_turn += 1;
         self.foreign[cpu].last = false;
-        let msg = self.comps[c].queue.pop_front();
+        let (msg, mut cycles, memory_ns) = self.take_job(c);
+        if self.cpus[cpu].last_comp != Some(c) {
+            cycles += self.net.turn_cycles;
+            self.cpus[cpu].last_comp = Some(c);
+        }
+        let mut ns = cycles * 1000.0 / f64::from(self.cpus[cpu].step.mhz);
+        if self.cpus[cpu].sibling.is_some_and(|s| self.cpus[s].state == CpuState::Busy) {
+            ns *= self.net.smt_factor;
+        }
+        // The copy's memory time runs at the memory's pace, not the clock's
+        // (P-states); a throttled core stops for all of it alike (T-states).
+        let ns = ((ns + memory_ns / self.cpus[cpu].step.duty()).round() as Nanos).max(1);
+        let cpu_ref = &mut self.cpus[cpu];
+        cpu_ref.state = CpuState::Busy;
+        cpu_ref.job = Some(Job::Msg { comp: c, msg });
+        cpu_ref.busy_since = self.now;
+        self.push_after(ns, Ev::JobDone(cpu));
+    }
+
+    /// Takes component `c`'s next job: a message from its queue, or its own
+    /// work (TCP sends a segment or takes a waiting write; the syscall
+    /// server takes the application's next segment). Returns the message,
+    /// the job's cycles and its memory time (ns).
+    fn take_job(&mut self, c: usize) -> (Option<Msg>, f64, f64) {
+        let mut msg = self.comps[c].queue.pop_front();
+        if msg.is_none() && c == self.tcp && self.writes_on() {
+            msg = self.tcp_next_write();
+            if msg.is_none() {
+                self.inflight += u64::from(self.net.mss);
+                assert!(self.inflight <= self.window, "bytes in flight exceed the window");
+                self.packets += 1;
+                // The copy was the write's: a segment costs its packet.
+                let p = self.costs.tcp.cycles_per_packet;
+                return (None, p, 0.0);
+            }
+        }
         let mss = self.net.mss;
         let cost = self.costs.component(self.comps[c].kind);
-        let mut cycles = match msg {
+        let cycles = match msg {
             Some(Msg::Data(b)) => cost.cycles(u64::from(b)) + self.costs.channel_cycles_per_msg,
             Some(Msg::Ack(_)) => cost.cycles_per_packet + self.costs.channel_cycles_per_msg,
+            Some(m @ (Msg::Write(_) | Msg::Written(_))) => {
+                let (cycles, memory_ns) = self.write_job_cost(c, m);
+                return (msg, cycles, memory_ns);
+            }
             // TCP sends a segment of the application's data; the syscall
             // server takes a write of one segment.
             None => cost.cycles(u64::from(mss)),
         };
+        let mut memory_ns = 0.0;
         if msg.is_none() {
             if c == self.tcp {
                 self.inflight += u64::from(mss);
@@ -581,6 +652,7 @@ impl<'a> Sim<'a> {
                     None => self.app_took_segment(),
                 }
                 self.packets += 1;
+                memory_ns = self.copy_ns(f64::from(mss));
             } else {
                 self.sock_bytes += u64::from(mss);
                 if self.app_rate_gbps.is_some() {
@@ -589,20 +661,7 @@ impl<'a> Sim<'a> {
                 self.app_took_segment();
             }
         }
-        if self.cpus[cpu].last_comp != Some(c) {
-            cycles += self.net.turn_cycles;
-            self.cpus[cpu].last_comp = Some(c);
-        }
-        let mut ns = cycles * 1000.0 / f64::from(self.cpus[cpu].step.mhz);
-        if self.cpus[cpu].sibling.is_some_and(|s| self.cpus[s].state == CpuState::Busy) {
-            ns *= self.net.smt_factor;
-        }
-        let ns = (ns.round() as Nanos).max(1);
-        let cpu_ref = &mut self.cpus[cpu];
-        cpu_ref.state = CpuState::Busy;
-        cpu_ref.job = Some(Job::Msg { comp: c, msg });
-        cpu_ref.busy_since = self.now;
-        self.push_after(ns, Ev::JobDone(cpu));
+        (msg, cycles, memory_ns)
     }
 
     fn job_done(&mut self, cpu: usize) {
@@ -642,6 +701,7 @@ impl<'a> Sim<'a> {
                     self.nic_next();
                 }
             },
+            Some(m @ (Msg::Write(_) | Msg::Written(_))) => self.write_job_done(c, m),
             Some(Msg::Ack(b)) => match self.up(c) {
                 Some(u) => self.enqueue(u, Msg::Ack(b)),
                 None => {
