@@ -50,14 +50,15 @@ use dyncore_runtime::arbiter::{
     AloneRun, Arbiter, ArbiterConfig, ArbiterRun, Ending, Together, resolve, run_together, spare_cpu,
 };
 use dyncore_runtime::backend::{DutyScale, Stopped};
+use dyncore_scenario::RunResult;
 use dyncore_scenario::Scenario;
 use dyncore_scenario::machine::MachineSpec;
-use dyncore_scenario::policy::{policy_for, policy_info, reconfigures, tracked};
+use dyncore_scenario::policy::policy_for;
 use dyncore_scenario::programs::{ProgramPlan, plan_programs};
-use dyncore_scenario::record::{ProgramRun, Recorded, RunRecorder};
+use dyncore_scenario::record::{Recorded, RunRecorder};
 use dyncore_scenario::scenario::ScenarioError;
-use dyncore_scenario::{PolicyTrace, RunResult};
 
+use crate::result::{LiveParts, from_record};
 use crate::run::Outcome;
 
 /// What a command run needs besides the scenario.
@@ -386,18 +387,21 @@ pub fn mix_of(sc: &Scenario, index: usize) -> Vec<(Vec<String>, u64)> {
 /// p's command alone at the baseline duty). A command that exited
 /// non-zero, or did not end, did not finish.
 pub fn run_result(sc: &Scenario, out: &CommandRunOutput, alone_ns: &[f64]) -> RunResult {
-    let spec = &sc.runs[out.index];
-    let info = policy_info(sc, out.index);
-    let machine = dyncore_scenario::policy::machine_of(sc, out.index);
-    let end = out.run.end_ns;
-    let runs: Vec<ProgramRun<'_>> = out
-        .programs
-        .iter()
-        .zip(&out.threads)
-        .zip(alone_ns)
-        .map(|((plan, threads), &w)| ProgramRun { plan, threads, work_done_ns: w })
-        .collect();
-    let mut r = out.record.clone().finish(end, &runs, |plan| tracked(info, plan));
+    // "cgroup v1 (cpuset at ..., ...)": its first words.
+    let short = out.run.mechanism.split(" (").next().unwrap_or_default();
+    let parts = LiveParts {
+        index: out.index,
+        programs: &out.programs,
+        threads: &out.threads,
+        work_ns: alone_ns,
+        record: &out.record,
+        end_ns: out.run.end_ns,
+        cpus: out.real.len(),
+        finished: out.outcome == Outcome::Finished,
+        events: &out.run.events,
+        actions: &out.run.actions,
+    };
+    let mut r = from_record(sc, &parts, &format!("live: the arbiter ({short})"));
     for (p, res) in r.programs.iter_mut().enumerate() {
         let c = out.command[p].map(|c| &out.run.log.commands[c]);
         res.threads = out.threads[p].len() as u32;
@@ -417,36 +421,7 @@ pub fn run_result(sc: &Scenario, out: &CommandRunOutput, alone_ns: &[f64]) -> Ru
             }
         }
     }
-    RunResult {
-        label: spec.label.clone(),
-        series: spec.series.clone().unwrap_or_else(|| spec.label.clone()),
-        machine: spec.machine.clone(),
-        policy: spec.policy.name.clone(),
-        reconfig_mechanism: if reconfigures(info, &machine) {
-            // "cgroup v1 (cpuset at ..., ...)": its first words.
-            let short = out.run.mechanism.split(" (").next().unwrap_or_default();
-            format!("live: the arbiter ({short})")
-        } else {
-            "none".into()
-        },
-        reconfig_profile: None,
-        cpus: out.real.len(),
-        end_ns: end,
-        finished: out.outcome == Outcome::Finished,
-        programs: r.programs,
-        per_cpu: r.per_cpu,
-        reconfig: r.reconfig,
-        ipis: 0,
-        proxy_ipis: 0,
-        migrations: r.migrations,
-        defrag_migrations: r.defrag_migrations,
-        events: out.run.events.lines().count() as u64,
-        decisions: r.decisions,
-        allocation: r.allocation,
-        energy: r.energy,
-        trace: r.trace,
-        policy_trace: Some(PolicyTrace { events: out.run.events.clone(), actions: out.run.actions.clone() }),
-    }
+    r
 }
 
 fn round4(x: f64) -> f64 {
