@@ -41,13 +41,11 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use dyncore_core::policies::{Params, RunContext};
 use dyncore_core::policy::{Policy, ThreadId};
-use dyncore_core::reconfig::Mode;
-use dyncore_core::topology::Topology;
 use dyncore_core::{CpuId, CpuSet, Nanos};
 use dyncore_runtime::arbiter::{
-    AloneRun, Arbiter, ArbiterConfig, ArbiterRun, Ending, Together, resolve, run_together, spare_cpu,
+    AloneRun, Arbiter, ArbiterConfig, ArbiterRun, Ending, OneCpu, Together, command_spec, resolve,
+    run_together, spare_cpu,
 };
 use dyncore_runtime::backend::{DutyScale, Stopped};
 use dyncore_scenario::RunResult;
@@ -173,36 +171,19 @@ pub fn measure_alone(
     opts: &CommandOptions,
     stop: &AtomicBool,
 ) -> Result<Option<u64>, String> {
-    let registry = &sc.registry;
-    let ctx = RunContext {
-        topology: Topology::uniform(1, 1),
-        speed: dyncore_core::speed::SpeedModel::DYNAMIC,
-        max_fuse: 1,
+    let one = OneCpu {
+        run_name: "alone",
+        policy: "pinned",
+        cpu,
         tick_ns: sc.sim.tick_ns,
         min_granularity_ns: sc.sim.min_granularity_ns,
-        notify_on_exit: true,
-        reconfig_mode: Mode::Bolt,
-        seed: 0,
+        duty_scale: opts.duty_scale,
+        weight: Some(opts.weight),
     };
-    let params: Params = registry.validate("pinned", &[]).map_err(|e| e.message)?;
-    let policy = registry.build("pinned", &ctx, &params).map_err(|e| e.to_string())?;
-    let mut cfg = ArbiterConfig::new("alone", vec![cpu]);
-    cfg.duty_scale = opts.duty_scale;
-    cfg.weight = Some(opts.weight);
-    cfg.tick_ns = sc.sim.tick_ns;
-    cfg.controller_cpu = spare_cpu(&CpuSet::single(cpu));
-    let mut a = Arbiter::new(policy, cfg).map_err(|e| e.to_string())?;
+    let mut a = one.arbiter(&sc.registry).map_err(|e| e.to_string())?;
     let _rt = RealtimeController::enter().0;
     let null = dev_null()?;
-    let spec = dyncore_core::policy::ThreadSpec {
-        nice: 0,
-        tax: 1.0,
-        want_cpus: 1,
-        weight: 1.0,
-        affinity: None,
-        class: dyncore_core::speed::SpeedClass::Medium,
-    };
-    a.start_with(&os_args(argv), spec, Some(null.as_raw_fd())).map_err(|e| e.to_string())?;
+    a.start_with(&os_args(argv), command_spec(), Some(null.as_raw_fd())).map_err(|e| e.to_string())?;
     let r = a.run_until(u64::MAX, true, stop).map_err(|e| e.to_string());
     let run = a.finish(Ending::Kill);
     match r? {
