@@ -41,23 +41,22 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use dyncore_core::policies::{Params, RunContext};
 use dyncore_core::policy::{Policy, ThreadId};
-use dyncore_core::reconfig::Mode;
-use dyncore_core::topology::Topology;
 use dyncore_core::{CpuId, CpuSet, Nanos};
 use dyncore_runtime::arbiter::{
-    AloneRun, Arbiter, ArbiterConfig, ArbiterRun, Ending, Together, resolve, run_together, spare_cpu,
+    AloneRun, Arbiter, ArbiterConfig, ArbiterRun, Ending, OneCpu, Together, command_spec, resolve,
+    run_together, spare_cpu,
 };
 use dyncore_runtime::backend::{DutyScale, Stopped};
+use dyncore_scenario::RunResult;
 use dyncore_scenario::Scenario;
 use dyncore_scenario::machine::MachineSpec;
-use dyncore_scenario::policy::{policy_for, policy_info, reconfigures, tracked};
+use dyncore_scenario::policy::policy_for;
 use dyncore_scenario::programs::{ProgramPlan, plan_programs};
-use dyncore_scenario::record::{ProgramRun, Recorded, RunRecorder};
+use dyncore_scenario::record::{Recorded, RunRecorder};
 use dyncore_scenario::scenario::ScenarioError;
-use dyncore_scenario::{PolicyTrace, RunResult};
 
+use crate::result::{LiveParts, from_record};
 use crate::run::Outcome;
 
 /// What a command run needs besides the scenario.
@@ -172,36 +171,19 @@ pub fn measure_alone(
     opts: &CommandOptions,
     stop: &AtomicBool,
 ) -> Result<Option<u64>, String> {
-    let registry = &sc.registry;
-    let ctx = RunContext {
-        topology: Topology::uniform(1, 1),
-        speed: dyncore_core::speed::SpeedModel::DYNAMIC,
-        max_fuse: 1,
+    let one = OneCpu {
+        run_name: "alone",
+        policy: "pinned",
+        cpu,
         tick_ns: sc.sim.tick_ns,
         min_granularity_ns: sc.sim.min_granularity_ns,
-        notify_on_exit: true,
-        reconfig_mode: Mode::Bolt,
-        seed: 0,
+        duty_scale: opts.duty_scale,
+        weight: Some(opts.weight),
     };
-    let params: Params = registry.validate("pinned", &[]).map_err(|e| e.message)?;
-    let policy = registry.build("pinned", &ctx, &params).map_err(|e| e.to_string())?;
-    let mut cfg = ArbiterConfig::new("alone", vec![cpu]);
-    cfg.duty_scale = opts.duty_scale;
-    cfg.weight = Some(opts.weight);
-    cfg.tick_ns = sc.sim.tick_ns;
-    cfg.controller_cpu = spare_cpu(&CpuSet::single(cpu));
-    let mut a = Arbiter::new(policy, cfg).map_err(|e| e.to_string())?;
+    let mut a = one.arbiter(&sc.registry).map_err(|e| e.to_string())?;
     let _rt = RealtimeController::enter().0;
     let null = dev_null()?;
-    let spec = dyncore_core::policy::ThreadSpec {
-        nice: 0,
-        tax: 1.0,
-        want_cpus: 1,
-        weight: 1.0,
-        affinity: None,
-        class: dyncore_core::speed::SpeedClass::Medium,
-    };
-    a.start_with(&os_args(argv), spec, Some(null.as_raw_fd())).map_err(|e| e.to_string())?;
+    a.start_with(&os_args(argv), command_spec(), Some(null.as_raw_fd())).map_err(|e| e.to_string())?;
     let r = a.run_until(u64::MAX, true, stop).map_err(|e| e.to_string());
     let run = a.finish(Ending::Kill);
     match r? {
@@ -386,18 +368,21 @@ pub fn mix_of(sc: &Scenario, index: usize) -> Vec<(Vec<String>, u64)> {
 /// p's command alone at the baseline duty). A command that exited
 /// non-zero, or did not end, did not finish.
 pub fn run_result(sc: &Scenario, out: &CommandRunOutput, alone_ns: &[f64]) -> RunResult {
-    let spec = &sc.runs[out.index];
-    let info = policy_info(sc, out.index);
-    let machine = dyncore_scenario::policy::machine_of(sc, out.index);
-    let end = out.run.end_ns;
-    let runs: Vec<ProgramRun<'_>> = out
-        .programs
-        .iter()
-        .zip(&out.threads)
-        .zip(alone_ns)
-        .map(|((plan, threads), &w)| ProgramRun { plan, threads, work_done_ns: w })
-        .collect();
-    let mut r = out.record.clone().finish(end, &runs, |plan| tracked(info, plan));
+    // "cgroup v1 (cpuset at ..., ...)": its first words.
+    let short = out.run.mechanism.split(" (").next().unwrap_or_default();
+    let parts = LiveParts {
+        index: out.index,
+        programs: &out.programs,
+        threads: &out.threads,
+        work_ns: alone_ns,
+        record: &out.record,
+        end_ns: out.run.end_ns,
+        cpus: out.real.len(),
+        finished: out.outcome == Outcome::Finished,
+        events: &out.run.events,
+        actions: &out.run.actions,
+    };
+    let mut r = from_record(sc, &parts, &format!("live: the arbiter ({short})"));
     for (p, res) in r.programs.iter_mut().enumerate() {
         let c = out.command[p].map(|c| &out.run.log.commands[c]);
         res.threads = out.threads[p].len() as u32;
@@ -417,36 +402,7 @@ pub fn run_result(sc: &Scenario, out: &CommandRunOutput, alone_ns: &[f64]) -> Ru
             }
         }
     }
-    RunResult {
-        label: spec.label.clone(),
-        series: spec.series.clone().unwrap_or_else(|| spec.label.clone()),
-        machine: spec.machine.clone(),
-        policy: spec.policy.name.clone(),
-        reconfig_mechanism: if reconfigures(info, &machine) {
-            // "cgroup v1 (cpuset at ..., ...)": its first words.
-            let short = out.run.mechanism.split(" (").next().unwrap_or_default();
-            format!("live: the arbiter ({short})")
-        } else {
-            "none".into()
-        },
-        reconfig_profile: None,
-        cpus: out.real.len(),
-        end_ns: end,
-        finished: out.outcome == Outcome::Finished,
-        programs: r.programs,
-        per_cpu: r.per_cpu,
-        reconfig: r.reconfig,
-        ipis: 0,
-        proxy_ipis: 0,
-        migrations: r.migrations,
-        defrag_migrations: r.defrag_migrations,
-        events: out.run.events.lines().count() as u64,
-        decisions: r.decisions,
-        allocation: r.allocation,
-        energy: r.energy,
-        trace: r.trace,
-        policy_trace: Some(PolicyTrace { events: out.run.events.clone(), actions: out.run.actions.clone() }),
-    }
+    r
 }
 
 fn round4(x: f64) -> f64 {

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use anyhow::Result;
 use dyncore_report::figure::Figure;
+use dyncore_report::html::Ran;
 use dyncore_report::model::{Model, Options};
 use dyncore_report::report::{Written, render_plots, runs_table, write_file};
 use dyncore_report::table::Table;
@@ -19,6 +20,7 @@ use dyncore_scenario::{Scenario, ScenarioResult};
 use serde::Serialize;
 
 use crate::commands::CommandRunOutput;
+use crate::report::{Section, commit, write_traffic};
 use crate::run::Outcome;
 
 /// One command alone at the baseline duty: before and after the runs.
@@ -187,10 +189,7 @@ pub fn write(out: &Path, r: &CommandReport<'_>) -> Result<Written> {
         let one = ScenarioResult { runs: vec![first.clone()], ..r.live_result.clone() };
         dyncore_report::trace::write_chrome_trace(&dir.join("trace.json"), &one)?;
     }
-    for o in r.live {
-        write_file(&dir.join(format!("live-{}-events.jsonl", o.index)), o.run.events.as_bytes())?;
-        write_file(&dir.join(format!("live-{}-actions.jsonl", o.index)), o.run.actions.as_bytes())?;
-    }
+    write_traffic(&dir, r.live.iter().map(|o| (o.index, &o.run.events, &o.run.actions)))?;
     let json = Json {
         scenario: &sc.name,
         backend: r.backend,
@@ -217,19 +216,14 @@ pub fn write(out: &Path, r: &CommandReport<'_>) -> Result<Written> {
     let md = report_md(r, &plots);
     write_file(&dir.join("report.md"), md.as_bytes())?;
     let lead = lead_html(r);
-    staged.commit()?;
-    Ok(Written {
-        name: sc.name.clone(),
-        title: sc.title.clone(),
-        seeds: vec![sc.seed],
-        counts: claims.counts(),
+    let section = Section {
+        claims: &claims,
+        model: &m,
+        plots: &plots,
+        ran: Ran { ran: "live (real programs)", lead: &lead },
         all_finished: r.incomplete.is_none() && r.live_result.runs.iter().all(|x| x.finished),
-        html: dyncore_report::html::scenario_section(
-            &m,
-            &plots,
-            dyncore_report::html::Ran { ran: "live (real programs)", lead: &lead },
-        ),
-    })
+    };
+    commit(staged, sc, section)
 }
 
 /// The scenario and results the plot draws: the live runs and, for each

@@ -26,8 +26,10 @@ use serde::Serialize;
 use crate::compare::{Diag, Side, agreement_sentence, diag_table, fmt_ns, side_by_side, side_table};
 use crate::run::{LiveRunOutput, Outcome};
 use dyncore_report::figure::{Figure, metric_name};
+use dyncore_report::html::Ran;
 use dyncore_report::model::{Model, Options};
-use dyncore_report::report::{ENERGY_NOTE, Written, render_plots, write_file};
+use dyncore_report::outdir::Staged;
+use dyncore_report::report::{ENERGY_NOTE, Plot, Written, render_plots, write_file};
 
 /// Which live backend wrote the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -299,10 +301,7 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     let m = Model::build(&drawn_sc, drawn, &drawn_fig, &claims, opts);
     let plots = render_plots(&dir, &m)?;
     dyncore_report::trace::write_chrome_trace(&dir.join("trace.json"), &shown[0])?;
-    for o in r.live {
-        write_file(&dir.join(format!("live-{}-events.jsonl", o.index)), o.run.events.as_bytes())?;
-        write_file(&dir.join(format!("live-{}-actions.jsonl", o.index)), o.run.actions.as_bytes())?;
-    }
+    write_traffic(&dir, r.live.iter().map(|o| (o.index, &o.run.events, &o.run.actions)))?;
     let json = ResultsJson {
         scenario: &sc.name,
         title: &sc.title,
@@ -342,18 +341,52 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
 
     let lead = lead_html(r, &live_fig, &sides, &diag_list);
     let ran = if r.kind == Kind::Both { "live and simulated" } else { "live" };
+    let section = Section {
+        claims: &claims,
+        model: &m,
+        plots: &plots,
+        ran: Ran { ran, lead: &lead },
+        all_finished: r.incomplete.is_none() && r.live_result.runs.iter().all(|x| x.finished),
+    };
+    commit(staged, sc, section)
+}
+
+/// Each live run's policy traffic into `dir`, as `live-<run>-events.jsonl`
+/// and `live-<run>-actions.jsonl`; `runs`: (run index, events, actions).
+pub(crate) fn write_traffic<'a>(
+    dir: &Path,
+    runs: impl IntoIterator<Item = (usize, &'a String, &'a String)>,
+) -> Result<()> {
+    for (index, events, actions) in runs {
+        write_file(&dir.join(format!("live-{index}-events.jsonl")), events.as_bytes())?;
+        write_file(&dir.join(format!("live-{index}-actions.jsonl")), actions.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// What a live report, of kernels ([`write`]) or of commands
+/// ([`crate::commands_report::write`]), shows on the index page.
+pub(crate) struct Section<'a> {
+    pub claims: &'a Claims,
+    pub model: &'a Model<'a>,
+    pub plots: &'a [Plot],
+    /// How the runs ran, and the section's lead.
+    pub ran: Ran<'a>,
+    /// No run was cut short, and every run finished.
+    pub all_finished: bool,
+}
+
+/// A live report's last step: the staged `out/<name>/` of `sc` renamed
+/// into place, and its section of the index page.
+pub(crate) fn commit(staged: Staged, sc: &Scenario, s: Section<'_>) -> Result<Written> {
     staged.commit()?;
     Ok(Written {
         name: sc.name.clone(),
         title: sc.title.clone(),
         seeds: vec![sc.seed],
-        counts: claims.counts(),
-        all_finished: r.incomplete.is_none() && r.live_result.runs.iter().all(|x| x.finished),
-        html: dyncore_report::html::scenario_section(
-            &m,
-            &plots,
-            dyncore_report::html::Ran { ran, lead: &lead },
-        ),
+        counts: s.claims.counts(),
+        all_finished: s.all_finished,
+        html: dyncore_report::html::scenario_section(s.model, s.plots, s.ran),
     })
 }
 

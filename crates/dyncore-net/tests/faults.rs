@@ -21,8 +21,7 @@ use dyncore_net::component::{Blueprint, Component, ComponentKind};
 use dyncore_net::faults::{Campaign, Plan};
 use dyncore_net::host::{Supervised, Threads, quiet_injected_crashes};
 use dyncore_net::hosting::{CpuHost, HostConfig};
-use dyncore_net::stack::{Stack, StackConfig};
-use dyncore_net::wire::mem::{self, MemWireConfig};
+use dyncore_net::wire::mem::MemWireConfig;
 
 const LIMIT: Duration = Duration::from_secs(300);
 
@@ -46,11 +45,7 @@ fn a_bounded_fault_campaign_loses_duplicates_and_leaks_nothing() {
     quiet_injected_crashes();
     let crashes: u64 = std::env::var("DYNCORE_STACK_FAULTS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
     let streams = 4;
-    let (wa, wb) = mem::pair(MemWireConfig::default());
-    let (mut ca, mut cb) = (StackConfig::new(A), StackConfig::new(B));
-    (ca.seed, cb.seed, ca.sockets, cb.sockets) = (11, 22, streams, streams);
-    let mut a = Stack::build(&ca, Arc::new(wa));
-    let mut b = Stack::build(&cb, Arc::new(wb));
+    let (mut a, mut b) = stack_pair(MemWireConfig::default(), |c| c.sockets = streams);
     let cancel = Arc::new(AtomicBool::new(false));
     let mut apps: Vec<Box<dyn App>> = Vec::new();
     let mut flags = Vec::new();

@@ -50,13 +50,7 @@ fn stream(
     total: u64,
     mut during: impl FnMut(&CpuHost) -> bool,
 ) -> Run {
-    let (wa, wb) = mem::pair(MemWireConfig::default());
-    let mut ca = StackConfig::new(A);
-    ca.seed = 11;
-    let mut cb = StackConfig::new(B);
-    cb.seed = 22;
-    let mut a = Stack::build(&ca, std::sync::Arc::new(wa));
-    let mut b = Stack::build(&cb, std::sync::Arc::new(wb));
+    let (mut a, mut b) = stack_pair(MemWireConfig::default(), |_| {});
     let cancel = Arc::new(AtomicBool::new(false));
     let sender = Sender::new(a.sockets.remove(0), (B, PORT), total, SEED).cancel_on(cancel.clone());
     let receiver = Receiver::new(b.sockets.remove(0), PORT, Some(SEED));
@@ -403,13 +397,7 @@ fn the_controller_carries_out_requests_and_consolidates_an_idle_dynamic_stack() 
     let layout = ctl.start(0);
     assert_eq!(layout.cpus_in_use().len(), 1, "dynamic starts consolidated");
 
-    let (wa, wb) = mem::pair(MemWireConfig::default());
-    let mut ca = StackConfig::new(A);
-    ca.seed = 11;
-    let mut cb = StackConfig::new(B);
-    cb.seed = 22;
-    let mut a = Stack::build(&ca, std::sync::Arc::new(wa));
-    let mut b = Stack::build(&cb, std::sync::Arc::new(wb));
+    let (mut a, mut b) = stack_pair(MemWireConfig::default(), |_| {});
     let cancel = Arc::new(AtomicBool::new(false));
     let sender = Sender::new(a.sockets.remove(0), (B, PORT), 1 << 40, SEED).cancel_on(cancel.clone());
     let receiver = Receiver::new(b.sockets.remove(0), PORT, Some(SEED));

@@ -17,9 +17,8 @@ use dyncore_net::component::{
 };
 use dyncore_net::host::{Clock, RoundRobin, Supervised, quiet_injected_crashes};
 use dyncore_net::proto::SockError;
-use dyncore_net::stack::{Stack, StackConfig};
 use dyncore_net::syscall::{Completion, Socket, UserCall};
-use dyncore_net::wire::mem::{self, MemWireConfig};
+use dyncore_net::wire::mem::MemWireConfig;
 use dyncore_ring::journal::Journal;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -352,11 +351,7 @@ fn connect(rr: &mut RoundRobin, sock: &mut Socket) {
 #[test]
 fn a_close_after_a_reset_with_no_call_out_is_told_the_reset_once() {
     quiet_injected_crashes();
-    let (wa, wb) = mem::pair(MemWireConfig::default());
-    let (mut ca, mut cb) = (StackConfig::new(A), StackConfig::new(B));
-    (ca.seed, cb.seed) = (11, 22);
-    let mut a = Stack::build(&ca, Arc::new(wa));
-    let mut b = Stack::build(&cb, Arc::new(wb));
+    let (mut a, mut b) = stack_pair(MemWireConfig::default(), |_| {});
     let mut sock = a.sockets.remove(0);
     let receiver = Receiver::new(b.sockets.remove(0), PORT, None).reconnect();
     let mut comps = a.blueprints.clone();

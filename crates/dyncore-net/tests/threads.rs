@@ -75,13 +75,7 @@ fn components_crash_and_restart_on_threads_without_loss() {
     const CRASHES: u64 = 20;
     quiet_injected_crashes();
     let cancel = Arc::new(AtomicBool::new(false));
-    let (wa, wb) = mem::pair(MemWireConfig::default());
-    let mut ca = StackConfig::new(A);
-    ca.seed = 11;
-    let mut cb = StackConfig::new(B);
-    cb.seed = 22;
-    let mut a = Stack::build(&ca, std::sync::Arc::new(wa));
-    let mut b = Stack::build(&cb, std::sync::Arc::new(wb));
+    let (mut a, mut b) = stack_pair(MemWireConfig::default(), |_| {});
     let sender = Sender::new(a.sockets.remove(0), (B, PORT), 1 << 40, SEED).cancel_on(cancel.clone());
     let receiver = Receiver::new(b.sockets.remove(0), PORT, Some(SEED));
     let mut comps = a.blueprints;

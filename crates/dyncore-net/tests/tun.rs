@@ -2,12 +2,11 @@
 //! network namespace the code creates and removes. Needs root; where the
 //! probe fails, each test says why and skips.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddrV4;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dyncore_net::app::{App, Receiver, Sender};
 use dyncore_net::host::Threads;
@@ -154,21 +153,9 @@ fn ctrl_c_closes_the_stream_and_removes_the_namespace() {
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new(exe);
     dyncore_runtime::testing::held_by_parent(&mut cmd);
-    let mut child = cmd
-        .args(["--ignored", "--exact", "ctrl_c_child", "--nocapture", "--test-threads=1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    // The test harness prints "test ctrl_c_child ... " before the child's output.
-    let ready = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find(|l| l.contains("READY "))
-        .expect("the child never got ready");
-    let mut words = ready.split("READY ").nth(1).unwrap().split_whitespace();
-    let (ns, dev) = (words.next().unwrap().to_string(), words.next().unwrap().to_string());
+    let dyncore_runtime::testing::ChildTest { mut child, lines, ready } =
+        dyncore_runtime::testing::start_child_test(&mut cmd, "ctrl_c_child");
+    let (ns, dev) = (ready[0].clone(), ready[1].clone());
     assert!(tun::namespaces().contains(&ns));
     // Let the stream run, then interrupt it.
     std::thread::sleep(Duration::from_millis(300));
@@ -177,14 +164,7 @@ fn ctrl_c_closes_the_stream_and_removes_the_namespace() {
     // Read to the end: a child writing to a closed pipe would fail.
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let done = rest.iter().find(|l| l.contains("DONE ")).expect("the child did not finish").clone();
-    let deadline = Instant::now() + LIMIT;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "the child did not exit");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let status = dyncore_runtime::testing::wait_exit(&mut child, LIMIT);
     assert!(status.success(), "{status}: {done}");
     assert!(done.contains("interrupted=true") && done.contains("error=None"), "{done}");
     // The connection was closed cleanly: Linux got EOF after exactly the

@@ -38,7 +38,7 @@
 
 use std::cell::Cell;
 use std::fs::File;
-use std::io::Write as _;
+use std::io::{BufReader, Write as _};
 use std::os::fd::AsRawFd as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -95,6 +95,51 @@ pub fn held_by_parent(cmd: &mut std::process::Command) -> &mut std::process::Com
         "held_by_parent without holding dyncore_runtime::testing::real_cpus()"
     );
     cmd.env(HELD_BY_PARENT, "1")
+}
+
+/// A child test process started by [`start_child_test`].
+pub struct ChildTest {
+    pub child: std::process::Child,
+    /// Its standard output after the line it printed when ready.
+    pub lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    /// The words it printed after `READY ` on that line.
+    pub ready: Vec<String>,
+}
+
+/// Starts `cmd` (this test binary, [`held_by_parent`]) running the ignored
+/// test `name` alone, its standard output piped and its standard error
+/// dropped, and waits for the line the child prints when it is ready:
+/// `READY ` and words. Panics if the child ends before.
+pub fn start_child_test(cmd: &mut std::process::Command, name: &str) -> ChildTest {
+    use std::io::BufRead as _;
+    let mut child = cmd
+        .args(["--ignored", "--exact", name, "--nocapture", "--test-threads=1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting the child test {name}: {e}"));
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    // The test harness prints "test NAME ... " before the child's output.
+    let ready = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("READY "))
+        .expect("the child never got ready");
+    let ready =
+        ready.split("READY ").nth(1).unwrap_or_default().split_whitespace().map(String::from).collect();
+    ChildTest { child, lines, ready }
+}
+
+/// Waits for `child` to exit (polling every 10 ms); panics after `limit`.
+pub fn wait_exit(child: &mut std::process::Child, limit: std::time::Duration) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait().expect("waiting for the child") {
+            return s;
+        }
+        assert!(std::time::Instant::now() < deadline, "the child did not exit");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 fn lock_path() -> PathBuf {

@@ -6,7 +6,7 @@
 
 mod arbiter_common;
 
-use std::io::{BufRead as _, BufReader};
+use std::io::BufReader;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -17,6 +17,7 @@ use dyncore_core::Nanos;
 use dyncore_core::policy::{Action, Event, Policy};
 use dyncore_core::sched::ClusterScheduler;
 use dyncore_runtime::arbiter::{Arbiter, ArbiterError, Ending, Exit, LaunchError, Loc, Signals, Want};
+use dyncore_runtime::testing::{ChildTest, start_child_test};
 
 fn assert_gone(dirs: &[PathBuf]) {
     for d in dirs {
@@ -250,33 +251,15 @@ fn start_child(affinity: bool, on_terminal: bool) -> Child {
             })
         };
     }
-    let mut child = cmd
-        .args(["--ignored", "--exact", "arbiter_child", "--nocapture", "--test-threads=1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find(|l| l.contains("READY "))
-        .expect("the child never got ready");
-    let mut words = ready.split("READY ").nth(1).unwrap().split_whitespace();
+    let ChildTest { child, lines, ready } = start_child_test(&mut cmd, "arbiter_child");
+    let mut words = ready.iter();
     let cmd_pid = words.next().unwrap().parse().unwrap();
     let parents = words.map(PathBuf::from).collect();
     Child { child, cmd_pid, parents, lines, terminal }
 }
 
 fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "the child did not exit");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    dyncore_runtime::testing::wait_exit(child, Duration::from_secs(30))
 }
 
 #[test]

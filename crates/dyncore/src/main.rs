@@ -218,10 +218,6 @@ fn main() -> ExitCode {
             eprintln!("{e}");
             ExitCode::from(e.downcast_ref::<dyncore::Interrupted>().map_or(130, |i| i.status()))
         }
-        Err(e) if e.downcast_ref::<stack_cmd::Interrupted>().is_some() => {
-            eprintln!("{e}");
-            ExitCode::from(e.downcast_ref::<stack_cmd::Interrupted>().map_or(130, |i| i.status()))
-        }
         Err(e) if e.downcast_ref::<dyncore::NothingFinished>().is_some() => {
             eprintln!("warning: {e}");
             ExitCode::from(3)

@@ -61,7 +61,6 @@ mod verdict;
 pub use args::{Args, BadArgs, PeerKind, WireKind};
 use args::{Plan, crash_kinds, plan};
 use drive::{Ends, Flags, drive};
-pub use verdict::Interrupted;
 use verdict::{Peer, bytes_sent, verdict};
 
 const PORT: u16 = 5001;

@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{dyncore, stderr, tmp};
+use common::{dyncore, stderr, tmp, write};
 
 fn scenarios_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
@@ -29,12 +29,6 @@ program = "gcc"
 work_ms = 20
 start_ms = 5
 "#;
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p.to_string_lossy().into_owned()
-}
 
 #[test]
 fn check_accepts_every_shipped_scenario() {

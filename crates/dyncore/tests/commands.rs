@@ -22,9 +22,7 @@ fn scenario(workloads: &str) -> String {
 }
 
 fn write(dir: &Path, text: &str) -> String {
-    let f = dir.join("cmds.toml");
-    std::fs::write(&f, text).unwrap();
-    f.to_str().unwrap().to_string()
+    common::write(dir, "cmds.toml", text)
 }
 
 /// Every group and claim a dyncore process `pid` made (any run name).

@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{command, dyncore, stderr, tmp};
+use common::{command, dyncore, stderr, stdout, tmp, write};
 
 const GOOD: &str = r#"name = "tiny"
 title = "tiny"
@@ -24,16 +24,6 @@ cpus_per_node = 4
 program = "sjeng"
 work_ms = 20
 "#;
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p.to_string_lossy().into_owned()
-}
-
-fn stdout(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// No Rust, serde, clap or OS-internal wording in what the user reads.
 fn ours(e: &str) {

@@ -313,34 +313,32 @@ impl ClusterScheduler {
     fn block(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
         let cpu = self.threads[t].cpu;
         match self.threads[t].state {
-            TState::Running => {
-                self.update_curr(now, cpu);
-                if !self.threads[t].fused.is_empty() {
-                    self.deactivate(now, t, out);
-                }
-                self.rqs[cpu].curr = None;
-                self.mark(cpu);
-            }
-            TState::Queued => self.dequeue(cpu, t),
+            TState::Running | TState::Queued => self.take_off(now, t, out),
             // Not runnable already: nothing to take away.
             TState::New | TState::Blocked | TState::Exited => return,
         }
         self.decisions += 1;
         self.threads[t].state = TState::Blocked;
         self.update_min_vruntime(cpu);
-        if let Some(node) = self.threads[t].node.take() {
-            self.threads[t].object = None;
-            let busy = self.native_busy();
-            let changes = self.nms[node].release(t, self.cfg.notify_on_exit, &busy);
-            self.refresh_in_objects();
-            self.apply(now, changes, out);
-        }
-        self.schedule(now, cpu, out);
-        self.flush(out);
+        self.give_back(now, t, cpu, out);
     }
 
     /// A thread finished.
     fn exit(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
+        let cpu = self.threads[t].cpu;
+        match self.threads[t].state {
+            TState::Running | TState::Queued => self.take_off(now, t, out),
+            TState::New | TState::Blocked => {}
+            TState::Exited => panic!("thread {t} exited twice"),
+        }
+        self.threads[t].state = TState::Exited;
+        self.give_back(now, t, cpu, out);
+    }
+
+    /// Takes thread `t`, running or queued, off its CPU (splitting its
+    /// object) or out of its queue, for [`ClusterScheduler::block`] and
+    /// [`ClusterScheduler::exit`]; a thread neither running nor queued is left as it is.
+    fn take_off(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
         let cpu = self.threads[t].cpu;
         match self.threads[t].state {
             TState::Running => {
@@ -352,10 +350,14 @@ impl ClusterScheduler {
                 self.mark(cpu);
             }
             TState::Queued => self.dequeue(cpu, t),
-            TState::New | TState::Blocked => {}
-            TState::Exited => panic!("thread {t} exited twice"),
+            TState::New | TState::Blocked | TState::Exited => {}
         }
-        self.threads[t].state = TState::Exited;
+    }
+
+    /// After `t` left `cpu` ([`ClusterScheduler::take_off`]): `t` gives its object
+    /// back to its node manager (if it had one), and `cpu` runs what is
+    /// next.
+    fn give_back(&mut self, now: Nanos, t: ThreadId, cpu: CpuId, out: &mut Vec<Action>) {
         if let Some(node) = self.threads[t].node.take() {
             self.threads[t].object = None;
             let busy = self.native_busy();

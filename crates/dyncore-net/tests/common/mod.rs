@@ -17,9 +17,9 @@ pub const SEED: u64 = 0x5eed;
 pub type Components = Vec<Arc<dyn Blueprint>>;
 pub type Apps = Vec<Box<dyn App>>;
 
-/// Two split stacks: A sends `total` bytes to B. Components are returned
-/// A's then B's, each in pipeline order; apps are [sender, receiver].
-pub fn split_pair(wire: MemWireConfig, total: u64, tune: impl Fn(&mut StackConfig)) -> (Components, Apps) {
+/// Two stacks on one in-memory wire: A (seed 11) and B (seed 22), each
+/// configuration `tune`d.
+pub fn stack_pair(wire: MemWireConfig, tune: impl Fn(&mut StackConfig)) -> (Stack, Stack) {
     let (wa, wb) = mem::pair(wire);
     let mut ca = StackConfig::new(A);
     let mut cb = StackConfig::new(B);
@@ -27,8 +27,14 @@ pub fn split_pair(wire: MemWireConfig, total: u64, tune: impl Fn(&mut StackConfi
     cb.seed = 22;
     tune(&mut ca);
     tune(&mut cb);
-    let mut a = Stack::build(&ca, Arc::new(wa));
-    let mut b = Stack::build(&cb, Arc::new(wb));
+    (Stack::build(&ca, Arc::new(wa)), Stack::build(&cb, Arc::new(wb)))
+}
+
+/// Two split stacks ([`stack_pair`]): A sends `total` bytes to B.
+/// Components are returned A's then B's, each in pipeline order; apps are
+/// [sender, receiver].
+pub fn split_pair(wire: MemWireConfig, total: u64, tune: impl Fn(&mut StackConfig)) -> (Components, Apps) {
+    let (mut a, mut b) = stack_pair(wire, tune);
     let sender = Sender::new(a.sockets.remove(0), (B, PORT), total, SEED);
     let receiver = Receiver::new(b.sockets.remove(0), PORT, Some(SEED));
     let mut comps = a.blueprints;

@@ -514,14 +514,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
     }
 
     fn tick_round(&mut self, now: Nanos) -> Result<(), ArbiterError> {
-        let tick = self.cfg.tick_ns;
-        let late = now - self.next_tick;
-        let missed = late / tick;
-        let t = &mut self.log.ticks;
-        t.rounds += 1;
-        t.missed += missed;
-        t.late_ns.push(late - missed * tick);
-        self.next_tick += (missed + 1) * tick;
+        self.next_tick = self.log.ticks.round_fed(now, self.next_tick, self.cfg.tick_ns);
         self.sleep_round()?;
         for t in 0..self.threads.len() {
             self.observe(t);

@@ -86,6 +86,7 @@ mod discover;
 mod driver;
 mod execute;
 pub mod observe;
+mod one_cpu;
 mod poll;
 pub mod probe;
 mod procevents;
@@ -110,6 +111,7 @@ pub use controller::spare_cpu;
 pub use discover::{cpu_time_ns, last_cpu_and_state};
 pub use driver::{Arbiter, Ending, Placement};
 pub use observe::ExecutionCheck;
+pub use one_cpu::{OneCpu, command_spec};
 pub use probe::{Flavor, Probe, Want};
 pub use record::{
     Actuation, ArbiterLog, ArbiterRun, CommandRecord, Exit, FuseRecord, ThreadRecord, quantile,

@@ -7,6 +7,7 @@ use dyncore_core::exec::ExecObject;
 use dyncore_core::policy::ThreadId;
 use dyncore_core::{CpuId, Nanos};
 
+pub use crate::backend::quantile;
 use crate::backend::{ReconfigRecord, Slice, TickStats};
 
 use super::Tid;
@@ -138,13 +139,6 @@ impl Actuation {
             format!("{} ({} late)", line("freeze", &self.freeze_ns), self.freeze_late),
         ]
     }
-}
-
-/// A quantile (0..=1) of `samples`, 0 if there are none.
-pub fn quantile(samples: &[u64], q: f64) -> u64 {
-    let mut v = samples.to_vec();
-    v.sort_unstable();
-    v.get(((v.len().max(1) - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize).copied().unwrap_or(0)
 }
 
 /// Everything the arbiter measured.

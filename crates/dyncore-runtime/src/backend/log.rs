@@ -81,16 +81,34 @@ pub struct TickStats {
 }
 
 impl TickStats {
+    /// A tick round fed at `now`, due at `due_ns` (every `tick_ns`):
+    /// counted, with the rounds skipped because it came a tick late or
+    /// more, and its lateness past the last round due. Returns when the
+    /// next round is due (`now` < it ≤ `now` + `tick_ns`).
+    pub fn round_fed(&mut self, now: Nanos, due_ns: Nanos, tick_ns: Nanos) -> Nanos {
+        let late = now - due_ns;
+        let missed = late / tick_ns;
+        self.rounds += 1;
+        self.missed += missed;
+        self.late_ns.push(late - missed * tick_ns);
+        due_ns + (missed + 1) * tick_ns
+    }
+
     pub fn mean_late_ns(&self) -> f64 {
         self.late_ns.iter().sum::<u64>() as f64 / self.late_ns.len().max(1) as f64
     }
 
     /// The `q`-quantile (0..=1) of the lateness.
     pub fn late_quantile_ns(&self, q: f64) -> Nanos {
-        let mut v = self.late_ns.clone();
-        v.sort_unstable();
-        v.get(((v.len().max(1) - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize).copied().unwrap_or(0)
+        quantile(&self.late_ns, q)
     }
+}
+
+/// A quantile (0..=1) of `samples` (the nearest rank), 0 if there are none.
+pub fn quantile(samples: &[u64], q: f64) -> u64 {
+    let mut v = samples.to_vec();
+    v.sort_unstable();
+    v.get(((v.len().max(1) - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize).copied().unwrap_or(0)
 }
 
 /// Everything the executor measured.
@@ -131,4 +149,22 @@ pub struct LiveRun {
     /// What the runtime really executed, held against the actions
     /// (`dyncore_core::policy::execution`), with the actuation delays.
     pub execution: Verdict,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_counts_the_rounds_it_skipped_and_its_lateness() {
+        let mut t = TickStats::default();
+        // On time: the next round a tick later.
+        assert_eq!(t.round_fed(100, 100, 10), 110);
+        // 3 ns late: the next round still on the grid.
+        assert_eq!(t.round_fed(113, 110, 10), 120);
+        // 25 ns late: two rounds skipped, 5 ns late past the last one due.
+        assert_eq!(t.round_fed(145, 120, 10), 150);
+        assert_eq!((t.rounds, t.missed, t.late_ns.clone()), (3, 2, vec![0, 3, 5]));
+        assert_eq!(t.late_quantile_ns(1.0), 5);
+    }
 }

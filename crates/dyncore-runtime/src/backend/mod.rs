@@ -81,7 +81,7 @@ use dyncore_core::speed::{Duty, DutyError};
 use dyncore_core::topology::Topology;
 use dyncore_core::{CpuId, CpuSet, Nanos};
 
-pub use log::{FuseRecord, LiveRun, ReconfigRecord, RunLog, Slice, ThreadRecord, TickStats};
+pub use log::{FuseRecord, LiveRun, ReconfigRecord, RunLog, Slice, ThreadRecord, TickStats, quantile};
 
 use crate::cpu::{DutyReport, PlaceError, ReconfigError, Runtime, thread_cpu_ns};
 use crate::kernels::Kernel;
@@ -326,14 +326,7 @@ impl<'rt, P: Policy> Executor<'rt, P> {
     }
 
     fn tick_round(&mut self, now: Nanos) -> Result<(), BackendError> {
-        let tick = self.cfg.tick_ns;
-        let late = now - self.next_tick;
-        let missed = late / tick;
-        let t = &mut self.log.ticks;
-        t.rounds += 1;
-        t.missed += missed;
-        t.late_ns.push(late - missed * tick);
-        self.next_tick += (missed + 1) * tick;
+        self.next_tick = self.log.ticks.round_fed(now, self.next_tick, self.cfg.tick_ns);
         for cpu in 0..self.cpus.len() {
             self.feed(Event::Tick { cpu })?;
         }

@@ -7,7 +7,8 @@ use dyncore_core::placement::ComponentKind;
 use dyncore_core::power::{PowerModel, SpeedTable};
 use serde::Serialize;
 
-use super::policy::simulate_policy;
+use super::outcome::Outcome;
+use super::policy::{PolicyOutcome, simulate_policy};
 use super::scenario::{NetRun, NetScenario};
 use super::{NetParams, RunInput, simulate};
 use crate::claims::Observed;
@@ -78,13 +79,43 @@ pub fn seeds_of(sc: &NetScenario) -> Vec<u64> {
     (0..u64::from(sc.seeds)).map(|i| sc.seed + i).collect()
 }
 
+/// One seed of a run: under its placement policy, or in its fixed
+/// placement.
+pub enum SeedRun {
+    Policy(PolicyOutcome),
+    Fixed(Outcome),
+}
+
+/// Run `r`'s network: the scenario's, with the run's governor where it
+/// names one.
+pub fn net_of(sc: &NetScenario, r: &NetRun) -> NetParams {
+    NetParams { governor: r.governor.unwrap_or(sc.net.governor), ..sc.net.clone() }
+}
+
+/// Run `r` of `sc` at `seed` ([`SeedRun`]) on its network ([`net_of`]).
+pub fn run_seed(sc: &NetScenario, r: &NetRun, seed: u64) -> SeedRun {
+    let net = net_of(sc, r);
+    if r.policy.is_some() {
+        SeedRun::Policy(simulate_policy(&sc.stack, &net, r, seed))
+    } else {
+        SeedRun::Fixed(simulate(&RunInput {
+            costs: &sc.stack,
+            net: &net,
+            cpus: &r.cpus,
+            load: &r.load,
+            seed,
+            beside: Default::default(),
+        }))
+    }
+}
+
 /// Runs every run of `sc` once per seed of `seeds` (not empty).
 pub fn run_scenario(sc: &NetScenario, seeds: &[u64]) -> Vec<RunRow> {
     assert!(!seeds.is_empty(), "at least one seed");
     let mut rows = Vec::new();
     let table = SpeedTable::newtos();
     for r in &sc.runs {
-        let net = NetParams { governor: r.governor.unwrap_or(sc.net.governor), ..sc.net.clone() };
+        let net = net_of(sc, r);
         let mut mbps = Vec::new();
         let mut power = Vec::new();
         let mut energy = Vec::new();
@@ -96,43 +127,37 @@ pub fn run_scenario(sc: &NetScenario, seeds: &[u64]) -> Vec<RunRow> {
         let mut packets = 0;
         let mut idle = Vec::new();
         for (i, &seed) in seeds.iter().enumerate() {
-            if r.policy.is_some() {
-                let o = simulate_policy(&sc.stack, &net, r, seed);
-                mbps.push(o.mbps);
-                power.push(o.power_w);
-                energy.push(o.energy_j);
-                packets += o.packets;
-                if i == 0 {
-                    reactions = o.reactions_ms;
-                    decisions = o.decisions;
+            match run_seed(sc, r, seed) {
+                SeedRun::Policy(o) => {
+                    mbps.push(o.mbps);
+                    power.push(o.power_w);
+                    energy.push(o.energy_j);
+                    packets += o.packets;
+                    if i == 0 {
+                        reactions = o.reactions_ms;
+                        decisions = o.decisions;
+                    }
                 }
-            } else {
-                let o = simulate(&RunInput {
-                    costs: &sc.stack,
-                    net: &net,
-                    cpus: &r.cpus,
-                    load: &r.load,
-                    seed,
-                    beside: Default::default(),
-                });
-                mbps.push(o.mbps);
-                power.push(o.power_w);
-                used.push(o.normalised_utilisation);
-                resources = o.resources;
-                if i == 0 {
-                    idle = o
-                        .cpus
-                        .iter()
-                        .map(|c| {
-                            let names: Vec<&str> = c.components.iter().map(|k| k.name()).collect();
-                            (names.join("+"), c.residency.clone())
-                        })
-                        .collect();
-                }
-                packets += o.packets;
-                for (k, v) in &o.components {
-                    let idx = ComponentKind::ALL.iter().position(|x| x == k).expect("a known component");
-                    busy[idx].push(v.busy);
+                SeedRun::Fixed(o) => {
+                    mbps.push(o.mbps);
+                    power.push(o.power_w);
+                    used.push(o.normalised_utilisation);
+                    resources = o.resources;
+                    if i == 0 {
+                        idle = o
+                            .cpus
+                            .iter()
+                            .map(|c| {
+                                let names: Vec<&str> = c.components.iter().map(|k| k.name()).collect();
+                                (names.join("+"), c.residency.clone())
+                            })
+                            .collect();
+                    }
+                    packets += o.packets;
+                    for (k, v) in &o.components {
+                        let idx = ComponentKind::ALL.iter().position(|x| x == k).expect("a known component");
+                        busy[idx].push(v.busy);
+                    }
                 }
             }
         }

@@ -20,14 +20,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow};
-use dyncore_core::policies::{Registry, RunContext};
-use dyncore_core::policy::ThreadSpec;
-use dyncore_core::reconfig::Mode;
-use dyncore_core::speed::{Duty, SpeedModel};
-use dyncore_core::topology::Topology;
+use dyncore_core::policies::Registry;
+use dyncore_core::speed::Duty;
 use dyncore_core::{CpuId, CpuSet};
 use dyncore_runtime::arbiter::{
-    Actuation, Arbiter, ArbiterConfig, ArbiterRun, Ending, quantile, run_alone, spare_cpu,
+    Actuation, ArbiterRun, Ending, OneCpu, command_spec, quantile, run_alone, spare_cpu,
 };
 use dyncore_runtime::backend::DutyScale;
 
@@ -56,32 +53,17 @@ fn argv(words: &[&str]) -> Vec<OsString> {
 
 /// One arbiter run of `cmd` on `cpu` under `linux` at 100%.
 fn under_arbiter(cmd: &[OsString], cpu: CpuId) -> Result<ArbiterRun> {
-    let registry = Registry::builtin();
-    let ctx = RunContext {
-        topology: Topology::uniform(1, 1),
-        speed: SpeedModel::DYNAMIC,
-        max_fuse: 1,
+    let one = OneCpu {
+        run_name: "bench",
+        policy: "linux",
+        cpu,
         tick_ns: 4_000_000,
         min_granularity_ns: 16_000_000,
-        notify_on_exit: true,
-        reconfig_mode: Mode::Bolt,
-        seed: 0,
+        duty_scale: DutyScale { baseline: Duty::from_percent(100.0).map_err(|e| anyhow!("{e}"))? },
+        weight: None,
     };
-    let params = registry.validate("linux", &[]).map_err(|e| anyhow!("{}", e.message))?;
-    let policy = registry.build("linux", &ctx, &params).map_err(|e| anyhow!("{e}"))?;
-    let mut cfg = ArbiterConfig::new("bench", vec![cpu]);
-    cfg.duty_scale = DutyScale { baseline: Duty::from_percent(100.0).map_err(|e| anyhow!("{e}"))? };
-    cfg.controller_cpu = spare_cpu(&[cpu].into_iter().collect());
-    let mut a = Arbiter::new(policy, cfg).map_err(|e| anyhow!("starting the arbiter: {e}"))?;
-    let spec = ThreadSpec {
-        nice: 0,
-        tax: 1.0,
-        want_cpus: 1,
-        weight: 1.0,
-        affinity: None,
-        class: dyncore_core::speed::SpeedClass::Medium,
-    };
-    a.start(cmd, spec).map_err(|e| anyhow!("starting {cmd:?}: {e}"))?;
+    let mut a = one.arbiter(&Registry::builtin()).map_err(|e| anyhow!("starting the arbiter: {e}"))?;
+    a.start(cmd, command_spec()).map_err(|e| anyhow!("starting {cmd:?}: {e}"))?;
     let stop = std::sync::atomic::AtomicBool::new(false);
     let r = a.run_until(u64::MAX, true, &stop);
     let run = a.finish(Ending::Wait);

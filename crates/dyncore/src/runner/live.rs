@@ -50,13 +50,17 @@ pub use dyncore_live::report::Kind;
 
 use super::{BadInput, RunArgs, Runner};
 
-/// The live run was stopped by a signal (SIGINT, SIGTERM or SIGHUP), after
-/// every worker was stopped and joined and the reports were written: exit
-/// status 128 + the signal (130 for Ctrl-C, 143 for SIGTERM), as a shell
-/// reports it.
+/// A run on real CPUs — a live run of a scenario, or the network stack
+/// (`dyncore stack`) — was stopped by a signal (SIGINT, SIGTERM or SIGHUP),
+/// after what `after` says was done (every worker stopped and joined and the
+/// reports written; the streams closed, what the run created removed):
+/// exit status 128 + the signal (130 for Ctrl-C, 143 for SIGTERM), as a
+/// shell reports it.
 #[derive(Debug)]
 pub struct Interrupted {
     pub signal: i32,
+    /// What was done before the exit, for the message.
+    pub after: &'static str,
 }
 
 impl Interrupted {
@@ -68,11 +72,7 @@ impl Interrupted {
 
 impl std::fmt::Display for Interrupted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "interrupted by {}: every worker stopped; the report of what ran is marked INCOMPLETE",
-            dyncore_runtime::arbiter::interrupt_name(self.signal)
-        )
+        write!(f, "interrupted by {}: {}", dyncore_runtime::arbiter::interrupt_name(self.signal), self.after)
     }
 }
 
@@ -278,7 +278,8 @@ pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
     say!("Report: {} (and index.md)", out.join("index.html").display());
     if interrupted {
         let signal = signals.received().map_or(libc::SIGINT, |r| r.signal);
-        return Err(Interrupted { signal }.into());
+        let after = "every worker stopped; the report of what ran is marked INCOMPLETE";
+        return Err(Interrupted { signal, after }.into());
     }
     Ok(())
 }

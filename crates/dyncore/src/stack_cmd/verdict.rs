@@ -6,6 +6,7 @@
 use std::sync::atomic::Ordering;
 
 use anyhow::{Result, bail, ensure};
+use dyncore::Interrupted;
 use dyncore_core::placement::ComponentKind;
 use dyncore_net::app::{App, Connection, Outcome, check_pair};
 use dyncore_net::audit::Audit;
@@ -53,38 +54,12 @@ pub(super) fn verdict(run: &Run, peer: Peer, flags: &Flags) -> Result<()> {
             eprintln!("error: {e:#}");
         }
         say!("interrupted: the stream was cut short and the connection closed");
-        return Err(Interrupted { signal }.into());
+        let after = "the streams were closed cleanly, what the run created was removed, and the report above \
+                     covers what ran";
+        return Err(Interrupted { signal, after }.into());
     }
     checked
 }
-
-/// A signal (SIGINT, SIGTERM, SIGHUP) ended the run, after a clean close,
-/// the report, and the removal of what the run created: exit status 128 +
-/// the signal (130 for SIGINT, 143 for SIGTERM), as a shell reports it.
-#[derive(Debug)]
-pub struct Interrupted {
-    pub signal: i32,
-}
-
-impl Interrupted {
-    /// The exit status.
-    pub fn status(&self) -> u8 {
-        dyncore_runtime::arbiter::signal_status(self.signal)
-    }
-}
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let name = dyncore_runtime::arbiter::interrupt_name(self.signal);
-        write!(
-            f,
-            "interrupted by {name}: the streams were closed cleanly, what the run created was removed, and the \
-             report above covers what ran"
-        )
-    }
-}
-
-impl std::error::Error for Interrupted {}
 
 fn checks(run: &Run, peer: Peer) -> Result<()> {
     let apps = &run.threads.apps;

@@ -12,8 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use anyhow::{Context, Result};
-use dyncore_sim::netstack::policy::simulate_policy;
-use dyncore_sim::netstack::{NetParams, RunInput, simulate};
+use dyncore_sim::netstack::run::{SeedRun, run_seed};
 use serde::{Deserialize, Serialize};
 
 use super::{Kind, PointScenario, Sweep};
@@ -120,21 +119,9 @@ fn net_row(
     r: &dyncore_sim::netstack::scenario::NetRun,
     seed: u64,
 ) -> Row {
-    let net = NetParams { governor: r.governor.unwrap_or(sc.net.governor), ..sc.net.clone() };
-    let (mbps, power_w, energy_j, used, packets) = if r.policy.is_some() {
-        let o = simulate_policy(&sc.stack, &net, r, seed);
-        (o.mbps, o.power_w, Some(o.energy_j), None, o.packets)
-    } else {
-        let input = RunInput {
-            costs: &sc.stack,
-            net: &net,
-            cpus: &r.cpus,
-            load: &r.load,
-            seed,
-            beside: Default::default(),
-        };
-        let o = simulate(&input);
-        (o.mbps, o.power_w, None, Some(o.normalised_utilisation), o.packets)
+    let (mbps, power_w, energy_j, used, packets) = match run_seed(sc, r, seed) {
+        SeedRun::Policy(o) => (o.mbps, o.power_w, Some(o.energy_j), None, o.packets),
+        SeedRun::Fixed(o) => (o.mbps, o.power_w, None, Some(o.normalised_utilisation), o.packets),
     };
     // W / (Mbit/s) = µJ per Mbit = 1e-6 J per 1e6 bit; in nJ per bit: × 1000.
     let nj_per_bit = (mbps > 0.0).then(|| power_w * 1000.0 / mbps);

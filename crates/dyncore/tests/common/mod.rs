@@ -1,8 +1,9 @@
 //! Helpers shared by the command's integration tests: run the binary, make
-//! a temporary folder, read stderr.
+//! a temporary folder, write a file into it, read stdout and stderr.
 
 #![allow(dead_code)] // each test file uses some of them
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 pub mod exec;
@@ -41,4 +42,15 @@ pub fn tmp(name: &str) -> tempfile::TempDir {
 
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Writes `text` to `dir/name`; returns the file's path.
+pub fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
 }
