@@ -108,6 +108,39 @@ pub(super) struct Comp {
     pub(super) peak_queue: usize,
 }
 
+impl Cpu {
+    /// A CPU at `step` hosting `comps`, asleep, with nothing done yet;
+    /// `system`: the system core added for synchronous writes.
+    pub(super) fn new(step: SpeedStep, comps: Vec<usize>, core: u32, system: bool) -> Cpu {
+        Cpu {
+            step,
+            comps,
+            core,
+            sibling: None,
+            state: CpuState::Asleep,
+            job: None,
+            turn: 0,
+            in_turn: 0,
+            last_comp: None,
+            busy_since: 0,
+            busy_ns: 0,
+            wakeups: 0,
+            idle: IdleTrack::default(),
+            spinning_since: None,
+            spell: 0,
+            polled_ns: 0,
+            system,
+        }
+    }
+}
+
+impl Comp {
+    /// Component `kind` on CPU `cpu`, with an empty queue.
+    pub(super) fn new(kind: ComponentKind, cpu: usize) -> Comp {
+        Comp { kind, cpu, queue: VecDeque::new(), busy_ns: 0, msgs: 0, peak_queue: 0 }
+    }
+}
+
 /// A run's inputs.
 #[derive(Debug, Clone)]
 pub struct RunInput<'a> {
@@ -199,34 +232,9 @@ impl<'a> Sim<'a> {
             let mut ids = Vec::new();
             for &k in &spec.components {
                 ids.push(comps.len());
-                comps.push(Comp {
-                    kind: k,
-                    cpu: i,
-                    queue: VecDeque::new(),
-                    busy_ns: 0,
-                    msgs: 0,
-                    peak_queue: 0,
-                });
+                comps.push(Comp::new(k, i));
             }
-            cpus.push(Cpu {
-                step,
-                comps: ids,
-                core: spec.core.unwrap_or(10_000 + i as u32),
-                sibling: None,
-                state: CpuState::Asleep,
-                job: None,
-                turn: 0,
-                in_turn: 0,
-                last_comp: None,
-                busy_since: 0,
-                busy_ns: 0,
-                wakeups: 0,
-                idle: IdleTrack::default(),
-                spinning_since: None,
-                spell: 0,
-                polled_ns: 0,
-                system: false,
-            });
+            cpus.push(Cpu::new(step, ids, spec.core.unwrap_or(10_000 + i as u32), false));
         }
         let (clients, chip_mhz) = add_system_core(input, &table, &mut cpus, &mut comps);
         for i in 0..cpus.len() {

@@ -45,12 +45,11 @@ use dyncore_core::Nanos;
 use dyncore_core::placement::ComponentKind;
 
 use super::idle::IdleTrack;
-use std::collections::VecDeque;
 
 use dyncore_core::power::SpeedTable;
 
 use super::RunInput;
-use super::sim::{Comp, Cpu, CpuState, Ev, Msg, Sim};
+use super::sim::{Comp, Cpu, Ev, Msg, Sim};
 
 /// One client thread.
 #[derive(Debug, Clone, Default)]
@@ -74,34 +73,9 @@ pub(super) fn add_system_core(
     let chip = table.get(table.by_mhz(first.chip_mhz).expect("a chip frequency is a step"));
     let clients = if input.load.is_empty() { input.net.clients as usize } else { 0 };
     if clients > 0 && !comps.iter().any(|c| c.kind == ComponentKind::Syscall) {
-        comps.push(Comp {
-            kind: ComponentKind::Syscall,
-            cpu: cpus.len(),
-            queue: VecDeque::new(),
-            busy_ns: 0,
-            msgs: 0,
-            peak_queue: 0,
-        });
-        cpus.push(Cpu {
-            step: chip,
-            comps: vec![comps.len() - 1],
-            // A core of its own: never a sibling (`Sim::new`).
-            core: u32::MAX,
-            sibling: None,
-            state: CpuState::Asleep,
-            job: None,
-            turn: 0,
-            in_turn: 0,
-            last_comp: None,
-            busy_since: 0,
-            busy_ns: 0,
-            wakeups: 0,
-            idle: IdleTrack::default(),
-            spinning_since: None,
-            spell: 0,
-            polled_ns: 0,
-            system: true,
-        });
+        comps.push(Comp::new(ComponentKind::Syscall, cpus.len()));
+        // A core of its own: never a sibling (`Sim::new`).
+        cpus.push(Cpu::new(chip, vec![comps.len() - 1], u32::MAX, true));
     }
     (clients, chip.mhz)
 }
