@@ -9,6 +9,11 @@ fn costs(wake: f64) -> StackCosts {
     scaled(&base_costs(), 1.0, wake)
 }
 
+/// One run of seed 1, with no offered load and nothing beside the stack.
+fn run1(costs: &StackCosts, net: &NetParams, cpus: &[CpuSpec]) -> Outcome {
+    simulate(&RunInput { costs, net, cpus, load: &[], seed: 1, beside: Default::default() })
+}
+
 #[test]
 fn the_same_inputs_give_the_same_outcome() {
     let c = costs(10_000.0);
@@ -40,14 +45,7 @@ fn a_busy_single_core_goes_as_fast_as_its_work_per_packet_allows() {
     // time and each segment costs TCP + IP + driver + half an ACK's trip.
     let c = costs(0.0);
     let net = NetParams { streams: 64, turn_cycles: 0.0, ..NetParams::default() };
-    let o = simulate(&RunInput {
-        costs: &c,
-        net: &net,
-        cpus: &single(1600),
-        load: &[],
-        seed: 1,
-        beside: Default::default(),
-    });
+    let o = run1(&c, &net, &single(1600));
     assert!(o.cpus[0].busy > 0.99, "{o:?}");
     let per_seg = c.tcp.cycles(1448)
         + c.ip.cycles_per_packet
@@ -73,22 +71,8 @@ fn wake_ups_cost_throughput_and_busier_cores_pay_fewer() {
     assert!(slow_wake < fast * 0.95, "{slow_wake} vs {fast}");
     let net = fixed;
     let c = costs(20_000.0);
-    let a = simulate(&RunInput {
-        costs: &c,
-        net: &net,
-        cpus: &config1(1600, 1600),
-        load: &[],
-        seed: 1,
-        beside: Default::default(),
-    });
-    let b = simulate(&RunInput {
-        costs: &c,
-        net: &net,
-        cpus: &config1(1600, 600),
-        load: &[],
-        seed: 1,
-        beside: Default::default(),
-    });
+    let a = run1(&c, &net, &config1(1600, 1600));
+    let b = run1(&c, &net, &config1(1600, 600));
     // The slower IP and driver cores are busier and wake less often per packet.
     let per_pkt = |o: &Outcome| o.cpus[1].wakeups as f64 / o.components[&ComponentKind::Ip].msgs as f64;
     assert!(b.cpus[1].busy > a.cpus[1].busy, "{a:?} {b:?}");
@@ -99,23 +83,9 @@ fn wake_ups_cost_throughput_and_busier_cores_pay_fewer() {
 fn hyperthreads_share_a_core_and_slow_each_other() {
     let c = costs(10_000.0);
     let net = NetParams::default();
-    let o = simulate(&RunInput {
-        costs: &c,
-        net: &net,
-        cpus: &config2(1600, 1600),
-        load: &[],
-        seed: 1,
-        beside: Default::default(),
-    });
+    let o = run1(&c, &net, &config2(1600, 1600));
     // Two cores' power, not three.
-    let three = simulate(&RunInput {
-        costs: &c,
-        net: &net,
-        cpus: &config1(1600, 1600),
-        load: &[],
-        seed: 1,
-        beside: Default::default(),
-    });
+    let three = run1(&c, &net, &config1(1600, 1600));
     assert!(o.power_w < three.power_w, "{} vs {}", o.power_w, three.power_w);
     assert!(o.mbps > 0.0);
 }
@@ -145,14 +115,7 @@ fn idle_states_decide_whether_slower_is_faster() {
     let c = super::calibrate::fitted(&base_costs(), 0.53, 0.8);
     let run = |gov: GovernorName, cpus: Vec<CpuSpec>| {
         let net = NetParams { governor: gov, ..NetParams::default() };
-        simulate(&RunInput {
-            costs: &c,
-            net: &net,
-            cpus: &cpus,
-            load: &[],
-            seed: 1,
-            beside: Default::default(),
-        })
+        run1(&c, &net, &cpus)
     };
     let (c6_fast, c6_slow) =
         (run(GovernorName::AlwaysC6, config1(2267, 2267)), run(GovernorName::AlwaysC6, config1(1600, 600)));
@@ -254,14 +217,7 @@ fn explore_idle() {
     let c = super::calibrate::fitted(&base_costs(), f.tcp_scale, f.rest_scale);
     eprintln!("{f:?}");
     let show = |name: &str, cpus: Vec<CpuSpec>| {
-        let o = simulate(&RunInput {
-            costs: &c,
-            net: &net,
-            cpus: &cpus,
-            load: &[],
-            seed: 1,
-            beside: Default::default(),
-        });
+        let o = run1(&c, &net, &cpus);
         let b: Vec<String> = o
             .cpus
             .iter()
@@ -467,9 +423,7 @@ fn writes_net(clients: u32) -> NetParams {
 #[test]
 fn one_client_is_bound_by_its_writes_round_trip_at_the_chips_speed() {
     let c = super::calibrate::fitted(&base_costs(), 0.53, 0.8);
-    let run = |net: &NetParams, cpus: Vec<CpuSpec>| {
-        simulate(&RunInput { costs: &c, net, cpus: &cpus, load: &[], seed: 1, beside: Default::default() })
-    };
+    let run = |net: &NetParams, cpus: Vec<CpuSpec>| run1(&c, net, &cpus);
     let direct = run(&NetParams::default(), config1(2267, 2267));
     let one = run(&writes_net(1), config1(2267, 2267));
     let slow_chip = run(&writes_net(1), config1(1600, 1600));
@@ -528,14 +482,7 @@ fn the_copys_memory_time_does_not_scale_with_the_clock() {
     let c = super::calibrate::fitted(&base_costs(), 0.4, 0.8);
     let run = |copy: f64, cpus: Vec<CpuSpec>| {
         let net = NetParams { copy_gb_per_s: copy, ..NetParams::default() };
-        simulate(&RunInput {
-            costs: &c,
-            net: &net,
-            cpus: &cpus,
-            load: &[],
-            seed: 1,
-            beside: Default::default(),
-        })
+        run1(&c, &net, &cpus)
     };
     // TCP's busy time per segment sent, ns.
     let per_seg = |o: &Outcome| {
