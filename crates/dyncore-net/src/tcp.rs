@@ -349,7 +349,13 @@ enum Pending {
         done: u32,
     },
     Recv,
-    Close,
+    /// `active`: this side closed first (from ESTABLISHED), so a clean
+    /// close passes FIN-WAIT-2 or TIME-WAIT; reaching CLOSED straight from
+    /// FIN-WAIT-1 means the connection was aborted (reset, or smoltcp's
+    /// timeout) with the FIN, and maybe data, unacknowledged.
+    Close {
+        active: bool,
+    },
 }
 
 struct Client {
@@ -524,8 +530,9 @@ impl Tcp {
             Call::Send { data } => Some(Pending::Send { data, done: 0 }),
             Call::Recv => Some(Pending::Recv),
             Call::Close => {
+                let active = sock.state() == tcp::State::Established;
                 sock.close();
-                Some(Pending::Close)
+                Some(Pending::Close { active })
             }
         };
         match ok {
@@ -590,8 +597,12 @@ impl Tcp {
                 }
                 r
             }
-            Pending::Close => match state {
-                tcp::State::Closed | tcp::State::TimeWait | tcp::State::FinWait2 => Some(Reply::Closed),
+            // `Closed` promises that the peer acknowledged everything sent
+            // (crate::proto::Call::Close); an aborted close is an error.
+            Pending::Close { active } => match state {
+                tcp::State::TimeWait | tcp::State::FinWait2 => Some(Reply::Closed),
+                tcp::State::Closed if active => Some(Reply::Error(SockError::Reset)),
+                tcp::State::Closed => Some(Reply::Closed),
                 _ => None,
             },
         };
