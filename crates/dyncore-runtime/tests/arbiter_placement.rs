@@ -15,7 +15,7 @@ use dyncore_core::policy::contract::{Checker, check_replay};
 use dyncore_core::policy::trace::{parse_events, replay};
 use dyncore_core::speed::SpeedModel;
 use dyncore_core::topology::Topology;
-use dyncore_runtime::arbiter::{Arbiter, Ending, Loc, Want, cpu_time_ns, last_cpu_and_state};
+use dyncore_runtime::arbiter::{Arbiter, Ending, Loc, Tid, Want, cpu_time_ns, last_cpu_and_state};
 
 /// Samples, while the arbiter is paused (so the placement cannot change),
 /// every live thread twice `gap` apart. Returns (running checks, held
@@ -26,14 +26,19 @@ fn check_placements<P: dyncore_core::policy::Policy + ?Sized>(
     gap: Duration,
     frozen: bool,
 ) -> (u32, u32) {
+    // A held thread is checked only if its freezer group had finished
+    // freezing before its CPU time was read.
     let before: Vec<_> = a
         .placements()
         .into_iter()
-        .filter_map(|p| Some((p.clone(), cpu_time_ns(p.tid)?, last_cpu_and_state(p.pid, p.tid)?.1)))
+        .filter_map(|p| {
+            let in_frozen_group = group_frozen(p.pid, p.tid);
+            Some((p.clone(), cpu_time_ns(p.tid)?, in_frozen_group))
+        })
         .collect();
     std::thread::sleep(gap);
     let (mut running, mut held) = (0, 0);
-    for (p, t0, state0) in before {
+    for (p, t0, in_frozen_group) in before {
         let (Some(t1), Some((last, _))) = (cpu_time_ns(p.tid), last_cpu_and_state(p.pid, p.tid)) else {
             continue; // exited meanwhile
         };
@@ -48,9 +53,13 @@ fn check_placements<P: dyncore_core::policy::Policy + ?Sized>(
                 );
                 running += 1;
             }
-            // A frozen thread shows as `D`; one still on its way into the
-            // freezer (a late freeze) may use a few µs of kernel time.
-            Some(Loc::Held) if frozen && state0 == 'D' => {
+            // In a group that has finished freezing, every task is in the
+            // refrigerator (since Linux 6.1 in TASK_FROZEN, which no
+            // signal or futex wakes). A task of a group still FREEZING may
+            // be on its way in, using a few µs more: a thread merely seen
+            // in `D` state was not enough (a soak at `ddd1bc3` saw one gain
+            // 50 µs).
+            Some(Loc::Held) if frozen && in_frozen_group => {
                 assert_eq!(t1, t0, "held thread {} (tid {}) ran for {} ns: {p:?}", p.thread, p.tid, t1 - t0);
                 held += 1;
             }
@@ -58,6 +67,45 @@ fn check_placements<P: dyncore_core::policy::Policy + ?Sized>(
         }
     }
     (running, held)
+}
+
+/// Whether thread `tid`'s freezer group has finished freezing: cgroup v1
+/// `freezer.state` reads `FROZEN` (every task in it is frozen), or v2
+/// `cgroup.events` says `frozen 1`. `false` when it cannot tell.
+fn group_frozen(pid: Tid, tid: Tid) -> bool {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/cgroup")) else { return false };
+    let read = |p: String| std::fs::read_to_string(p).unwrap_or_default();
+    for line in text.lines() {
+        let mut f = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else { continue };
+        if controllers.split(',').any(|c| c == "freezer") {
+            let Some(root) =
+                mount_of(|fstype, opts| fstype == "cgroup" && opts.split(',').any(|o| o == "freezer"))
+            else {
+                return false;
+            };
+            return read(format!("{root}{path}/freezer.state")).trim() == "FROZEN";
+        }
+        if controllers.is_empty()
+            && let Some(root) = mount_of(|fstype, _| fstype == "cgroup2")
+            && read(format!("{root}{path}/cgroup.events")).lines().any(|l| l == "frozen 1")
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// Where the first filesystem that `is` accepts (by type and super
+/// options) is mounted, from `/proc/self/mountinfo`.
+fn mount_of(is: impl Fn(&str, &str) -> bool) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines().find_map(|line| {
+        let (mount, fs) = line.split_once(" - ")?;
+        let mut f = fs.split_whitespace();
+        let (fstype, _source, opts) = (f.next()?, f.next()?, f.next()?);
+        is(fstype, opts).then(|| mount.split_whitespace().nth(4).map(str::to_string))?
+    })
 }
 
 fn placement_run(want: Want) {

@@ -169,13 +169,23 @@ fn endless(units: Arc<AtomicU64>, stop: Arc<AtomicBool>) -> impl crate::cpu::Tas
     }
 }
 
-/// The work each CPU's task did per nanosecond of *its own* loaded time
-/// (the throttle's periods in which it had work throughout), over one
-/// window that starts once both are loaded: the ratio then compares the
-/// duties, not how long each task happened to be loaded (one may start
-/// later, or be delayed by the machine).
+/// A 50% CPU beside a 100% one, both running N-Queens without end.
+///
+/// Asserted: the throttle's own bookkeeping, which it enforces. Over CPU 1's
+/// loaded periods (those in which its task had work throughout), its busy
+/// time is half of its loaded time, or the report says the CPU was
+/// contended (the host took time the throttle could not make up).
+///
+/// Printed, not asserted: the work each task did per nanosecond of its own
+/// loaded time, and their ratio (about 0.5 on a quiet machine). Work per
+/// nanosecond of CPU time is the machine's speed, and a neighbour changes
+/// it for one CPU and not the other. A soak at `ddd1bc3`, beside a `cargo
+/// clippy`, saw 0.160: both CPUs' busy times were exactly in the duties'
+/// ratio, and CPU 1 did a third of CPU 0's work per busy nanosecond. The
+/// ratio on a quiet machine is the measurement `throttle_and_kernel_report`
+/// (docs/results.md, "Duty cycles and kernels").
 #[test]
-fn half_the_duty_does_about_half_the_work() {
+fn half_the_duty_holds_the_cpu_to_half_its_loaded_time() {
     let _cpus = crate::testing::real_cpus();
     let Some(rt) = two_cpu_runtime() else { return };
     rt.set_duty(0, Duty::FULL).unwrap();
@@ -189,24 +199,29 @@ fn half_the_duty_does_about_half_the_work() {
     while rt.duty_report().iter().any(|r| r.loaded_periods < 5) {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let (units0, loaded0) =
-        ([full.load(Ordering::Relaxed), half.load(Ordering::Relaxed)], [loaded(0), loaded(1)]);
+    let (units0, before) = ([full.load(Ordering::Relaxed), half.load(Ordering::Relaxed)], rt.duty_report());
     // Until each CPU has been loaded for a few hundred throttle periods
     // more, however long that takes.
-    let period = rt.duty_report()[1].period_ns;
-    while (0..2).any(|c| loaded(c) - loaded0[c] < 300 * period) {
+    let period = before[1].period_ns;
+    while (0..2).any(|c| loaded(c) - before[c].loaded_ns < 300 * period) {
         std::thread::sleep(Duration::from_millis(5));
     }
     let units = [full.load(Ordering::Relaxed) - units0[0], half.load(Ordering::Relaxed) - units0[1]];
     let report = rt.duty_report();
     stop.store(true, Ordering::Relaxed);
-    let rate = |c: usize| units[c] as f64 / (report[c].loaded_ns - loaded0[c]) as f64;
-    let ratio = rate(1) / rate(0);
-    eprintln!("50% duty did {ratio:.3} of the work of 100% per loaded nanosecond");
-    assert!((0.3..0.7).contains(&ratio), "50% duty did {ratio:.3} of the work of 100%: {report:?}");
+    let window: Vec<_> = (0..2).map(|c| report[c].since(&before[c])).collect();
+    let per_loaded = |c: usize| units[c] as f64 / window[c].loaded_ns as f64;
+    let per_busy = |c: usize| units[c] as f64 / window[c].loaded_busy_ns.max(1) as f64;
+    eprintln!(
+        "measurement: 50% duty did {:.3} of the work of 100% per loaded nanosecond; work per busy \
+         nanosecond {:.3e} (CPU 0) and {:.3e} (CPU 1)",
+        per_loaded(1) / per_loaded(0),
+        per_busy(0),
+        per_busy(1)
+    );
+    assert!(units[1] > 0, "the 50% CPU's task did no work in {} loaded periods", window[1].loaded_periods);
     // The throttle's own bookkeeping: CPU 1 was held to its duty in CPU
-    // time, or it is labelled contended (the host took time it could not
-    // make up).
+    // time, or it is labelled contended.
     let r = &report[1];
     assert!(r.loaded_periods > 0 && r.throttled_ns > 0, "{r:?}");
     let measured = r.measured().expect("loaded periods");
