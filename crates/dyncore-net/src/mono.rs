@@ -237,6 +237,14 @@ impl Mono {
                     }
                 }
             }
+            // The sender closed first: a clean close passes TIME-WAIT (10 s
+            // long, so it is seen); CLOSED straight from FIN-WAIT means
+            // smoltcp aborted it (a reset, or its timeout) with something
+            // unacknowledged.
+            (Phase::Closing, MonoRole::Send { .. }) if state == tcp::State::Closed => {
+                self.st.phase = Phase::Failed("the close was aborted (reset or timed out)".into());
+                0
+            }
             (Phase::Closing, _) => {
                 // Done once both FINs are acknowledged (by us too): an
                 // application that stopped polling at FIN-WAIT-2 would leave

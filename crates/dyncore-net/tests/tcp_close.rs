@@ -4,8 +4,11 @@
 //! side may stop polling for a while (a descheduled thread) and the
 //! receiving application reads in bursts. The sender writes its stream and
 //! closes. Each seed must end with every byte delivered, EOF, and the
-//! sender's close acknowledged, never with a connection that waits for
-//! its timeout.
+//! sender's close acknowledged. The sockets' own timeout is off here, so
+//! that a connection left with something outstanding and no timer running
+//! shows as what it is, a stall (until the run's 600 s limit), and not as
+//! an abort that a long retransmission backoff could also cause.
+//! `third_party/README.md` has the smoltcp fault this found.
 
 use std::collections::VecDeque;
 

@@ -69,6 +69,12 @@ pub fn burn() -> String {
 }
 
 /// (state, parent pid, last CPU) of a process or thread, from its `stat`.
+/// `num_threads` (field 20) of a `/proc/<pid>/stat`.
+fn threads(path: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(path).ok()?;
+    s.rsplit_once(')')?.1.split_whitespace().nth(17)?.parse().ok()
+}
+
 fn stat(path: &str) -> Option<(char, i32, usize)> {
     let s = std::fs::read_to_string(path).ok()?;
     let (_, rest) = s.rsplit_once(')')?;
@@ -80,11 +86,32 @@ fn stat(path: &str) -> Option<(char, i32, usize)> {
 
 /// Every process below `root` (not itself), from each process's parent.
 pub fn descendants(root: i32) -> Vec<i32> {
+    descendants_but(root, &mut std::collections::HashSet::new())
+}
+
+/// [`descendants`], never reading below `/proc/<pid>` of a process in
+/// `zombies`, and adding the zombies it finds to it.
+///
+/// A sampler that reads a zombie's `/proc` files every few milliseconds can
+/// keep its reaper from finishing: the reaper's `wait4` invalidates the
+/// zombie's `/proc` entries (`d_invalidate`, `shrink_dcache_parent`), and
+/// each read makes them anew. A soak at `c25e493` saw a `sh -c '… & …;
+/// wait'` spin 15 minutes in the kernel that way. It finished the moment the
+/// sampler was paused.
+pub fn descendants_but(root: i32, zombies: &mut std::collections::HashSet<i32>) -> Vec<i32> {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
-        if let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>()
-            && let Some((_, ppid, _)) = stat(&format!("/proc/{pid}/stat"))
-        {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        if zombies.contains(&pid) {
+            continue;
+        }
+        let path = format!("/proc/{pid}/stat");
+        if let Some((state, ppid, _)) = stat(&path) {
+            // A leader that exited before its other threads shows `Z` too;
+            // only a process with no thread left is a zombie.
+            if state == 'Z' && threads(&path).is_some_and(|n| n <= 1) {
+                zombies.insert(pid);
+            }
             children.entry(ppid).or_default().push(pid);
         }
     }
@@ -110,8 +137,12 @@ pub struct Look {
 /// until `stop`: each thread's looks, in order.
 pub fn sample_tree(root: i32, gap: Duration, stop: Arc<AtomicBool>) -> HashMap<(i32, i32), Vec<Look>> {
     let mut seen: HashMap<(i32, i32), Vec<Look>> = HashMap::new();
+    let mut zombies = std::collections::HashSet::new();
     while !stop.load(Ordering::Relaxed) {
-        for pid in descendants(root) {
+        for pid in descendants_but(root, &mut zombies) {
+            if zombies.contains(&pid) {
+                continue;
+            }
             let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
             for t in tasks.filter_map(Result::ok) {
                 let Ok(tid) = t.file_name().to_string_lossy().parse::<i32>() else { continue };

@@ -2869,6 +2869,11 @@ impl<'a> Socket<'a> {
             // so that it will expire after RTO seconds.
             let rto = self.rtte.retransmission_timeout();
             self.timer.set_for_retransmit(cx.now(), rto);
+        } else if self.state != State::Closed {
+            // dyncore patch (see third_party/README.md): a fast retransmit
+            // into a zero window sends a segment without data, which arms
+            // nothing above.
+            self.rearm_outstanding(cx);
         }
 
         if self.state == State::Closed {
