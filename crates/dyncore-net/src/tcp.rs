@@ -29,7 +29,7 @@ use std::sync::Arc;
 use dyncore_core::Nanos;
 use dyncore_ring::journal::{self, Journal, WordRef};
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
-use smoltcp::phy::{self, Checksum, ChecksumCapabilities, Device, DeviceCapabilities, Medium};
+use smoltcp::phy::{Checksum, ChecksumCapabilities, Device, DeviceCapabilities, Medium};
 use smoltcp::socket::tcp;
 use smoltcp::time::{Duration as SmolDuration, Instant as SmolInstant};
 use smoltcp::wire::{HardwareAddress, IpCidr, IpEndpoint};
@@ -40,6 +40,7 @@ use crate::component::{
 };
 use crate::pool::{Alloc, Freer, PoolRef};
 use crate::proto::{Call, Reply, SockError, Tagged};
+use crate::tcp_device::ChannelDevice;
 use crate::tcp_reset::{Conn, Facts, Probes};
 
 /// smoltcp's time from ours.
@@ -143,14 +144,26 @@ impl TcpPorts {
     }
 }
 
-pub const COUNTERS: &[&str] =
-    &["frames_in", "frames_out", "bytes_sent", "bytes_received", "calls", "no_tx_buffer"];
+pub const COUNTERS: &[&str] = &[
+    "frames_in",
+    "frames_out",
+    "bytes_sent",
+    "bytes_received",
+    "calls",
+    "no_tx_buffer",
+    "rst_in",
+    "rst_out",
+];
 const FRAMES_IN: usize = 0;
 const FRAMES_OUT: usize = 1;
 const BYTES_SENT: usize = 2;
 const BYTES_RECEIVED: usize = 3;
 const CALLS: usize = 4;
 const NO_TX_BUFFER: usize = 5;
+/// Segments with RST received and sent: a connection that ends in an
+/// error says which side reset it.
+const RST_IN: usize = 6;
+const RST_OUT: usize = 7;
 
 /// What TCP checkpoints in its journal (see the module docs): journal
 /// words that outlive its instances.
@@ -251,93 +264,6 @@ static UPDATE_REFUSED: std::sync::LazyLock<UpdateError> = std::sync::LazyLock::n
     )
 });
 
-/// The device smoltcp sees: receive from IP, transmit to IP.
-struct ChannelDevice<'a> {
-    rx: &'a mut Inbox<Frame>,
-    rx_free: &'a mut Freer,
-    tx: &'a mut Outbox<Frame>,
-    tx_alloc: &'a mut Alloc,
-    mtu: usize,
-    frames_in: u64,
-    frames_out: u64,
-    no_tx_buffer: u64,
-}
-
-struct RxTok<'a> {
-    frame: Frame,
-    free: &'a mut Freer,
-    count: &'a mut u64,
-}
-
-struct TxTok<'a> {
-    tx: &'a mut Outbox<Frame>,
-    alloc: &'a mut Alloc,
-    count: &'a mut u64,
-}
-
-impl phy::RxToken for RxTok<'_> {
-    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
-        let Frame { buf, len } = self.frame;
-        let r = self.free.pool().with(buf, |b| f(&b[..len as usize]));
-        self.free.free(buf);
-        *self.count += 1;
-        r
-    }
-}
-
-impl phy::TxToken for TxTok<'_> {
-    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        // `transmit`/`receive` checked a buffer was free, and nothing else
-        // allocates between the check and the token's use.
-        let buf = self.alloc.alloc().expect("a transmit buffer was free when the token was made");
-        let r = self.alloc.pool().with(buf, |b| {
-            b.resize(len, 0);
-            f(b)
-        });
-        self.tx.push(Frame { buf, len: len as u32 });
-        *self.count += 1;
-        r
-    }
-}
-
-impl Device for ChannelDevice<'_> {
-    type RxToken<'a>
-        = RxTok<'a>
-    where
-        Self: 'a;
-    type TxToken<'a>
-        = TxTok<'a>
-    where
-        Self: 'a;
-
-    fn receive(&mut self, _t: SmolInstant) -> Option<(RxTok<'_>, TxTok<'_>)> {
-        // A received packet may need a reply at once: take it only if a
-        // transmit buffer is free (otherwise it waits in the channel).
-        if !self.tx_alloc.has_free() {
-            self.no_tx_buffer += 1;
-            return None;
-        }
-        let frame = self.rx.peek()?;
-        self.rx.commit();
-        Some((
-            RxTok { frame, free: self.rx_free, count: &mut self.frames_in },
-            TxTok { tx: self.tx, alloc: self.tx_alloc, count: &mut self.frames_out },
-        ))
-    }
-
-    fn transmit(&mut self, _t: SmolInstant) -> Option<TxTok<'_>> {
-        if !self.tx_alloc.has_free() {
-            self.no_tx_buffer += 1;
-            return None;
-        }
-        Some(TxTok { tx: self.tx, alloc: self.tx_alloc, count: &mut self.frames_out })
-    }
-
-    fn capabilities(&self) -> DeviceCapabilities {
-        capabilities(self.mtu, true)
-    }
-}
-
 /// The call a client is waiting on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pending {
@@ -431,6 +357,8 @@ impl Tcp {
             frames_in: 0,
             frames_out: 0,
             no_tx_buffer: 0,
+            rst_in: 0,
+            rst_out: 0,
         };
         let iface = new_interface(bp.cfg.addr, seed, &mut dev, now_ns);
         let mut sockets = SocketSet::new(Vec::new());
@@ -640,12 +568,16 @@ impl Tcp {
             frames_in: 0,
             frames_out: 0,
             no_tx_buffer: 0,
+            rst_in: 0,
+            rst_out: 0,
         };
         self.iface.poll(smol_now(now_ns), &mut dev, &mut self.sockets);
         let (i, o, n) = (dev.frames_in, dev.frames_out, dev.no_tx_buffer);
         self.tally.add(FRAMES_IN, i);
         self.tally.add(FRAMES_OUT, o);
         self.tally.add(NO_TX_BUFFER, n);
+        self.tally.add(RST_IN, dev.rst_in);
+        self.tally.add(RST_OUT, dev.rst_out);
         Progress { messages: i + o, bytes: 0 }
     }
 }

@@ -52,6 +52,21 @@ pub fn assert_stream_intact(apps: &[Box<dyn App>], total: u64) {
     assert_eq!(r.digest, s.digest, "the receiver's digest differs from the sender's");
 }
 
+/// Asserts that no application failed. When one did, the message gives
+/// every application's error and connections, and every component's
+/// counters: TCP's `rst_in`/`rst_out` say which side reset a connection,
+/// `no_tx_buffer` and the queues' counts whether it was starved.
+pub fn assert_apps_ok(apps: &[Box<dyn App>], comps: &[&dyn Component]) {
+    if apps.iter().all(|a| a.error().is_none()) {
+        return;
+    }
+    let apps: Vec<String> =
+        apps.iter().map(|a| format!("  {:?}, connections {:?}", a.error(), a.connections())).collect();
+    let comps: Vec<String> =
+        comps.iter().map(|c| format!("  {}: {:?}", c.kind(), c.counters().snapshot())).collect();
+    panic!("an application failed:\n{}\ncomponents (A's, then B's):\n{}", apps.join("\n"), comps.join("\n"));
+}
+
 /// On an unimpaired wire, every frame one TCP sent is a frame the other
 /// received, and every component in between passed each exactly once: a
 /// frame lost or duplicated anywhere (a crash, a restart) breaks an equality
