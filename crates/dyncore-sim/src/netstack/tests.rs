@@ -241,7 +241,7 @@ fn explore_idle() {
 }
 
 #[test]
-#[ignore = "exploration: the shipped NewtOS claims under SCALE, TURN, GOV, STREAMS, REMOTE, IRQ"]
+#[ignore = "exploration: the shipped NewtOS claims under FIT, SCALE, TURN, GOV, WAKEUP, STREAMS, REMOTE, CLIENTS, SMT"]
 fn explore_claims() {
     use super::idle::GovernorName;
     let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<f64>().ok());
@@ -298,6 +298,9 @@ fn explore_claims() {
         }
         if let Some(c) = &refit {
             sc.stack = c.clone();
+        }
+        if let Some(w) = env("WAKEUP") {
+            sc.stack.wakeup_ns = w;
         }
         tune(&mut sc.net);
         if std::env::var("VERBOSE").is_ok() {
