@@ -76,6 +76,8 @@ pub mod stack;
 pub mod stream;
 pub mod syscall;
 pub mod tcp;
+mod tcp_device;
+pub mod tcp_recover;
 pub mod tcp_reset;
 pub mod wire;
 
