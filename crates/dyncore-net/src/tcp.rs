@@ -184,9 +184,11 @@ const CHECKPOINT_BYTES: usize = 7;
 /// What TCP checkpoints in its journal (see the module docs): journal
 /// words that outlive its instances.
 pub struct TcpFacts {
-    /// Per client: calls taken, replies given, the send buffer held
-    /// (`id + 1`, 0: none), the connection held ([`Conn`], 0: none), and
-    /// connections reset by restarts.
+    /// Per client ([`Facts::PER_CLIENT`] words): calls taken, replies
+    /// given, the send buffer held (`id + 1`, 0: none), the connection held
+    /// ([`Conn`], 0: none), connections reset by restarts, a reset's notice
+    /// owed, the generation of its checkpoint and connections recovered by
+    /// restarts; then the next ephemeral port and the instances.
     pub(crate) words: Vec<Arc<journal::Counter>>,
     clients: usize,
 }

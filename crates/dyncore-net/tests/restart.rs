@@ -2,7 +2,9 @@
 //! component crashed at every point of its step (in the middle of a
 //! message, and at each step of its journal's commit) while streams flow,
 //! each crash dropping the instance whole and building a new one from the
-//! blueprint; then TCP, whose crash resets the connections it held.
+//! blueprint; then TCP, whose crash resets the connections it held
+//! (`--tcp-crash reset`) or resumes them from its checkpoints (`--tcp-crash
+//! recover`).
 
 mod common;
 
