@@ -6,7 +6,7 @@
 //! A checkpoint of client `c` is smoltcp's [`TcpCheckpoint`] of its socket
 //! (state, 4-tuple, sequence numbers, windows, RTT estimator: the dyncore
 //! patch of smoltcp, see third_party/README.md), the bytes in its receive
-//! and send buffers, and the client's call in flight ([`Pending`]). The
+//! and send buffers, and the client's call in flight (`Pending`). The
 //! store keeps two per client and a generation per client in TCP's
 //! journal; the current checkpoint is the one the committed generation
 //! names.
