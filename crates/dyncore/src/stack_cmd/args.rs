@@ -343,8 +343,9 @@ pub fn parse_at(s: &str, speeds: &SpeedTable) -> Result<(Duration, Change), Stri
             let k: ComponentKind = k.parse()?;
             if k == ComponentKind::Tcp {
                 return Err(format!(
-                    "--at `{s}`: TCP cannot be updated live (its state is smoltcp's sockets, which export \
-                     nothing); update syscall, ip, filter or driver"
+                    "--at `{s}`: TCP cannot be updated live (its state is smoltcp's sockets, and no versioned \
+                     state type carries them; a crash can recover them: --tcp-crash recover); update syscall, ip, \
+                     filter or driver"
                 ));
             }
             let versions: &[u32] = if k == ComponentKind::Filter { &[1, 2] } else { &[1] };
