@@ -730,8 +730,11 @@ impl Component for Tcp {
             || self.fresh
     }
 
-    fn deadline_ns(&self, _now_ns: Nanos) -> Option<Nanos> {
-        self.next_poll_ns
+    fn deadline_ns(&self, now_ns: Nanos) -> Option<Nanos> {
+        // A resumed instance's timers are smoltcp's, known after its first
+        // poll: until then it is due (a host that sleeps until the earliest
+        // deadline would otherwise sleep past them).
+        if self.fresh { Some(now_ns) } else { self.next_poll_ns }
     }
 
     fn inbound_fill(&self) -> f64 {

@@ -391,13 +391,15 @@ fn a_close_after_a_reset_with_no_call_out_is_told_the_reset_once() {
 /// resumes the connections from TCP's checkpoints
 /// ([`dyncore_net::tcp_recover`]): every stream completes on its one
 /// connection with equal digests, nothing is reset, every frame passes
-/// each component once, and no buffer leaks.
+/// each component once (on an unimpaired wire), and no buffer leaks.
 fn tcp_recovers(per_point: usize, seed: u64) -> RoundRobin {
+    tcp_recovers_on(MemWireConfig::default(), 16 << 20, per_point, seed)
+}
+
+fn tcp_recovers_on(wire: MemWireConfig, total: u64, per_point: usize, seed: u64) -> RoundRobin {
     quiet_injected_crashes();
-    let total = 16 << 20;
-    let (comps, apps, stacks) = streams_pair_tuned(MemWireConfig::default(), total, 4, false, None, |c| {
-        c.tcp_crash = TcpCrash::Recover
-    });
+    let (comps, apps, stacks) =
+        streams_pair_tuned(wire, total, 4, false, None, |c| c.tcp_crash = TcpCrash::Recover);
     let mut rr = host(comps, apps);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let tcps = [1, 6];
@@ -428,7 +430,13 @@ fn tcp_recovers(per_point: usize, seed: u64) -> RoundRobin {
     });
     r.unwrap_or_else(|e| panic!("{e}; fired per point {fired:?}; apps {:?}", app_state(&rr.apps)));
     assert!(done(&fired), "the streams ended before every crash: per point {fired:?}");
-    assert_at_rest(&mut rr);
+    if wire.impairment.is_none() {
+        assert_at_rest(&mut rr);
+    } else {
+        // Frames the wire dropped are not conserved; buffers still are.
+        settle(&mut rr);
+        assert!(rr.components.iter().all(|s| s.buffers_out() == 0), "a buffer is out at rest");
+    }
     let (completed, reset) = check_connections(&rr.apps);
     assert_eq!((completed, reset), (4, 0), "every stream completes on its one connection");
     for (i, a) in rr.apps.iter().enumerate() {
@@ -446,7 +454,7 @@ fn tcp_recovers(per_point: usize, seed: u64) -> RoundRobin {
     for s in &stacks {
         assert!((0..4).all(|c| s.tcp_facts.resets(c) == 0), "no connection was reset");
     }
-    assert!(recovered > 0, "no connection was open at a crash");
+    assert!(per_point == 0 || recovered > 0, "no connection was open at a crash");
     let cp: u64 =
         tcps.iter().map(|&i| rr.components[i].component().common().counters.get("checkpoints")).sum();
     let cp_bytes: u64 =
@@ -471,4 +479,27 @@ fn the_same_recovering_crashes_give_the_same_run() {
     let conns = |rr: &RoundRobin| rr.apps.iter().map(|a| a.connections().to_vec()).collect::<Vec<_>>();
     assert_eq!(conns(&a), conns(&b));
     assert_eq!(a.now_ns(), b.now_ns());
+}
+
+/// More seeds, other crash sequences (60 seeds passed when this was
+/// written; 8 run every time).
+#[test]
+fn tcp_recovers_with_other_seeds() {
+    for seed in 100..108 {
+        tcp_recovers(2, seed);
+    }
+}
+
+/// On a wire that drops frames (0.2%), so that out-of-order data (not
+/// checkpointed), fast retransmits and RTOs meet the restarts; six wire
+/// seeds (100 passed when this was written). At 0.5% loss and 0.5%
+/// corruption a connection sometimes times out even with no crash (smoltcp
+/// backs its RTO off past the sockets' 10 s timeout), so the loss is low.
+#[test]
+fn tcp_recovers_on_a_lossy_wire() {
+    for k in 0..6 {
+        let imp = dyncore_net::wire::mem::Impairment { loss: 0.002, corrupt: 0.0, seed: k };
+        let wire = MemWireConfig { impairment: Some(imp), ..MemWireConfig::default() };
+        tcp_recovers_on(wire, 8 << 20, 1, 46 + k);
+    }
 }

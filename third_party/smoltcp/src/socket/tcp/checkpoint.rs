@@ -23,11 +23,14 @@
 //!   acknowledged cumulatively, so the peer retransmits it (a peer that saw
 //!   it in a SACK block must not discard it before a cumulative ACK, RFC
 //!   2018 section 8);
-//! * timers: re-armed from the restore's time. With sequence space in
-//!   flight the retransmission timer runs (RTO from the estimator); in
-//!   TIME-WAIT the close timer runs; else the socket is idle. The delayed
-//!   ACK timer is idle, so an ACK owed goes out at the next poll; the
-//!   inactivity timeout counts from the restore;
+//! * the delayed-ACK timer: idle, so an ACK owed goes out at the next poll;
+//!   the inactivity timeout counts from the restore. The retransmission,
+//!   zero-window-probe, keep-alive and close timer is kept as it was (its
+//!   instants are the caller's clock, which must go on across the restore:
+//!   a retransmission due while the host was down fires at once), and so
+//!   are the duplicate-ACK count and a fast retransmit due; with sequence
+//!   space in flight and that timer idle, the retransmission timer is
+//!   started;
 //! * the congestion controller: a fresh one (as after an idle period);
 //! * the socket's configuration (buffers, timeout, keep-alive, Nagle, ACK
 //!   delay, hop limit, timestamp generator): the restored socket's own.
@@ -42,6 +45,9 @@ use crate::wire::{IpEndpoint, IpListenEndpoint, TcpSeqNumber};
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TcpCheckpoint {
     state: State,
+    timer: Timer,
+    local_rx_dup_acks: u8,
+    pending_fast_retransmit: bool,
     listen_endpoint: IpListenEndpoint,
     tuple: Option<Tuple>,
     rtte: RttEstimator,
@@ -115,6 +121,9 @@ impl<'a> Socket<'a> {
     pub fn checkpoint(&self) -> TcpCheckpoint {
         TcpCheckpoint {
             state: self.state,
+            timer: self.timer,
+            local_rx_dup_acks: self.local_rx_dup_acks,
+            pending_fast_retransmit: self.pending_fast_retransmit,
             listen_endpoint: self.listen_endpoint,
             tuple: self.tuple,
             rtte: self.rtte,
@@ -200,21 +209,17 @@ impl<'a> Socket<'a> {
         self.remote_mss = cp.remote_mss;
         self.local_rx_last_seq = cp.local_rx_last_seq;
         self.local_rx_last_ack = cp.local_rx_last_ack;
-        self.local_rx_dup_acks = 0;
-        self.pending_fast_retransmit = false;
+        self.local_rx_dup_acks = cp.local_rx_dup_acks;
+        self.pending_fast_retransmit = cp.pending_fast_retransmit;
         self.last_remote_tsval = cp.last_remote_tsval;
         self.assembler = Assembler::new();
         self.ack_delay_timer = AckDelayTimer::Idle;
         self.congestion_controller = congestion::AnyController::new();
         let open = !matches!(cp.state, State::Closed | State::Listen);
         self.remote_last_ts = open.then_some(now);
-        self.timer = Timer::new();
-        if cp.state == State::TimeWait {
-            self.timer.set_for_close(now);
-        } else if cp.remote_last_seq != cp.local_seq_no {
+        self.timer = cp.timer;
+        if self.timer.is_idle() && cp.remote_last_seq != cp.local_seq_no {
             self.timer.set_for_retransmit(now, self.rtte.retransmission_timeout());
-        } else {
-            self.timer.set_for_idle(now, self.keep_alive);
         }
     }
 }
