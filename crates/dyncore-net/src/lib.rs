@@ -14,8 +14,9 @@
 //!   buffer pools whose indices they carry; a component commits what it did
 //!   to all of them at once through a journal (`dyncore_ring::journal`).
 //! * [`syscall`], [`tcp`], [`ip`], [`filter`], [`driver`]: the components;
-//!   [`stack`] builds and wires them; [`tcp_reset`]: how a TCP crash is
-//!   contained.
+//!   [`stack`] builds and wires them; [`tcp_reset`] and [`tcp_recover`]:
+//!   how a TCP crash is contained (its connections reset, or resumed from
+//!   checkpoints).
 //! * [`wire`]: an in-memory wire to a peer stack, and a TUN device to the
 //!   Linux kernel's TCP in a network namespace.
 //! * [`app`], [`stream`]: the iperf-like sender and receiver and the
@@ -52,8 +53,10 @@
 //!    outlives it: the channels and pools at their committed positions, and
 //!    what its journal holds. IP, the filter, the driver and the syscall
 //!    server lose nothing; TCP's connections were in its memory, so a TCP
-//!    crash resets exactly the connections it held ([`tcp_reset`]), and the
-//!    others' crashes leave them alone.
+//!    crash resets exactly the connections it held ([`tcp_reset`]) or, if
+//!    the stack is so configured, resumes them from the checkpoints TCP
+//!    committed with every poll ([`tcp_recover`]); the others' crashes
+//!    leave them alone.
 //! 5. **Wires leave nothing behind**: the TUN wire's namespace and device
 //!    are removed on every exit path that runs destructors ([`wire::tun`]).
 
@@ -77,6 +80,7 @@ pub mod stream;
 pub mod syscall;
 pub mod tcp;
 mod tcp_device;
+pub mod tcp_recover;
 pub mod tcp_reset;
 pub mod wire;
 

@@ -33,6 +33,7 @@ use crate::pool::PoolRef;
 use crate::proto::{Call, Reply, Tagged};
 use crate::syscall::{ClientLink, Socket, SyscallBlueprint, SyscallPorts};
 use crate::tcp::{ClientPools, SocketConfig, TcpBlueprint, TcpConfig, TcpFacts, TcpPorts};
+use crate::tcp_recover::TcpCrash;
 use crate::wire::Wire;
 
 /// How to build a stack.
@@ -50,6 +51,8 @@ pub struct StackConfig {
     pub rules: Vec<Rule>,
     /// smoltcp's seed (initial sequence numbers, ports).
     pub seed: u64,
+    /// What a TCP crash does to the connections TCP held.
+    pub tcp_crash: TcpCrash,
 }
 
 impl StackConfig {
@@ -62,6 +65,7 @@ impl StackConfig {
             data_buf_bytes: 64 * 1024,
             rules: Vec::new(),
             seed: 1,
+            tcp_crash: TcpCrash::Reset,
         }
     }
 }
@@ -139,7 +143,7 @@ impl Stack {
                 clients: pools,
                 common: Common::new(tcp_bell, crate::tcp::COUNTERS),
             },
-            TcpConfig { addr: cfg.addr, mtu, socket: cfg.socket, seed: cfg.seed },
+            TcpConfig { addr: cfg.addr, mtu, socket: cfg.socket, seed: cfg.seed, crash: cfg.tcp_crash },
         );
         let tcp_facts = tcp.facts().clone();
         let blueprints: Vec<Arc<dyn Blueprint>> = vec![

@@ -12,16 +12,33 @@
 //! buffers and smoltcp's socket buffers here: this is TCP's copy, the
 //! 60-70% of its work that the paper measures.
 //!
-//! **A crash is contained** ([`crate::tcp_reset`]): TCP restarts in fresh
-//! memory like the others, but its connections were in the crashed
-//! instance's memory (smoltcp's sockets), so they are *reset*. What a
-//! restarted TCP needs for that it checkpoints in its journal, committed
-//! with every poll ([`TcpFacts`]): per client, the calls it took and the
-//! replies it gave (so it owes a reply to a client whose call was in
-//! flight), the send buffer it held, and the connection it held (so it can
-//! make the peer reset it too). A new instance replies `Error(Reset)` to
-//! every call in flight, frees the buffers, and probes each peer so that it
-//! resets its side; the stack stays up, and new connections work at once.
+//! **A crash is contained**, in one of two ways that the stack's
+//! configuration chooses ([`TcpCrash`]). TCP restarts in fresh memory like
+//! the others; its connections were in the crashed instance's memory
+//! (smoltcp's sockets).
+//!
+//! * **Reset** ([`crate::tcp_reset`]): the connections are reset. What a
+//!   restarted TCP needs for that it checkpoints in its journal, committed
+//!   with every poll ([`TcpFacts`]): per client, the calls it took and the
+//!   replies it gave (so it owes a reply to a client whose call was in
+//!   flight), the send buffer it held, and the connection it held (so it
+//!   can make the peer reset it too). A new instance replies
+//!   `Error(Reset)` to every call in flight, frees the buffers, and probes
+//!   each peer so that it resets its side; the stack stays up, and new
+//!   connections work at once.
+//! * **Recover** ([`crate::tcp_recover`]): at the end of every poll, before
+//!   its commit, TCP checkpoints each client whose connection or call
+//!   changed (smoltcp's socket state, the buffered bytes it lacks, the call
+//!   in flight) into a store that outlives it, and the commit makes the new
+//!   checkpoints current at the same commit point as the segments, replies
+//!   and consumed frames of the poll. The rule, in the numbered steps of
+//!   [`crate::tcp_recover`]: **the current checkpoint is the state TCP
+//!   committed**, so a byte acknowledged to the peer is in the checkpoint's
+//!   receive buffer or was delivered in a committed reply, and a byte a
+//!   committed `Sent` confirmed is in its send buffer or was acknowledged.
+//!   A new instance restores every socket and call in flight from it; the
+//!   peer sees a delay, and retransmissions only of what was lost
+//!   meanwhile.
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -41,6 +58,7 @@ use crate::component::{
 use crate::pool::{Alloc, Freer, PoolRef};
 use crate::proto::{Call, Reply, SockError, Tagged};
 use crate::tcp_device::ChannelDevice;
+use crate::tcp_recover::{Checkpoints, Head, Pending, SaveCost, TcpCrash};
 use crate::tcp_reset::{Conn, Facts, Probes};
 
 /// smoltcp's time from ours.
@@ -151,6 +169,8 @@ pub const COUNTERS: &[&str] = &[
     "bytes_received",
     "calls",
     "no_tx_buffer",
+    "checkpoints",
+    "checkpoint_bytes",
     "rst_in",
     "rst_out",
 ];
@@ -160,17 +180,21 @@ const BYTES_SENT: usize = 2;
 const BYTES_RECEIVED: usize = 3;
 const CALLS: usize = 4;
 const NO_TX_BUFFER: usize = 5;
+const CHECKPOINTS: usize = 6;
+const CHECKPOINT_BYTES: usize = 7;
 /// Segments with RST received and sent: a connection that ends in an
 /// error says which side reset it.
-const RST_IN: usize = 6;
-const RST_OUT: usize = 7;
+const RST_IN: usize = 8;
+const RST_OUT: usize = 9;
 
 /// What TCP checkpoints in its journal (see the module docs): journal
 /// words that outlive its instances.
 pub struct TcpFacts {
-    /// Per client: calls taken, replies given, the send buffer held
-    /// (`id + 1`, 0: none), the connection held ([`Conn`], 0: none), and
-    /// connections reset by restarts.
+    /// Per client ([`Facts::PER_CLIENT`] words): calls taken, replies
+    /// given, the send buffer held (`id + 1`, 0: none), the connection held
+    /// ([`Conn`], 0: none), connections reset by restarts, a reset's notice
+    /// owed, the generation of its checkpoint and connections recovered by
+    /// restarts; then the next ephemeral port and the instances.
     pub(crate) words: Vec<Arc<journal::Counter>>,
     clients: usize,
 }
@@ -192,6 +216,12 @@ impl TcpFacts {
     pub fn instances(&self) -> u64 {
         self.words[self.clients * Facts::PER_CLIENT + Facts::INSTANCES].get()
     }
+
+    /// Connections of client `c` that TCP restarts resumed from their
+    /// checkpoints (`--tcp-crash recover`, [`crate::tcp_recover`]).
+    pub fn recovered(&self, c: usize) -> u64 {
+        self.words[c * Facts::PER_CLIENT + Facts::RECOVERED].get()
+    }
 }
 
 /// TCP's blueprint (see [`crate::component::Blueprint`]).
@@ -199,6 +229,7 @@ pub struct TcpBlueprint {
     ports: TcpPorts,
     cfg: TcpConfig,
     facts: Arc<TcpFacts>,
+    checkpoints: Arc<Checkpoints>,
     journal: Arc<Journal>,
 }
 
@@ -208,7 +239,8 @@ impl TcpBlueprint {
         let mut words = ports.words();
         words.extend(facts.words.iter().map(|w| w.clone() as WordRef));
         let journal = journal_of(words);
-        TcpBlueprint { ports, cfg, facts, journal }
+        let checkpoints = Arc::new(Checkpoints::new(ports.clients.len()));
+        TcpBlueprint { ports, cfg, facts, checkpoints, journal }
     }
 
     /// What TCP checkpoints (connections reset, instances).
@@ -258,31 +290,11 @@ impl Blueprint for TcpBlueprint {
 /// Why TCP cannot be updated live.
 static UPDATE_REFUSED: std::sync::LazyLock<UpdateError> = std::sync::LazyLock::new(|| {
     UpdateError(
-        "TCP cannot be updated live: its state is smoltcp's sockets, which export neither their sequence \
-         numbers nor their buffers (a crash restarts TCP and resets its connections instead)"
+        "TCP cannot be updated live: its state is smoltcp's sockets, and no versioned state type carries them \
+         (a crash restarts TCP, and resets its connections or recovers them from checkpoints: --tcp-crash)"
             .into(),
     )
 });
-
-/// The call a client is waiting on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Pending {
-    Connect,
-    Accept,
-    /// `done` bytes of `data` are in the socket already.
-    Send {
-        data: Frame,
-        done: u32,
-    },
-    Recv,
-    /// `active`: this side closed first (from ESTABLISHED), so a clean
-    /// close passes FIN-WAIT-2 or TIME-WAIT; reaching CLOSED straight from
-    /// FIN-WAIT-1 means the connection was aborted (reset, or smoltcp's
-    /// timeout) with the FIN, and maybe data, unacknowledged.
-    Close {
-        active: bool,
-    },
-}
 
 struct Client {
     handle: SocketHandle,
@@ -298,6 +310,8 @@ pub struct TcpConfig {
     /// smoltcp's random seed (initial sequence numbers); each instance
     /// mixes in its number, so a restarted TCP does not reuse them.
     pub seed: u64,
+    /// What a crash does to the connections TCP held.
+    pub crash: TcpCrash,
 }
 
 /// The TCP component: one instance, attached to its ports.
@@ -313,6 +327,11 @@ pub struct Tcp {
     tally: Tally,
     facts: Facts,
     probes: Probes,
+    crash: TcpCrash,
+    /// Where it checkpoints its connections (`TcpCrash::Recover`).
+    checkpoints: Arc<Checkpoints>,
+    /// A new instance has not polled yet (it commits what it resumed).
+    fresh: bool,
     common: Common,
     journal: Arc<Journal>,
     addr: Ipv4Addr,
@@ -376,6 +395,9 @@ impl Tcp {
             tally: Tally::attach(&p.common.counters, &log),
             facts,
             probes: Probes::default(),
+            crash: bp.cfg.crash,
+            checkpoints: bp.checkpoints.clone(),
+            fresh: bp.cfg.crash == TcpCrash::Recover,
             common: p.common.clone(),
             journal: bp.journal.clone(),
             addr: bp.cfg.addr,
@@ -386,26 +408,69 @@ impl Tcp {
             clients,
             next_poll_ns: None,
         };
-        t.reset_what_was_held();
+        for c in 0..t.clients.len() {
+            match t.crash {
+                TcpCrash::Reset => t.reset_client(c),
+                TcpCrash::Recover => t.recover_client(c),
+            }
+        }
         t
     }
 
-    /// What a crashed instance held, from the facts it committed: a reply
-    /// `Error(Reset)` to every call in flight, its send buffer freed, and
-    /// the peer of every connection probed (see [`crate::tcp_reset`]).
-    fn reset_what_was_held(&mut self) {
-        for c in 0..self.clients.len() {
-            let held = self.facts.reset_client(c);
-            if held.reply_owed {
-                self.reply(c, Reply::Error(SockError::Reset));
+    /// What a crashed instance held for client `c`, from the facts it
+    /// committed: a reply `Error(Reset)` to its call in flight, its send
+    /// buffer freed, and the peer of its connection probed (see
+    /// [`crate::tcp_reset`]).
+    fn reset_client(&mut self, c: usize) {
+        let held = self.facts.reset_client(c);
+        if held.reply_owed {
+            self.reply(c, Reply::Error(SockError::Reset));
+        }
+        if let Some(buf) = held.send_buffer {
+            self.pools[c].0.free(buf);
+        }
+        if let Some(conn) = held.conn {
+            self.probes.add(conn);
+        }
+    }
+
+    /// Resumes client `c`'s connection and call in flight from its current
+    /// checkpoint ([`crate::tcp_recover`], step 5); resets it if smoltcp
+    /// refuses the checkpoint.
+    fn recover_client(&mut self, c: usize) {
+        let generation = self.facts.generation(c);
+        let sock = self.sockets.get_mut::<tcp::Socket>(self.clients[c].handle);
+        match self.checkpoints.restore(c, generation, self.iface.context(), sock) {
+            Ok(head) => {
+                let pending = head.and_then(|h| h.pending);
+                assert_eq!(
+                    self.facts.call_in_flight(c),
+                    pending.is_some(),
+                    "client {c}: the checkpoint's call in flight is the one the facts count"
+                );
+                self.clients[c].pending = pending;
+                if head.is_some_and(|h| !matches!(h.sock.state(), tcp::State::Closed | tcp::State::Listen)) {
+                    self.facts.count_recovered(c);
+                }
             }
-            if let Some(buf) = held.send_buffer {
-                self.pools[c].0.free(buf);
-            }
-            if let Some(conn) = held.conn {
-                self.probes.add(conn);
+            Err(_) => self.reset_client(c),
+        }
+    }
+
+    /// Step 2 of [`crate::tcp_recover`]: checkpoints every client whose
+    /// state changed, staging its new generation.
+    fn save_checkpoints(&mut self) {
+        let mut cost = SaveCost::default();
+        for (c, client) in self.clients.iter().enumerate() {
+            let sock = self.sockets.get::<tcp::Socket>(client.handle);
+            let head = Head { sock: sock.checkpoint(), pending: client.pending };
+            let generation = self.facts.generation(c);
+            if self.checkpoints.save(c, generation, head, sock, &mut cost) {
+                self.facts.set_generation(c, generation + 1);
             }
         }
+        self.tally.add(CHECKPOINTS, cost.saves);
+        self.tally.add(CHECKPOINT_BYTES, cost.bytes);
     }
 
     /// Pushes a reply to client `c` and counts it in the facts.
@@ -660,6 +725,10 @@ impl Component for Tcp {
         for (_, recv) in &mut self.pools {
             recv.release();
         }
+        if self.crash == TcpCrash::Recover {
+            self.save_checkpoints();
+        }
+        self.fresh = false;
         self.common.commit(ComponentKind::Tcp, &self.journal);
         p
     }
@@ -670,10 +739,14 @@ impl Component for Tcp {
             || self.tx_alloc.refill_waiting()
             || self.pools.iter().any(|(_, a)| a.refill_waiting())
             || self.probes.due()
+            || self.fresh
     }
 
-    fn deadline_ns(&self, _now_ns: Nanos) -> Option<Nanos> {
-        self.next_poll_ns
+    fn deadline_ns(&self, now_ns: Nanos) -> Option<Nanos> {
+        // A resumed instance's timers are smoltcp's, known after its first
+        // poll: until then it is due (a host that sleeps until the earliest
+        // deadline would otherwise sleep past them).
+        if self.fresh { Some(now_ns) } else { self.next_poll_ns }
     }
 
     fn inbound_fill(&self) -> f64 {

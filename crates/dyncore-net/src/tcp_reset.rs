@@ -2,9 +2,10 @@
 //! instance can reset exactly the connections the crashed one held.
 //!
 //! smoltcp keeps a connection's state (sequence numbers, windows, buffered
-//! data, timers) inside its socket, and exports none of it, so a TCP
-//! restarted in fresh memory cannot resume a connection; it *resets* it,
-//! like a host that rebooted. What it must not do is leave anyone waiting:
+//! data, timers) inside its socket. With `TcpCrash::Reset` a TCP restarted
+//! in fresh memory does not resume a connection (`TcpCrash::Recover` does,
+//! from checkpoints: [`crate::tcp_recover`]); it *resets* it, like a host
+//! that rebooted. What it must not do is leave anyone waiting:
 //!
 //! 1. **Every call in flight gets its reply.** TCP counts, per client, the
 //!    calls it took and the replies it gave, in its journal with the rest of
@@ -121,14 +122,18 @@ pub struct Facts {
 impl Facts {
     /// Words per client: calls taken, replies given, the send buffer held
     /// (`id + 1`, 0: none), the connection held ([`Conn::pack`]),
-    /// connections reset, a reset's notice owed (1: owed).
-    pub const PER_CLIENT: usize = 6;
+    /// connections reset, a reset's notice owed (1: owed), the generation
+    /// of its checkpoint and connections recovered (`--tcp-crash
+    /// recover`, [`crate::tcp_recover`]).
+    pub const PER_CLIENT: usize = 8;
     const CALLS: usize = 0;
     const REPLIES: usize = 1;
     const HELD: usize = 2;
     const CONN: usize = 3;
     pub const RESETS: usize = 4;
     const NOTICE: usize = 5;
+    const GENERATION: usize = 6;
+    pub const RECOVERED: usize = 7;
     /// Words after the clients': the next ephemeral port, the instances.
     pub const GLOBAL: usize = 2;
     const NEXT_PORT: usize = 0;
@@ -173,6 +178,27 @@ impl Facts {
     pub fn set_conn(&mut self, c: usize, conn: Option<Conn>) {
         let i = self.at(c, Facts::CONN);
         self.t.set(i, Conn::pack(conn));
+    }
+
+    /// Whether client `c` has a call in flight (taken, not replied to).
+    pub fn call_in_flight(&self, c: usize) -> bool {
+        self.t.get(self.at(c, Facts::CALLS)) > self.t.get(self.at(c, Facts::REPLIES))
+    }
+
+    /// The generation of client `c`'s checkpoint (staged).
+    pub fn generation(&self, c: usize) -> u64 {
+        self.t.get(self.at(c, Facts::GENERATION))
+    }
+
+    pub fn set_generation(&mut self, c: usize, generation: u64) {
+        let i = self.at(c, Facts::GENERATION);
+        self.t.set(i, generation);
+    }
+
+    /// Counts a connection of client `c` resumed from its checkpoint.
+    pub fn count_recovered(&mut self, c: usize) {
+        let i = self.at(c, Facts::RECOVERED);
+        self.t.add(i, 1);
     }
 
     /// The next ephemeral port (from `first` on, wrapping within 49152-65535).

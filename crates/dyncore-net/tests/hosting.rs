@@ -18,6 +18,7 @@ use dyncore_net::component::{Component, ComponentKind, CrashPoint};
 use dyncore_net::host::{Supervised, Threads, quiet_injected_crashes};
 use dyncore_net::hosting::{CpuHost, HostConfig, duty_of_step};
 use dyncore_net::stack::{Stack, StackConfig};
+use dyncore_net::tcp_recover::TcpCrash;
 use dyncore_net::wire::mem::{self, MemWireConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -304,6 +305,67 @@ fn a_tcp_crash_on_runtime_cpus_resets_its_four_connections_and_the_streams_go_on
     assert!(reset > 0, "no connection was open at a crash");
     eprintln!(
         "{CRASHES} TCP restarts: {reset} connections reset, {completed} completed; {}",
+        restart_summary(tcp)
+    );
+}
+
+/// `--tcp-crash recover` on runtime CPUs: TCP crashes 3 times while four
+/// streams flow (each crash once the last new instance has committed and
+/// 1 MiB more was copied), and each new instance resumes the four
+/// connections from TCP's checkpoints: no connection is reset, each
+/// stream completes on its one connection with the bytes sent, and each
+/// crash counts four connections recovered.
+#[test]
+fn a_tcp_crash_on_runtime_cpus_recovers_its_four_connections() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    const CRASHES: u64 = 3;
+    quiet_injected_crashes();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let recover = |c: &mut StackConfig| c.tcp_crash = TcpCrash::Recover;
+    let (comps, apps, stacks) =
+        streams_pair_tuned(MemWireConfig::default(), 1 << 40, 4, false, Some(cancel.clone()), recover);
+    let (a, b) = comps.split_at(5);
+    let cpus = [0, 1];
+    let host = CpuHost::start(HostConfig::new(cpus.to_vec()), a.to_vec(), &spread(&cpus)).unwrap();
+    let threads = Threads::start(b.to_vec(), apps);
+    let t0 = Instant::now();
+    let facts = &stacks[0].tcp_facts;
+    let mut armed = 0;
+    let mut committed_at = None;
+    while !threads.wait_apps(Duration::from_micros(200)) {
+        assert!(t0.elapsed() < LIMIT, "the streams did not finish within {LIMIT:?}");
+        assert!(!host.failed(), "a hosted component failed");
+        if facts.instances() < 1 + armed {
+            continue;
+        }
+        let from = *committed_at.get_or_insert_with(|| tcp_bytes(&host));
+        if tcp_bytes(&host) <= from + (1 << 20) {
+            continue;
+        }
+        if armed == CRASHES {
+            cancel.store(true, Ordering::Release);
+            continue;
+        }
+        host.crash(ComponentKind::Tcp).unwrap();
+        armed += 1;
+        committed_at = None;
+    }
+    let a = host.stop();
+    let run = threads.stop();
+    assert_eq!(check_connections(&run.apps), (4, 0), "every stream completed on its one connection");
+    let tcp = a.iter().find(|s| s.kind() == ComponentKind::Tcp).unwrap();
+    assert_eq!(tcp.load.restarts, CRASHES);
+    assert_eq!(facts.instances(), 1 + CRASHES);
+    assert!((0..4).all(|i| facts.resets(i) == 0), "no connection was reset");
+    let recovered: u64 = (0..4).map(|i| facts.recovered(i)).sum();
+    assert_eq!(recovered, 4 * CRASHES, "each crash recovered the four connections");
+    let counters = tcp.component().common().counters.clone();
+    eprintln!(
+        "{CRASHES} TCP restarts: {recovered} connections recovered, 0 reset; {} checkpoints, {:.1} MB copied \
+         into them for {:.1} MB copied by TCP; {}",
+        counters.get("checkpoints"),
+        counters.get("checkpoint_bytes") as f64 / 1e6,
+        (counters.get("bytes_sent") + counters.get("bytes_received")) as f64 / 1e6,
         restart_summary(tcp)
     );
 }

@@ -59,7 +59,7 @@ mod report;
 mod verdict;
 
 pub use args::{Args, BadArgs, PeerKind, WireKind};
-use args::{Plan, crash_kinds, plan};
+use args::{Plan, TcpCrash, crash_kinds, plan};
 use drive::{Ends, Flags, drive};
 use verdict::{Peer, bytes_sent, verdict};
 
@@ -158,11 +158,20 @@ fn watch_signals(signals: &dyncore_runtime::arbiter::Signals, flags: &Flags) -> 
     done
 }
 
-fn stack_config(addr: std::net::Ipv4Addr, rules: Vec<Rule>, seed: u64, sockets: usize) -> StackConfig {
+/// A stack's configuration; `tcp_crash` for the stack under test (the
+/// split peer's TCP never crashes: it resets, and checkpoints nothing).
+fn stack_config(
+    addr: std::net::Ipv4Addr,
+    rules: Vec<Rule>,
+    seed: u64,
+    sockets: usize,
+    tcp_crash: Option<TcpCrash>,
+) -> StackConfig {
     let mut c = StackConfig::new(addr);
     c.rules = rules;
     c.seed = seed;
     c.sockets = sockets;
+    c.tcp_crash = tcp_crash.map_or(Default::default(), TcpCrash::net);
     c
 }
 
@@ -177,7 +186,7 @@ fn run_mem(
     let (a, b) = MEM_ADDRS;
     let (wa, wb) = mem::pair(MemWireConfig { mtu: args.mtu as usize, ..MemWireConfig::default() });
     let n = plan.streams;
-    let mut stack = Stack::build(&stack_config(a, rules, 1, n), Arc::new(wa));
+    let mut stack = Stack::build(&stack_config(a, rules, 1, n, Some(args.tcp_crash)), Arc::new(wa));
     // In a campaign the streams run until its faults are done.
     let bytes = if args.faults.is_some() { 1 << 50 } else { args.bytes };
     let mut apps: Vec<Box<dyn App>> = Vec::new();
@@ -190,7 +199,7 @@ fn run_mem(
     let mut others = Vec::new();
     let peer = match args.peer {
         PeerKind::Split => {
-            let mut peer = Stack::build(&stack_config(b, Vec::new(), 2, n), Arc::new(wb));
+            let mut peer = Stack::build(&stack_config(b, Vec::new(), 2, n, None), Arc::new(wb));
             for ((i, sock), p) in peer.sockets.drain(..).enumerate().zip(progress) {
                 // When TCP may reset connections, every byte is checked, so
                 // that a reset connection's prefix can be said intact.
@@ -199,7 +208,7 @@ fn run_mem(
                 apps.push(Box::new(if plan.tcp_may_crash { r.reconnect().until_done(p) } else { r }));
             }
             others.extend(peer.blueprints);
-            Peer::Split { streams: n }
+            Peer::Split { streams: n, tcp: stack.tcp_facts.clone() }
         }
         PeerKind::Mono => {
             let role = MonoRole::Receive { port: PORT, verify_seed: None };
@@ -247,7 +256,8 @@ fn run_tun(
     );
     let peer_cancel = Arc::new(AtomicBool::new(false));
     let linux = linux_peer::receiver(&net, PORT, limit, peer_cancel.clone())?;
-    let mut stack = Stack::build(&stack_config(tun::STACK_ADDR, rules, 1, 1), Arc::new(end));
+    let mut stack =
+        Stack::build(&stack_config(tun::STACK_ADDR, rules, 1, 1, Some(args.tcp_crash)), Arc::new(end));
     let sender = Sender::new(stack.sockets.remove(0), (tun::LINUX_ADDR, PORT), args.bytes, SEED)
         .cancel_on(flags.stop.clone());
     say!("streaming {} MiB from the split stack to Linux TCP over TUN…", args.bytes >> 20);

@@ -99,6 +99,18 @@ pub fn streams_pair_until(
     reconnect: bool,
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 ) -> (Components, Apps, [Stack; 2]) {
+    streams_pair_tuned(wire, total, streams, reconnect, cancel, |_| {})
+}
+
+/// [`streams_pair_until`], both stacks' configurations `tune`d.
+pub fn streams_pair_tuned(
+    wire: MemWireConfig,
+    total: u64,
+    streams: usize,
+    reconnect: bool,
+    cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    tune: impl Fn(&mut StackConfig),
+) -> (Components, Apps, [Stack; 2]) {
     let (wa, wb) = mem::pair(wire);
     let mut ca = StackConfig::new(A);
     let mut cb = StackConfig::new(B);
@@ -106,6 +118,8 @@ pub fn streams_pair_until(
     cb.seed = 22;
     ca.sockets = streams;
     cb.sockets = streams;
+    tune(&mut ca);
+    tune(&mut cb);
     let mut a = Stack::build(&ca, Arc::new(wa));
     let mut b = Stack::build(&cb, Arc::new(wb));
     let mut apps: Apps = Vec::new();

@@ -21,8 +21,19 @@ pub enum TcpCrash {
     /// Reset them: every call in flight gets an error, the peers reset
     /// their side, new connections work at once.
     Reset,
-    /// Resume them where they were (not available).
+    /// Resume them from TCP's checkpoints: the applications and the peers
+    /// see only a delay.
     Recover,
+}
+
+impl TcpCrash {
+    /// The network stack's setting.
+    pub fn net(self) -> dyncore_net::tcp_recover::TcpCrash {
+        match self {
+            TcpCrash::Reset => dyncore_net::tcp_recover::TcpCrash::Reset,
+            TcpCrash::Recover => dyncore_net::tcp_recover::TcpCrash::Recover,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -63,7 +74,7 @@ pub struct Args {
     /// Concurrent connections from the stack to its peer, each a stream of --bytes (split peer on the in-memory wire only).
     #[arg(long, default_value_t = 1, value_parser = whole::<1, MAX_STREAMS>, allow_hyphen_values = true)]
     pub streams: u64,
-    /// What a TCP crash does to the connections TCP held: reset (each application gets an error and opens a new connection; the peer resets its side; the stack stays up) or recover (resume them: not available, see --help).
+    /// What a TCP crash does to the connections TCP held: reset (each application gets an error and opens a new connection; the peer resets its side; the stack stays up) or recover (resume them from TCP's checkpoints: the applications and the peer see only a delay).
     #[arg(long, value_enum, default_value_t = TcpCrash::Reset, allow_hyphen_values = true)]
     pub tcp_crash: TcpCrash,
     /// A fault campaign: crash N times, at random components, times and points of their step, with live updates and moves among them, while the streams flow (4 unless --streams says otherwise); then close the streams and report what was lost.
@@ -121,9 +132,10 @@ Crashes (--crash, crash= in --at, --faults): the crashed component is dropped wh
   positions, its journal); nothing it was handling is lost or handled twice. A TCP crash resets the
   connections TCP held (--tcp-crash reset): each application's call in flight fails with \"connection
   reset\", the application opens a new connection and sends the rest of its bytes there, the peer resets
-  its side. --tcp-crash recover (resume the connections) is not available: smoltcp exports none of a
-  connection's state (sequence numbers, windows, buffered bytes), so a restarted TCP has nothing to
-  resume from.
+  its side. With --tcp-crash recover, TCP checkpoints every connection (smoltcp's socket state,
+  the buffered bytes, the call in flight) with each poll's commit, and a restarted TCP resumes them:
+  the applications see a delay, the peer a delay and maybe retransmissions; the report says per
+  connection how many TCP crashes it survived.
 
 Live update (update=COMP[@VERSION] in --at): the component is replaced between two of its messages
   by a new instance, of VERSION if given (the filter has versions 1 and 2: version 2 also counts the
@@ -331,8 +343,9 @@ pub fn parse_at(s: &str, speeds: &SpeedTable) -> Result<(Duration, Change), Stri
             let k: ComponentKind = k.parse()?;
             if k == ComponentKind::Tcp {
                 return Err(format!(
-                    "--at `{s}`: TCP cannot be updated live (its state is smoltcp's sockets, which export \
-                     nothing); update syscall, ip, filter or driver"
+                    "--at `{s}`: TCP cannot be updated live (its state is smoltcp's sockets, and no versioned \
+                     state type carries them; a crash can recover them: --tcp-crash recover); update syscall, ip, \
+                     filter or driver"
                 ));
             }
             let versions: &[u32] = if k == ComponentKind::Filter { &[1, 2] } else { &[1] };
@@ -475,14 +488,6 @@ pub(super) fn plan(args: &Args) -> Result<Plan, BadArgs> {
 
 /// The number of connections, checked against the peer and what may crash.
 fn connections(args: &Args, tcp_may_crash: bool) -> Result<usize, BadArgs> {
-    if args.tcp_crash == TcpCrash::Recover {
-        return Err(BadArgs(
-            "--tcp-crash recover is not available: smoltcp exports none of a connection's state (sequence \
-             numbers, windows, buffered bytes), so a TCP restarted in fresh memory has nothing to resume \
-             from; --tcp-crash reset resets the connections TCP held"
-                .into(),
-        ));
-    }
     let streams = if args.faults.is_some() && args.streams == 1 { 4 } else { args.streams as usize };
     let one_peer = match (args.wire, args.peer) {
         (WireKind::Tun, _) => Some("the Linux peer over TUN"),

@@ -2,10 +2,11 @@
 //! throughput dip of crashes, every placement decision, and the trace.
 
 use anyhow::{Context, Result};
+use dyncore_core::placement::ComponentKind;
 use dyncore_core::power::MODELLED;
 use dyncore_net::control::Controller;
 
-use super::args::Args;
+use super::args::{Args, TcpCrash};
 use super::drive::Outcome;
 use crate::table::Table;
 
@@ -37,6 +38,19 @@ pub(super) fn tables(args: &Args, out: &Outcome, bytes: u64) -> Result<()> {
     );
     if let Some(dip) = crash_dip(out) {
         say!("{dip}");
+    }
+    if args.tcp_crash == TcpCrash::Recover
+        && let Some(tcp) = out.stack.iter().find(|s| s.kind() == ComponentKind::Tcp)
+    {
+        let c = tcp.component().counters();
+        let copied = c.get("bytes_sent") + c.get("bytes_received");
+        say!(
+            "TCP checkpoints (--tcp-crash recover): {} written, {:.1} MB of buffered bytes copied into them, {:.2} \
+             bytes per byte TCP copied to or from the applications",
+            c.get("checkpoints"),
+            c.get("checkpoint_bytes") as f64 / 1e6,
+            c.get("checkpoint_bytes") as f64 / copied.max(1) as f64
+        );
     }
     for s in out.stack.iter().filter(|s| s.component().version() != 1) {
         let c: Vec<String> =

@@ -3,6 +3,7 @@
 //! why, the frame audit of a campaign (nothing lost, duplicated or
 //! leaked), and the exit status that says whether the promises held.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use anyhow::{Result, bail, ensure};
@@ -13,6 +14,7 @@ use dyncore_net::audit::Audit;
 use dyncore_net::component::Component;
 use dyncore_net::host::Supervised;
 use dyncore_net::stream::Digest;
+use dyncore_net::tcp::TcpFacts;
 
 use super::drive::{Flags, Outcome as Run};
 use super::report::percentiles_us;
@@ -25,7 +27,9 @@ pub(super) type Received = std::result::Result<Digest, String>;
 pub(super) enum Peer {
     /// A split stack: the applications are `streams` senders, then as many
     /// receivers; the peer's components are the threads' components.
-    Split { streams: usize },
+    /// `tcp`: what the sending stack's TCP counted across its restarts
+    /// (connections reset and recovered, per stream).
+    Split { streams: usize, tcp: Arc<TcpFacts> },
     /// A monolithic stack: the sender, then the monolithic peer.
     Mono,
     /// The Linux kernel over TUN, and what it received.
@@ -66,9 +70,9 @@ fn checks(run: &Run, peer: Peer) -> Result<()> {
     match peer {
         Peer::Linux(got) => single(&*apps[0], got.map_err(|e| format!("Linux: {e}"))),
         Peer::Mono => single(&*apps[0], received_by(&*apps[1])),
-        Peer::Split { streams } => {
-            let bad = connections(apps, streams)?;
-            let audit = campaign(run)?;
+        Peer::Split { streams, tcp } => {
+            let bad = connections(apps, streams, &tcp)?;
+            let audit = campaign(run, &tcp, streams)?;
             for (i, a) in apps.iter().enumerate() {
                 if let Some(e) = a.error() {
                     bail!("{} {}: {e}", if i < streams { "sender" } else { "receiver" }, i % streams);
@@ -121,13 +125,14 @@ fn single(sender: &dyn App, received: Received) -> Result<()> {
 
 /// The per-connection table of a split peer; returns the connections whose
 /// check failed.
-fn connections(apps: &[Box<dyn App>], streams: usize) -> Result<usize> {
+fn connections(apps: &[Box<dyn App>], streams: usize, tcp: &TcpFacts) -> Result<usize> {
     let mut t = Table::new(
         "Connections (sent: bytes the application's send calls completed; lost: what a reset took with it)",
         &[
             "stream",
             "connection",
             "outcome",
+            "TCP crashes survived",
             "sent MB",
             "received MB",
             "lost KB",
@@ -139,6 +144,7 @@ fn connections(apps: &[Box<dyn App>], streams: usize) -> Result<usize> {
     let (mut bad, mut reset, mut completed, mut lost) = (0, 0, 0, 0u64);
     for i in 0..streams {
         let (s, r) = (apps[i].connections(), apps[streams + i].connections());
+        let survived = survived(tcp, i, s.len());
         if s.len() != r.len() {
             say!("stream {i}: the sender ended {} connections, the receiver {}", s.len(), r.len());
             bad += 1;
@@ -161,6 +167,7 @@ fn connections(apps: &[Box<dyn App>], streams: usize) -> Result<usize> {
                 i.to_string(),
                 k.to_string(),
                 format!("{:?}", a.outcome).to_lowercase(),
+                survived.clone(),
                 format!("{:.2}", a.digest.bytes as f64 / 1e6),
                 format!("{:.2}", b.digest.bytes as f64 / 1e6),
                 if a.outcome == Outcome::Reset { format!("{:.1}", gone as f64 / 1e3) } else { "–".into() },
@@ -188,6 +195,13 @@ fn connections(apps: &[Box<dyn App>], streams: usize) -> Result<usize> {
             lost as f64 / 1e3
         );
     }
+    let recovered: u64 = (0..streams).map(|i| tcp.recovered(i)).sum();
+    if recovered > 0 {
+        say!(
+            "connections recovered by TCP restarts: {recovered} (resumed from TCP's checkpoints; the \
+             applications and the peer saw only a delay)"
+        );
+    }
     if bad == 0 {
         let n = completed + reset;
         say!("{n} connection{} checked: the stream checksums match", if n == 1 { "" } else { "s" });
@@ -211,9 +225,20 @@ fn connections(apps: &[Box<dyn App>], streams: usize) -> Result<usize> {
     Ok(bad)
 }
 
+/// How many TCP crashes stream `i`'s connection survived (resumed from
+/// checkpoints, `--tcp-crash recover`): TCP counts them per client, so for
+/// a stream of several connections (one reset) the count is the stream's.
+fn survived(tcp: &TcpFacts, i: usize, connections: usize) -> String {
+    match (tcp.recovered(i), connections) {
+        (0, _) => "–".into(),
+        (n, 1) => format!("{n} (recovered)"),
+        (n, _) => format!("{n} (recovered, over the stream)"),
+    }
+}
+
 /// The campaign's summary and the frame audit (at rest); `None` when the
 /// stacks did not come to rest (then frames in flight are not lost).
-fn campaign(run: &Run) -> Result<Option<Audit>> {
+fn campaign(run: &Run, facts: &TcpFacts, streams: usize) -> Result<Option<Audit>> {
     let ours: Vec<&dyn Component> = run.stack.iter().map(Supervised::component).collect();
     let theirs: Vec<&dyn Component> = run.threads.components.iter().map(Supervised::component).collect();
     let leaked: usize = run.stack.iter().chain(&run.threads.components).map(Supervised::buffers_out).sum();
@@ -240,7 +265,9 @@ fn campaign(run: &Run) -> Result<Option<Audit>> {
         let pauses: Vec<u64> = c.updates.iter().map(|u| u.pause_ns).collect();
         say!("live updates: pause {} (p50 / p99 / max)", percentiles_us(&pauses));
         let tcp = run.stack.iter().find(|s| s.kind() == ComponentKind::Tcp).map_or(0, |s| s.load.restarts);
-        say!("TCP restarts: {tcp}; connections recovered: 0 (--tcp-crash reset)");
+        let recovered: u64 = (0..streams).map(|i| facts.recovered(i)).sum();
+        let reset: u64 = (0..streams).map(|i| facts.resets(i)).sum();
+        say!("TCP restarts: {tcp}; connections recovered: {recovered}, reset: {reset}");
     }
     if !run.at_rest {
         say!("frame audit: none (the stacks did not come to rest within 5 s of the end)");

@@ -18,7 +18,10 @@ use crate::wire::{
     TcpRepr, TcpSeqNumber, TcpTimestampGenerator, TcpTimestampRepr,
 };
 
+mod checkpoint;
 mod congestion;
+
+pub use checkpoint::{RestoreError, TcpCheckpoint};
 
 macro_rules! tcp_trace {
     ($($arg:expr),*) => (net_log!(trace, $($arg),*));
@@ -158,7 +161,7 @@ const RTTE_MIN_RTO: u32 = 1000;
 // seconds
 const RTTE_MAX_RTO: u32 = 60_000;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 struct RttEstimator {
     /// true if we have made at least one rtt measurement.
