@@ -7,11 +7,19 @@
 //!   chunk of [`Beside::app_chunk`] bytes costs `app_cycles_per_byte ×
 //!   chunk` on its CPU (the live sender fills its buffer from the stream
 //!   generator and hashes it), and it makes the next chunk only once the
-//!   stack has taken the last (one send call outstanding).
+//!   stack has taken the last (one send call outstanding). Where the stack
+//!   has a syscall server, the chunk reaches it as **one send call**: the
+//!   server's job takes the whole chunk and costs two of its messages (the
+//!   call and its reply, as the live server counts them), not one message
+//!   per segment.
 //! * **The receiver** turns each segment around on its CPU: a job of
 //!   `receiver_cycles_per_segment + receiver_cycles_per_byte × bytes`
-//!   (its stack's receive path and its application's copy and hash), after
-//!   which its acknowledgment logic runs as without it.
+//!   (its stack's receive path and its application's copy and hash). It
+//!   **acknowledges once it has drained** the segments waiting for it, as a
+//!   smoltcp poll takes every frame in and then sends one ACK: after a
+//!   segment with another waiting it only counts it; after the last one its
+//!   acknowledgment logic runs as without it (an ACK at `ack_every`
+//!   unacknowledged segments, else the delayed ACK).
 //!
 //! A CPU with such work shares its time between it and its components: when
 //! both have work they take turns job by job (the stack CPU's worker and
@@ -74,6 +82,17 @@ impl Sim<'_> {
             self.foreign_queue(cpu, Foreign::App(self.beside.app_chunk.max(mss)));
         }
         false
+    }
+
+    /// The syscall server takes the application's ready chunk as one send
+    /// call (module docs); returns the job's cycles: the call and its
+    /// reply, each a message through a channel.
+    pub(super) fn syscall_takes_call(&mut self) -> f64 {
+        debug_assert!(self.app_modelled() && self.app_ready > 0);
+        self.sock_bytes += self.app_ready;
+        self.app_ready = 0;
+        let cost = self.costs.component(dyncore_core::placement::ComponentKind::Syscall);
+        2.0 * (cost.cycles_per_packet + self.costs.channel_cycles_per_msg)
     }
 
     /// A segment of the application's data taken by the stack.
@@ -149,7 +168,16 @@ impl Sim<'_> {
                 let cpu = self.comps[first].cpu;
                 self.kick(cpu);
             }
-            Foreign::Recv(b) => self.remote(b),
+            Foreign::Recv(b) => {
+                // Module docs: one ACK after the receiver drained its segments.
+                let cpu = self.beside.receiver.map(|(cpu, ..)| cpu).expect("a receiver job has a receiver");
+                if self.foreign[cpu].jobs.iter().any(|j| matches!(j, Foreign::Recv(_))) {
+                    self.unacked_segs += 1;
+                    self.unacked_bytes += b;
+                } else {
+                    self.remote(b);
+                }
+            }
         }
     }
 }
