@@ -66,6 +66,11 @@ pub enum LiveLayout {
 pub struct LiveThreads {
     /// The sending application, per byte: making the stream and hashing it.
     pub app_cycles_per_byte: f64,
+    /// Sending through the split stack, per byte: its send call's copy of
+    /// the chunk into a buffer of the send pool, on the application's
+    /// thread (B1's application hands its chunk to smoltcp, whose copy is
+    /// TCP's).
+    pub app_call_copy_cycles_per_byte: f64,
     /// The receiving application, per byte: its copy and its hash.
     pub receiver_cycles_per_byte: f64,
     /// Bytes the application makes at a time (its send call's buffer).
@@ -177,8 +182,10 @@ pub fn predict_bench_turns(
         LiveLayout::Spread => (vec![cpu(vec![Tcp, Filter]), cpu(vec![Syscall, Ip, Driver])], 1, 0),
         LiveLayout::Consolidated => (vec![cpu(vec![Syscall, Tcp, Ip, Filter, Driver]), cpu(vec![])], 1, 1),
     };
+    let app_cycles_per_byte =
+        threads.app_cycles_per_byte + if mono { 0.0 } else { threads.app_call_copy_cycles_per_byte };
     let beside = Beside {
-        app: Some((app_cpu, threads.app_cycles_per_byte * scale)),
+        app: Some((app_cpu, app_cycles_per_byte * scale)),
         app_chunk: threads.app_chunk,
         receiver: Some((receiver_cpu, recv_cycles, threads.receiver_cycles_per_byte * scale)),
     };
@@ -247,6 +254,7 @@ mod tests {
         // measured by `bench stack`; here, none.
         let threads = LiveThreads {
             app_cycles_per_byte: 0.0,
+            app_call_copy_cycles_per_byte: 0.0,
             receiver_cycles_per_byte: 0.0,
             app_chunk: 65536,
             spin_ns: 0,
@@ -275,6 +283,7 @@ mod tests {
     fn threads(app: f64, receiver: f64) -> LiveThreads {
         LiveThreads {
             app_cycles_per_byte: app,
+            app_call_copy_cycles_per_byte: 0.0,
             receiver_cycles_per_byte: receiver,
             app_chunk: 65536,
             spin_ns: 0,

@@ -208,7 +208,8 @@ pub(super) fn write_profile(path: &Path, costs: dyncore_core::profile::StackCost
 /// time, so that other processes sharing the CPU do not inflate the
 /// costs), and the stack CPUs' polling before they
 /// park (`spin_ns`, from the cost runs): the sending application makes each byte
-/// from the stream generator and hashes it; the receiving application
+/// from the stream generator and hashes it (and, sending through the split
+/// stack, copies it into the send call's buffer); the receiving application
 /// copies each byte out of its stack and hashes it. 64 MiB in 64 KiB
 /// chunks, as the applications move them.
 pub(super) fn measure_threads(mhz: f64, spin_ns: u64) -> LiveThreads {
@@ -230,10 +231,19 @@ pub(super) fn measure_threads(mhz: f64, spin_ns: u64) -> LiveThreads {
         h2.update(&copy);
     }
     let recv_ns = thread_cpu_ns().saturating_sub(t1) as f64;
+    // The split stack's send call copies the chunk into a buffer of its
+    // send pool, on the application's thread.
+    let t2 = thread_cpu_ns();
+    for _ in 0..TOTAL / CHUNK {
+        copy.copy_from_slice(std::hint::black_box(&buf));
+        std::hint::black_box(&copy);
+    }
+    let call_ns = thread_cpu_ns().saturating_sub(t2) as f64;
     std::hint::black_box((h1.digest(), h2.digest()));
     let per_byte = |ns: f64| ns * mhz / 1e3 / TOTAL as f64;
     LiveThreads {
         app_cycles_per_byte: per_byte(app_ns),
+        app_call_copy_cycles_per_byte: per_byte(call_ns),
         receiver_cycles_per_byte: per_byte(recv_ns),
         app_chunk: CHUNK as u64,
         spin_ns,

@@ -282,9 +282,11 @@ fn markdown(r: &Report<'_>, t: &Tables) -> Result<String> {
         let beside = r.threads.map_or(String::new(), |th| {
             format!(
                 " The threads beside the stack, measured in this run: the application {:.2} cycles per byte \
-                 (making the stream and hashing it), the receiver {:.2} per byte (its copy and hash) on top of \
-                 its stack's; a stack CPU polls {:.1} µs with nothing to do before it parks.",
+                 (making the stream and hashing it; through the split stack {:.2} more, its send call's copy \
+                 into the send pool), the receiver {:.2} per byte (its copy and hash) on top of its stack's; a \
+                 stack CPU polls {:.1} µs with nothing to do before it parks.",
                 th.app_cycles_per_byte,
+                th.app_call_copy_cycles_per_byte,
                 th.receiver_cycles_per_byte,
                 th.spin_ns as f64 / 1e3
             )
