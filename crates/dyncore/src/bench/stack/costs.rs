@@ -37,6 +37,10 @@ pub(super) struct CostPoint {
     pub(super) msgs_per_mb: f64,
 }
 
+/// A component's runs at one MTU: cycles per message, bytes per message,
+/// messages per MB.
+type Samples = (Vec<f64>, Vec<f64>, Vec<f64>);
+
 /// `--write-profile`: the split stack's costs, measured consolidated on one
 /// runtime CPU (no cross-core traffic inside the stack) at two MTUs, so
 /// that each component's cost per message splits into a fixed part and a
@@ -62,7 +66,7 @@ pub(super) fn measure_costs(
     let mut shares = Vec::new();
     let mut cost_points = Vec::new();
     for mtu in [576, 1500] {
-        let mut per: BTreeMap<ComponentKind, (Vec<f64>, Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        let mut per: BTreeMap<ComponentKind, Samples> = BTreeMap::new();
         for _ in 0..runs.max(3) {
             let r = split::run(Mode::Consolidate, &[cpu], bytes, mtu, sample, std::time::Duration::ZERO)
                 .with_context(|| format!("profile run at MTU {mtu}"))?;
