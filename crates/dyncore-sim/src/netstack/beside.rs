@@ -17,7 +17,8 @@
 //!   (its stack's receive path and its application's copy and hash). It
 //!   **acknowledges once it has drained** the segments waiting for it, as a
 //!   smoltcp poll takes every frame in and then sends one ACK: after a
-//!   segment with another waiting it only counts it; after the last one its
+//!   segment whose CPU's next job beside the stack is another segment it
+//!   only counts it; after the last one of such a run its
 //!   acknowledgment logic runs as without it (an ACK at `ack_every`
 //!   unacknowledged segments, else the delayed ACK).
 //!
@@ -171,7 +172,7 @@ impl Sim<'_> {
             Foreign::Recv(b) => {
                 // Module docs: one ACK after the receiver drained its segments.
                 let cpu = self.beside.receiver.map(|(cpu, ..)| cpu).expect("a receiver job has a receiver");
-                if self.foreign[cpu].jobs.iter().any(|j| matches!(j, Foreign::Recv(_))) {
+                if matches!(self.foreign[cpu].jobs.front(), Some(Foreign::Recv(_))) {
                     self.unacked_segs += 1;
                     self.unacked_bytes += b;
                 } else {
