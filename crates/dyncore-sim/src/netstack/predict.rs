@@ -104,6 +104,10 @@ pub struct BenchPrediction {
     /// them) per payload byte, cycles at the costs' clock: for B1 the
     /// sending and the receiving thread's work.
     pub cpu_cycles_per_byte: Vec<f64>,
+    /// The work beside the stack (the application and the receiver) per
+    /// payload byte, cycles at the costs' clock: the CPUs' busy time beyond
+    /// their components'.
+    pub beside_cycles_per_byte: f64,
     /// ACKs reaching the sender's TCP per MB of payload.
     pub acks_per_mb: f64,
 }
@@ -220,7 +224,10 @@ pub fn predict_bench_turns(
     let bytes_per_s = (gbps * 1e9 / 8.0).max(1e-9);
     let component_cycles_per_byte =
         o.components.iter().map(|(&k, v)| (k, v.busy * costs.cpu_mhz * 1e6 / bytes_per_s)).collect();
-    let cpu_cycles_per_byte = o.cpus.iter().map(|c| c.busy * costs.cpu_mhz * 1e6 / bytes_per_s).collect();
+    let cpu_cycles_per_byte: Vec<f64> =
+        o.cpus.iter().map(|c| c.busy * costs.cpu_mhz * 1e6 / bytes_per_s).collect();
+    let comps_cycles: f64 = o.components.values().map(|v| v.busy * costs.cpu_mhz * 1e6 / bytes_per_s).sum();
+    let beside_cycles_per_byte = (cpu_cycles_per_byte.iter().sum::<f64>() - comps_cycles).max(0.0);
     // TCP's jobs are the segments it sent and the ACKs it took.
     let tcp_msgs = o.components.get(&Tcp).map_or(0, |t| t.msgs);
     let acks_per_mb = tcp_msgs.saturating_sub(segments) as f64 / mb.max(1e-12);
@@ -230,6 +237,7 @@ pub fn predict_bench_turns(
         wakeups_per_mb,
         component_cycles_per_byte,
         cpu_cycles_per_byte,
+        beside_cycles_per_byte,
         acks_per_mb,
     }
 }

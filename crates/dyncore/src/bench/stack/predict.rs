@@ -37,7 +37,9 @@ pub(super) struct Prediction {
     pub(super) components: Vec<(ComponentKind, f64, f64)>,
     /// B1: the sending and the receiving thread's cycles per payload byte
     /// in polls that did work (the model's CPU's busy time, the live
-    /// rounds' median).
+    /// rounds' median); B2, B3: the application's and the receiver's
+    /// threads' CPU time per payload byte (the model's work beside the
+    /// stack; live, the process's CPU time beyond the stack CPUs').
     pub(super) threads: Vec<(&'static str, f64, f64)>,
     /// ACKs reaching the sending stack per MB of payload (the model's, the
     /// live rounds' median: B2, B3 the driver's messages beyond the
@@ -111,6 +113,17 @@ pub(super) fn predict(
             _ => (Vec::new(), None),
         };
         let mut threads = Vec::new();
+        if let (Some(r), Some(m)) = (rounds, mhz) {
+            let live: Vec<f64> = r
+                .runs
+                .iter()
+                .filter(|x| x.bytes > 0 && x.beside_cpu_ns > 0)
+                .map(|x| x.beside_cpu_ns as f64 * m / 1e3 / x.bytes as f64)
+                .collect();
+            if let Some(l) = super::rows::median(live) {
+                threads.push(("application and receiver threads", p.beside_cycles_per_byte, l));
+            }
+        }
         if rounds.is_none()
             && let Some((live, acks)) = mhz.and_then(|m| mono_work(b1, m))
         {
