@@ -35,6 +35,9 @@ use dyncore_core::Nanos;
 use super::sim::{CpuState, Ev, Job, Sim};
 
 /// The work beside the stack, and where it runs (indices of the run's CPUs).
+/// With an application, a syscall server takes each of its chunks as one
+/// send call (two of the server's messages); with a receiver, an ACK goes
+/// out once the receiver has drained the segments waiting for it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Beside {
     /// The application's CPU and its cost per byte made.

@@ -39,7 +39,7 @@
 //! (`channel_cycles_per_msg` is the paper-side model's, whose costs
 //! exclude it). Through the syscall server the application's chunk is one
 //! send call, and the receiver acknowledges after it drained its segments
-//! (see [`super::beside`]), as the live stack counts its messages.
+//! (see [`super::Beside`]), as the live stack counts its messages.
 //!
 //! A CPU with nothing to do polls for [`LiveThreads::spin_ns`] before it
 //! sleeps, as the live hosts' CPUs poll a few hundred times before they

@@ -622,7 +622,7 @@ impl<'a> Sim<'a> {
     /// Takes component `c`'s next job: a message from its queue, or its own
     /// work (TCP sends a segment or takes a waiting write; the syscall
     /// server takes the application's next segment, or with a modelled
-    /// application its chunk as one call, see [`super::beside`]). Returns the message,
+    /// application its chunk as one call, see [`super::Beside`]). Returns the message,
     /// the job's cycles and its memory time (ns).
     fn take_job(&mut self, c: usize) -> (Option<Msg>, f64, f64) {
         let mut msg = self.comps[c].queue.pop_front();
