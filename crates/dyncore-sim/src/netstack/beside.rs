@@ -11,7 +11,10 @@
 //!   has a syscall server, the chunk reaches it as **one send call**: the
 //!   server's job takes the whole chunk and costs two of its messages (the
 //!   call and its reply, as the live server counts them), not one message
-//!   per segment.
+//!   per segment. It takes the call once the chunk fits in TCP's send
+//!   buffer (unsent and unacknowledged bytes within the window): the live
+//!   TCP replies once it has copied the whole chunk, and only then does the
+//!   application make its next.
 //! * **The receiver** turns each segment around on its CPU: a job of
 //!   `receiver_cycles_per_segment + receiver_cycles_per_byte × bytes`
 //!   (its stack's receive path and its application's copy and hash). It
@@ -86,6 +89,22 @@ impl Sim<'_> {
             self.foreign_queue(cpu, Foreign::App(self.beside.app_chunk.max(mss)));
         }
         false
+    }
+
+    /// Whether the syscall server has the application's send call to take:
+    /// a chunk is ready and fits in TCP's send buffer (the window: bytes
+    /// not yet sent and bytes not yet acknowledged), so that TCP's copy
+    /// completes and the reply lets the application make its next chunk,
+    /// as the live TCP replies once it copied the whole chunk. A chunk
+    /// larger than the buffer goes when TCP holds less than a segment (the
+    /// model sends full segments only: a remainder waits for the next
+    /// chunk).
+    pub(super) fn syscall_has_call(&mut self) -> bool {
+        if !self.app_ready_for_segment() {
+            return false;
+        }
+        let held = self.sock_bytes + self.inflight;
+        held < u64::from(self.net.mss) || held + self.app_ready <= self.window
     }
 
     /// The syscall server takes the application's ready chunk as one send

@@ -416,4 +416,18 @@ mod tests {
         let msgs_per_byte = 1.0 / 1448.0 + a.acks_per_mb / 1e6;
         assert!(ip >= 0.97 * 600.0 * msgs_per_byte && ip <= 1.03 * (600.0 + 926.0) * msgs_per_byte, "{a:?}");
     }
+
+    /// The syscall server takes a send call once its chunk fits in TCP's
+    /// send buffer, as the live TCP replies when it has copied the whole
+    /// chunk: with a buffer of one chunk the application's making of the
+    /// next chunk waits for the last to be sent and acknowledged, with four
+    /// it overlaps the stack's sending.
+    #[test]
+    fn a_send_call_waits_for_room_in_the_send_buffer() {
+        let p = fixture();
+        let t = threads(3.0, 0.0);
+        let one = predict_bench(&p, LiveLayout::Consolidated, 1448, 65536, &t);
+        let four = predict_bench(&p, LiveLayout::Consolidated, 1448, 4 * 65536, &t);
+        assert!(one.gbps < 0.8 * four.gbps, "{one:?} {four:?}");
+    }
 }

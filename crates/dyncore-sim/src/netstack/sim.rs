@@ -480,6 +480,9 @@ impl<'a> Sim<'a> {
         if self.writes_on() {
             return c == self.tcp && self.tcp_has_write_work();
         }
+        if Some(c) == self.syscall && self.app_modelled() {
+            return self.syscall_has_call();
+        }
         if Some(c) == self.syscall {
             return self.sock_bytes < self.window && self.app_has();
         }
