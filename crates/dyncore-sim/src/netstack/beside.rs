@@ -7,11 +7,23 @@
 //!   chunk of [`Beside::app_chunk`] bytes costs `app_cycles_per_byte ×
 //!   chunk` on its CPU (the live sender fills its buffer from the stream
 //!   generator and hashes it), and it makes the next chunk only once the
-//!   stack has taken the last (one send call outstanding).
+//!   stack has taken the last (one send call outstanding). Where the stack
+//!   has a syscall server, the chunk reaches it as **one send call**: the
+//!   server's job takes the whole chunk and costs two of its messages (the
+//!   call and its reply, as the live server counts them), not one message
+//!   per segment. It takes the call once the chunk fits in TCP's send
+//!   buffer (unsent and unacknowledged bytes within the window): the live
+//!   TCP replies once it has copied the whole chunk, and only then does the
+//!   application make its next.
 //! * **The receiver** turns each segment around on its CPU: a job of
 //!   `receiver_cycles_per_segment + receiver_cycles_per_byte × bytes`
-//!   (its stack's receive path and its application's copy and hash), after
-//!   which its acknowledgment logic runs as without it.
+//!   (its stack's receive path and its application's copy and hash). It
+//!   **acknowledges once it has drained** the segments waiting for it, as a
+//!   smoltcp poll takes every frame in and then sends one ACK: after a
+//!   segment whose CPU's next job beside the stack is another segment it
+//!   only counts it; after the last one of such a run its
+//!   acknowledgment logic runs as without it (an ACK at `ack_every`
+//!   unacknowledged segments, else the delayed ACK).
 //!
 //! A CPU with such work shares its time between it and its components: when
 //! both have work they take turns job by job (the stack CPU's worker and
@@ -26,6 +38,9 @@ use dyncore_core::Nanos;
 use super::sim::{CpuState, Ev, Job, Sim};
 
 /// The work beside the stack, and where it runs (indices of the run's CPUs).
+/// With an application, a syscall server takes each of its chunks as one
+/// send call (two of the server's messages); with a receiver, an ACK goes
+/// out once the receiver has drained the segments waiting for it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Beside {
     /// The application's CPU and its cost per byte made.
@@ -74,6 +89,33 @@ impl Sim<'_> {
             self.foreign_queue(cpu, Foreign::App(self.beside.app_chunk.max(mss)));
         }
         false
+    }
+
+    /// Whether the syscall server has the application's send call to take:
+    /// a chunk is ready and fits in TCP's send buffer (the window: bytes
+    /// not yet sent and bytes not yet acknowledged), so that TCP's copy
+    /// completes and the reply lets the application make its next chunk,
+    /// as the live TCP replies once it copied the whole chunk. A chunk
+    /// larger than the buffer goes when TCP holds less than a segment (the
+    /// model sends full segments only: a remainder waits for the next
+    /// chunk).
+    pub(super) fn syscall_has_call(&mut self) -> bool {
+        if !self.app_ready_for_segment() {
+            return false;
+        }
+        let held = self.sock_bytes + self.inflight;
+        held < u64::from(self.net.mss) || held + self.app_ready <= self.window
+    }
+
+    /// The syscall server takes the application's ready chunk as one send
+    /// call (module docs); returns the job's cycles: the call and its
+    /// reply, each a message through a channel.
+    pub(super) fn syscall_takes_call(&mut self) -> f64 {
+        debug_assert!(self.app_modelled() && self.app_ready > 0);
+        self.sock_bytes += self.app_ready;
+        self.app_ready = 0;
+        let cost = self.costs.component(dyncore_core::placement::ComponentKind::Syscall);
+        2.0 * (cost.cycles_per_packet + self.costs.channel_cycles_per_msg)
     }
 
     /// A segment of the application's data taken by the stack.
@@ -149,7 +191,16 @@ impl Sim<'_> {
                 let cpu = self.comps[first].cpu;
                 self.kick(cpu);
             }
-            Foreign::Recv(b) => self.remote(b),
+            Foreign::Recv(b) => {
+                // Module docs: one ACK after the receiver drained its segments.
+                let cpu = self.beside.receiver.map(|(cpu, ..)| cpu).expect("a receiver job has a receiver");
+                if matches!(self.foreign[cpu].jobs.front(), Some(Foreign::Recv(_))) {
+                    self.unacked_segs += 1;
+                    self.unacked_bytes += b;
+                } else {
+                    self.remote(b);
+                }
+            }
         }
     }
 }

@@ -33,7 +33,13 @@
 //! use [`super::policy::simulate_policy`].
 //!
 //! A component's turn drains every message waiting for it ([`LIVE_BATCH`]),
-//! as a live component's poll does, before its CPU turns to the next.
+//! as a live component's poll does, before its CPU turns to the next. A
+//! component's measured cost per message is its poll's time, its channel
+//! operations included, so the model adds no channel cost per message
+//! (`channel_cycles_per_msg` is the paper-side model's, whose costs
+//! exclude it). Through the syscall server the application's chunk is one
+//! send call, and the receiver acknowledges after it drained its segments
+//! (see [`super::Beside`]), as the live stack counts its messages.
 //!
 //! A CPU with nothing to do polls for [`LiveThreads::spin_ns`] before it
 //! sleeps, as the live hosts' CPUs poll a few hundred times before they
@@ -50,7 +56,7 @@ use dyncore_core::profile::StackCosts;
 use serde::Serialize;
 
 use super::idle::GovernorName;
-use super::{Beside, CpuSpec, NetParams, RunInput, simulate};
+use super::{Beside, CpuSpec, NetParams, RunInput};
 
 /// A 2-core configuration of `dyncore bench stack` (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -66,6 +72,11 @@ pub enum LiveLayout {
 pub struct LiveThreads {
     /// The sending application, per byte: making the stream and hashing it.
     pub app_cycles_per_byte: f64,
+    /// Sending through the split stack, per byte: its send call's copy of
+    /// the chunk into a buffer of the send pool, on the application's
+    /// thread (B1's application hands its chunk to smoltcp, whose copy is
+    /// TCP's).
+    pub app_call_copy_cycles_per_byte: f64,
     /// The receiving application, per byte: its copy and its hash.
     pub receiver_cycles_per_byte: f64,
     /// Bytes the application makes at a time (its send call's buffer).
@@ -76,7 +87,7 @@ pub struct LiveThreads {
 }
 
 /// What the model predicts for one configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BenchPrediction {
     pub gbps: f64,
     /// CPU time per GB of payload, s, of what the bench measures (module
@@ -85,11 +96,29 @@ pub struct BenchPrediction {
     /// Wake-ups of the stack's CPUs per MB of payload (B2, B3; 0 for B1,
     /// whose threads poll).
     pub wakeups_per_mb: f64,
+    /// Each component's busy time per payload byte, in cycles at the
+    /// costs' clock (`cpu_mhz`), as the bench measures the live
+    /// components' (their time in polls that did work).
+    pub component_cycles_per_byte: Vec<(ComponentKind, f64)>,
+    /// Each model CPU's busy time (its components' jobs and the work beside
+    /// them) per payload byte, cycles at the costs' clock: for B1 the
+    /// sending and the receiving thread's work.
+    pub cpu_cycles_per_byte: Vec<f64>,
+    /// The work beside the stack (the application and the receiver) per
+    /// payload byte, cycles at the costs' clock: the CPUs' busy time beyond
+    /// their components'.
+    pub beside_cycles_per_byte: f64,
+    /// ACKs reaching the sender's TCP per MB of payload.
+    pub acks_per_mb: f64,
 }
 
 /// Messages a component handles in one turn, live: all that wait (the
 /// largest bound a scenario may give).
 pub const LIVE_BATCH: u32 = 1_000_000;
+
+/// smoltcp's delayed-ACK timer (its `ACK_DELAY_DEFAULT`; dyncore's sockets
+/// keep it).
+pub const SMOLTCP_ACK_DELAY_NS: u64 = 10_000_000;
 
 /// The model's clock for predictions: the paper machine's fastest step.
 const MODEL_MHZ: f64 = 2267.0;
@@ -148,9 +177,17 @@ pub fn predict_bench_turns(
         // The live runtime parks a thread; its wake-up is what the bench
         // measured (`wakeup_ns`), not a C-state's.
         governor: GovernorName::Fixed,
+        // The live receiver is smoltcp: an ACK at once for more than one
+        // MSS unacknowledged (`ack_every` 2, after it drained its segments,
+        // see `super::beside`), else after its 10 ms ACK delay.
+        ack_every: 2,
+        delack_ns: SMOLTCP_ACK_DELAY_NS,
         ..NetParams::default()
     };
-    let c = StackCosts { wakeup_ns: if mono { 0.0 } else { c.wakeup_ns }, ..c };
+    // A live component's cost is its whole poll's time per message, its
+    // channel operations (peek, commit, push, publish) included: the model
+    // adds no channel cost on top (the paper-side costs exclude it).
+    let c = StackCosts { wakeup_ns: if mono { 0.0 } else { c.wakeup_ns }, channel_cycles_per_msg: 0.0, ..c };
     use ComponentKind::{Driver, Filter, Ip, Syscall, Tcp};
     let cpu = |components: Vec<ComponentKind>| CpuSpec { mhz: 2267, components, core: None };
     let (cpus, app_cpu, receiver_cpu) = match layout {
@@ -158,12 +195,15 @@ pub fn predict_bench_turns(
         LiveLayout::Spread => (vec![cpu(vec![Tcp, Filter]), cpu(vec![Syscall, Ip, Driver])], 1, 0),
         LiveLayout::Consolidated => (vec![cpu(vec![Syscall, Tcp, Ip, Filter, Driver]), cpu(vec![])], 1, 1),
     };
+    let app_cycles_per_byte =
+        threads.app_cycles_per_byte + if mono { 0.0 } else { threads.app_call_copy_cycles_per_byte };
     let beside = Beside {
-        app: Some((app_cpu, threads.app_cycles_per_byte * scale)),
+        app: Some((app_cpu, app_cycles_per_byte * scale)),
         app_chunk: threads.app_chunk,
         receiver: Some((receiver_cpu, recv_cycles, threads.receiver_cycles_per_byte * scale)),
     };
-    let o = simulate(&RunInput { costs: &c, net: &net, cpus: &cpus, load: &[], seed: 1, beside });
+    let (o, segments) =
+        run_counting_segments(&RunInput { costs: &c, net: &net, cpus: &cpus, load: &[], seed: 1, beside });
     let gbps = o.mbps / 1000.0;
     // Per GB: (1e9 · 8 / bits per second) seconds of wall.
     let wall_per_gb = 8.0 / gbps.max(1e-9);
@@ -180,7 +220,37 @@ pub fn predict_bench_turns(
     let mb = gbps * 1e9 / 8.0 * measured_s / 1e6;
     let wakeups: u64 = o.cpus.iter().filter(|c| !c.components.is_empty()).map(|c| c.wakeups).sum();
     let wakeups_per_mb = if mono { 0.0 } else { wakeups as f64 / mb.max(1e-12) };
-    BenchPrediction { gbps, cpu_s_per_gb: busy * wall_per_gb, wakeups_per_mb }
+    // Busy fraction × the live clock's cycles per second / bytes per second.
+    let bytes_per_s = (gbps * 1e9 / 8.0).max(1e-9);
+    let component_cycles_per_byte =
+        o.components.iter().map(|(&k, v)| (k, v.busy * costs.cpu_mhz * 1e6 / bytes_per_s)).collect();
+    let cpu_cycles_per_byte: Vec<f64> =
+        o.cpus.iter().map(|c| c.busy * costs.cpu_mhz * 1e6 / bytes_per_s).collect();
+    let comps_cycles: f64 = o.components.values().map(|v| v.busy * costs.cpu_mhz * 1e6 / bytes_per_s).sum();
+    let beside_cycles_per_byte = (cpu_cycles_per_byte.iter().sum::<f64>() - comps_cycles).max(0.0);
+    // TCP's jobs are the segments it sent and the ACKs it took.
+    let tcp_msgs = o.components.get(&Tcp).map_or(0, |t| t.msgs);
+    let acks_per_mb = tcp_msgs.saturating_sub(segments) as f64 / mb.max(1e-12);
+    BenchPrediction {
+        gbps,
+        cpu_s_per_gb: busy * wall_per_gb,
+        wakeups_per_mb,
+        component_cycles_per_byte,
+        cpu_cycles_per_byte,
+        beside_cycles_per_byte,
+        acks_per_mb,
+    }
+}
+
+/// [`simulate`], and the segments TCP sent while measuring.
+fn run_counting_segments(input: &RunInput<'_>) -> (super::Outcome, u64) {
+    let mut sim = super::sim::Sim::new(input);
+    sim.run_until(sim.measure_from);
+    let before = sim.packets;
+    let end = sim.end_ns();
+    sim.run_until(end);
+    let segments = sim.packets - before;
+    (sim.outcome(), segments)
 }
 
 #[cfg(test)]
@@ -201,6 +271,7 @@ mod tests {
         // measured by `bench stack`; here, none.
         let threads = LiveThreads {
             app_cycles_per_byte: 0.0,
+            app_call_copy_cycles_per_byte: 0.0,
             receiver_cycles_per_byte: 0.0,
             app_chunk: 65536,
             spin_ns: 0,
@@ -229,6 +300,7 @@ mod tests {
     fn threads(app: f64, receiver: f64) -> LiveThreads {
         LiveThreads {
             app_cycles_per_byte: app,
+            app_call_copy_cycles_per_byte: 0.0,
             receiver_cycles_per_byte: receiver,
             app_chunk: 65536,
             spin_ns: 0,
@@ -239,17 +311,15 @@ mod tests {
     fn a_polling_monolithic_stack_goes_as_fast_as_its_cycles_allow() {
         let p = fixture();
         let r = predict_bench(&p, LiveLayout::Mono, 1448, 1 << 20, &threads(0.0, 0.0));
-        // One busy CPU: per segment TCP + IP + driver + 2 channel messages,
-        // plus half an ACK's trip back up; at 2100 MHz.
-        let seg = p.tcp.cycles(1448)
-            + p.ip.cycles_per_packet
-            + p.driver.cycles(1448)
-            + 2.0 * p.channel_cycles_per_msg;
-        let ack = 0.5
-            * (p.tcp.cycles_per_packet
-                + p.ip.cycles_per_packet
-                + p.driver.cycles_per_packet
-                + 3.0 * p.channel_cycles_per_msg);
+        // One busy CPU: per segment TCP + IP + driver (their measured
+        // costs hold their channel operations), plus its share of an ACK's
+        // trip back up (the receiver ACKs after it drained the segments
+        // waiting for it); at 2100 MHz.
+        let seg = p.tcp.cycles(1448) + p.ip.cycles_per_packet + p.driver.cycles(1448);
+        let acks_per_segment = r.acks_per_mb * 1448.0 / 1e6;
+        assert!(acks_per_segment > 0.0 && acks_per_segment <= 0.5 + 1e-3, "{r:?}");
+        let ack = acks_per_segment
+            * (p.tcp.cycles_per_packet + p.ip.cycles_per_packet + p.driver.cycles_per_packet);
         let want = 2100e6 / (seg + ack) * 1448.0 * 8.0 / 1e9;
         assert!((r.gbps / want - 1.0).abs() < 0.03, "{r:?} vs {want}");
         // Two polling threads, all the time: 2 CPU-seconds per second.
@@ -258,6 +328,7 @@ mod tests {
         // byte add to every segment's.
         let app = 3.0;
         let slow = predict_bench(&p, LiveLayout::Mono, 1448, 1 << 20, &threads(app, 0.0));
+        let ack = slow.acks_per_mb * 1448.0 / 1e6 / acks_per_segment * ack;
         let want = 2100e6 / (seg + ack + app * 1448.0) * 1448.0 * 8.0 / 1e9;
         assert!((slow.gbps / want - 1.0).abs() < 0.03, "{slow:?} vs {want}");
     }
@@ -288,5 +359,75 @@ mod tests {
         // A faster clock in the profile (same cycles) predicts more.
         let fast = StackCosts { cpu_mhz: 4200.0, ..fixture() };
         assert!(predict_bench(&fast, LiveLayout::Spread, 1448, 1 << 20, &t).gbps > spread.gbps);
+    }
+
+    /// The application's chunk reaches the syscall server as one send
+    /// call: the server pays its call and its reply per chunk (as the live
+    /// server counts its messages), not a message per segment.
+    #[test]
+    fn the_syscall_server_pays_per_send_call_not_per_segment() {
+        let p = fixture();
+        let r = predict_bench(&p, LiveLayout::Consolidated, 1448, 1 << 20, &threads(1.0, 1.0));
+        let syscall = r.component_cycles_per_byte.iter().find(|c| c.0 == ComponentKind::Syscall).unwrap().1;
+        // Two messages per 64 KiB chunk, and one turn cost at most each
+        // (1000 cycles at the model's 2267 MHz, 926 at the fixture's 2100).
+        let per_call = 2.0 * p.syscall.cycles_per_packet / 65536.0;
+        let with_turns = per_call + 2.0 * 1000.0 * 2100.0 / 2267.0 / 65536.0;
+        assert!(syscall >= 0.97 * per_call && syscall <= 1.03 * with_turns, "{syscall} against {per_call}");
+        // A message per segment costs ten times more.
+        let per_segment = p.syscall.cycles_per_packet / 1448.0;
+        assert!(syscall < per_segment / 10.0, "{r:?}");
+    }
+
+    /// The receiver acknowledges once it has drained its segments (and at
+    /// least two are unacknowledged): with a window of four segments it
+    /// takes two to four at a time and ACKs each such batch; with a 1 MiB
+    /// window, sharing a CPU with the application, it takes the segments
+    /// that queued during the application's chunk together and ACKs once
+    /// for them.
+    #[test]
+    fn the_receiver_acknowledges_after_it_drained_its_segments() {
+        let p = fixture();
+        let per_mb = 1e6 / 1448.0;
+        let t = threads(1.0, 1.0);
+        let small = predict_bench(&p, LiveLayout::Consolidated, 1448, 4 * 1448, &t);
+        assert!(
+            small.acks_per_mb >= per_mb / 4.0 * 0.95 && small.acks_per_mb <= per_mb / 2.0 * 1.05,
+            "{small:?}"
+        );
+        let large = predict_bench(&p, LiveLayout::Consolidated, 1448, 1 << 20, &t);
+        assert!(large.acks_per_mb < per_mb / 8.0 && large.acks_per_mb > 0.0, "{large:?}");
+    }
+
+    /// The live costs hold the components' channel operations: a
+    /// component's busy cycles per byte in the model are its measured cost
+    /// per message times its messages, whatever the channel cost.
+    #[test]
+    fn a_measured_cost_is_not_charged_a_channel_on_top() {
+        let t = threads(1.0, 1.0);
+        let cheap = StackCosts { channel_cycles_per_msg: 0.0, ..fixture() };
+        let dear = StackCosts { channel_cycles_per_msg: 5000.0, ..fixture() };
+        let a = predict_bench(&cheap, LiveLayout::Consolidated, 1448, 1 << 20, &t);
+        let b = predict_bench(&dear, LiveLayout::Consolidated, 1448, 1 << 20, &t);
+        assert_eq!(a, b);
+        // IP: one message per segment and per ACK, 600 cycles each, and at
+        // most a turn cost (926 cycles at 2100 MHz) per message.
+        let ip = a.component_cycles_per_byte.iter().find(|c| c.0 == ComponentKind::Ip).unwrap().1;
+        let msgs_per_byte = 1.0 / 1448.0 + a.acks_per_mb / 1e6;
+        assert!(ip >= 0.97 * 600.0 * msgs_per_byte && ip <= 1.03 * (600.0 + 926.0) * msgs_per_byte, "{a:?}");
+    }
+
+    /// The syscall server takes a send call once its chunk fits in TCP's
+    /// send buffer, as the live TCP replies when it has copied the whole
+    /// chunk: with a buffer of one chunk the application's making of the
+    /// next chunk waits for the last to be sent and acknowledged, with four
+    /// it overlaps the stack's sending.
+    #[test]
+    fn a_send_call_waits_for_room_in_the_send_buffer() {
+        let p = fixture();
+        let t = threads(3.0, 0.0);
+        let one = predict_bench(&p, LiveLayout::Consolidated, 1448, 65536, &t);
+        let four = predict_bench(&p, LiveLayout::Consolidated, 1448, 4 * 65536, &t);
+        assert!(one.gbps < 0.8 * four.gbps, "{one:?} {four:?}");
     }
 }

@@ -480,6 +480,9 @@ impl<'a> Sim<'a> {
         if self.writes_on() {
             return c == self.tcp && self.tcp_has_write_work();
         }
+        if Some(c) == self.syscall && self.app_modelled() {
+            return self.syscall_has_call();
+        }
         if Some(c) == self.syscall {
             return self.sock_bytes < self.window && self.app_has();
         }
@@ -621,7 +624,8 @@ impl<'a> Sim<'a> {
 
     /// Takes component `c`'s next job: a message from its queue, or its own
     /// work (TCP sends a segment or takes a waiting write; the syscall
-    /// server takes the application's next segment). Returns the message,
+    /// server takes the application's next segment, or with a modelled
+    /// application its chunk as one call, see [`super::Beside`]). Returns the message,
     /// the job's cycles and its memory time (ns).
     fn take_job(&mut self, c: usize) -> (Option<Msg>, f64, f64) {
         let mut msg = self.comps[c].queue.pop_front();
@@ -635,6 +639,9 @@ impl<'a> Sim<'a> {
                 let p = self.costs.tcp.cycles_per_packet;
                 return (None, p, 0.0);
             }
+        }
+        if msg.is_none() && Some(c) == self.syscall && self.app_modelled() {
+            return (None, self.syscall_takes_call(), 0.0);
         }
         let mss = self.net.mss;
         let cost = self.costs.component(self.comps[c].kind);

@@ -136,11 +136,11 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
         }
         Err(e) => return Err(e),
     };
-    let threads = setup.mhz.zip(costs.as_ref()).map(|(m, (_, spin))| costs::measure_threads(m, *spin));
+    let threads = setup.mhz.zip(costs.as_ref()).map(|(m, c)| costs::measure_threads(m, c.spin_ns));
     let predictions = costs
         .as_ref()
         .zip(threads.as_ref())
-        .map(|((c, _), t)| predict::predict(c, t, args.mtu, &rows[1], &srows[0], &srows[1], setup.mhz));
+        .map(|(c, t)| predict::predict(&c.costs, t, args.mtu, &rows[1], &srows[0], &srows[1], setup.mhz));
     goals.push(match &predictions {
         Some(p) => goals::prediction_goal(p),
         None => Goal::not_measured(
@@ -161,9 +161,10 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
         transports: &transports,
         predictions: predictions.as_deref(),
         threads: threads.as_ref(),
+        costs: costs.as_ref(),
     })?;
-    if let (Some(path), Some((c, _))) = (&args.write_profile, costs) {
-        costs::write_profile(path, c)?;
+    if let (Some(path), Some(c)) = (&args.write_profile, costs) {
+        costs::write_profile(path, c.costs)?;
     }
     say!("report written to {}", setup.dir.join("report.md").display());
     Ok(goals)

@@ -26,6 +26,18 @@ pub(super) struct Run {
     pub cpu_ns: u64,
     /// Package energy measured by RAPL, where the machine has it.
     pub joules: Option<f64>,
+    /// B1: the sending and the receiving thread's time in polls that did
+    /// work (ns), and the ACKs the sender took (its frames beyond the
+    /// stream's full segments).
+    pub mono: Option<MonoWork>,
+}
+
+/// B1's threads' work (see [`Run::mono`]).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(super) struct MonoWork {
+    pub tx_busy_ns: u64,
+    pub rx_busy_ns: u64,
+    pub acks: u64,
 }
 
 impl Run {
@@ -104,7 +116,7 @@ pub(super) fn linux_loopback(bytes: u64, cpus: (CpuId, CpuId)) -> Result<Run> {
     })?;
     let wall_ns = super::super::ns(t0.elapsed());
     check_digests("B0", sent.0, got.0)?;
-    Ok(Run { bytes, wall_ns, cpu_ns: sent.1 + got.1, joules: None })
+    Ok(Run { bytes, wall_ns, cpu_ns: sent.1 + got.1, joules: None, mono: None })
 }
 
 fn check_digests(what: &str, sent: Digest, got: Digest) -> Result<()> {
@@ -114,14 +126,27 @@ fn check_digests(what: &str, sent: Digest, got: Digest) -> Result<()> {
     Ok(())
 }
 
-/// Polls a monolithic stack until its application is done.
-fn drive(mut m: Mono, epoch: Instant) -> Result<Mono> {
+/// Polls a monolithic stack until its application is done; returns it and
+/// its time in polls that did work (each poll's time runs to the next
+/// poll's clock reading, so no clock is read beyond the one each poll
+/// takes).
+fn drive(mut m: Mono, epoch: Instant) -> Result<(Mono, u64)> {
+    let (mut busy_ns, mut busy_since) = (0u64, None);
     while !m.is_done() {
-        let _ = m.poll(super::super::ns(epoch.elapsed()));
+        let now = super::super::ns(epoch.elapsed());
+        if let Some(t) = busy_since.take() {
+            busy_ns += now - t;
+        }
+        if !m.poll(now).is_idle() {
+            busy_since = Some(now);
+        }
+    }
+    if let Some(t) = busy_since {
+        busy_ns += super::super::ns(epoch.elapsed()) - t;
     }
     match m.error() {
         Some(e) => bail!("{e}"),
-        None => Ok(m),
+        None => Ok((m, busy_ns)),
     }
 }
 
@@ -140,8 +165,13 @@ pub(super) fn smoltcp_mono(bytes: u64, mtu: usize, cpus: (CpuId, CpuId)) -> Resu
         Ok((join(t)?, join(r)?))
     })?;
     let wall_ns = super::super::ns(epoch.elapsed());
-    check_digests("B1", tx.0.report().digest, rx.0.report().digest)?;
-    Ok(Run { bytes, wall_ns, cpu_ns: tx.1 + rx.1, joules: None })
+    let ((tx, tx_busy_ns), tx_cpu) = tx;
+    let ((rx, rx_busy_ns), rx_cpu) = rx;
+    check_digests("B1", tx.report().digest, rx.report().digest)?;
+    let segments = bytes.div_ceil(mtu as u64 - 40);
+    let acks = tx.frames().saturating_sub(segments);
+    let mono = Some(MonoWork { tx_busy_ns, rx_busy_ns, acks });
+    Ok(Run { bytes, wall_ns, cpu_ns: tx_cpu + rx_cpu, joules: None, mono })
 }
 
 /// Runs `f`, adding the package energy RAPL measured where there is RAPL.

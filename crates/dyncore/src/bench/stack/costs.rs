@@ -16,6 +16,31 @@ use super::rows::median;
 use super::{split, transport};
 use crate::report::write_file;
 
+/// What the cost runs measured: the costs, how long a CPU polls before it
+/// parks, and each component's median point per MTU.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(super) struct Measured {
+    pub(super) costs: dyncore_core::profile::StackCosts,
+    pub(super) spin_ns: u64,
+    pub(super) points: Vec<CostPoint>,
+}
+
+/// A component's median message in the cost runs at one MTU.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(super) struct CostPoint {
+    pub(super) mtu: usize,
+    pub(super) kind: ComponentKind,
+    /// Payload bytes per message (what `c(P)` is fitted over).
+    pub(super) bytes_per_msg: f64,
+    pub(super) cycles_per_msg: f64,
+    /// Messages per MB of payload (median of the runs).
+    pub(super) msgs_per_mb: f64,
+}
+
+/// A component's runs at one MTU: cycles per message, bytes per message,
+/// messages per MB.
+type Samples = (Vec<f64>, Vec<f64>, Vec<f64>);
+
 /// `--write-profile`: the split stack's costs, measured consolidated on one
 /// runtime CPU (no cross-core traffic inside the stack) at two MTUs, so
 /// that each component's cost per message splits into a fixed part and a
@@ -30,7 +55,7 @@ pub(super) fn measure_costs(
     runs: usize,
     mhz: Option<f64>,
     transports: &[transport::Transport],
-) -> Result<(dyncore_core::profile::StackCosts, u64)> {
+) -> Result<Measured> {
     use dyncore_core::profile::{ComponentCost, StackCosts};
     let mhz = mhz.context("no stack costs: /proc/cpuinfo states no clock to count cycles at")?;
     say!("measuring the split stack's costs (consolidated, MTU 576 and 1500)…");
@@ -39,8 +64,9 @@ pub(super) fn measure_costs(
     let (mut wakeups, mut wake_ns) = (0u64, 0u64);
     let (mut polled_ns, mut parks) = (0u64, 0u64);
     let mut shares = Vec::new();
+    let mut cost_points = Vec::new();
     for mtu in [576, 1500] {
-        let mut per: BTreeMap<ComponentKind, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        let mut per: BTreeMap<ComponentKind, Samples> = BTreeMap::new();
         for _ in 0..runs.max(3) {
             let r = split::run(Mode::Consolidate, &[cpu], bytes, mtu, sample, std::time::Duration::ZERO)
                 .with_context(|| format!("profile run at MTU {mtu}"))?;
@@ -56,11 +82,15 @@ pub(super) fn measure_costs(
                     // worker really had.
                     e.0.push(busy as f64 * r.cpu_share * mhz / 1e3 / msgs as f64);
                     e.1.push(b as f64 / msgs as f64);
+                    e.2.push(msgs as f64 / (r.bytes as f64 / 1e6));
                 }
             }
         }
-        for (k, (c, p)) in per {
-            points.entry(k).or_default().push((median(p).unwrap_or(0.0), median(c).unwrap_or(0.0)));
+        for (kind, (c, p, m)) in per {
+            let (bytes_per_msg, cycles_per_msg) = (median(p).unwrap_or(0.0), median(c).unwrap_or(0.0));
+            points.entry(kind).or_default().push((bytes_per_msg, cycles_per_msg));
+            let msgs_per_mb = median(m).unwrap_or(0.0);
+            cost_points.push(CostPoint { mtu, kind, bytes_per_msg, cycles_per_msg, msgs_per_mb });
         }
     }
     say!(
@@ -94,7 +124,7 @@ pub(super) fn measure_costs(
     costs.validate().map_err(|e| anyhow::anyhow!("the measured stack costs are not valid: {e}"))?;
     // How long a CPU polls with nothing to do before it parks.
     let spin_ns = polled_ns.checked_div(parks).unwrap_or(0);
-    Ok((costs, spin_ns))
+    Ok(Measured { costs, spin_ns, points: cost_points })
 }
 
 /// One 1500-byte frame through the stack's channel (a pool buffer filled,
@@ -182,7 +212,8 @@ pub(super) fn write_profile(path: &Path, costs: dyncore_core::profile::StackCost
 /// time, so that other processes sharing the CPU do not inflate the
 /// costs), and the stack CPUs' polling before they
 /// park (`spin_ns`, from the cost runs): the sending application makes each byte
-/// from the stream generator and hashes it; the receiving application
+/// from the stream generator and hashes it (and, sending through the split
+/// stack, copies it into the send call's buffer); the receiving application
 /// copies each byte out of its stack and hashes it. 64 MiB in 64 KiB
 /// chunks, as the applications move them.
 pub(super) fn measure_threads(mhz: f64, spin_ns: u64) -> LiveThreads {
@@ -204,10 +235,19 @@ pub(super) fn measure_threads(mhz: f64, spin_ns: u64) -> LiveThreads {
         h2.update(&copy);
     }
     let recv_ns = thread_cpu_ns().saturating_sub(t1) as f64;
+    // The split stack's send call copies the chunk into a buffer of its
+    // send pool, on the application's thread.
+    let t2 = thread_cpu_ns();
+    for _ in 0..TOTAL / CHUNK {
+        copy.copy_from_slice(std::hint::black_box(&buf));
+        std::hint::black_box(&copy);
+    }
+    let call_ns = thread_cpu_ns().saturating_sub(t2) as f64;
     std::hint::black_box((h1.digest(), h2.digest()));
     let per_byte = |ns: f64| ns * mhz / 1e3 / TOTAL as f64;
     LiveThreads {
         app_cycles_per_byte: per_byte(app_ns),
+        app_call_copy_cycles_per_byte: per_byte(call_ns),
         receiver_cycles_per_byte: per_byte(recv_ns),
         app_chunk: CHUNK as u64,
         spin_ns,

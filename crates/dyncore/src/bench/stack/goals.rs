@@ -185,8 +185,10 @@ fn miss(x: &Prediction, load: Option<f64>) -> String {
                 format!(
                     "{}: the measured {:.2} Gbps is above the {min:.2}–{max:.2} Gbps the model gives over the \
                      rounds' wake-up costs ({lo:.0}–{hi:.0} µs): the model's stack is slower than the live \
-                     one{wakes}{turns}",
-                    x.key, x.measured_gbps
+                     one{wakes}{turns}{}",
+                    x.key,
+                    x.measured_gbps,
+                    costliest(x)
                 )
             } else {
                 format!(
@@ -200,9 +202,14 @@ fn miss(x: &Prediction, load: Option<f64>) -> String {
         }
         None if x.measured_gbps > x.predicted_gbps => format!(
             "{}: the measured {:.2} Gbps is above the model's {:.2}: the costs the model runs (measured in the \
-             cost runs before the streams) are higher than what the streams paid; which cost differs is not \
-             established by this run",
-            x.key, x.measured_gbps, x.predicted_gbps
+             cost runs before the streams) are higher than what the streams paid{}",
+            x.key,
+            x.measured_gbps,
+            x.predicted_gbps,
+            match costliest(x) {
+                c if c.is_empty() => "; which cost differs is not established by this run".to_string(),
+                c => c,
+            }
         ),
         None => format!(
             "{}: the model runs the two polling threads' measured costs on CPUs they have alone; live they share \
@@ -210,6 +217,26 @@ fn miss(x: &Prediction, load: Option<f64>) -> String {
             x.key
         ),
     }
+}
+
+/// The cost the model charges most above what the streams paid (cycles per
+/// payload byte: B1 a thread's, B2 and B3 a component's), and the ACKs per
+/// MB, or nothing where the run measured neither.
+fn costliest(x: &Prediction) -> String {
+    let mut rows: Vec<(String, f64, f64)> =
+        x.components.iter().map(|&(k, m, l)| (format!("{k:?}").to_lowercase(), m, l)).collect();
+    rows.extend(x.threads.iter().map(|&(w, m, l)| (w.to_string(), m, l)));
+    let Some((what, m, l)) = rows.into_iter().max_by(|a, b| (a.1 - a.2).total_cmp(&(b.1 - b.2))) else {
+        return String::new();
+    };
+    let acks = x
+        .acks_per_mb
+        .map_or(String::new(), |(m, l)| format!(" (ACKs per MB: the model's {m:.1}, the streams' {l:.1})"));
+    format!(
+        "; the cost furthest above the streams': {what}, {m:.2} cycles per byte in the model against {l:.2} \
+         ({:+.0}%){acks}",
+        100.0 * (m / l.max(1e-12) - 1.0)
+    )
 }
 
 /// The 1-minute load average (`/proc/loadavg`).
@@ -220,6 +247,7 @@ fn load_average() -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dyncore_core::placement::ComponentKind;
 
     #[test]
     fn the_prediction_goal_holds_within_20_percent_and_says_why_it_missed() {
@@ -232,6 +260,9 @@ mod tests {
             gbps_over_wake_costs: wake,
             gbps_without_turns: wake.map(|_| 4.0),
             wakeups_per_mb: wake.map(|_| (30.0, 10.0)),
+            components: Vec::new(),
+            threads: Vec::new(),
+            acks_per_mb: None,
         };
         let ok =
             prediction_goal(&[x("B1", 6.0, 5.1, None), x("B2", 3.0, 3.5, None), x("B3", 3.0, 3.0, None)]);
@@ -253,8 +284,17 @@ mod tests {
         assert!(m.contains("B3: the measured 1.50 Gbps is below the 2.80–3.20 Gbps"), "{m}");
         // A live stack faster than the model: the turn cost's number, not
         // the CPUs it shares.
-        let fast = prediction_goal(&[x("B2", 1.3, 3.0, Some((1.3, 1.35, 25.0, 35.0)))]);
+        let mut b2 = x("B2", 1.3, 3.0, Some((1.3, 1.35, 25.0, 35.0)));
+        b2.components = vec![(ComponentKind::Tcp, 1.2, 1.0), (ComponentKind::Syscall, 4.0, 0.5)];
+        b2.acks_per_mb = Some((340.0, 17.0));
+        let fast = prediction_goal(&[b2]);
         let m = &fast.measured;
+        assert!(
+            m.contains(
+                "furthest above the streams': syscall, 4.00 cycles per byte in the model against 0.50 (+700%)"
+            ) && m.contains("ACKs per MB: the model's 340.0, the streams' 17.0"),
+            "{m}"
+        );
         assert!(m.contains("is above the 1.30–1.35 Gbps") && m.contains("gives 4.00 Gbps (+33%"), "{m}");
         assert!(!m.contains("share two real CPUs"), "{m}");
         assert!(m.contains("wake 30.0 times per MB of payload, the live ones 10.0"), "{m}");

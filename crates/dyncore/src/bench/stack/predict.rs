@@ -1,7 +1,8 @@
 //! Sim against live: this run's measured costs through the simulator's
 //! model of the layout that really runs (`dyncore_sim::netstack::predict`).
 
-use dyncore_sim::netstack::predict::LiveThreads;
+use dyncore_core::placement::ComponentKind;
+use dyncore_sim::netstack::predict::{BenchPrediction, LiveThreads};
 
 use super::rows::{Row, SplitRow};
 
@@ -29,6 +30,21 @@ pub(super) struct Prediction {
     /// B2, B3: wake-ups of the stack's CPUs per MB of payload, (the
     /// model's, the live rounds' median).
     pub(super) wakeups_per_mb: Option<(f64, f64)>,
+    /// B2, B3: per component, cycles per payload byte of its busy time
+    /// (the model's, the live rounds' median; at the clock
+    /// `/proc/cpuinfo` states, the live ones scaled by the CPU share the
+    /// stack's threads had): which cost differs.
+    pub(super) components: Vec<(ComponentKind, f64, f64)>,
+    /// B1: the sending and the receiving thread's cycles per payload byte
+    /// in polls that did work (the model's CPU's busy time, the live
+    /// rounds' median); B2, B3: the application's and the receiver's
+    /// threads' CPU time per payload byte (the model's work beside the
+    /// stack; live, the process's CPU time beyond the stack CPUs').
+    pub(super) threads: Vec<(&'static str, f64, f64)>,
+    /// ACKs reaching the sending stack per MB of payload (the model's, the
+    /// live rounds' median: B2, B3 the driver's messages beyond the
+    /// segments it sent; B1 the sender's frames beyond them).
+    pub(super) acks_per_mb: Option<(f64, f64)>,
 }
 
 impl Prediction {
@@ -90,10 +106,43 @@ pub(super) fn predict(
                 .collect();
             super::rows::median(live).map(|l| (p.wakeups_per_mb, l))
         });
+        let (components, mut acks_per_mb) = match (rounds, mhz) {
+            (Some(r), Some(m)) => {
+                (per_component(&p, r, m), live_acks_per_mb(r, mss).map(|l| (p.acks_per_mb, l)))
+            }
+            _ => (Vec::new(), None),
+        };
+        let mut threads = Vec::new();
+        if let (Some(r), Some(m)) = (rounds, mhz) {
+            let live: Vec<f64> = r
+                .runs
+                .iter()
+                .filter(|x| x.bytes > 0 && x.beside_cpu_ns > 0)
+                .map(|x| x.beside_cpu_ns as f64 * m / 1e3 / x.bytes as f64)
+                .collect();
+            if let Some(l) = super::rows::median(live) {
+                threads.push(("application and receiver threads", p.beside_cycles_per_byte, l));
+            }
+        }
+        if rounds.is_none()
+            && let Some((live, acks)) = mhz.and_then(|m| mono_work(b1, m))
+        {
+            let names = ["sending thread", "receiving thread"];
+            threads = names
+                .into_iter()
+                .zip(&p.cpu_cycles_per_byte)
+                .zip(live)
+                .map(|((n, &m), l)| (n, m, l))
+                .collect();
+            acks_per_mb = Some((p.acks_per_mb, acks));
+        }
         Prediction {
             key,
             gbps_without_turns,
             wakeups_per_mb,
+            components,
+            threads,
+            acks_per_mb,
             predicted_gbps: p.gbps,
             measured_gbps,
             predicted_cpu_s_per_gb: p.cpu_s_per_gb,
@@ -106,4 +155,56 @@ pub(super) fn predict(
         one("B2", LiveLayout::Spread, b2.gbps_median, cpu_s(b2.cycles_per_byte), Some(b2)),
         one("B3", LiveLayout::Consolidated, b3.gbps_median, cpu_s(b3.cycles_per_byte), Some(b3)),
     ]
+}
+
+/// Per component: the model's cycles per byte beside the live rounds'
+/// median (busy time in polls that did work, scaled by the stack threads'
+/// CPU share, at `mhz`, over the stream's bytes).
+fn per_component(p: &BenchPrediction, r: &SplitRow, mhz: f64) -> Vec<(ComponentKind, f64, f64)> {
+    p.component_cycles_per_byte
+        .iter()
+        .filter_map(|&(k, model)| {
+            let live: Vec<f64> = r
+                .runs
+                .iter()
+                .filter(|x| x.bytes > 0)
+                .filter_map(|x| {
+                    x.work
+                        .iter()
+                        .find(|w| w.0 == k)
+                        .map(|w| w.1 as f64 * x.cpu_share * mhz / 1e3 / x.bytes as f64)
+                })
+                .collect();
+            super::rows::median(live).map(|l| (k, model, l))
+        })
+        .collect()
+}
+
+/// The live rounds' median of ACKs per MB reaching the sending stack: its
+/// driver's messages beyond the full segments of the stream.
+fn live_acks_per_mb(r: &SplitRow, mss: u32) -> Option<f64> {
+    let per: Vec<f64> = r
+        .runs
+        .iter()
+        .filter(|x| x.bytes > 0)
+        .filter_map(|x| {
+            let driver = x.work.iter().find(|w| w.0 == ComponentKind::Driver)?.2;
+            let segments = x.bytes.div_ceil(u64::from(mss));
+            Some(driver.saturating_sub(segments) as f64 / (x.bytes as f64 / 1e6))
+        })
+        .collect();
+    super::rows::median(per)
+}
+
+/// B1's rounds: the median over the rounds of each thread's cycles per byte
+/// in polls that did work, and of the ACKs per MB.
+fn mono_work(b1: &Row, mhz: f64) -> Option<([f64; 2], f64)> {
+    let runs: Vec<_> = b1.runs.iter().filter_map(|r| r.mono.map(|w| (r.bytes as f64, w))).collect();
+    let med = |f: &dyn Fn(f64, &super::baselines::MonoWork) -> f64| {
+        super::rows::median(runs.iter().map(|(b, w)| f(*b, w)).collect())
+    };
+    let tx = med(&|b, w| w.tx_busy_ns as f64 * mhz / 1e3 / b)?;
+    let rx = med(&|b, w| w.rx_busy_ns as f64 * mhz / 1e3 / b)?;
+    let acks = med(&|b, w| w.acks as f64 / (b / 1e6))?;
+    Some(([tx, rx], acks))
 }

@@ -31,6 +31,8 @@ pub(super) struct Report<'a> {
     pub transports: &'a [transport::Transport],
     pub predictions: Option<&'a [Prediction]>,
     pub threads: Option<&'a LiveThreads>,
+    /// The costs the prediction ran and the cost runs' points.
+    pub costs: Option<&'a super::costs::Measured>,
 }
 
 /// The report's tables.
@@ -40,6 +42,7 @@ struct Tables {
     b4: Table,
     transports: Table,
     predictions: Table,
+    components: Table,
     goals: Table,
 }
 
@@ -50,9 +53,10 @@ pub(super) fn write_report(r: &Report<'_>) -> Result<()> {
         b4: b4(r),
         transports: transports(r),
         predictions: predictions(r),
+        components: components(r),
         goals: goals_table("Goals", r.goals),
     };
-    for x in [&t.streams, &t.split, &t.b4, &t.transports, &t.predictions, &t.goals] {
+    for x in [&t.streams, &t.split, &t.b4, &t.transports, &t.predictions, &t.components, &t.goals] {
         if !x.rows.is_empty() {
             say!("\n{}", x.to_terminal());
         }
@@ -70,6 +74,7 @@ pub(super) fn write_report(r: &Report<'_>) -> Result<()> {
         "goals": r.goals,
         "sim_against_live": r.predictions,
         "threads_beside_the_stack": r.threads,
+        "stack_costs": r.costs,
     });
     write_file(&r.dir.join("results.json"), serde_json::to_string_pretty(&j)?.as_bytes())?;
     Ok(())
@@ -99,6 +104,46 @@ fn predictions(r: &Report<'_>) -> Table {
             x.measured_cpu_s_per_gb.map_or("–".into(), |m| format!("{m:.2}")),
             x.cpu_diff().map_or("–".into(), |d| format!("{:+.0}%", 100.0 * d)),
         ]);
+    }
+    t
+}
+
+/// B2 and B3 per component: the model's cycles per byte against the
+/// streams', and the ACKs per MB.
+fn components(r: &Report<'_>) -> Table {
+    let mut t = Table::new(
+        "Which cost differs: busy cycles per payload byte (B1 each thread's polls that did work, B2 and B3 each \
+         component's), the model's against the streams' (median of the rounds), and ACKs per MB",
+        &["", "component", "model cycles/B", "streams' cycles/B", "difference"],
+    );
+    for x in r.predictions.unwrap_or_default() {
+        for &(k, model, live) in &x.components {
+            t.row(vec![
+                x.key.into(),
+                format!("{k:?}").to_lowercase(),
+                format!("{model:.3}"),
+                format!("{live:.3}"),
+                format!("{:+.0}%", 100.0 * (model / live.max(1e-12) - 1.0)),
+            ]);
+        }
+        for &(what, model, live) in &x.threads {
+            t.row(vec![
+                x.key.into(),
+                what.into(),
+                format!("{model:.3}"),
+                format!("{live:.3}"),
+                format!("{:+.0}%", 100.0 * (model / live.max(1e-12) - 1.0)),
+            ]);
+        }
+        if let Some((model, live)) = x.acks_per_mb {
+            t.row(vec![
+                x.key.into(),
+                "ACKs per MB".into(),
+                format!("{model:.1}"),
+                format!("{live:.1}"),
+                format!("{:+.0}%", 100.0 * (model / live.max(1e-12) - 1.0)),
+            ]);
+        }
     }
     t
 }
@@ -237,9 +282,11 @@ fn markdown(r: &Report<'_>, t: &Tables) -> Result<String> {
         let beside = r.threads.map_or(String::new(), |th| {
             format!(
                 " The threads beside the stack, measured in this run: the application {:.2} cycles per byte \
-                 (making the stream and hashing it), the receiver {:.2} per byte (its copy and hash) on top of \
-                 its stack's; a stack CPU polls {:.1} µs with nothing to do before it parks.",
+                 (making the stream and hashing it; through the split stack {:.2} more, its send call's copy \
+                 into the send pool), the receiver {:.2} per byte (its copy and hash) on top of its stack's; a \
+                 stack CPU polls {:.1} µs with nothing to do before it parks.",
                 th.app_cycles_per_byte,
+                th.app_call_copy_cycles_per_byte,
                 th.receiver_cycles_per_byte,
                 th.spin_ns as f64 / 1e3
             )
@@ -251,8 +298,9 @@ fn markdown(r: &Report<'_>, t: &Tables) -> Result<String> {
              network-stack model (`dyncore_sim::netstack::predict`) of the layout that runs here: two CPUs, the \
              stack's components on them as the policy put them, and beside them the sending application and \
              the receiving stack, which share those CPUs (B1: each polling thread runs its application too).\
-             {beside} B4 and B5 (the policies) are not predicted here.\n\n{}",
-            t.predictions.to_markdown()
+             {beside} B4 and B5 (the policies) are not predicted here.\n\n{}\n{}",
+            t.predictions.to_markdown(),
+            t.components.to_markdown()
         )?;
     }
     writeln!(md, "## Goals\n\n{}", t.goals.to_markdown())?;

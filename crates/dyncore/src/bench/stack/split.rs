@@ -75,6 +75,10 @@ pub struct SplitRun {
     /// `run_ns`, at most 1): below 1 when other threads or processes
     /// preempted them. Costs measured in wall time are scaled by it.
     pub cpu_share: f64,
+    /// The CPU time over the stream of this process's threads other than
+    /// the stack CPUs' (the application, the receiver, and the bench's
+    /// sampling thread), ns.
+    pub beside_cpu_ns: u64,
     /// `efficient`: from the stream's start to the end of the first sample
     /// window that carried the target (within 2%); `None` otherwise.
     pub time_to_target_ns: Option<u64>,
@@ -91,6 +95,8 @@ struct Stream {
     end: Nanos,
     /// The stack CPUs' worker threads' CPU time at the start and the end.
     threads_cpu_ns: (u64, u64),
+    /// The whole process's CPU time at the start and the end.
+    process_cpu_ns: (u64, u64),
     before_cpus: Vec<CpuSnapshot>,
     before_slots: Vec<SlotSnapshot>,
     after_cpus: Vec<CpuSnapshot>,
@@ -169,6 +175,7 @@ fn stream(host: &CpuHost, ctl: &mut Controller, apps: Vec<Box<dyn App>>, sample:
     let before_cpus = host.cpus();
     let before_slots = host.components();
     let cpu0 = stack_threads_cpu_ns();
+    let process0 = process_cpu_ns();
     let start = host.now_ns();
     let threads = Threads::start(Vec::new(), apps);
     let limit = Instant::now() + Duration::from_secs(120);
@@ -181,9 +188,26 @@ fn stream(host: &CpuHost, ctl: &mut Controller, apps: Vec<Box<dyn App>>, sample:
     let _ = ctl.sample(host, host.now_ns())?;
     let end = host.now_ns();
     let threads_cpu_ns = (cpu0, stack_threads_cpu_ns());
+    let process_cpu_ns = (process0, process_cpu_ns());
     let (after_cpus, after_slots) = (host.cpus(), host.components());
     let apps = threads.stop().apps;
-    Ok(Stream { start, end, threads_cpu_ns, before_cpus, before_slots, after_cpus, after_slots, apps })
+    Ok(Stream {
+        start,
+        end,
+        threads_cpu_ns,
+        process_cpu_ns,
+        before_cpus,
+        before_slots,
+        after_cpus,
+        after_slots,
+        apps,
+    })
+}
+
+/// The CPU time so far of this whole process.
+fn process_cpu_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// The CPU time so far of this process's stack CPU threads (`stack-cpu*`,
@@ -241,6 +265,7 @@ fn figures(
     let (wakeups, wake_ns, run_ns) = (sum(|c| c.wakeups), sum(|c| c.wake_ns), sum(|c| c.run_ns));
     let (busy_cpu_ns, parks) = (sum(|c| c.busy_ns), sum(|c| c.parks));
     let threads_cpu = s.threads_cpu_ns.1.saturating_sub(s.threads_cpu_ns.0);
+    let beside_cpu_ns = s.process_cpu_ns.1.saturating_sub(s.process_cpu_ns.0).saturating_sub(threads_cpu);
     let cpu_share =
         if run_ns > 0 && threads_cpu > 0 { (threads_cpu as f64 / run_ns as f64).min(1.0) } else { 1.0 };
     let windows =
@@ -286,6 +311,7 @@ fn figures(
         busy_cpu_ns,
         parks,
         cpu_share,
+        beside_cpu_ns,
         time_to_target_ns,
     }
 }
