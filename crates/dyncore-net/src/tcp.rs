@@ -217,6 +217,12 @@ impl TcpFacts {
         self.words[self.clients * Facts::PER_CLIENT + Facts::INSTANCES].get()
     }
 
+    /// Whether client `c` holds a connection: TCP replied `Connected` to
+    /// it, and no close or error since (committed with the reply).
+    pub fn connected(&self, c: usize) -> bool {
+        self.words[c * Facts::PER_CLIENT + Facts::CONN].get() != 0
+    }
+
     /// Connections of client `c` that TCP restarts resumed from their
     /// checkpoints (`--tcp-crash recover`, [`crate::tcp_recover`]).
     pub fn recovered(&self, c: usize) -> u64 {

@@ -129,7 +129,7 @@ impl Facts {
     const CALLS: usize = 0;
     const REPLIES: usize = 1;
     const HELD: usize = 2;
-    const CONN: usize = 3;
+    pub const CONN: usize = 3;
     pub const RESETS: usize = 4;
     const NOTICE: usize = 5;
     const GENERATION: usize = 6;

@@ -310,8 +310,9 @@ fn a_tcp_crash_on_runtime_cpus_resets_its_four_connections_and_the_streams_go_on
 }
 
 /// `--tcp-crash recover` on runtime CPUs: TCP crashes 3 times while four
-/// streams flow (each crash once the last new instance has committed and
-/// 1 MiB more was copied), and each new instance resumes the four
+/// streams flow (each crash once the last new instance has committed, all
+/// four connections are established, and 1 MiB more was copied), and each
+/// new instance resumes the four
 /// connections from TCP's checkpoints: no connection is reset, each
 /// stream completes on its one connection with the bytes sent, and each
 /// crash counts four connections recovered.
@@ -336,6 +337,12 @@ fn a_tcp_crash_on_runtime_cpus_recovers_its_four_connections() {
         assert!(t0.elapsed() < LIMIT, "the streams did not finish within {LIMIT:?}");
         assert!(!host.failed(), "a hosted component failed");
         if facts.instances() < 1 + armed {
+            continue;
+        }
+        // A connection whose first connect was refused (the peer not yet
+        // listening) is closed until its retry, and a crash then has only
+        // three to recover (a soak run saw 11 of 12).
+        if !(0..4).all(|i| facts.connected(i)) {
             continue;
         }
         let from = *committed_at.get_or_insert_with(|| tcp_bytes(&host));
