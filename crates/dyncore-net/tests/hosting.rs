@@ -245,6 +245,46 @@ fn stateless_components_crash_at_random_points_on_runtime_cpus_and_the_connectio
     }
 }
 
+/// Crashes the hosted TCP `crashes` times while the streams flow, then
+/// cancels them and returns once every application is done. Each crash is
+/// armed once the last one's new instance has committed, `ready` holds for
+/// TCP's facts, and 1 MiB more was copied since both were first seen: the
+/// arming waits on committed state, not on how often this thread looked.
+fn crash_tcp_while_streams_flow(
+    host: &CpuHost,
+    threads: &Threads,
+    facts: &dyncore_net::tcp::TcpFacts,
+    cancel: &AtomicBool,
+    crashes: u64,
+    ready: impl Fn(&dyncore_net::tcp::TcpFacts) -> bool,
+) {
+    let t0 = Instant::now();
+    let mut armed = 0;
+    // Bytes copied when this thread first saw the last instance committed.
+    let mut committed_at = None;
+    while !threads.wait_apps(Duration::from_micros(200)) {
+        assert!(t0.elapsed() < LIMIT, "the streams did not finish within {LIMIT:?}");
+        assert!(!host.failed(), "a hosted component failed");
+        // The last crash armed has not fired, or its new instance has not
+        // committed yet.
+        if facts.instances() < 1 + armed || !ready(facts) {
+            continue;
+        }
+        let from = *committed_at.get_or_insert_with(|| tcp_bytes(host));
+        // Bytes flow again (a new connection) before the next crash.
+        if tcp_bytes(host) <= from + (1 << 20) {
+            continue;
+        }
+        if armed == crashes {
+            cancel.store(true, Ordering::Release);
+            continue;
+        }
+        host.crash(ComponentKind::Tcp).unwrap();
+        armed += 1;
+        committed_at = None;
+    }
+}
+
 /// TCP crashes three times, each armed once the instance the one before
 /// started has committed (its first poll done: the committed count of
 /// instances says so) and then copied 1 MiB more on a new connection; the
@@ -268,33 +308,8 @@ fn a_tcp_crash_on_runtime_cpus_resets_its_four_connections_and_the_streams_go_on
     let cpus = [0, 1];
     let host = CpuHost::start(HostConfig::new(cpus.to_vec()), a.to_vec(), &spread(&cpus)).unwrap();
     let threads = Threads::start(b.to_vec(), apps);
-    let t0 = Instant::now();
     let facts = &stacks[0].tcp_facts;
-    let mut armed = 0;
-    let copied = || tcp_bytes(&host);
-    // Bytes copied when this thread first saw the last instance committed.
-    let mut committed_at = None;
-    while !threads.wait_apps(Duration::from_micros(200)) {
-        assert!(t0.elapsed() < LIMIT, "the streams did not finish within {LIMIT:?}");
-        assert!(!host.failed(), "a hosted component failed");
-        // The last crash armed has not fired, or its new instance has not
-        // committed yet.
-        if facts.instances() < 1 + armed {
-            continue;
-        }
-        let from = *committed_at.get_or_insert_with(copied);
-        // Bytes flow again (a new connection) before the next crash.
-        if copied() <= from + (1 << 20) {
-            continue;
-        }
-        if armed == CRASHES {
-            cancel.store(true, Ordering::Release);
-            continue;
-        }
-        host.crash(ComponentKind::Tcp).unwrap();
-        armed += 1;
-        committed_at = None;
-    }
+    crash_tcp_while_streams_flow(&host, &threads, facts, &cancel, CRASHES, |_| true);
     let a = host.stop();
     let run = threads.stop();
     let (completed, reset) = check_connections(&run.apps);
@@ -329,34 +344,13 @@ fn a_tcp_crash_on_runtime_cpus_recovers_its_four_connections() {
     let cpus = [0, 1];
     let host = CpuHost::start(HostConfig::new(cpus.to_vec()), a.to_vec(), &spread(&cpus)).unwrap();
     let threads = Threads::start(b.to_vec(), apps);
-    let t0 = Instant::now();
     let facts = &stacks[0].tcp_facts;
-    let mut armed = 0;
-    let mut committed_at = None;
-    while !threads.wait_apps(Duration::from_micros(200)) {
-        assert!(t0.elapsed() < LIMIT, "the streams did not finish within {LIMIT:?}");
-        assert!(!host.failed(), "a hosted component failed");
-        if facts.instances() < 1 + armed {
-            continue;
-        }
-        // A connection whose first connect was refused (the peer not yet
-        // listening) is closed until its retry, and a crash then has only
-        // three to recover (a soak run saw 11 of 12).
-        if !(0..4).all(|i| facts.connected(i)) {
-            continue;
-        }
-        let from = *committed_at.get_or_insert_with(|| tcp_bytes(&host));
-        if tcp_bytes(&host) <= from + (1 << 20) {
-            continue;
-        }
-        if armed == CRASHES {
-            cancel.store(true, Ordering::Release);
-            continue;
-        }
-        host.crash(ComponentKind::Tcp).unwrap();
-        armed += 1;
-        committed_at = None;
-    }
+    // A connection whose first connect was refused (the peer not yet
+    // listening) is closed until its retry, and a crash then has only
+    // three to recover (a soak run saw 11 of 12).
+    crash_tcp_while_streams_flow(&host, &threads, facts, &cancel, CRASHES, |f| {
+        (0..4).all(|i| f.connected(i))
+    });
     let a = host.stop();
     let run = threads.stop();
     assert_eq!(check_connections(&run.apps), (4, 0), "every stream completed on its one connection");
