@@ -58,7 +58,8 @@
 //! ([`crate::tcp_reset`]) and counts it reset, not recovered.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+
+use dyncore_ring::journal::TwoSlots;
 
 use smoltcp::iface::Context;
 use smoltcp::socket::tcp::{self, TcpCheckpoint};
@@ -111,9 +112,10 @@ struct Saved {
 }
 
 /// The checkpoints of every client: two each, the current one named by
-/// the client's generation in TCP's journal (module docs).
+/// the client's generation in TCP's journal (module docs; the protocol is
+/// [`TwoSlots`]'s, model-checked there).
 pub struct Checkpoints {
-    slots: Vec<[Mutex<Saved>; 2]>,
+    slots: Vec<TwoSlots<Saved>>,
 }
 
 /// What saving cost, for the counters.
@@ -130,12 +132,6 @@ impl Checkpoints {
         Checkpoints { slots: (0..clients).map(|_| Default::default()).collect() }
     }
 
-    fn slot(&self, c: usize, generation: u64) -> std::sync::MutexGuard<'_, Saved> {
-        // A crash (panic) never happens while a slot is locked; a poisoned
-        // lock's data is still what the last writer left, `head` included.
-        self.slots[c][(generation % 2) as usize].lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Step 2 for client `c`, whose committed generation is `generation`:
     /// writes the other checkpoint if `head` differs from the current
     /// one; returns whether it did (the caller stages `generation + 1`).
@@ -147,10 +143,10 @@ impl Checkpoints {
         sock: &tcp::Socket<'_>,
         cost: &mut SaveCost,
     ) -> bool {
-        if self.slot(c, generation).head == Some(head) {
+        if self.slots[c].current(generation).head == Some(head) {
             return false;
         }
-        let mut next = self.slot(c, generation + 1);
+        let mut next = self.slots[c].next(generation);
         let old = next.head.take();
         let same_conn = |h: &Head| {
             h.sock.local_endpoint() == head.sock.local_endpoint()
@@ -181,7 +177,7 @@ impl Checkpoints {
         cx: &mut Context,
         sock: &mut tcp::Socket<'_>,
     ) -> Result<Option<Head>, tcp::RestoreError> {
-        let saved = self.slot(c, generation);
+        let saved = self.slots[c].current(generation);
         let Some(head) = saved.head else { return Ok(None) };
         let (r0, r1) = saved.rx.as_slices();
         let (t0, t1) = saved.tx.as_slices();

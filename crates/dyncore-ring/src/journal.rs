@@ -287,3 +287,52 @@ impl Word for Counter {
         &self.0 as *const AtomicU64 as usize
     }
 }
+
+/// State a component saves with its journal, so that an instance restarted
+/// in fresh memory resumes from it (TCP's connection checkpoints,
+/// `dyncore-net`'s `tcp_recover`): two slots, the current one named by a
+/// generation word committed through the journal. The protocol:
+///
+/// 1. **Restore.** An instance reads the committed generation `g` and
+///    restores from [`TwoSlots::current`]`(g)`.
+/// 2. **Save.** To save, it writes [`TwoSlots::next`]`(g)`, never the
+///    current slot, and stages `g + 1` for the generation word.
+/// 3. **Commit.** The journal's commit publishes the new generation
+///    together with the outputs the saved state produced.
+///
+/// A crash before the commit point leaves `g` and its slot untouched (the
+/// new instance resumes from the state before the poll, and the poll's
+/// inputs are delivered again); a crash after it finishes the commit
+/// (`Journal::recover`) and leaves `g + 1`. So the restored state is always
+/// the one whose outputs were published (model-checked with the journal in
+/// `loom_tests::loom_checkpoint_*`).
+///
+/// The slots are touched only by the instance that owns them; an instance
+/// and the next are ordered by the restart (the old one's thread has
+/// unwound before the new one runs), so the locks are never contended.
+#[derive(Debug, Default)]
+pub struct TwoSlots<T> {
+    slots: [std::sync::Mutex<T>; 2],
+}
+
+impl<T> TwoSlots<T> {
+    pub fn new(a: T, b: T) -> TwoSlots<T> {
+        TwoSlots { slots: [std::sync::Mutex::new(a), std::sync::Mutex::new(b)] }
+    }
+
+    /// The slot generation `generation` names (step 1).
+    pub fn current(&self, generation: u64) -> std::sync::MutexGuard<'_, T> {
+        self.slot(generation)
+    }
+
+    /// The slot a save at generation `generation` writes (step 2).
+    pub fn next(&self, generation: u64) -> std::sync::MutexGuard<'_, T> {
+        self.slot(generation.wrapping_add(1))
+    }
+
+    fn slot(&self, generation: u64) -> std::sync::MutexGuard<'_, T> {
+        // A crash (panic) never happens while a slot is locked; a poisoned
+        // lock's data is still what the last writer left.
+        self.slots[(generation % 2) as usize].lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

@@ -311,3 +311,150 @@ fn loom_journal_crash_at_every_commit_step() {
         crash_restart_pipeline(CrashAt::Commit(p));
     }
 }
+
+/// Where the component of [`checkpoint_pipeline`] crashes, once.
+#[derive(Clone, Copy, PartialEq)]
+enum SaveCrash {
+    Nowhere,
+    /// Items taken and outputs staged, nothing saved.
+    BeforeSave,
+    /// The next slot written and the generation staged, no commit.
+    AfterSave,
+    /// At one of the commit's steps.
+    Commit(journal::CommitPoint),
+}
+
+/// What outlives an instance of [`checkpoint_pipeline`]'s component.
+struct Saved {
+    x: ring::RingRef<u32>,
+    y: ring::RingRef<u32>,
+    generation: std::sync::Arc<journal::Counter>,
+    state: std::sync::Arc<journal::TwoSlots<u32>>,
+    journal: std::sync::Arc<journal::Journal>,
+}
+
+/// One instance in fresh memory: its running sum restored from the slot
+/// the committed generation names; each item it takes adds to the sum and
+/// pushes the new sum into Y; after the batch it saves the sum (the next
+/// slot, the generation staged) and commits. `true` once both items are
+/// committed; `false` where it crashed (once).
+fn checkpoint_instance(w: &Saved, at: SaveCrash, crashed: &mut bool) -> bool {
+    use journal::{Crashed, HeadWord, TailWord, Word};
+    let mut rx = w.x.attach_consumer();
+    let mut tx = w.y.attach_producer();
+    let sx = w.journal.slot_of(&TailWord(w.x.clone()));
+    let sy = w.journal.slot_of(&HeadWord(w.y.clone()));
+    let sg = w.journal.slot_of(&*w.generation);
+    let mut g = w.generation.load();
+    let mut sum = *w.state.current(g);
+    while w.x.tail() < 2 {
+        let mut took = false;
+        while let Some(v) = rx.pop() {
+            sum += v;
+            tx.push(sum).expect("Y holds every item X can");
+            w.journal.stage(sx, rx.position() as u64);
+            w.journal.stage(sy, tx.position() as u64);
+            took = true;
+        }
+        if !took {
+            thread::yield_now();
+            continue;
+        }
+        let armed = !*crashed;
+        if at == SaveCrash::BeforeSave && armed {
+            *crashed = true;
+            return false;
+        }
+        *w.state.next(g) = sum;
+        w.journal.stage(sg, g + 1);
+        if at == SaveCrash::AfterSave && armed {
+            *crashed = true;
+            return false;
+        }
+        let mut stop = |p| match at {
+            SaveCrash::Commit(c) if c == p && armed => Err(Crashed(p)),
+            _ => Ok(()),
+        };
+        if w.journal.commit(&mut stop).is_err() {
+            *crashed = true;
+            return false;
+        }
+        g += 1;
+    }
+    true
+}
+
+/// State saved with the journal ([`journal::TwoSlots`]): items 1 and 2
+/// wait in ring X; a component adds each to a running sum, pushes the sum
+/// into ring Y (read by a downstream thread) and saves the sum in two slots
+/// named by a generation word, committed with X's tail and Y's head. It
+/// crashes once at `at` and restarts in fresh memory from the committed
+/// generation's slot. Whatever the interleaving, Y carries `[1, 3]` (a
+/// restored sum that ran ahead of, or behind, what Y was told would show as
+/// a wrong or repeated sum), and the current slot holds 3.
+fn checkpoint_pipeline(at: SaveCrash) {
+    use journal::{Counter, HeadWord, Journal, TailWord, TwoSlots};
+    loom::model(move || {
+        let x = ring::shared::<u32>(2);
+        let y = ring::shared::<u32>(2);
+        {
+            let mut p = x.attach_producer();
+            p.push(1).unwrap();
+            p.push(2).unwrap();
+            p.publish();
+        }
+        let generation = std::sync::Arc::new(Counter::new(0));
+        let words: Vec<journal::WordRef> = vec![
+            std::sync::Arc::new(TailWord(x.clone())),
+            std::sync::Arc::new(HeadWord(y.clone())),
+            generation.clone(),
+        ];
+        let journal = std::sync::Arc::new(Journal::new(words));
+        let state = std::sync::Arc::new(TwoSlots::new(0, 0));
+        let w = Saved { x, y, generation, state, journal };
+        let done = Arc::new(AtomicBool::new(false));
+        let (y2, done2) = (w.y.clone(), done.clone());
+        let downstream = thread::spawn(move || {
+            let mut rx = y2.attach_consumer();
+            let mut got = Vec::new();
+            loop {
+                let finished = done2.load(Ordering::Acquire);
+                while let Some(v) = rx.pop() {
+                    got.push(v);
+                }
+                rx.release();
+                if finished {
+                    return got;
+                }
+                thread::yield_now();
+            }
+        });
+        let mut crashed = false;
+        while !checkpoint_instance(&w, at, &mut crashed) {
+            w.journal.recover();
+        }
+        assert_eq!(at == SaveCrash::Nowhere, !crashed, "the crash happened where it was asked for");
+        done.store(true, Ordering::Release);
+        assert_eq!(downstream.join().unwrap(), [1, 3], "Y carries each running sum once, in order");
+        assert_eq!(*w.state.current(w.generation.get()), 3, "the current slot holds the last sum");
+        assert_eq!(w.x.tail(), 2, "X's items are all consumed");
+    });
+}
+
+#[test]
+fn loom_checkpoint_no_crash() {
+    checkpoint_pipeline(SaveCrash::Nowhere);
+}
+
+#[test]
+fn loom_checkpoint_crash_before_and_after_the_save() {
+    checkpoint_pipeline(SaveCrash::BeforeSave);
+    checkpoint_pipeline(SaveCrash::AfterSave);
+}
+
+#[test]
+fn loom_checkpoint_crash_at_every_commit_step() {
+    for p in journal::CommitPoint::ALL {
+        checkpoint_pipeline(SaveCrash::Commit(p));
+    }
+}
