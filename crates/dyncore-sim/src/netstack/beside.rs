@@ -30,6 +30,28 @@
 //! the other thread time-sharing one real CPU), a switch between them
 //! costing a turn like any other; a CPU with only this work sleeps and
 //! wakes like any other.
+//!
+//! **The stack's worker parks apart from the work beside it** ([`Worker`]):
+//! it is a thread of its own, which parks once its components have nothing
+//! to do, whatever else runs on its real CPU. So when a job beside the
+//! stack takes the CPU while no component has work, the worker parks; a
+//! message for its components then wakes it (the measured wake-up,
+//! `wakeup_ns`, counted as one of the CPU's wake-ups), and until it is
+//! awake its components wait, even though the real CPU is busy. (The live
+//! worker polls a few microseconds before it parks, and the kernel decides
+//! when the other thread gets the CPU; the model parks it as the job
+//! starts.) Without this, a message reaching a CPU busy beside the stack
+//! was taken at the job's end with no wake-up: with the costs of the bench
+//! run of 17:34 on 2026-11-26 and a 25 µs wake-up, the model woke the
+//! spread stack's CPUs 25 times per MB where the live ones woke 56; with
+//! it, 46 (at the same bitrate, 2.89 Gbps).
+//!
+//! **The threads beside the stack park too.** The live application's and
+//! receiver's threads poll a few hundred times with nothing to do, then
+//! park on their bell (`dyncore_net::host`). So a job for a thread that has
+//! had nothing to do for longer than it polls (`spin_ns`) runs only once
+//! the thread is woken (`wakeup_ns` later), unless its CPU sleeps, whose
+//! wake-up is that same one. (Its polling's own CPU time is not charged.)
 
 use std::collections::VecDeque;
 
@@ -51,6 +73,17 @@ pub struct Beside {
     pub receiver: Option<(usize, f64, f64)>,
 }
 
+/// The stack's worker on a CPU with work beside it (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Worker {
+    /// Runs its components when the CPU is its.
+    Running,
+    /// Parked while a job beside the stack runs: a message wakes it.
+    Parked,
+    /// Woken; runs at its `WorkerAwake` event.
+    Waking,
+}
+
 /// A job beside the stack.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Foreign {
@@ -60,12 +93,33 @@ pub(super) enum Foreign {
     Recv(u32),
 }
 
-/// Per CPU: its queue of work beside the stack, and whether its last job
-/// was such work.
+impl Foreign {
+    /// The thread it runs on: 0 the application's, 1 the receiver's.
+    fn thread(self) -> usize {
+        match self {
+            Foreign::App(_) => 0,
+            Foreign::Recv(_) => 1,
+        }
+    }
+}
+
+/// Per CPU: its queue of work beside the stack, whether its last job was
+/// such work, and per thread beside the stack (the application's, the
+/// receiver's; module docs) since when it has had nothing to do (`None`:
+/// it has a job) and from when it runs (after a wake-up).
 #[derive(Debug, Default)]
 pub(super) struct ForeignQueue {
     pub(super) jobs: VecDeque<Foreign>,
     pub(super) last: bool,
+    idle_since: [Option<Nanos>; 2],
+    runs_from: [Nanos; 2],
+}
+
+impl ForeignQueue {
+    /// The first job whose thread is awake at `now`.
+    fn runnable(&self, now: Nanos) -> Option<usize> {
+        self.jobs.iter().position(|f| self.runs_from[f.thread()] <= now)
+    }
 }
 
 impl Sim<'_> {
@@ -135,15 +189,24 @@ impl Sim<'_> {
     }
 
     /// Queues `f` on `cpu`, which is woken by an event (this may be called
-    /// while `cpu` is choosing its next job).
+    /// while `cpu` is choosing its next job). A thread that had nothing to
+    /// do for longer than it polls has parked: it runs once woken
+    /// (`wakeup_ns`), unless its CPU sleeps, whose wake-up is the same one.
     fn foreign_queue(&mut self, cpu: usize, f: Foreign) {
-        self.foreign[cpu].jobs.push_back(f);
-        self.push(self.now, Ev::Beside(cpu));
+        let (t, now, spin) = (f.thread(), self.now, self.net.spin_ns);
+        let asleep = self.cpus[cpu].state == CpuState::Asleep;
+        let q = &mut self.foreign[cpu];
+        let parked = q.idle_since[t].is_some_and(|since| now.saturating_sub(since) > spin);
+        q.idle_since[t] = None;
+        q.jobs.push_back(f);
+        let from = if parked && !asleep { now + self.costs.wakeup_ns.round() as Nanos } else { now };
+        q.runs_from[t] = q.runs_from[t].max(from);
+        self.push(from, Ev::Beside(cpu));
     }
 
-    /// Whether `cpu` has work beside the stack.
+    /// Whether `cpu` has work beside the stack that can run now.
     pub(super) fn foreign_work(&self, cpu: usize) -> bool {
-        !self.foreign[cpu].jobs.is_empty()
+        self.foreign[cpu].runnable(self.now).is_some()
     }
 
     /// Whether `cpu`'s next job is work beside the stack: it has some, and
@@ -153,7 +216,7 @@ impl Sim<'_> {
         if !self.foreign_work(cpu) {
             return false;
         }
-        if !self.foreign[cpu].last {
+        if !self.foreign[cpu].last || self.cpus[cpu].worker != Worker::Running {
             return true;
         }
         let comps = self.cpus[cpu].comps.clone();
@@ -163,7 +226,13 @@ impl Sim<'_> {
     /// Starts the next job beside the stack on idle `cpu`.
     pub(super) fn run_foreign(&mut self, cpu: usize) {
         self.stop_polling(cpu);
-        let f = self.foreign[cpu].jobs.pop_front().expect("checked by foreign_turn");
+        let i = self.foreign[cpu].runnable(self.now).expect("checked by foreign_turn");
+        let f = self.foreign[cpu].jobs.remove(i).expect("a runnable job");
+        let comps = self.cpus[cpu].comps.clone();
+        if !comps.is_empty() && !comps.into_iter().any(|c| self.has_work(c)) {
+            // Module docs: its components have nothing to do, so the worker parks.
+            self.cpus[cpu].worker = Worker::Parked;
+        }
         let mut cycles = match f {
             Foreign::App(b) => self.beside.app.map_or(0.0, |(_, c)| c) * b as f64,
             Foreign::Recv(b) => self.beside.receiver.map_or(0.0, |(_, p, c)| p + c * f64::from(b)),
@@ -181,8 +250,43 @@ impl Sim<'_> {
         self.push_after(ns, Ev::JobDone(cpu));
     }
 
+    /// Whether `cpu`'s worker can run its components now; a parked worker
+    /// whose components have work starts waking (module docs).
+    pub(super) fn wake_worker_for_work(&mut self, cpu: usize) -> bool {
+        match self.cpus[cpu].worker {
+            Worker::Running => true,
+            Worker::Waking => false,
+            Worker::Parked => {
+                let comps = self.cpus[cpu].comps.clone();
+                if comps.into_iter().any(|c| self.has_work(c)) {
+                    self.cpus[cpu].worker = Worker::Waking;
+                    self.cpus[cpu].wakeups += 1;
+                    self.push_after(self.costs.wakeup_ns.round() as Nanos, Ev::WorkerAwake(cpu));
+                }
+                false
+            }
+        }
+    }
+
+    /// `cpu`'s worker is awake: its components run at the CPU's next turn.
+    pub(super) fn worker_awake(&mut self, cpu: usize) {
+        debug_assert_eq!(self.cpus[cpu].worker, Worker::Waking);
+        self.cpus[cpu].worker = Worker::Running;
+        self.kick(cpu);
+    }
+
     /// A job beside the stack ended.
     pub(super) fn foreign_done(&mut self, f: Foreign) {
+        let cpu = match f {
+            Foreign::App(_) => self.beside.app.map(|a| a.0),
+            Foreign::Recv(_) => self.beside.receiver.map(|r| r.0),
+        };
+        if let Some(cpu) = cpu {
+            let q = &mut self.foreign[cpu];
+            if !q.jobs.iter().any(|j| j.thread() == f.thread()) {
+                q.idle_since[f.thread()] = Some(self.now);
+            }
+        }
         match f {
             Foreign::App(b) => {
                 self.app_ready += b;

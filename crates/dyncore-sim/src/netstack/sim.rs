@@ -13,7 +13,7 @@ use dyncore_core::profile::StackCosts;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::beside::{Beside, Foreign, ForeignQueue};
+use super::beside::{Beside, Foreign, ForeignQueue, Worker};
 use super::idle::IdleTrack;
 use super::writes::{Client, add_system_core};
 use super::{CpuSpec, LoadStep, NetParams, ms};
@@ -51,6 +51,8 @@ pub(super) enum Ev {
     Park(usize, u64),
     /// Client `i` writes (see [`super::writes`]).
     Client(u32),
+    /// The stack worker of this CPU, parked beside other work, runs again.
+    WorkerAwake(usize),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -93,6 +95,8 @@ pub(super) struct Cpu {
     pub(super) spinning_since: Option<Nanos>,
     pub(super) spell: u64,
     pub(super) polled_ns: Nanos,
+    /// The stack's worker thread on this CPU (see [`super::beside`]).
+    pub(super) worker: Worker,
     /// The system's core, added for the syscall server (see
     /// [`super::writes`]): not one of the run's CPUs in power and resources.
     pub(super) system: bool,
@@ -129,6 +133,7 @@ impl Cpu {
             spinning_since: None,
             spell: 0,
             polled_ns: 0,
+            worker: Worker::Running,
             system,
         }
     }
@@ -359,6 +364,7 @@ impl<'a> Sim<'a> {
             }
             Ev::Remote(bytes) => self.arrive(bytes),
             Ev::Beside(cpu) => self.kick(cpu),
+            Ev::WorkerAwake(cpu) => self.worker_awake(cpu),
             Ev::Client(i) => self.client_writes(i),
             Ev::Park(cpu, spell) => {
                 if self.cpus[cpu].state == CpuState::Idle && self.cpus[cpu].spell == spell {
@@ -508,7 +514,10 @@ impl<'a> Sim<'a> {
     /// Wakes `cpu` if it sleeps and has work; dispatches it if idle.
     pub(super) fn kick(&mut self, cpu: usize) {
         match self.cpus[cpu].state {
-            CpuState::Busy | CpuState::Waking => {}
+            CpuState::Busy => {
+                self.wake_worker_for_work(cpu);
+            }
+            CpuState::Waking => {}
             CpuState::Idle => self.dispatch(cpu),
             CpuState::Asleep => {
                 let comps = self.cpus[cpu].comps.clone();
@@ -545,6 +554,9 @@ impl<'a> Sim<'a> {
     fn sleep(&mut self, cpu: usize) {
         let c = &mut self.cpus[cpu];
         c.state = CpuState::Asleep;
+        if c.worker == Worker::Parked {
+            c.worker = Worker::Running;
+        }
         c.in_turn = 0;
         c.last_comp = None;
         c.idle.enter(self.now, self.governor.as_deref());
@@ -567,7 +579,7 @@ impl<'a> Sim<'a> {
             return;
         }
         let n = self.cpus[cpu].comps.len();
-        if n == 0 {
+        if n == 0 || !self.wake_worker_for_work(cpu) {
             self.idle(cpu);
             return;
         }

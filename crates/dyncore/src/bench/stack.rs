@@ -128,7 +128,7 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
     let transports = transport::measure(setup.cpus, args.mtu, if args.quick { 200_000 } else { 1_000_000 })?;
     // Sim against live: this machine's costs, measured now, into the
     // simulator's model of the same configurations.
-    let costs = match costs::measure_costs(setup.cpus.0, setup.bytes, args.runs, setup.mhz, &transports) {
+    let costs = match costs::measure_costs(setup.cpus, setup.bytes, args.runs, setup.mhz, &transports) {
         Ok(c) => Some(c),
         Err(e) if args.write_profile.is_none() => {
             say!("no sim-against-live comparison: {e:#}");
@@ -136,7 +136,12 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
         }
         Err(e) => return Err(e),
     };
-    let threads = setup.mhz.zip(costs.as_ref()).map(|(m, c)| costs::measure_threads(m, c.spin_ns));
+    let measured_threads = setup
+        .mhz
+        .zip(costs.as_ref())
+        .map(|(m, c)| costs::measure_threads(m, c.spin_ns, setup.cpus, setup.bytes, args.runs))
+        .transpose()?;
+    let (threads, mono_points) = measured_threads.unzip();
     let predictions = costs
         .as_ref()
         .zip(threads.as_ref())
@@ -161,6 +166,7 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
         transports: &transports,
         predictions: predictions.as_deref(),
         threads: threads.as_ref(),
+        mono_points: mono_points.as_deref().unwrap_or_default(),
         costs: costs.as_ref(),
     })?;
     if let (Some(path), Some(c)) = (&args.write_profile, costs) {
@@ -218,6 +224,10 @@ fn rounds(args: &Args, s: &Setup) -> Result<Measured> {
     let sample = Duration::from_millis(10);
     let none = Duration::ZERO;
     let (bytes, mtu, both) = (s.bytes, args.mtu, &s.both);
+    // The split stack's application on the sender's CPU and the receiver on
+    // the receiver's, as B0's and B1's threads are (see `split`). (The other
+    // way round, on 2026-11-26, B3 fell from 4.3–5.4 to 3.5–3.6 Gbps.)
+    let beside = s.cpus;
     let mut m = Measured { b0: Vec::new(), b1: Vec::new(), sp: Default::default(), targets: Vec::new() };
     for round in 1..=args.runs {
         let mut target = 0.0;
@@ -231,25 +241,27 @@ fn rounds(args: &Args, s: &Setup) -> Result<Measured> {
                         .context("B1 (monolithic smoltcp)")?,
                 ),
                 2 => {
-                    let b2 =
-                        split::run(Mode::Spread, both, bytes, mtu, sample, none).context("B2 (spread)")?;
+                    let b2 = split::run(Mode::Spread, both, beside, bytes, mtu, sample, none)
+                        .context("B2 (spread)")?;
                     target = 0.8 * b2.gbps * 1e9;
                     m.sp[0].push(b2);
                 }
-                3 => {
-                    m.sp[1].push(split::run(Mode::Consolidate, both, bytes, mtu, sample, none).context("B3")?)
-                }
+                3 => m.sp[1].push(
+                    split::run(Mode::Consolidate, both, beside, bytes, mtu, sample, none).context("B3")?,
+                ),
                 4 => m.sp[2].push(
-                    split::run(Mode::Dynamic, both, bytes, mtu, sample, s.idle).context("B4 (dynamic)")?,
+                    split::run(Mode::Dynamic, both, beside, bytes, mtu, sample, s.idle)
+                        .context("B4 (dynamic)")?,
                 ),
                 _ => m.sp[3].push(
-                    split::run(Mode::Spread, both, bytes, mtu, sample, s.idle).context("B4s (spread)")?,
+                    split::run(Mode::Spread, both, beside, bytes, mtu, sample, s.idle)
+                        .context("B4s (spread)")?,
                 ),
             }
         }
         m.targets.push(target);
         let eff = Mode::Efficient { target_bits_per_s: target };
-        m.sp[4].push(split::run(eff, both, bytes, mtu, sample, none).context("B5 (efficient)")?);
+        m.sp[4].push(split::run(eff, both, beside, bytes, mtu, sample, none).context("B5 (efficient)")?);
         let g = |v: &Vec<split::SplitRun>| v.last().expect("pushed").gbps;
         say!(
             "  round {round}/{}: B0 {:.2}, B1 {:.2}, B2 {:.2}, B3 {:.2}, B4 {:.2}, B4s {:.2}, B5 {:.2} Gbps (target {:.2})",

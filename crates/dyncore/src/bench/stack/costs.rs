@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use dyncore_core::CpuId;
 use dyncore_core::placement::{ComponentKind, Mode};
+use dyncore_core::profile::ComponentCost;
 
 use dyncore_sim::netstack::predict::LiveThreads;
 
@@ -50,13 +51,13 @@ type Samples = (Vec<f64>, Vec<f64>, Vec<f64>);
 /// cost is one message through a ring between two pinned threads (the pool
 /// indices transport); the wake-up cost is the mean over the runs' wake-ups.
 pub(super) fn measure_costs(
-    cpu: CpuId,
+    cpus: (CpuId, CpuId),
     bytes: u64,
     runs: usize,
     mhz: Option<f64>,
     transports: &[transport::Transport],
 ) -> Result<Measured> {
-    use dyncore_core::profile::{ComponentCost, StackCosts};
+    use dyncore_core::profile::StackCosts;
     let mhz = mhz.context("no stack costs: /proc/cpuinfo states no clock to count cycles at")?;
     say!("measuring the split stack's costs (consolidated, MTU 576 and 1500)…");
     let sample = std::time::Duration::from_millis(10);
@@ -68,8 +69,19 @@ pub(super) fn measure_costs(
     for mtu in [576, 1500] {
         let mut per: BTreeMap<ComponentKind, Samples> = BTreeMap::new();
         for _ in 0..runs.max(3) {
-            let r = split::run(Mode::Consolidate, &[cpu], bytes, mtu, sample, std::time::Duration::ZERO)
-                .with_context(|| format!("profile run at MTU {mtu}"))?;
+            // The stack alone on the sender's CPU; the application and the
+            // receiver on the other.
+            let beside = (cpus.1, cpus.1);
+            let r = split::run(
+                Mode::Consolidate,
+                &[cpus.0],
+                beside,
+                bytes,
+                mtu,
+                sample,
+                std::time::Duration::ZERO,
+            )
+            .with_context(|| format!("profile run at MTU {mtu}"))?;
             wakeups += r.wakeups;
             wake_ns += r.wake_ns;
             polled_ns += (r.run_ns.saturating_sub(r.busy_cpu_ns) as f64 * r.cpu_share) as u64;
@@ -100,16 +112,7 @@ pub(super) fn measure_costs(
         shares.iter().copied().fold(f64::INFINITY, f64::min).min(1.0) * 100.0,
         shares.iter().copied().fold(0.0, f64::max) * 100.0
     );
-    let cost = |k: ComponentKind| -> ComponentCost {
-        match points.get(&k).map(Vec::as_slice) {
-            Some([(p1, c1), (p2, c2)]) if (p2 - p1).abs() > 1.0 => {
-                let per_byte = ((c2 - c1) / (p2 - p1)).max(0.0);
-                ComponentCost { cycles_per_packet: (c1 - per_byte * p1).max(0.0), cycles_per_byte: per_byte }
-            }
-            Some([.., (_, c)]) => ComponentCost { cycles_per_packet: *c, cycles_per_byte: 0.0 },
-            _ => ComponentCost::default(),
-        }
-    };
+    let cost = |k: ComponentKind| points.get(&k).map_or_else(ComponentCost::default, |p| fit(p));
     anyhow::ensure!(!transports.is_empty(), "no transport measured");
     let costs = StackCosts {
         cpu_mhz: mhz,
@@ -125,6 +128,21 @@ pub(super) fn measure_costs(
     // How long a CPU polls with nothing to do before it parks.
     let spin_ns = polled_ns.checked_div(parks).unwrap_or(0);
     Ok(Measured { costs, spin_ns, points: cost_points })
+}
+
+/// A cost per packet and per byte from its median cycles per message `c`
+/// at two payload sizes `P` (`(P, c)`, the smaller first): `per_byte =
+/// (c₂ - c₁) / (P₂ - P₁)`, `per_packet = c₁ - per_byte · P₁`, both clamped
+/// at 0; one point (or two of one size) gives a cost per packet only.
+fn fit(points: &[(f64, f64)]) -> ComponentCost {
+    match points {
+        [(p1, c1), (p2, c2)] if (p2 - p1).abs() > 1.0 => {
+            let per_byte = ((c2 - c1) / (p2 - p1)).max(0.0);
+            ComponentCost { cycles_per_packet: (c1 - per_byte * p1).max(0.0), cycles_per_byte: per_byte }
+        }
+        [.., (_, c)] => ComponentCost { cycles_per_packet: *c, cycles_per_byte: 0.0 },
+        [] => ComponentCost::default(),
+    }
 }
 
 /// One 1500-byte frame through the stack's channel (a pool buffer filled,
@@ -215,8 +233,15 @@ pub(super) fn write_profile(path: &Path, costs: dyncore_core::profile::StackCost
 /// from the stream generator and hashes it (and, sending through the split
 /// stack, copies it into the send call's buffer); the receiving application
 /// copies each byte out of its stack and hashes it. 64 MiB in 64 KiB
-/// chunks, as the applications move them.
-pub(super) fn measure_threads(mhz: f64, spin_ns: u64) -> LiveThreads {
+/// chunks, as the applications move them. Then the monolithic stack's own
+/// costs ([`measure_mono`]).
+pub(super) fn measure_threads(
+    mhz: f64,
+    spin_ns: u64,
+    cpus: (CpuId, CpuId),
+    bytes: u64,
+    runs: usize,
+) -> Result<(LiveThreads, Vec<MonoPoint>)> {
     use dyncore_net::stream::{StreamGen, StreamHash};
     const CHUNK: usize = 64 * 1024;
     const TOTAL: usize = 64 << 20;
@@ -245,11 +270,69 @@ pub(super) fn measure_threads(mhz: f64, spin_ns: u64) -> LiveThreads {
     let call_ns = thread_cpu_ns().saturating_sub(t2) as f64;
     std::hint::black_box((h1.digest(), h2.digest()));
     let per_byte = |ns: f64| ns * mhz / 1e3 / TOTAL as f64;
-    LiveThreads {
-        app_cycles_per_byte: per_byte(app_ns),
+    let (app, receiver) = (per_byte(app_ns), per_byte(recv_ns));
+    let (mono_send, mono_receive, points) = measure_mono(cpus, bytes, runs, mhz, app, receiver)?;
+    let threads = LiveThreads {
+        app_cycles_per_byte: app,
         app_call_copy_cycles_per_byte: per_byte(call_ns),
-        receiver_cycles_per_byte: per_byte(recv_ns),
+        receiver_cycles_per_byte: receiver,
         app_chunk: CHUNK as u64,
         spin_ns,
+        mono_send,
+        mono_receive,
+    };
+    Ok((threads, points))
+}
+
+/// The monolithic stack's median segment at one MTU in its cost runs:
+/// cycles per segment of each end, its application's work taken out.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(super) struct MonoPoint {
+    pub(super) mtu: usize,
+    pub(super) bytes_per_segment: f64,
+    pub(super) send_cycles: f64,
+    pub(super) receive_cycles: f64,
+}
+
+/// The monolithic stack's own costs per segment, each end's: B1 streams
+/// of `bytes` at MTU 576 and 1500 (`runs` of each, at least 3), each
+/// thread's time in polls that did work in cycles at `mhz`, less its
+/// application's work as measured on this thread (`app` cycles per byte
+/// sent, `receiver` per byte received), over the stream's segments; the
+/// medians fitted per packet and per byte as the split's costs are
+/// ([`fit`]). The sending end's cost holds its share of the ACKs.
+fn measure_mono(
+    cpus: (CpuId, CpuId),
+    bytes: u64,
+    runs: usize,
+    mhz: f64,
+    app: f64,
+    receiver: f64,
+) -> Result<(ComponentCost, ComponentCost, Vec<MonoPoint>)> {
+    say!("measuring the monolithic stack's costs (MTU 576 and 1500)…");
+    let mut points = Vec::new();
+    for mtu in [576, 1500] {
+        let (mut send, mut recv) = (Vec::new(), Vec::new());
+        for _ in 0..runs.max(3) {
+            let r = super::baselines::smoltcp_mono(bytes, mtu, cpus)
+                .with_context(|| format!("monolithic cost run at MTU {mtu}"))?;
+            let w = r.mono.context("a monolithic run reports its threads' work")?;
+            let segments = r.bytes.div_ceil(mtu as u64 - 40) as f64;
+            let cycles = |ns: u64, beside: f64| (ns as f64 * mhz / 1e3 - beside * r.bytes as f64) / segments;
+            send.push(cycles(w.tx_busy_ns, app));
+            recv.push(cycles(w.rx_busy_ns, receiver));
+        }
+        let p = MonoPoint {
+            mtu,
+            bytes_per_segment: (mtu - 40) as f64,
+            send_cycles: median(send).unwrap_or(0.0),
+            receive_cycles: median(recv).unwrap_or(0.0),
+        };
+        points.push(p);
     }
+    let at = |f: fn(&MonoPoint) -> f64| -> Vec<(f64, f64)> {
+        points.iter().map(|p| (p.bytes_per_segment, f(p))).collect()
+    };
+    let (send, recv) = (fit(&at(|p| p.send_cycles)), fit(&at(|p| p.receive_cycles)));
+    Ok((send, recv, points))
 }

@@ -22,6 +22,9 @@ pub(super) struct Prediction {
     /// every wake-up; the host's varies from round to round), and those
     /// costs, µs.
     pub(super) gbps_over_wake_costs: Option<(f64, f64, f64, f64)>,
+    /// B2, B3: the wake-up cost the model ran, µs: the median of the
+    /// rounds' mean wake-up costs.
+    pub(super) wake_us: Option<f64>,
     /// B2, B3: the model's bitrate without the assumed turn cost (a
     /// switch between components, a turn after a sleep: the paper-side
     /// 1000 cycles, which the live runtime CPUs' cost is not measured
@@ -76,7 +79,17 @@ pub(super) fn predict(
     let mss = u32::try_from(mtu - 40).expect("the MTU is checked to be 576..=65535");
     let window = dyncore_net::tcp::SocketConfig::default().buffer_bytes as u64;
     let cpu_s = |cycles_per_byte: Option<f64>| cycles_per_byte.zip(mhz).map(|(c, m)| c * 1e9 / (m * 1e6));
+    let live_threads = threads;
     let one = |key, layout, measured_gbps, measured_cpu, rounds: Option<&SplitRow>| {
+        // The stack CPUs' wake-up cost is the host's, and it varies from
+        // run to run (15–47 µs in the cost runs of 2026-11-26): a
+        // configuration's own rounds measured theirs, and the model takes
+        // their median; the cost runs' is the fallback.
+        let wake_ns = rounds.and_then(median_wake_ns);
+        let costs = &wake_ns.map_or_else(
+            || costs.clone(),
+            |w| dyncore_core::profile::StackCosts { wakeup_ns: w, ..costs.clone() },
+        );
         let p = predict_bench(costs, layout, mss, window, threads);
         let gbps_over_wake_costs = rounds.and_then(|r| {
             let per: Vec<f64> = r
@@ -112,18 +125,10 @@ pub(super) fn predict(
             }
             _ => (Vec::new(), None),
         };
-        let mut threads = Vec::new();
-        if let (Some(r), Some(m)) = (rounds, mhz) {
-            let live: Vec<f64> = r
-                .runs
-                .iter()
-                .filter(|x| x.bytes > 0 && x.beside_cpu_ns > 0)
-                .map(|x| x.beside_cpu_ns as f64 * m / 1e3 / x.bytes as f64)
-                .collect();
-            if let Some(l) = super::rows::median(live) {
-                threads.push(("application and receiver threads", p.beside_cycles_per_byte, l));
-            }
-        }
+        let mut threads = match (rounds, mhz) {
+            (Some(r), Some(m)) => beside_threads(&p, r, m, live_threads, mss),
+            _ => Vec::new(),
+        };
         if rounds.is_none()
             && let Some((live, acks)) = mhz.and_then(|m| mono_work(b1, m))
         {
@@ -148,6 +153,7 @@ pub(super) fn predict(
             predicted_cpu_s_per_gb: p.cpu_s_per_gb,
             measured_cpu_s_per_gb: measured_cpu,
             gbps_over_wake_costs,
+            wake_us: wake_ns.map(|w| w / 1e3),
         }
     };
     vec![
@@ -155,6 +161,56 @@ pub(super) fn predict(
         one("B2", LiveLayout::Spread, b2.gbps_median, cpu_s(b2.cycles_per_byte), Some(b2)),
         one("B3", LiveLayout::Consolidated, b3.gbps_median, cpu_s(b3.cycles_per_byte), Some(b3)),
     ]
+}
+
+/// B2, B3: the threads beside the stack, the model's cycles per byte
+/// against the live rounds' median: the two together (the process's CPU
+/// time beyond the stack CPUs'), and each thread's own.
+fn beside_threads(
+    p: &BenchPrediction,
+    r: &SplitRow,
+    m: f64,
+    live_threads: &LiveThreads,
+    mss: u32,
+) -> Vec<(&'static str, f64, f64)> {
+    let mut threads = Vec::new();
+    let live: Vec<f64> = r
+        .runs
+        .iter()
+        .filter(|x| x.bytes > 0 && x.beside_cpu_ns > 0)
+        .map(|x| x.beside_cpu_ns as f64 * m / 1e3 / x.bytes as f64)
+        .collect();
+    if let Some(l) = super::rows::median(live) {
+        threads.push(("application and receiver threads", p.beside_cycles_per_byte, l));
+    }
+    // Each thread's own: the model charges each its measured work
+    // per byte (the receiver also its stack's per segment), and
+    // nothing while it waits.
+    let t = live_threads;
+    let model = [
+        t.app_cycles_per_byte + t.app_call_copy_cycles_per_byte,
+        t.mono_receive.cycles(u64::from(mss)) / f64::from(mss) + t.receiver_cycles_per_byte,
+    ];
+    let names = ["the application's thread", "the receiver's thread"];
+    for (i, (what, model)) in names.into_iter().zip(model).enumerate() {
+        let live: Vec<f64> = r
+            .runs
+            .iter()
+            .filter(|x| x.bytes > 0 && x.apps_cpu_ns[i] > 0)
+            .map(|x| x.apps_cpu_ns[i] as f64 * m / 1e3 / x.bytes as f64)
+            .collect();
+        if let Some(l) = super::rows::median(live) {
+            threads.push((what, model, l));
+        }
+    }
+    threads
+}
+
+/// The median over `r`'s rounds of their stack CPUs' mean wake-up cost, ns.
+fn median_wake_ns(r: &SplitRow) -> Option<f64> {
+    super::rows::median(
+        r.runs.iter().filter(|x| x.wakeups > 0).map(|x| x.wake_ns as f64 / x.wakeups as f64).collect(),
+    )
 }
 
 /// Per component: the model's cycles per byte beside the live rounds'

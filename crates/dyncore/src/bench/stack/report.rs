@@ -31,6 +31,8 @@ pub(super) struct Report<'a> {
     pub transports: &'a [transport::Transport],
     pub predictions: Option<&'a [Prediction]>,
     pub threads: Option<&'a LiveThreads>,
+    /// The monolithic stack's cost runs: its median segment per MTU.
+    pub mono_points: &'a [super::costs::MonoPoint],
     /// The costs the prediction ran and the cost runs' points.
     pub costs: Option<&'a super::costs::Measured>,
 }
@@ -75,6 +77,7 @@ pub(super) fn write_report(r: &Report<'_>) -> Result<()> {
         "sim_against_live": r.predictions,
         "threads_beside_the_stack": r.threads,
         "stack_costs": r.costs,
+        "monolithic_cost_points": r.mono_points,
     });
     write_file(&r.dir.join("results.json"), serde_json::to_string_pretty(&j)?.as_bytes())?;
     Ok(())
@@ -289,12 +292,13 @@ fn markdown(r: &Report<'_>, t: &Tables) -> Result<String> {
                 th.app_call_copy_cycles_per_byte,
                 th.receiver_cycles_per_byte,
                 th.spin_ns as f64 / 1e3
-            )
+            ) + &mono_costs(r, th)
         });
         writeln!(
             md,
             "## Sim against live\n\nThe split stack's per-component costs, measured in this run (consolidated \
-             on one runtime CPU at MTU 576 and 1500, as `--write-profile` writes them), fed to the simulator's \
+             on one runtime CPU at MTU 576 and 1500, as `--write-profile` writes them), and the monolithic \
+             stack's (B1's ends and every configuration's receiver, in B1 cost runs at the same MTUs), fed to the simulator's \
              network-stack model (`dyncore_sim::netstack::predict`) of the layout that runs here: two CPUs, the \
              stack's components on them as the policy put them, and beside them the sending application and \
              the receiving stack, which share those CPUs (B1: each polling thread runs its application too).\
@@ -305,4 +309,30 @@ fn markdown(r: &Report<'_>, t: &Tables) -> Result<String> {
     }
     writeln!(md, "## Goals\n\n{}", t.goals.to_markdown())?;
     Ok(md)
+}
+
+/// The monolithic stack's costs per segment at the bench's MTU beside the
+/// split components' that it does the work of (TCP, IP and the driver).
+fn mono_costs(r: &Report<'_>, th: &LiveThreads) -> String {
+    let p = (r.args.mtu - 40) as u64;
+    let split = r.costs.map_or(String::new(), |c| {
+        let c = &c.costs;
+        format!(
+            "; the split stack's TCP, IP and driver, consolidated, {:.0} (each passes its messages on through a \
+             channel and polls for them)",
+            c.tcp.cycles(p) + c.ip.cycles(p) + c.driver.cycles(p)
+        )
+    });
+    let points: Vec<String> = r
+        .mono_points
+        .iter()
+        .map(|m| format!("MTU {}: {:.0} and {:.0}", m.mtu, m.send_cycles, m.receive_cycles))
+        .collect();
+    format!(
+        " The monolithic stack per {p}-byte segment, its applications' work taken out: sending {:.0} cycles \
+         (ACKs included), receiving {:.0}{split}; its cost runs' medians per segment ({}).",
+        th.mono_send.cycles(p),
+        th.mono_receive.cycles(p),
+        points.join("; ")
+    )
 }

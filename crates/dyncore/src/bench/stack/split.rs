@@ -2,7 +2,11 @@
 //! through the live controller, streaming to a monolithic smoltcp receiver
 //! over the in-memory wire. The sending stack's five components run on the
 //! runtime CPUs (pinned); the sending application and the receiver run on
-//! plain threads.
+//! plain threads, pinned to the CPUs the caller names (`beside`): the bench
+//! puts the application on the sender's CPU and the receiver on the
+//! receiver's, as B0's and B1's threads are, so that the layout the
+//! simulator models is the one that runs (left to the kernel, the two
+//! threads' placement changed B3's bitrate by up to 2× from run to run).
 //!
 //! A run may have idle phases around its stream (B4's load step): the
 //! stack and its controller run with no application for `idle` before the
@@ -79,6 +83,9 @@ pub struct SplitRun {
     /// the stack CPUs' (the application, the receiver, and the bench's
     /// sampling thread), ns.
     pub beside_cpu_ns: u64,
+    /// The application's and the receiver's threads' own CPU time, each
+    /// from its first poll to the one that finished it, ns.
+    pub apps_cpu_ns: [u64; 2],
     /// `efficient`: from the stream's start to the end of the first sample
     /// window that carried the target (within 2%); `None` otherwise.
     pub time_to_target_ns: Option<u64>,
@@ -107,6 +114,7 @@ struct Stream {
 pub fn run(
     mode: Mode,
     cpus: &[CpuId],
+    beside: (CpuId, CpuId),
     bytes: u64,
     mtu: usize,
     sample: Duration,
@@ -133,7 +141,13 @@ pub fn run(
     ctl.attach(&host)?;
     let _ = ctl.sample(&host, host.now_ns())?;
     idle_for(&host, &mut ctl, idle, sample)?;
-    let s = stream(&host, &mut ctl, vec![Box::new(sender), Box::new(receiver)], sample)?;
+    let used: [std::sync::Arc<std::sync::atomic::AtomicU64>; 2] = Default::default();
+    let apps = vec![
+        PinnedApp::boxed(Box::new(sender), beside.0, &used[0]),
+        PinnedApp::boxed(Box::new(receiver), beside.1, &used[1]),
+    ];
+    let s = stream(&host, &mut ctl, apps, sample)?;
+    let apps_cpu_ns = used.map(|u| u.load(std::sync::atomic::Ordering::Relaxed));
     idle_for(&host, &mut ctl, idle, sample)?;
     let end = host.now_ns();
     let target_unreachable = ctl.policy().target_unreachable();
@@ -157,7 +171,8 @@ pub fn run(
         Mode::Efficient { target_bits_per_s } => Some(target_bits_per_s),
         _ => None,
     };
-    Ok(figures(&ctl, &s, bytes, gbps, end, target, target_unreachable, final_tcp_mhz))
+    let run = figures(&ctl, &s, bytes, gbps, end, target, target_unreachable, final_tcp_mhz);
+    Ok(SplitRun { apps_cpu_ns, ..run })
 }
 
 /// Lets the stack and its controller run without an application for `d`.
@@ -312,6 +327,74 @@ fn figures(
         parks,
         cpu_share,
         beside_cpu_ns,
+        apps_cpu_ns: [0; 2],
         time_to_target_ns,
+    }
+}
+
+/// An application whose thread pins itself to `cpu` at its first poll (the
+/// bench's applications run on [`Threads`], which does not pin), and which
+/// stores its thread's CPU time from that poll to the one that finished
+/// it in `cpu_ns`.
+struct PinnedApp {
+    inner: Box<dyn App>,
+    cpu: CpuId,
+    pinned: bool,
+    failed: Option<String>,
+    start_ns: u64,
+    cpu_ns: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl PinnedApp {
+    fn boxed(
+        inner: Box<dyn App>,
+        cpu: CpuId,
+        cpu_ns: &std::sync::Arc<std::sync::atomic::AtomicU64>,
+    ) -> Box<dyn App> {
+        let cpu_ns = cpu_ns.clone();
+        Box::new(PinnedApp { inner, cpu, pinned: false, failed: None, start_ns: 0, cpu_ns })
+    }
+}
+
+impl App for PinnedApp {
+    fn poll(&mut self, now_ns: Nanos) -> dyncore_net::component::Progress {
+        use super::baselines::thread_cpu_ns;
+        if !self.pinned {
+            self.pinned = true;
+            if let Err(e) = dyncore_runtime::affinity::pin_current_thread(self.cpu) {
+                self.failed = Some(format!("pinning the application's thread to CPU {}: {e}", self.cpu));
+            }
+            self.start_ns = thread_cpu_ns();
+        }
+        if self.failed.is_some() {
+            return dyncore_net::component::Progress::IDLE;
+        }
+        let p = self.inner.poll(now_ns);
+        if self.inner.is_done() {
+            let used = thread_cpu_ns().saturating_sub(self.start_ns);
+            self.cpu_ns.store(used, std::sync::atomic::Ordering::Relaxed);
+        }
+        p
+    }
+    fn is_done(&self) -> bool {
+        self.failed.is_some() || self.inner.is_done()
+    }
+    fn has_work(&self) -> bool {
+        self.inner.has_work()
+    }
+    fn deadline_ns(&self) -> Option<Nanos> {
+        self.inner.deadline_ns()
+    }
+    fn bell(&self) -> &std::sync::Arc<dyncore_net::chan::Bell> {
+        self.inner.bell()
+    }
+    fn report(&self) -> dyncore_net::app::StreamReport {
+        self.inner.report()
+    }
+    fn error(&self) -> Option<&str> {
+        self.failed.as_deref().or_else(|| self.inner.error())
+    }
+    fn connections(&self) -> &[dyncore_net::app::Connection] {
+        self.inner.connections()
     }
 }
