@@ -147,6 +147,29 @@ pub(super) fn prediction_goal(p: &[Prediction]) -> Goal {
     )
 }
 
+/// The text of [`wakeups_account_for`], where it applies.
+fn wake_account(x: &Prediction) -> String {
+    wakeups_account_for(x).map_or(String::new(), |a| {
+        format!(
+            "; its stack CPUs woke {:.1} times per MB of payload, the model's {:.1}: at {:.0} µs each \
+                 (the rounds' median) the {:.1} extra add up to {:.2} ms per MB, {} the {:.2} ms per \
+                 MB between the measured and the predicted time{}",
+            a.live,
+            a.model,
+            a.wake_us,
+            a.live - a.model,
+            a.extra_ms,
+            if a.accounted { "which covers" } else { "less than" },
+            a.gap_ms,
+            if a.accounted {
+                " (accounted for: the model lacks what makes the live CPUs wake so often)"
+            } else {
+                " (not accounted for)"
+            }
+        )
+    })
+}
+
 /// A slower live stack's extra wake-ups against the gap they would explain
 /// (see [`wakeups_account_for`]).
 struct WakeAccount {
@@ -192,8 +215,10 @@ fn miss(x: &Prediction, load: Option<f64>) -> String {
                 format!(
                     "{}: the model takes one wake-up cost for every wake-up, the host's varied between rounds \
                      from {lo:.0} to {hi:.0} µs, and over that range the model gives {min:.2}–{max:.2} Gbps, which \
-                     holds the measured {:.2}",
-                    x.key, x.measured_gbps
+                     holds the measured {:.2}{}",
+                    x.key,
+                    x.measured_gbps,
+                    wake_account(x)
                 )
             } else if x.measured_gbps > max {
                 // Faster than the model: sharing the CPUs cannot explain it.
@@ -226,30 +251,13 @@ fn miss(x: &Prediction, load: Option<f64>) -> String {
                     costliest(x)
                 )
             } else {
-                let account = wakeups_account_for(x).map_or(String::new(), |a| {
-                    format!(
-                        "; its stack CPUs woke {:.1} times per MB of payload, the model's {:.1}: at {:.0} µs each \
-                         (the rounds' median) the {:.1} extra add up to {:.2} ms per MB, {} the {:.2} ms per \
-                         MB between the measured and the predicted time{}",
-                        a.live,
-                        a.model,
-                        a.wake_us,
-                        a.live - a.model,
-                        a.extra_ms,
-                        if a.accounted { "which covers" } else { "less than" },
-                        a.gap_ms,
-                        if a.accounted {
-                            " (accounted for: the model lacks what makes the live CPUs wake so often)"
-                        } else {
-                            " (not accounted for)"
-                        }
-                    )
-                });
                 format!(
                     "{}: the measured {:.2} Gbps is below the {min:.2}–{max:.2} Gbps the model gives over the \
-                     rounds' wake-up costs ({lo:.0}–{hi:.0} µs){account}; the host's runtime CPUs, application \
+                     rounds' wake-up costs ({lo:.0}–{hi:.0} µs){}; the host's runtime CPUs, application \
                      and receiver share two real CPUs with whatever else runs{load}",
-                    x.key, x.measured_gbps
+                    x.key,
+                    x.measured_gbps,
+                    wake_account(x)
                 )
             }
         }
