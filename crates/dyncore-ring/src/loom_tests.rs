@@ -240,6 +240,37 @@ fn instance(w: &Wiring, at: CrashAt, crashed: &mut bool) -> bool {
     true
 }
 
+/// Ring X holding items 1 and 2, published, and an empty ring Y: the
+/// pipelines' input and output.
+fn two_items_waiting() -> (ring::RingRef<u32>, ring::RingRef<u32>) {
+    let x = ring::shared::<u32>(2);
+    let y = ring::shared::<u32>(2);
+    let mut p = x.attach_producer();
+    p.push(1).unwrap();
+    p.push(2).unwrap();
+    p.publish();
+    (x, y)
+}
+
+/// The downstream thread: consumes `y` until `done`, returns what it got.
+fn read_until_done(y: ring::RingRef<u32>, done: Arc<AtomicBool>) -> thread::JoinHandle<Vec<u32>> {
+    thread::spawn(move || {
+        let mut rx = y.attach_consumer();
+        let mut got = Vec::new();
+        loop {
+            let finished = done.load(Ordering::Acquire);
+            while let Some(v) = rx.pop() {
+                got.push(v);
+            }
+            rx.release();
+            if finished {
+                return got;
+            }
+            thread::yield_now();
+        }
+    })
+}
+
 /// The journal's protocol (`journal.rs`): items 1 and 2 wait in ring X; a
 /// component takes them, pushes `10 × item` into ring Y and counts each,
 /// committing X's tail, Y's head and the count through one journal; a
@@ -251,14 +282,7 @@ fn instance(w: &Wiring, at: CrashAt, crashed: &mut bool) -> bool {
 fn crash_restart_pipeline(at: CrashAt) {
     use journal::{Counter, HeadWord, Journal, TailWord};
     loom::model(move || {
-        let x = ring::shared::<u32>(2);
-        let y = ring::shared::<u32>(2);
-        {
-            let mut p = x.attach_producer();
-            p.push(1).unwrap();
-            p.push(2).unwrap();
-            p.publish();
-        }
+        let (x, y) = two_items_waiting();
         let count = std::sync::Arc::new(Counter::new(0));
         let words: Vec<journal::WordRef> = vec![
             std::sync::Arc::new(TailWord(x.clone())),
@@ -267,22 +291,7 @@ fn crash_restart_pipeline(at: CrashAt) {
         ];
         let w = Wiring { x, y, count, journal: std::sync::Arc::new(Journal::new(words)) };
         let done = Arc::new(AtomicBool::new(false));
-        let (y2, done2) = (w.y.clone(), done.clone());
-        let downstream = thread::spawn(move || {
-            let mut rx = y2.attach_consumer();
-            let mut got = Vec::new();
-            loop {
-                let finished = done2.load(Ordering::Acquire);
-                while let Some(v) = rx.pop() {
-                    got.push(v);
-                }
-                rx.release();
-                if finished {
-                    return got;
-                }
-                thread::yield_now();
-            }
-        });
+        let downstream = read_until_done(w.y.clone(), done.clone());
         let mut crashed = false;
         while !instance(&w, at, &mut crashed) {
             w.journal.recover();
@@ -395,14 +404,7 @@ fn checkpoint_instance(w: &Saved, at: SaveCrash, crashed: &mut bool) -> bool {
 fn checkpoint_pipeline(at: SaveCrash) {
     use journal::{Counter, HeadWord, Journal, TailWord, TwoSlots};
     loom::model(move || {
-        let x = ring::shared::<u32>(2);
-        let y = ring::shared::<u32>(2);
-        {
-            let mut p = x.attach_producer();
-            p.push(1).unwrap();
-            p.push(2).unwrap();
-            p.publish();
-        }
+        let (x, y) = two_items_waiting();
         let generation = std::sync::Arc::new(Counter::new(0));
         let words: Vec<journal::WordRef> = vec![
             std::sync::Arc::new(TailWord(x.clone())),
@@ -413,22 +415,7 @@ fn checkpoint_pipeline(at: SaveCrash) {
         let state = std::sync::Arc::new(TwoSlots::new(0, 0));
         let w = Saved { x, y, generation, state, journal };
         let done = Arc::new(AtomicBool::new(false));
-        let (y2, done2) = (w.y.clone(), done.clone());
-        let downstream = thread::spawn(move || {
-            let mut rx = y2.attach_consumer();
-            let mut got = Vec::new();
-            loop {
-                let finished = done2.load(Ordering::Acquire);
-                while let Some(v) = rx.pop() {
-                    got.push(v);
-                }
-                rx.release();
-                if finished {
-                    return got;
-                }
-                thread::yield_now();
-            }
-        });
+        let downstream = read_until_done(w.y.clone(), done.clone());
         let mut crashed = false;
         while !checkpoint_instance(&w, at, &mut crashed) {
             w.journal.recover();
