@@ -219,8 +219,7 @@ impl Sim<'_> {
         if !self.foreign[cpu].last || self.cpus[cpu].worker != Worker::Running {
             return true;
         }
-        let comps = self.cpus[cpu].comps.clone();
-        !comps.into_iter().any(|c| self.has_work(c))
+        !self.components_have_work(cpu)
     }
 
     /// Starts the next job beside the stack on idle `cpu`.
@@ -228,8 +227,7 @@ impl Sim<'_> {
         self.stop_polling(cpu);
         let i = self.foreign[cpu].runnable(self.now).expect("checked by foreign_turn");
         let f = self.foreign[cpu].jobs.remove(i).expect("a runnable job");
-        let comps = self.cpus[cpu].comps.clone();
-        if !comps.is_empty() && !comps.into_iter().any(|c| self.has_work(c)) {
+        if !self.cpus[cpu].comps.is_empty() && !self.components_have_work(cpu) {
             // Module docs: its components have nothing to do, so the worker parks.
             self.cpus[cpu].worker = Worker::Parked;
         }
@@ -250,6 +248,12 @@ impl Sim<'_> {
         self.push_after(ns, Ev::JobDone(cpu));
     }
 
+    /// Whether any component on `cpu` has work.
+    pub(super) fn components_have_work(&mut self, cpu: usize) -> bool {
+        let comps = self.cpus[cpu].comps.clone();
+        comps.into_iter().any(|c| self.has_work(c))
+    }
+
     /// Whether `cpu`'s worker can run its components now; a parked worker
     /// whose components have work starts waking (module docs).
     pub(super) fn wake_worker_for_work(&mut self, cpu: usize) -> bool {
@@ -257,8 +261,7 @@ impl Sim<'_> {
             Worker::Running => true,
             Worker::Waking => false,
             Worker::Parked => {
-                let comps = self.cpus[cpu].comps.clone();
-                if comps.into_iter().any(|c| self.has_work(c)) {
+                if self.components_have_work(cpu) {
                     self.cpus[cpu].worker = Worker::Waking;
                     self.cpus[cpu].wakeups += 1;
                     self.push_after(self.costs.wakeup_ns.round() as Nanos, Ev::WorkerAwake(cpu));

@@ -520,8 +520,7 @@ impl<'a> Sim<'a> {
             CpuState::Waking => {}
             CpuState::Idle => self.dispatch(cpu),
             CpuState::Asleep => {
-                let comps = self.cpus[cpu].comps.clone();
-                if self.foreign_work(cpu) || comps.into_iter().any(|c| self.has_work(c)) {
+                if self.foreign_work(cpu) || self.components_have_work(cpu) {
                     let sibling_awake = self.cpus[cpu]
                         .sibling
                         .is_some_and(|s| matches!(self.cpus[s].state, CpuState::Busy | CpuState::Idle));

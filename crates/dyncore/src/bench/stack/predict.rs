@@ -92,12 +92,7 @@ pub(super) fn predict(
         );
         let p = predict_bench(costs, layout, mss, window, threads);
         let gbps_over_wake_costs = rounds.and_then(|r| {
-            let per: Vec<f64> = r
-                .runs
-                .iter()
-                .filter(|x| x.wakeups > 0)
-                .map(|x| x.wake_ns as f64 / x.wakeups as f64)
-                .collect();
+            let per = round_wake_ns(r);
             let lo = per.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = per.iter().copied().fold(0.0, f64::max);
             (!per.is_empty()).then(|| {
@@ -206,11 +201,15 @@ fn beside_threads(
     threads
 }
 
-/// The median over `r`'s rounds of their stack CPUs' mean wake-up cost, ns.
+/// Each of `r`'s rounds' mean wake-up cost of its stack CPUs, ns (rounds
+/// with a wake-up).
+fn round_wake_ns(r: &SplitRow) -> Vec<f64> {
+    r.runs.iter().filter(|x| x.wakeups > 0).map(|x| x.wake_ns as f64 / x.wakeups as f64).collect()
+}
+
+/// The median of [`round_wake_ns`].
 fn median_wake_ns(r: &SplitRow) -> Option<f64> {
-    super::rows::median(
-        r.runs.iter().filter(|x| x.wakeups > 0).map(|x| x.wake_ns as f64 / x.wakeups as f64).collect(),
-    )
+    super::rows::median(round_wake_ns(r))
 }
 
 /// Per component: the model's cycles per byte beside the live rounds'
