@@ -613,3 +613,31 @@ fn seeds_apply_to_network_stack_scenarios() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("at most 100 seeds"), "{}", stderr(&o));
 }
+
+/// A bench's bad arguments exit 2 with the flag and what is accepted, before
+/// anything is measured, and `bench stack` makes no report folder for them.
+#[test]
+fn bad_bench_arguments_exit_2_naming_the_flag() {
+    // They are refused before any CPU is used, but a bench command holds
+    // the guard whatever it does.
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let dir = tmp("bench-bad-args");
+    let out = dir.path().to_str().unwrap();
+    for (args, says) in [
+        (vec!["bench", "stack", "--runs", "0"], "error: --runs must be at least 1"),
+        (vec!["bench", "stack", "--mtu", "100"], "error: --mtu 100 is outside 576..=65535"),
+        (
+            vec!["bench", "stack", "--sender-cpu", "99999"],
+            "error: CPU 99999 is not in this process's affinity mask",
+        ),
+        (vec!["bench", "reconfig", "--rounds", "0"], "error: --rounds must be at least 1"),
+        (vec!["bench", "sidecall", "--rounds", "0"], "error: --rounds must be at least 1"),
+    ] {
+        let mut all = args.clone();
+        all.extend_from_slice(&["--out", out]);
+        let o = dyncore(&all);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).starts_with(says), "{args:?}: {}", stderr(&o));
+    }
+    assert!(!dir.path().join("bench-stack").exists(), "a refused bench stack made its report folder");
+}

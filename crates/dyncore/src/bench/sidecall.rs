@@ -91,7 +91,9 @@ pub struct Setup {
 
 impl Setup {
     fn new(args: &Args) -> Result<Setup> {
-        anyhow::ensure!(args.rounds >= 1, "--rounds must be at least 1");
+        if args.rounds == 0 {
+            return Err(crate::stack_cmd::BadArgs("--rounds must be at least 1".into()).into());
+        }
         let rounds = args.rounds;
         let total = if args.quick { args.iters.min(20_000) } else { args.iters };
         let per_round = |n: u64| n.div_ceil(rounds as u64).max(1);

@@ -30,7 +30,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result};
 use dyncore_core::CpuId;
 use dyncore_core::placement::Mode;
 use dyncore_net::power::PowerSources;
@@ -178,21 +178,28 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
 
 /// Checks the arguments and the machine, and says what will run.
 fn setup(args: &Args, out: &Path) -> Result<Setup> {
-    ensure!(args.runs >= 1, "--runs must be at least 1");
-    ensure!((576..=65535).contains(&args.mtu), "--mtu {} is outside 576..=65535", args.mtu);
+    // Bad arguments exit 2 (`BadArgs`), as every command's do.
+    let bad = |m: String| -> anyhow::Error { crate::stack_cmd::BadArgs(m).into() };
+    if args.runs == 0 {
+        return Err(bad("--runs must be at least 1".into()));
+    }
+    if !(576..=65535).contains(&args.mtu) {
+        return Err(bad(format!("--mtu {} is outside 576..=65535", args.mtu)));
+    }
     if let Some(path) = &args.write_profile {
         // Refuse before measuring, not after: the profile must exist.
         costs::read_profile(path)?;
     }
-    let dir = out.join("bench-stack");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let bytes = args.bytes.unwrap_or(if args.quick { 32 << 20 } else { 256 << 20 });
     let allowed = allowed_cpus()?;
     let tx_cpu = args.sender_cpu.or(allowed.first()).context("no CPU allowed")?;
     let rx_cpu = args.receiver_cpu.or_else(|| allowed.iter().find(|&c| c != tx_cpu)).unwrap_or(tx_cpu);
-    for c in [tx_cpu, rx_cpu] {
-        ensure!(allowed.contains(c), "CPU {c} is not in this process's affinity mask ({allowed})");
+    if let Some(c) = [tx_cpu, rx_cpu].into_iter().find(|&c| !allowed.contains(c)) {
+        return Err(bad(format!("CPU {c} is not in this process's affinity mask ({allowed})")));
     }
+    // Only arguments that passed make a report folder.
+    let dir = out.join("bench-stack");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let machine = super::machine_description();
     let power = PowerSources::probe();
     say!("dyncore bench stack — {machine}");

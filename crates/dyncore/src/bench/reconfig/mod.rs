@@ -167,7 +167,9 @@ pub struct Measured {
 
 fn plan(args: &Args, real: usize) -> Result<(Plan, Vec<usize>)> {
     ensure!(args.cpus >= 2, "--cpus must be at least 2 (one CPU always stays online), got {}", args.cpus);
-    ensure!(args.rounds >= 1, "--rounds must be at least 1");
+    if args.rounds == 0 {
+        return Err(crate::stack_cmd::BadArgs("--rounds must be at least 1".into()).into());
+    }
     let rounds = args.rounds;
     let repeats = args.repeats.unwrap_or(if args.quick { 20 } else { 200 }).max(1);
     let hotplug = if args.quick { 3 } else { repeats.min(20) };
