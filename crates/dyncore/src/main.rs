@@ -22,6 +22,7 @@ mod exec_cmd;
 mod policies_cmd;
 mod stack_cmd;
 mod topology;
+mod vm_cmd;
 
 // The report code, for the benches and commands of this binary.
 use dyncore::report::{newtos, plot, report, table};
@@ -67,6 +68,10 @@ enum Cmd {
     /// Run a command, unmodified, under a policy on real CPUs (its threads placed, throttled and
     /// fused through cgroups or affinity); its output, its exit status, then dyncore's summary.
     Exec(exec_cmd::Args),
+    /// The VM rig: boot a small guest (a pinned sched_ext kernel, the topology asked for: CPUs,
+    /// SMT threads, sockets, cgroup v1/v2) and run a command in it; `vm setup` first, once.
+    #[command(subcommand)]
+    Vm(vm_cmd::VmCmd),
 }
 
 #[derive(Debug, Default, clap::Args)]
@@ -197,6 +202,7 @@ fn main() -> ExitCode {
         }
         Some(Cmd::Stack(a)) => stack_cmd::run(a),
         Some(Cmd::Exec(a)) => return exec_cmd::main(a, cli.out.as_deref()),
+        Some(Cmd::Vm(v)) => return vm_cmd::main(v),
         Some(Cmd::Sweep(a)) => {
             let args = dyncore::sweep::SweepArgs {
                 file: a.file.clone(),
