@@ -263,11 +263,6 @@ pub fn run(
     stop: &AtomicBool,
     signal: &dyn Fn() -> i32,
 ) -> Result<Outcome, VmError> {
-    let tools = HostTools::find()?;
-    let kernel = match &opts.kernel {
-        Some(p) => kernel::from_path(p, Some(format!("kernel {} (given with --kernel)", p.display())))?,
-        None => kernel::locate(rig_dir)?,
-    };
     let Some(argv0) = opts.argv.first() else {
         return Err(VmError::BadArgs("no command to run: give one after `--`".into()));
     };
@@ -286,6 +281,11 @@ pub fn run(
         }
         rw.push(c);
     }
+    let tools = HostTools::find()?;
+    let kernel = match &opts.kernel {
+        Some(p) => kernel::from_path(p, Some(format!("kernel {} (given with --kernel)", p.display())))?,
+        None => kernel::locate(rig_dir)?,
+    };
     let (accel, accel_note) = choose_accel(rig_dir, &tools, &kernel, opts, stop, signal)?;
     boot(&tools, &kernel, opts, accel, accel_note, &cwd, &argv, &rw, stop, signal)
 }
@@ -364,6 +364,19 @@ impl Drop for Scratch {
     }
 }
 
+/// Removes the scratch folders of rigs that died without removing theirs
+/// (SIGKILL): `dyncore-vm.<pid>.<n>` whose pid is gone.
+fn sweep_stale_scratch() {
+    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("dyncore-vm.").and_then(|r| r.split('.').next()) else { continue };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// Copies what `path` gains to `to` until `done` is set and nothing more
 /// comes.
 fn forward(path: PathBuf, mut to: Box<dyn Write + Send>, done: Arc<AtomicBool>) -> thread::JoinHandle<()> {
@@ -412,6 +425,7 @@ fn boot(
     signal: &dyn Fn() -> i32,
 ) -> Result<Outcome, VmError> {
     let io = |what: &str, e: std::io::Error| VmError::Setup(format!("{what}: {e}"));
+    sweep_stale_scratch();
     let dir = std::env::temp_dir().join(format!(
         "dyncore-vm.{}.{}",
         std::process::id(),
@@ -593,8 +607,9 @@ fn boot(
     let con = fs::read_to_string(&console).unwrap_or_default();
     let what = if let Some(e) = last.strip_prefix("init-error ") {
         format!("the guest's init failed: {e}")
-    } else if con.contains("Kernel panic") {
-        "the guest kernel panicked".to_string()
+    } else if let Some(at) = con.find("Kernel panic - not syncing") {
+        let line = con[at..].lines().next().unwrap_or("").trim_end();
+        format!("the guest kernel panicked ({line})")
     } else if !exit.success() {
         format!("QEMU exited with {exit} before the guest ran the command")
     } else {
