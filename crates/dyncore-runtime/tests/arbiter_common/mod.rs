@@ -71,7 +71,7 @@ pub fn cpus(n: usize) -> Option<Vec<CpuId>> {
     let allowed = dyncore_runtime::affinity::allowed_cpus().expect("the affinity mask is readable");
     let v: Vec<CpuId> = allowed.iter().take(n).collect();
     if v.len() < n {
-        skip(&format!("needs {n} CPUs, this process may use {allowed}"));
+        skip(&format!("needs {n} CPUs, this process may use only CPU(s) {allowed}"));
         return None;
     }
     Some(v)
