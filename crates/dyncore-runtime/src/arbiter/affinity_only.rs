@@ -122,7 +122,8 @@ fn tid_path(tid: Tid) -> String {
     format!("/proc/{tid}")
 }
 
-fn set_affinity(tid: Tid, cpus: &CpuSet) -> io::Result<()> {
+/// Sets thread `tid`'s affinity (its requested mask) to `cpus`.
+pub(crate) fn set_affinity(tid: Tid, cpus: &CpuSet) -> io::Result<()> {
     // SAFETY: cpu_set_t is plain bits; all-zero is the empty set.
     let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for c in cpus.iter() {

@@ -138,6 +138,11 @@ impl Control {
         &self.path
     }
 
+    /// Whether this is a plain file of a fixture tree (tests).
+    pub(crate) fn is_fixture(&self) -> bool {
+        self.fixture
+    }
+
     /// Writes `value` as one command; returns what the write took.
     pub(crate) fn write(&self, value: &str) -> io::Result<Duration> {
         let t = Instant::now();

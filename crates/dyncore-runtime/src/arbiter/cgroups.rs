@@ -24,7 +24,24 @@
 //! * Into `held`: `freezer` first (it stops), then the others.
 //!
 //! So a thread never runs on a CPU other than the one it is moved to, nor
-//! outside a quota. (v2 moves all three at once.)
+//! outside a quota.
+//!
+//! ## Order of a move (v2)
+//! One write moves a thread in all three at once, and the kernel changes
+//! its freezer state *before* it applies the new group's cpuset
+//! (`cgroup_migrate_execute`: the thread's css_set and its freezer state
+//! first, then each controller's `attach`). A thread placed from `held`
+//! is woken while it still has `held`'s CPUs (all the run's), so it may
+//! run a moment on any of them — a borrowed CPU, or one running another
+//! thread — until cpuset's `attach` moves it; one that goes back to sleep
+//! there stays there until it wakes. (In a guest, `dyncore exec --policy
+//! chameleon` saw it: 3 execution-check violations in 1413 slices.) So a
+//! v2 move first narrows the thread's own affinity to the CPU
+//! (`sched_setaffinity`, which the kernel keeps as the thread's requested
+//! mask and intersects with every cpuset it joins after), and only then
+//! writes it to the CPU's group: it wakes on that CPU. The requested mask
+//! also keeps a thread moved into `held` on its CPU until it freezes,
+//! instead of letting it spread to `held`'s CPUs on its way.
 //!
 //! ## Invariants
 //! 1. Every group this run creates is under its parent, and the parent is
@@ -112,6 +129,8 @@ struct Tree {
 #[derive(Debug)]
 pub(crate) struct Cgroups {
     version: Version,
+    /// Runtime CPU i's real CPU.
+    real: Vec<CpuId>,
     /// The bandwidth period (µs) before [`bandwidth`] lengthens it.
     period_us: u64,
     trees: Vec<Tree>,
@@ -136,7 +155,14 @@ impl Cgroups {
             ),
             Flavor::Affinity => unreachable!("no groups in affinity mode"),
         };
-        let mut cg = Cgroups { version, period_us, trees: Vec::new(), created: Vec::new(), buf: Vec::new() };
+        let mut cg = Cgroups {
+            version,
+            real: real.to_vec(),
+            period_us,
+            trees: Vec::new(),
+            created: Vec::new(),
+            buf: Vec::new(),
+        };
         for h in &hiers {
             match cg.create_tree(h, name, real) {
                 Ok(tree) => cg.trees.push(tree),
@@ -265,10 +291,35 @@ impl Cgroups {
         files
     }
 
-    /// Moves thread `tid` into runtime CPU `cpu`'s group (cpuset, cpu,
-    /// then the freezer, which thaws it).
+    /// Moves thread `tid` into runtime CPU `cpu`'s group (v1: cpuset, cpu,
+    /// then the freezer, which thaws it; v2: its affinity first, module
+    /// doc).
     pub(crate) fn place(&self, tid: Tid, cpu: CpuId) -> io::Result<()> {
         let id = tid.to_string();
+        if self.version == Version::V2 {
+            let group = &self.trees[0].cpus[cpu].tasks;
+            if group.is_fixture() {
+                return group.write(&id).map(drop);
+            }
+            let only = CpuSet::single(self.real[cpu]);
+            return match super::affinity_only::set_affinity(tid, &only) {
+                Ok(()) => group.write(&id).map(drop),
+                // The thread's group (another CPU's: an asleep thread
+                // moving directly) does not allow the CPU. It is asleep:
+                // it takes the new group's CPU before it runs; its
+                // requested mask follows, except for a thread that is
+                // exiting, which the kernel does not move (it keeps its
+                // group's CPU until it is gone).
+                Err(e) if cgfs::errno_of(&e) == Some(libc::EINVAL) => {
+                    group.write(&id)?;
+                    match super::affinity_only::set_affinity(tid, &only) {
+                        Err(e) if cgfs::errno_of(&e) == Some(libc::EINVAL) => Ok(()),
+                        r => r,
+                    }
+                }
+                Err(e) => Err(e),
+            };
+        }
         for t in self.ordered(false) {
             t.cpus[cpu].tasks.write(&id)?;
         }

@@ -422,6 +422,10 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 Mech::Groups(_) => None,
                 Mech::Affinity(a) => Some(a.real_cpus().clone()),
             },
+            born_on: match &self.mech {
+                Mech::Groups(_) => Some(self.cfg.cpus.iter().copied().collect()),
+                Mech::Affinity(_) => None,
+            },
             close: self.claim.iter().map(Claim::fd).collect(),
             stdout,
         };
@@ -599,9 +603,10 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         let n = self.signal_tree(libc::SIGKILL);
         if n > 0 {
             lines.push(format!("killed {n} process(es) left with SIGKILL"));
-            self.wait_gone(Duration::from_secs(5));
         }
-        self.reap_all();
+        // Also when nothing was left to kill: a command that has just died
+        // may be out of its groups and not yet reapable.
+        self.wait_gone(Duration::from_secs(5));
         if let Mech::Groups(cg) = &mut self.mech {
             errors.extend(cg.remove());
         }
@@ -634,11 +639,18 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         kill_threads(&tids, sig)
     }
 
+    /// Waits (up to `limit`) until the run's groups hold no thread and
+    /// every command is reaped, reaping as it goes. Both: a dying process
+    /// leaves its groups (the kernel's `cgroup_exit`) before its parent can
+    /// reap it (`exit_notify`), and in a slow guest (TCG) a teardown that
+    /// looked only at the groups ended in between, leaving the command
+    /// unreaped and its exit unknown.
     fn wait_gone(&mut self, limit: Duration) {
         let deadline = Instant::now() + limit;
         loop {
             self.reap_all();
-            if self.tree_threads().is_empty() || Instant::now() >= deadline {
+            let reaped = self.commands.iter().all(|c| c.reaped);
+            if (reaped && self.tree_threads().is_empty()) || Instant::now() >= deadline {
                 return;
             }
             std::thread::sleep(Duration::from_millis(2));

@@ -122,6 +122,12 @@ pub(crate) struct ChildPlan {
     pub join: Vec<PathBuf>,
     /// Affinity-only mode: restrict to these real CPUs, then wait at a gate.
     pub gate_cpus: Option<CpuSet>,
+    /// With cgroups: the real CPUs (the run's) the child is born on. The
+    /// forking thread takes them as its affinity for the fork, so the child
+    /// never runs outside the run's CPUs while it joins the groups (which
+    /// took milliseconds in a TCG guest, where a sampler saw it running on
+    /// a CPU outside the run).
+    pub born_on: Option<CpuSet>,
     /// Descriptors the child closes at once.
     pub close: Vec<RawFd>,
     /// A descriptor to make the child's standard output (`dup2` onto 1),
@@ -220,15 +226,37 @@ pub(crate) fn launch(program: &Path, argv: &[OsString], plan: &ChildPlan) -> io:
         close: &close,
         stdout: plan.stdout,
     };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    let mut before = unsafe_zeroed_cpu_set();
+    if let Some(cpus) = &plan.born_on {
+        let mut born = unsafe_zeroed_cpu_set();
+        for c in cpus.iter() {
+            // SAFETY: `born` is a valid cpu_set_t; CPU_SET bounds-checks.
+            unsafe { libc::CPU_SET(c, &mut born) };
+        }
+        // SAFETY: both masks are valid cpu_set_t of the size given; pid 0
+        // is the calling thread.
+        if unsafe { libc::sched_getaffinity(0, size, &mut before) } != 0
+            || unsafe { libc::sched_setaffinity(0, size, &born) } != 0
+        {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(e.kind(), format!("cannot fork on the run's CPUs ({cpus}): {e}")));
+        }
+    }
     // SAFETY: fork(2) has no memory-safety preconditions; in the child
     // only `Child::run` runs, which makes async-signal-safe calls only and
     // never returns.
     let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let fork_error = (pid < 0).then(io::Error::last_os_error);
     if pid == 0 {
         child.run();
+    }
+    if plan.born_on.is_some() {
+        // SAFETY: as above; `before` was filled by sched_getaffinity.
+        unsafe { libc::sched_setaffinity(0, size, &before) };
+    }
+    if let Some(e) = fork_error {
+        return Err(e);
     }
     drop(status_w);
     if plan.gate_cpus.is_some() {

@@ -47,20 +47,38 @@ pub fn scheduler(n: usize, chameleon: bool) -> ClusterScheduler {
     )
 }
 
+/// Says, in one line on stderr, what this machine lacks for (part of) a
+/// test, which then skips it. Under `DYNCORE_TEST_STRICT=1` (CI, where the
+/// machine is known to have it) a skip is a failure: it panics with the
+/// same line.
+pub fn skip(missing: &str) {
+    let line = format!("skipped: {missing}");
+    if std::env::var_os("DYNCORE_TEST_STRICT").is_some_and(|v| v == "1") {
+        panic!("{line} (DYNCORE_TEST_STRICT=1: a skip fails)");
+    }
+    eprintln!("{line}");
+}
+
+/// Whether this runs in a guest of `dyncore vm` under TCG (emulated CPUs,
+/// whose timers fire late): its figures are functional, never timings.
+pub fn tcg_guest() -> bool {
+    std::env::var("DYNCORE_VM_ACCEL").is_ok_and(|v| v == "tcg")
+}
+
 /// The real CPUs to use: the first `n` this process may use, or `None`
 /// (the test says why and skips) when there are fewer.
 pub fn cpus(n: usize) -> Option<Vec<CpuId>> {
     let allowed = dyncore_runtime::affinity::allowed_cpus().expect("the affinity mask is readable");
     let v: Vec<CpuId> = allowed.iter().take(n).collect();
     if v.len() < n {
-        eprintln!("skipped: needs {n} CPUs, this process may use {allowed}");
+        skip(&format!("needs {n} CPUs, this process may use only CPU(s) {allowed}"));
         return None;
     }
     Some(v)
 }
 
 /// Whether cgroups are usable here (root and a v1 or v2 layout with the
-/// controllers); says why not otherwise.
+/// controllers); says why not otherwise ([`skip`]).
 pub fn cgroups_usable() -> bool {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     let euid = rustix::process::geteuid().as_raw();
@@ -71,12 +89,12 @@ pub fn cgroups_usable() -> bool {
     });
     match probe.choose(Want::Auto) {
         Ok((Flavor::Affinity, notes)) => {
-            eprintln!("skipped: no usable cgroups here: {notes:?}");
+            skip(&format!("no usable cgroups here (the cgroup part of the test): {notes:?}"));
             false
         }
         Ok(_) => true,
         Err(e) => {
-            eprintln!("skipped: {e}");
+            skip(&format!("no usable cgroups here (the cgroup part of the test): {e}"));
             false
         }
     }

@@ -9,6 +9,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+/// Says, in one line on stderr, what this machine lacks for (part of) a
+/// test, which then skips it. Under `DYNCORE_TEST_STRICT=1` (CI, where the
+/// machine is known to have it) a skip is a failure: it panics with the
+/// same line.
+pub fn skip(missing: &str) {
+    let line = format!("skipped: {missing}");
+    if std::env::var_os("DYNCORE_TEST_STRICT").is_some_and(|v| v == "1") {
+        panic!("{line} (DYNCORE_TEST_STRICT=1: a skip fails)");
+    }
+    eprintln!("{line}");
+}
+
 /// The CPUs this process may use.
 pub fn allowed() -> Vec<usize> {
     dyncore_runtime::affinity::allowed_cpus().unwrap().iter().collect()
