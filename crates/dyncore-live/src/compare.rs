@@ -46,6 +46,13 @@ use dyncore_report::table::Table;
 /// A live figure within this of the prediction agrees with it.
 pub const AGREEMENT: f64 = 0.15;
 
+/// What a report says instead of a verdict on timings when it was made
+/// in a TCG guest (`dyncore_report::machine::timings_are_real` is false):
+/// its CPUs are emulated, so its times are not held against the
+/// simulator's prediction or any timing goal; placements, counts and
+/// orderings are still reported and checked.
+pub const NOT_COMPARED: &str = "TCG guest: functional figures only, not compared";
+
 /// What one live run measured about the mechanisms that make it depart
 /// from the simulator.
 #[derive(Debug, Clone, PartialEq)]
@@ -244,6 +251,9 @@ pub struct Side {
     pub contended: bool,
     /// Why it misses, when it does.
     pub mechanism: Option<String>,
+    /// Measured in a TCG guest: shown, never held against the prediction
+    /// ([`NOT_COMPARED`]).
+    pub functional_only: bool,
 }
 
 impl Side {
@@ -256,11 +266,14 @@ impl Side {
     /// Counted as agreeing: both values, within [`AGREEMENT`], not
     /// oversubscribed.
     pub fn agrees(&self) -> bool {
-        !self.oversubscribed && self.difference().is_some_and(|d| d.abs() <= AGREEMENT)
+        !self.functional_only
+            && !self.oversubscribed
+            && self.difference().is_some_and(|d| d.abs() <= AGREEMENT)
     }
 
     pub fn verdict(&self) -> String {
         match (self.difference(), &self.mechanism) {
+            _ if self.functional_only => NOT_COMPARED.into(),
             _ if self.oversubscribed => "OVERSUBSCRIBED: not counted".into(),
             (None, _) if self.live.is_none() => "no live value (not finished)".into(),
             (None, _) => "no prediction".into(),
@@ -286,7 +299,9 @@ fn runs_of(scenario: &Scenario, x: &str, series: &str) -> Vec<usize> {
 
 /// Every cell of the live figure (in its order) beside the prediction's.
 /// `diags[i]` is run `i`'s, if it ran live.
+/// In a TCG guest every side is [`Side::functional_only`].
 pub fn side_by_side(scenario: &Scenario, live: &Figure, sim: &Figure, diags: &[Option<Diag>]) -> Vec<Side> {
+    let functional_only = !dyncore_report::machine::timings_are_real();
     let mut out = Vec::new();
     for (xi, x) in sim.categories.iter().enumerate() {
         for (si, s) in sim.series.iter().enumerate() {
@@ -307,8 +322,9 @@ pub fn side_by_side(scenario: &Scenario, live: &Figure, sim: &Figure, diags: &[O
                 oversubscribed: runs.iter().any(|d| d.oversubscribed),
                 contended: runs.iter().any(|d| d.contended),
                 mechanism: None,
+                functional_only,
             };
-            if !side.agrees() && side.difference().is_some() {
+            if !functional_only && !side.agrees() && side.difference().is_some() {
                 side.mechanism = runs
                     .iter()
                     .map(|d| d.largest())
@@ -338,7 +354,11 @@ pub fn side_table(fig_x: &str, sides: &[Side]) -> Table {
             s.series.clone(),
             label(v(s.live)),
             v(s.sim),
-            s.difference().map(|d| format!("{:+.1}%", d * 100.0)).unwrap_or_else(|| "-".into()),
+            match s.difference() {
+                _ if s.functional_only => "not compared".into(),
+                Some(d) => format!("{:+.1}%", d * 100.0),
+                None => "-".into(),
+            },
             s.verdict(),
         ]);
     }
@@ -347,6 +367,12 @@ pub fn side_table(fig_x: &str, sides: &[Side]) -> Table {
 
 /// "5 of 6 figures agree within 15%; 1 oversubscribed, not counted".
 pub fn agreement_sentence(sides: &[Side]) -> String {
+    if sides.iter().any(|s| s.functional_only) {
+        return format!(
+            "{NOT_COMPARED}: {} live figure(s) shown beside the simulator's prediction, no verdict on timings",
+            sides.len()
+        );
+    }
     let counted: Vec<&Side> =
         sides.iter().filter(|s| !s.oversubscribed && s.difference().is_some()).collect();
     let agree = counted.iter().filter(|s| s.agrees()).count();
@@ -423,7 +449,28 @@ mod tests {
             oversubscribed: over,
             contended: false,
             mechanism: None,
+            functional_only: false,
         }
+    }
+
+    #[test]
+    fn a_tcg_guest_figure_is_shown_and_never_held_against_the_prediction() {
+        // Within 15% and far off alike: no verdict on timings, either way.
+        let tcg = |live| Side { functional_only: true, ..side(Some(live), Some(1.0), false) };
+        let sides = [tcg(1.0), tcg(3.0)];
+        for s in &sides {
+            assert!(!s.agrees());
+            assert_eq!(s.verdict(), NOT_COMPARED);
+            assert_eq!(s.mechanism, None);
+        }
+        let t = side_table("run", &sides);
+        // The figures are still there; the difference and verdict are not.
+        assert_eq!((t.rows[1][2].as_str(), t.rows[1][3].as_str()), ("3.000", "1.000"));
+        assert_eq!(t.rows[1][4], "not compared");
+        assert_eq!(t.rows[0][5], "TCG guest: functional figures only, not compared");
+        let sentence = agreement_sentence(&sides);
+        assert!(sentence.starts_with("TCG guest: functional figures only, not compared"), "{sentence}");
+        assert!(!sentence.contains("agree"), "{sentence}");
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod commands;
 pub mod commands_report;
 pub mod compare;
 pub mod fit;
+pub mod fused;
 pub mod kernels;
 pub mod report;
 pub mod result;

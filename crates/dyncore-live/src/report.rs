@@ -134,6 +134,10 @@ struct SideJson<'a> {
     difference: Option<f64>,
     oversubscribed: bool,
     agrees: bool,
+    /// False in a TCG guest: the figure is shown, not held against the
+    /// prediction (`verdict` says so).
+    compared: bool,
+    verdict: String,
     mechanism: Option<&'a str>,
 }
 
@@ -162,6 +166,10 @@ struct LiveRunJson<'a> {
     /// max per kind of action), and what the checkers cost.
     execution: crate::actuation::ExecutionJson<'a>,
     fuse_mechanisms: Vec<String>,
+    /// Every fused object: its sibling CPUs, the Bolt offline and online
+    /// of the borrowed ones, and where its thread really ran
+    /// (`crate::fused`).
+    fused_objects: Vec<crate::fused::FusedObject>,
     tick_late_mean_ns: f64,
     ticks_missed: u64,
     controller_cpu_ns: u64,
@@ -226,6 +234,7 @@ fn live_run_json<'a>(o: &'a LiveRunOutput, label: &'a str) -> LiveRunJson<'a> {
         contended: o.run.duty.iter().any(|d| d.contended()),
         execution: crate::actuation::json(o),
         fuse_mechanisms: o.run.log.fuses.iter().map(|f| f.mechanism.to_string()).collect(),
+        fused_objects: crate::fused::objects(&o.run, &o.fit.real),
         tick_late_mean_ns: o.run.log.ticks.mean_late_ns(),
         ticks_missed: o.run.log.ticks.missed,
         controller_cpu_ns: o.run.log.controller_cpu_ns,
@@ -262,17 +271,27 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
     let staged = dyncore_report::outdir::stage(out, &sc.name)?;
     let dir = staged.path().to_path_buf();
     let (live_fig, sides, diags) = comparison(r);
-    let claims = dyncore_sim::scenario::claims::check(sc, std::slice::from_ref(r.live_result));
+    // A TCG guest's speedups are not timings: no paper claim is held
+    // against them (the report says so, `crate::compare::NOT_COMPARED`).
+    let claims = if dyncore_report::machine::timings_are_real() {
+        dyncore_sim::scenario::claims::check(sc, std::slice::from_ref(r.live_result))
+    } else {
+        Claims::default()
+    };
 
     // The plot, the trace and the figure the page shows: both backends or
     // live only (`shown` marks each run, `drawn` what the figure tells apart).
-    let ((_, shown), (drawn_sc, drawn)) = match r.kind {
+    let ((_, shown), (mut drawn_sc, drawn)) = match r.kind {
         Kind::Both => (
             combined(sc, r.live_result, r.predicted, Mark::Runs),
             combined(sc, r.live_result, r.predicted, Mark::Figure),
         ),
         Kind::Live => ((sc.clone(), r.live_result.clone()), (sc.clone(), r.live_result.clone())),
     };
+    if !dyncore_report::machine::timings_are_real() {
+        // Nor is any figure of a TCG guest held against the paper's.
+        drawn_sc.paper.clear();
+    }
     let shown = std::slice::from_ref(&shown);
     let drawn = std::slice::from_ref(&drawn);
     let drawn_fig = Figure::build(&drawn_sc, drawn);
@@ -322,6 +341,8 @@ pub fn write(out: &Path, r: &LiveReport<'_>) -> Result<Written> {
                 difference: s.difference(),
                 oversubscribed: s.oversubscribed,
                 agrees: s.agrees(),
+                compared: !s.functional_only,
+                verdict: s.verdict(),
                 mechanism: s.mechanism.as_deref(),
             })
             .collect(),
@@ -394,6 +415,14 @@ pub(crate) fn commit(staged: Staged, sc: &Scenario, s: Section<'_>) -> Result<Wr
 /// OVERSUBSCRIBED, not real-time.
 fn banners(r: &LiveReport<'_>) -> Vec<String> {
     let mut out = Vec::new();
+    if !dyncore_report::machine::timings_are_real() {
+        out.push(format!(
+            "**{}**: this ran in a dyncore vm guest under TCG (emulated CPUs). Its times and speedups are \
+             shown, never held against the simulator's prediction, the paper or any timing goal; the \
+             placements, counts, orderings, fused objects and the execution check are functional results.",
+            crate::compare::NOT_COMPARED
+        ));
+    }
     if let Some(why) = &r.incomplete {
         out.push(format!("**INCOMPLETE**: {why}. The figures below are of what ran before that."));
     }
@@ -508,7 +537,14 @@ fn report_md(
     let _ = writeln!(s, "## Live beside the simulator: {}\n", metric_name(sc.report.metric));
     s += &side_table(live_fig.x_name, sides).to_markdown();
     let _ = writeln!(s, "\n{}.\n", agreement_sentence(sides));
-    if m.figure.has_paper() {
+    if !dyncore_report::machine::timings_are_real() {
+        let _ = writeln!(
+            s,
+            "## Beside the paper\n\n{}: the paper's figures and claims are timings, and a TCG guest's are \
+             not; placements, counts, orderings and the execution check are below.\n",
+            crate::compare::NOT_COMPARED
+        );
+    } else if m.figure.has_paper() {
         let _ = writeln!(s, "## Beside the paper\n");
         s += &m.comparison.to_markdown();
         let _ = writeln!(s, "\n{}\n", m.verdict);
@@ -519,6 +555,12 @@ fn report_md(
     let _ = writeln!(s, "\n### What the backend really executed: actuation delay\n");
     s += &crate::actuation::table(r.live, |i| sc.runs[i].label.clone()).to_markdown();
     let _ = writeln!(s, "\n{}", crate::actuation::NOTE);
+    if let Some(t) = crate::fused::table(r.live, |i| sc.runs[i].label.clone()) {
+        let _ =
+            writeln!(s, "\n### Fused objects: where they ran, and the borrowed CPUs' offline and online\n");
+        s += &t.to_markdown();
+        let _ = writeln!(s, "\n{}", crate::fused::NOTE);
+    }
     let _ = writeln!(s, "\n### What could make them differ from the simulator\n");
     s += &diag_table(diags).to_markdown();
     let _ = writeln!(
@@ -716,5 +758,12 @@ fn lead_html(r: &LiveReport<'_>, live_fig: &Figure, sides: &[Side], diags: &[Dia
     s += &actuation.to_html(|i| (!r.live[i].run.execution.ok()).then_some("differs"));
     s += "</div>\n";
     s += &dyncore_report::markdown::to_html(crate::actuation::NOTE, 0, "");
+    if let Some(t) = crate::fused::table(r.live, |i| r.scenario.runs[i].label.clone()) {
+        s += "<h3>Fused objects: where they ran, and the borrowed CPUs' offline and online</h3>\n";
+        s += "<div class=\"table-wrap\">\n";
+        s += &t.to_html(|_| None);
+        s += "</div>\n";
+        s += &dyncore_report::markdown::to_html(crate::fused::NOTE, 0, "");
+    }
     s
 }

@@ -46,7 +46,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use dyncore_core::CpuId;
-use dyncore_core::policy::execution::ExecSlice;
+use dyncore_core::policy::execution::{ExecSlice, os_cpu_bit};
 
 use crate::cpu::{Ctx, PlaceError, Runtime, Task, TaskPoll};
 use crate::kernels::Kernel;
@@ -196,6 +196,7 @@ impl LiveThreads {
             slice: None,
             stepping: None,
             ignoring: false,
+            os_cpus: 0,
         };
         rt.spawn_on(cpu, runner).inspect_err(|_| {
             s.epoch.fetch_add(1, Ordering::AcqRel);
@@ -279,6 +280,9 @@ struct Runner {
     /// Ignores its successor (the test-only fault hook said so at its
     /// last step).
     ignoring: bool,
+    /// The OS CPUs its steps ran on, as the kernel said at each step
+    /// (`ExecSlice::os_cpus`).
+    os_cpus: u64,
 }
 
 impl Runner {
@@ -306,7 +310,10 @@ impl Runner {
     /// A kernel step that started at `start_ns` ended at `end_ns`.
     fn ran(&mut self, start_ns: u64, end_ns: u64) {
         match &mut self.slice {
-            Some(sl) => (sl.last_start_ns, sl.end_ns, sl.steps) = (start_ns, end_ns, sl.steps + 1),
+            Some(sl) => {
+                (sl.last_start_ns, sl.end_ns, sl.steps, sl.os_cpus) =
+                    (start_ns, end_ns, sl.steps + 1, self.os_cpus)
+            }
             None => {
                 self.slice = Some(ExecSlice {
                     thread: self.thread,
@@ -315,6 +322,7 @@ impl Runner {
                     last_start_ns: start_ns,
                     end_ns,
                     steps: 1,
+                    os_cpus: self.os_cpus,
                 })
             }
         }
@@ -359,6 +367,9 @@ impl Task for Runner {
             return self.end();
         }
         self.stepping = Some(cx.step_started_ns());
+        // Where the step really runs: the evidence that a thread ran only
+        // on the real CPUs its runtime CPU stands for (a vDSO call).
+        self.os_cpus |= os_cpu_bit(crate::affinity::current_cpu());
         if self.ignoring && s.epoch.load(Ordering::Acquire) != self.epoch {
             self.record.ignored_steps.fetch_add(1, Ordering::AcqRel);
         }

@@ -51,7 +51,15 @@ impl ExecRecord {
             return;
         }
         if self.exec.slices.len() < SLICE_CAP {
-            let s = ExecSlice { thread, cpu, start_ns: start, last_start_ns: end, end_ns: end, steps: 1 };
+            let s = ExecSlice {
+                thread,
+                cpu,
+                start_ns: start,
+                last_start_ns: end,
+                end_ns: end,
+                steps: 1,
+                os_cpus: 0,
+            };
             self.exec.slices.push(s);
         } else {
             self.exec.lost += 1;

@@ -72,6 +72,16 @@ pub struct ExecSlice {
     pub last_start_ns: Nanos,
     pub end_ns: Nanos,
     pub steps: u64,
+    /// The OS CPUs its steps really ran on, as a bitmask (bit `c` for OS
+    /// CPU `c` < 64), where the backend knows them (the live runtime asks
+    /// the kernel at every step); 0 when it does not.
+    #[serde(default)]
+    pub os_cpus: u64,
+}
+
+/// The bit of OS CPU `cpu` in [`ExecSlice::os_cpus`] (none from 64 on).
+pub fn os_cpu_bit(cpu: CpuId) -> u64 {
+    1u64.checked_shl(u32::try_from(cpu).unwrap_or(u32::MAX)).unwrap_or(0)
 }
 
 /// `cpu` really stopped running anything (`online: false`) or really

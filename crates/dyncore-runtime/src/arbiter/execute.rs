@@ -165,7 +165,8 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         mode: Mode,
         online: bool,
     ) -> Result<(), ArbiterError> {
-        let _ = mode; // both modes are carried out alike (module doc)
+        // Both modes are carried out alike (module doc); the record keeps
+        // the one asked for.
         let representative = self.pending_rep.take().ok_or_else(|| {
             ArbiterError::Policy(format!("reconfiguration {id:?} follows no Fuse or Split"))
         })?;
@@ -224,6 +225,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             id,
             online,
             cpus: cpus.clone(),
+            mode,
             representative,
             started_ns,
             finished_ns: started_ns + critical_ns,

@@ -191,6 +191,7 @@ impl Observer {
                 last_start_ns: at,
                 end_ns: at,
                 steps: 1,
+                os_cpus: dyncore_core::policy::execution::os_cpu_bit(processor),
             }),
             None => self.outside_run += 1,
         }
@@ -222,7 +223,15 @@ mod tests {
 
     /// Feeds samples by hand (what `sample` records from /proc).
     fn slice(o: &mut Observer, thread: ThreadId, cpu: CpuId, t0: Nanos) {
-        o.exec.slices.push(ExecSlice { thread, cpu, start_ns: t0, last_start_ns: t0, end_ns: t0, steps: 1 });
+        o.exec.slices.push(ExecSlice {
+            thread,
+            cpu,
+            start_ns: t0,
+            last_start_ns: t0,
+            end_ns: t0,
+            steps: 1,
+            os_cpus: 0,
+        });
     }
 
     #[test]

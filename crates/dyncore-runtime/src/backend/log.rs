@@ -5,8 +5,9 @@
 //! started (the policy's clock), from the runtime's monotonic clock.
 
 use dyncore_core::exec::ExecObject;
-use dyncore_core::policy::execution::Verdict;
+use dyncore_core::policy::execution::{CpuChange, ExecSlice, Verdict};
 use dyncore_core::policy::{ReconfigId, ThreadId};
+use dyncore_core::reconfig::Mode;
 use dyncore_core::{CpuId, CpuSet, Nanos};
 
 use crate::cpu::DutyReport;
@@ -30,6 +31,8 @@ pub struct ReconfigRecord {
     /// `Online` (a split) rather than `Offline` (a fuse).
     pub online: bool,
     pub cpus: CpuSet,
+    /// The mode the action asked for (Bolt: proxies installed).
+    pub mode: Mode,
     /// The representative of the object fused or split.
     pub representative: CpuId,
     /// The call's start and the end of its critical steps.
@@ -48,6 +51,10 @@ pub struct FuseRecord {
     pub thread: ThreadId,
     pub object: ExecObject,
     pub fused_ns: Nanos,
+    /// When the executor had applied the first `Dispatch` that runs the
+    /// thread on the object (from then on its runner anywhere else starts
+    /// no step); `None`: it never ran there.
+    pub dispatched_ns: Option<Nanos>,
     /// When it was split (`None`: still fused when the run ended).
     pub split_ns: Option<Nanos>,
     /// Chameleon §5.5: a real SMT core (the sibling parked) or throttling.
@@ -131,6 +138,12 @@ pub struct RunLog {
     pub contract_ns: Nanos,
     /// Time the execution checker took at the end of the run.
     pub check_ns: Nanos,
+    /// What the workers really executed (each slice with the OS CPUs its
+    /// steps ran on) and when the runtime's CPUs really stopped and
+    /// started again, in executor time: what the execution check held
+    /// against the actions.
+    pub executed: Vec<ExecSlice>,
+    pub cpu_changes: Vec<CpuChange>,
 }
 
 /// A finished (or stopped) live run.

@@ -397,11 +397,26 @@ impl<'rt, P: Policy> Executor<'rt, P> {
             if let Some(a) = tracked {
                 let applied = self.rt.now_ns().saturating_sub(self.origin_ns);
                 self.execution.action(now, applied, &a);
+                if let Action::Dispatch { cpu, state: CpuState::Running { thread, .. } } = a {
+                    self.dispatched_on_object(thread, cpu, applied);
+                }
             }
             Ok(())
         });
         self.out = out;
         r
+    }
+
+    /// A `Dispatch` of `thread` on `cpu` was applied at `applied`: if it
+    /// is the first onto the thread's fused object, from then on the
+    /// thread runs there (`FuseRecord::dispatched_ns`).
+    fn dispatched_on_object(&mut self, thread: ThreadId, cpu: CpuId, applied: Nanos) {
+        if let Some(f) = self.log.fuses.iter_mut().rev().find(|f| f.thread == thread && f.split_ns.is_none())
+            && f.dispatched_ns.is_none()
+            && f.object.cpus().contains(cpu)
+        {
+            f.dispatched_ns = Some(applied);
+        }
     }
 
     /// Injects a test-only defect into the runtime's threads (see
@@ -434,7 +449,14 @@ impl<'rt, P: Policy> Executor<'rt, P> {
                 let mechanism = decide(&self.cfg.machine, &self.rt.mapping(), &object.cpus());
                 self.smt_reps[object.representative] = matches!(mechanism, FuseMechanism::SmtCore { .. });
                 self.pending_object = Some(self.log.fuses.len());
-                self.log.fuses.push(FuseRecord { thread, object, fused_ns: now, split_ns: None, mechanism });
+                self.log.fuses.push(FuseRecord {
+                    thread,
+                    object,
+                    fused_ns: now,
+                    dispatched_ns: None,
+                    split_ns: None,
+                    mechanism,
+                });
                 Ok(())
             }
             Action::Split { thread, object } => {
@@ -484,6 +506,7 @@ impl<'rt, P: Policy> Executor<'rt, P> {
             id,
             online,
             cpus,
+            mode,
             representative,
             started_ns: at(report.started_at_ns),
             finished_ns: at(report.finished_at_ns),
@@ -603,6 +626,7 @@ impl<'rt, P: Policy> Executor<'rt, P> {
         let t0 = Instant::now();
         let verdict = std::mem::take(&mut self.execution).finish(stopped, &exec);
         self.log.check_ns = dyncore_core::nanos(t0.elapsed());
+        (self.log.executed, self.log.cpu_changes) = (exec.slices, exec.changes);
         verdict
     }
 }

@@ -12,7 +12,7 @@ fn dispatch(cpu: CpuId, state: CpuState) -> Action {
 }
 
 fn slice(thread: ThreadId, cpu: CpuId, start_ns: Nanos, last_start_ns: Nanos, end_ns: Nanos) -> ExecSlice {
-    ExecSlice { thread, cpu, start_ns, last_start_ns, end_ns, steps: 3 }
+    ExecSlice { thread, cpu, start_ns, last_start_ns, end_ns, steps: 3, os_cpus: 0 }
 }
 
 /// Thread 0 on CPU 0 from 0, moved to CPU 1 at 100 (applied at 105: CPU 0
