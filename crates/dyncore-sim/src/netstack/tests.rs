@@ -332,9 +332,9 @@ fn explore_claims() {
         let rows = super::run::run_scenario(&sc, &[1]);
         let c = super::claims::check(&sc, &rows);
         let k = c.counts();
-        held += k.claims_held;
-        all += k.claims();
-        eprintln!("{}: {} of {}", sc.name, k.claims_held, k.claims());
+        held += k.predictions_held;
+        all += k.predictions();
+        eprintln!("{}: {} of {} predictions", sc.name, k.predictions_held, k.predictions());
         for cl in c.claims.iter().filter(|c| c.verdict != crate::claims::Verdict::Held) {
             let bad: Vec<String> = cl
                 .checks
