@@ -950,7 +950,7 @@ pub fn check_form(f: Form<'_>) -> Result<(), (&'static str, String)> {
         let target = value.filter(|_| relation.unwrap_or_default() == Relation::About).or(change_pct);
         let parsed = p.trim().parse::<f64>().ok().filter(|v| v.is_finite());
         let ok = match (target, parsed) {
-            (Some(t), Some(v)) if v == 0.0 => t == 0.0,
+            (Some(t), Some(0.0)) => t == 0.0,
             (Some(t), Some(v)) => {
                 let r = (t / v).abs().log10();
                 (r - r.round()).abs() < 1e-9
@@ -984,16 +984,16 @@ pub fn check_form(f: Form<'_>) -> Result<(), (&'static str, String)> {
         ));
     }
     let about_rel = relation.unwrap_or_default() == Relation::About;
-    if let Some(v) = value {
-        if !v.is_finite() || about_rel && v == 0.0 {
-            return Err((
-                "value",
-                format!(
-                    "expected a finite{} number; found {v}",
-                    if about_rel { ", non-zero (a `≈` difference is relative to it)" } else { "" }
-                ),
-            ));
-        }
+    if let Some(v) = value
+        && (!v.is_finite() || about_rel && v == 0.0)
+    {
+        return Err((
+            "value",
+            format!(
+                "expected a finite{} number; found {v}",
+                if about_rel { ", non-zero (a `≈` difference is relative to it)" } else { "" }
+            ),
+        ));
     }
     if let Some(p) = change_pct {
         if !p.is_finite() {
@@ -1165,16 +1165,16 @@ pub fn check_kinds(expect: &[Expect], entries: &[EntryKind<'_>]) -> Result<(), (
                 Some(k)
             }
         };
-        if kind == Some(Kind::Prediction) {
-            if let Some((field, why)) = &e.input_only {
-                return Err((
-                    at("paper", i, field),
-                    format!(
-                        "declared a `prediction`, but {why}: no run enters it. Declare it `input` (or `fitted`) with \
-                         its `basis`"
-                    ),
-                ));
-            }
+        if kind == Some(Kind::Prediction)
+            && let Some((field, why)) = &e.input_only
+        {
+            return Err((
+                at("paper", i, field),
+                format!(
+                    "declared a `prediction`, but {why}: no run enters it. Declare it `input` (or `fitted`) with \
+                     its `basis`"
+                ),
+            ));
         }
     }
     Ok(())

@@ -10,7 +10,7 @@ use crate::claims::{Band, Claims, Entry, Observed, Operand, Provenance, assemble
 
 /// What the code that computes metric `m` makes it from (see
 /// [`crate::claims::Provenance`]): `resources` is the configured MHz of the
-/// stack's cores over 4 × 1200 ([`super::outcome`]), and `chip_w` is
+/// stack's cores over 4 × 1200 (`netstack::outcome`), and `chip_w` is
 /// `PowerModel::newtos().chip_w` of the configured chip MHz, a closed form
 /// fitted to Table 2's watts ([`super::run`]): no simulated run enters
 /// either. Every other metric is measured from the simulated runs.
