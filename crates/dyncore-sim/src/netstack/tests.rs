@@ -514,3 +514,35 @@ fn the_copys_memory_time_does_not_scale_with_the_clock() {
         assert!((got / want - 1.0).abs() < 0.15, "{mhz} MHz: {got:.0} ns added, want {want:.0}");
     }
 }
+
+/// Issue 33: Table 2's point checks (8641, 8152 and 7840 Mbps), with the
+/// bands the shipped scenario gives them (their printed precision), fail on
+/// a flat 9.42 Gbps curve, which the old ±25% held, and hold on the paper's
+/// own curve: the band can tell the two apart.
+#[test]
+fn table_2s_point_checks_fail_on_a_flat_curve() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/newtos/table2.toml");
+    let sc = super::scenario::NetScenario::from_toml(&std::fs::read_to_string(path).unwrap()).unwrap();
+    sc.validate().unwrap();
+    let rows = super::run::run_scenario(&sc, &[1]);
+    let with_curve = |curve: [(&str, f64); 3]| {
+        let mut rows = rows.clone();
+        for r in &mut rows {
+            let (_, v) = curve.iter().find(|(l, _)| *l == r.label).expect("Table 2's three runs");
+            r.mbps = crate::claims::Observed::of(&[*v, *v, *v]).unwrap();
+        }
+        let c = super::claims::check(&sc, &rows);
+        ["paper.0", "paper.1", "paper.2"].map(|id| {
+            let claim = c.claims.iter().find(|k| k.id == id).expect("Table 2's points");
+            assert_eq!(claim.kind, crate::claims::Kind::Prediction);
+            claim.verdict
+        })
+    };
+    let flat = with_curve([("2267", 9420.0), ("1867", 9420.0), ("1600", 9420.0)]);
+    assert_eq!(flat, [crate::claims::Verdict::Failed; 3], "a flat 9.42 Gbps curve");
+    let paper = with_curve([("2267", 8641.0), ("1867", 8152.0), ("1600", 7840.0)]);
+    assert_eq!(paper, [crate::claims::Verdict::Held; 3], "the paper's own curve");
+    // 1% off each point (beyond the 0.5% a printed 4-digit value allows) fails.
+    let near = with_curve([("2267", 8641.0 * 1.01), ("1867", 8152.0 * 0.99), ("1600", 7840.0 * 1.01)]);
+    assert_eq!(near, [crate::claims::Verdict::Failed; 3], "1% off");
+}
