@@ -406,6 +406,7 @@ pub(crate) fn commit(staged: Staged, sc: &Scenario, s: Section<'_>) -> Result<Wr
         title: sc.title.clone(),
         seeds: vec![sc.seed],
         counts: s.claims.counts(),
+        lock: dyncore_report::report::lock_lines(&sc.name, s.claims),
         all_finished: s.all_finished,
         html: dyncore_report::html::scenario_section(s.model, s.plots, s.ran),
     })

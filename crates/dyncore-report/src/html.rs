@@ -168,9 +168,11 @@ pub fn page(out: &Path, written: &[Written], total: &PaperCounts, what_ran: &str
         s,
         "<p>{} Every run is run once per seed, each figure the median over the seeds with its min–max range \
          (whiskers on the plots, a column in the tables). The paper's values, where its text states them, are the \
-         hollow diamonds on the plots and the <em>paper</em> column in the tables; rows that differ by more than \
-         25% are shaded. Every statement of the paper that the figures can check is a claim, checked on every \
-         run; rows of claims that fail are shaded. docs/results.md explains every difference.</p>\n<p><strong>{}.</strong></p>\n</header>",
+         hollow diamonds on the plots and the <em>paper</em> column in the tables; rows whose paper value lies \
+         outside its band (the precision the paper prints it to, plus the seeds' range) are shaded. Every \
+         statement of the paper that the figures can check is a claim, checked on every run and shown in three \
+         groups: predictions (counted), fitted points and inputs (shown, not counted); rows of claims that fail \
+         are shaded. docs/results.md explains every difference.</p>\n<p><strong>{}.</strong></p>\n</header>",
         crate::markdown::inline(what_ran, ""),
         esc(&summary_sentence(total, several))
     );

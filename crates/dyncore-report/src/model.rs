@@ -65,8 +65,8 @@ pub struct Model<'a> {
     pub results: &'a [ScenarioResult],
     pub figure: &'a Figure,
     pub claims: &'a Claims,
-    /// The figure beside the paper, and which of its rows differ by more
-    /// than 25%.
+    /// The figure beside the paper, and which of its rows lie outside the
+    /// paper value's band.
     pub comparison: Table,
     pub comparison_differs: Vec<bool>,
     /// What the comparison came to, in a sentence or two.

@@ -11,41 +11,72 @@
 //! targets:
 //!
 //! * **a value** with a relation: `<` (the subject is below it), `>` (above
-//!   it) or `≈` (within [`ABOUT_BAND`] = 25% of it, the band the reports
-//!   have always flagged differences at). A paper's bound ("IP below 40%")
-//!   is a `<` check, not a point it must come near;
+//!   it) or `≈` (within the value's [`Band`]). A paper's bound ("IP below
+//!   40%") is a `<` check, not a point it must come near;
 //! * **another figure** of the same scenario with a relation: "busy.ip of
-//!   600/200 > busy.tcp of 600/200"; `≈` means within 25% of the other;
-//! * **a relative change** from another figure, in percent, with a
-//!   tolerance in percentage points: "mbps of 1600 is 9% below mbps of
-//!   2267, ± 3 points" holds when the change lies in [-12%, -6%].
+//!   600/200 > busy.tcp of 600/200"; `≈` between two figures needs the
+//!   paper's own word for it ("about", "similar") and a band;
+//! * **a relative change** from another figure, in percent, within its band
+//!   in percentage points: "mbps of 1600 is 9% below mbps of 2267".
 //!
-//! Every check compares **medians over the seeds**; the range over seeds is
-//! shown beside it. An ordering between two figures (`<` or `>`) must also
-//! hold **in every seed**, compared seed by seed, and differ by more than
-//! [`TIE_BAND`] (0.1%): a difference smaller than what the seeds move, or
-//! than the tables show, is no ordering. A check whose figure does not exist
-//! (a typo) or has no value (the program never finished) is *not
+//! # Bands: from what the paper prints, plus what the seeds spread
+//!
+//! A `≈` is judged to the precision the paper gives the number ([`Band`]):
+//!
+//! * **printed** (the default): a number printed in the text or a table is
+//!   judged to half a unit of its last printed digit, and never tighter than
+//!   [`PRINTED_FLOOR`] (0.5%) of it: 8641 Mbps to ±43, 1.8 Gbps to ±0.05,
+//!   a change printed as "9%" to ±0.5 points, a "the same" (0%) to ±0.5
+//!   points;
+//! * **read off a chart** (`tick`): half the chart's tick spacing, which
+//!   the entry states in the metric's unit;
+//! * **about** (`about` with `band_pct`, or `tolerance_pts` on a change):
+//!   only where the paper's own text says "about", "approximately",
+//!   "similar"; `about` quotes those words.
+//!
+//! The **seed range is added**: a `≈` holds when the paper's value lies
+//! within the band of dyncore's range over seeds, `[min - band, max +
+//! band]` (for a change, of the range of the seeds' changes, each seed's
+//! subject against the same seed's reference). A `≈` between two figures
+//! holds when their medians differ by at most the band of the reference
+//! plus half of each figure's range.
+//!
+//! An ordering between two figures (`<` or `>`) compares **medians over the
+//! seeds** and must also hold **in every seed**, compared seed by seed, and
+//! differ by more than [`TIE_BAND`] (0.1%). A check whose figure does not
+//! exist (a typo) or has no value (the program never finished) is *not
 //! evaluated*, never held.
 //!
-//! # Claims
+//! # Claims and their kinds
 //!
 //! A claim is one statement of the paper — a scenario's `expect` line with
 //! a `claim` id — checked by every `[[paper]]` entry that names that id; it
 //! **holds when all its checks hold**. A `[[paper]]` entry without a claim
-//! id is a claim of its own (a figure the paper states). An `expect` line
-//! that cannot be checked against the figures is marked `prose`, with the
-//! reason.
+//! id is a claim of its own. An `expect` line that cannot be checked against
+//! the figures is marked `prose`, with the reason.
 //!
-//! The *figures compared* of the summary are the `≈` checks against a
-//! paper's value (the reports' long-standing count); the *claims held* and
-//! *claims failed* count every claim.
+//! Every claim has a [`Kind`], declared in the scenario (`kind` on the
+//! `expect` line, or on an entry without a claim id):
+//!
+//! * **prediction**: dyncore's mechanism produces the figure;
+//! * **fitted**: a model parameter was set from this very figure;
+//! * **input**: the figure is a scenario or model input, or a closed-form
+//!   function of inputs.
+//!
+//! A fitted or input claim says which parameter or input (`basis`). Only
+//! predictions are counted ([`Counts`]); fitted points and inputs are shown
+//! apart. The declaration is also checked: every figure a scenario can name
+//! carries a [`Provenance`] from the code that computes it, and
+//! [`check_kinds`] refuses a `prediction` whose figures all have
+//! [`Provenance::Input`].
 
 use serde::{Deserialize, Serialize};
 
-/// `≈` means within this relative distance (of the value, or of the other
-/// figure).
-pub const ABOUT_BAND: f64 = 0.25;
+/// A printed value's band is never narrower than this fraction of it: the
+/// paper reports single runs of benchmarks without their spread, so a last
+/// digit finer than half a percent (8641 Mbps printed to the Mbps) is not a
+/// precision its measurement had.
+pub const PRINTED_FLOOR: f64 = 0.005;
 
 /// Two figures whose medians differ by less than this fraction of the
 /// larger are tied: no ordering between them holds (the tables print three
@@ -53,10 +84,133 @@ pub const ABOUT_BAND: f64 = 0.25;
 /// could see).
 pub const TIE_BAND: f64 = 0.001;
 
-/// Tolerance of a relative-change check when the entry gives none, in
-/// percentage points (the issue's "Table 2's relative drops, within 3
-/// points", used for every change check of the shipped scenarios).
-pub const DEFAULT_TOLERANCE_PTS: f64 = 3.0;
+/// What a claim is, for the count (module docs, "Claims and their kinds").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// dyncore's mechanism produces the figure.
+    Prediction,
+    /// A model parameter was set from this very figure.
+    Fitted,
+    /// A scenario or model input, or a closed form of inputs.
+    Input,
+}
+
+impl Kind {
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::Prediction => "prediction",
+            Kind::Fitted => "fitted",
+            Kind::Input => "input",
+        }
+    }
+
+    /// `"prediction"` → the kind.
+    pub fn parse(s: &str) -> Option<Kind> {
+        [Kind::Prediction, Kind::Fitted, Kind::Input].into_iter().find(|k| k.word() == s)
+    }
+}
+
+/// Where a figure's number comes from, as the code that computes it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provenance {
+    /// Measured from simulated (or live) runs of the mechanisms.
+    #[default]
+    Simulated,
+    /// Computed from the scenario's inputs alone (a configured number, or a
+    /// closed form of configured numbers): no run enters it.
+    Input,
+}
+
+/// How wide a `≈` is (module docs, "Bands").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Band {
+    /// Printed in the text or a table: `half_unit` is half a unit of the
+    /// last printed digit, in the value's unit (for a value, at least
+    /// [`PRINTED_FLOOR`] of it).
+    Printed { half_unit: f64 },
+    /// Read off a chart with this tick spacing (the metric's unit): half a
+    /// tick.
+    Chart { tick: f64 },
+    /// The paper says "about" (`quote`): a fraction of the value (a value
+    /// or a figure), or points (a change).
+    About { quote: String, width: f64 },
+    /// A change computed from printed values (`from` says which): their
+    /// printed precision carried through, in points.
+    Derived { from: String, width: f64 },
+}
+
+/// A `[[paper]]` entry's band fields, as every scenario kind has them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BandFields<'a> {
+    /// The paper's digits, where the value's shortest form loses them
+    /// ("1.50", or "7.9" for 7900 Mbps printed as 7.9 Gbps).
+    pub printed: Option<&'a str>,
+    pub tick: Option<f64>,
+    pub about: Option<&'a str>,
+    pub derived: Option<&'a str>,
+    pub band_pct: Option<f64>,
+    pub tolerance_pts: Option<f64>,
+}
+
+impl Band {
+    /// The band of an entry whose target is `target` (its value, or its
+    /// change in percent), from its fields (validated by [`check_form`]).
+    pub fn of(target: f64, f: BandFields<'_>) -> Band {
+        if let Some(tick) = f.tick {
+            return Band::Chart { tick };
+        }
+        if let Some(q) = f.about {
+            let width = f.band_pct.map(|p| p / 100.0).or(f.tolerance_pts).unwrap_or(0.0);
+            return Band::About { quote: q.to_string(), width };
+        }
+        if let Some(d) = f.derived {
+            return Band::Derived { from: d.to_string(), width: f.tolerance_pts.unwrap_or(0.0) };
+        }
+        let half_unit = match f.printed.and_then(|p| p.trim().parse::<f64>().ok().map(|v| (p, v))) {
+            Some((p, v)) if v != 0.0 => printed_digits_half_unit(p) * (target / v).abs(),
+            Some((p, _)) => printed_digits_half_unit(p),
+            None => printed_half_unit(target),
+        };
+        Band::Printed { half_unit }
+    }
+
+    /// The half-width around the paper's `value` (a value check).
+    pub fn around(&self, value: f64) -> f64 {
+        match self {
+            Band::Printed { half_unit } => half_unit.max(PRINTED_FLOOR * value.abs()),
+            Band::Chart { tick } => tick / 2.0,
+            Band::About { width, .. } | Band::Derived { width, .. } => width * value.abs(),
+        }
+    }
+
+    /// The half-width, in points, around a change.
+    pub fn around_change(&self) -> f64 {
+        match self {
+            Band::Printed { half_unit } => *half_unit,
+            Band::Chart { tick } => tick / 2.0,
+            Band::About { width, .. } | Band::Derived { width, .. } => *width,
+        }
+    }
+
+    /// "printed", "half a chart tick of 0.2", "\"approximately 70%\"".
+    fn describe(&self) -> String {
+        match self {
+            Band::Printed { .. } => "printed".into(),
+            Band::Chart { tick } => format!("half a chart tick of {}", fmt_num(*tick)),
+            Band::About { quote, .. } => format!("\"{quote}\""),
+            Band::Derived { from, .. } => format!("from {from}"),
+        }
+    }
+}
+
+/// Half a unit of the last digit of `digits` as written: 0.005 for "1.50".
+fn printed_digits_half_unit(digits: &str) -> f64 {
+    let decimals = digits.trim().split_once('.').map_or(0, |(_, d)| d.len()) as i32;
+    0.5 * 10f64.powi(-decimals)
+}
 
 /// How a figure relates to its target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -67,7 +221,7 @@ pub enum Relation {
     /// Above the target.
     #[serde(rename = ">")]
     Above,
-    /// Within [`ABOUT_BAND`] of the target (`"≈"`, or `"~"` to type).
+    /// Within a [`Band`] of the target (`"≈"`, or `"~"` to type).
     #[default]
     #[serde(rename = "≈", alias = "~")]
     About,
@@ -82,14 +236,13 @@ impl Relation {
         }
     }
 
-    /// Whether `x` relates to `target` this way.
+    /// Whether `x` relates to `target` this way (for `≈`: within
+    /// [`TIE_BAND`]; a check's `≈` uses its [`Band`] instead).
     pub fn holds(self, x: f64, target: f64) -> bool {
         match self {
             Relation::Below => x < target,
             Relation::Above => x > target,
-            Relation::About => {
-                target != 0.0 && ((x - target) / target).abs() <= ABOUT_BAND || target == 0.0 && x == 0.0
-            }
+            Relation::About => (x - target).abs() <= TIE_BAND * x.abs().max(target.abs()),
         }
     }
 }
@@ -105,14 +258,22 @@ pub enum Expect {
     Line(ExpectLine),
 }
 
-/// An `expect` line that is a claim (`claim`: the id its checks name) or
-/// prose (`prose`: why the figures cannot check it). Exactly one is set.
+/// An `expect` line that is a claim (`claim`: the id its checks name, with
+/// its `kind`, and for a fitted or input claim its `basis`) or prose
+/// (`prose`: why the figures cannot check it). Exactly one of `claim` and
+/// `prose` is set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExpectLine {
     pub text: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Kind>,
+    /// For a fitted claim the parameter fitted to it; for an input the
+    /// input it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prose: Option<String>,
 }
@@ -136,6 +297,14 @@ impl Expect {
         match self {
             Expect::Line(l) => l.prose.as_deref(),
             Expect::Text(_) => None,
+        }
+    }
+
+    /// The claim's kind and basis, for a claim line.
+    pub fn kind(&self) -> (Option<Kind>, Option<&str>) {
+        match self {
+            Expect::Line(l) => (l.kind, l.basis.as_deref()),
+            Expect::Text(_) => (None, None),
         }
     }
 }
@@ -195,9 +364,7 @@ impl Observed {
 /// decimal form, as the scenario file states it): 0.005 for 1.25, 0.5 for
 /// 8641. A paper value is inside dyncore's range to that precision.
 pub fn printed_half_unit(p: f64) -> f64 {
-    let text = format!("{p}");
-    let decimals = text.split_once('.').map_or(0, |(_, d)| d.len()) as i32;
-    0.5 * 10f64.powi(-decimals)
+    printed_digits_half_unit(&format!("{p}"))
 }
 
 /// A figure a check names: how a reader calls it, and what the runs gave
@@ -207,18 +374,20 @@ pub struct Operand {
     /// E.g. "busy.ip of 600/200", "speedup of gcc on DYN-4".
     pub label: String,
     pub observed: Result<Observed, String>,
+    /// What the code that computes the figure says it is made from.
+    pub provenance: Provenance,
 }
 
 /// What a check's subject is held against.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Target {
-    /// A value the paper states.
-    Value { relation: Relation, value: f64 },
-    /// Another figure of the scenario.
-    Figure { relation: Relation, other: Operand },
-    /// A relative change from another figure, percent, ± points.
-    Change { from: Operand, pct: f64, tolerance_pts: f64 },
+    /// A value the paper states (`band` for a `≈`).
+    Value { relation: Relation, value: f64, band: Band },
+    /// Another figure of the scenario (`band` for a `≈`).
+    Figure { relation: Relation, other: Operand, band: Band },
+    /// A relative change from another figure, percent, within its band.
+    Change { from: Operand, pct: f64, band: Band },
 }
 
 /// One check (see the module docs).
@@ -271,13 +440,13 @@ impl CheckOutcome {
     /// A `≈` check against a value the paper states (one of the "figures
     /// compared").
     pub fn is_figure(&self) -> bool {
-        matches!(self.spec.target, Target::Value { relation: Relation::About, value } if value != 0.0)
+        matches!(self.spec.target, Target::Value { relation: Relation::About, value, .. } if value != 0.0)
     }
 
     /// The relative difference of a figure check: (median - paper) / paper.
     pub fn rel_diff(&self) -> Option<f64> {
         match (&self.spec.target, &self.spec.subject.observed) {
-            (Target::Value { relation: Relation::About, value }, Ok(o)) if *value != 0.0 => {
+            (Target::Value { relation: Relation::About, value, .. }, Ok(o)) if *value != 0.0 => {
                 Some((o.median - value) / value)
             }
             _ => None,
@@ -288,6 +457,13 @@ impl CheckOutcome {
 /// One claim of the paper and the checks that test it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Claim {
+    /// The `expect` line's claim id, or `paper.<i>` for an entry without
+    /// one (its index in the `[[paper]]` list).
+    pub id: String,
+    pub kind: Kind,
+    /// For a fitted or input claim: what was fitted to it, or which input
+    /// it is.
+    pub basis: String,
     /// The `expect` line, or the check's own description.
     pub text: String,
     /// Where the paper says it.
@@ -301,6 +477,10 @@ pub struct Claim {
 /// A claim with its verdict.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClaimOutcome {
+    pub id: String,
+    pub kind: Kind,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub basis: String,
     pub claim: String,
     pub source: String,
     pub note: String,
@@ -319,20 +499,26 @@ pub struct Claims {
     pub unclassified: Vec<String>,
 }
 
-/// What a scenario's (or a whole run's) claims came to.
+/// What a scenario's (or a whole run's) claims came to. Only predictions
+/// are counted as held or failed; fitted points and inputs are counted
+/// apart, whatever their verdict.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
-    /// `≈` checks against a paper value that were made.
+    /// `≈` checks against a paper value that were made (every kind).
     pub compared: usize,
-    /// Of those, medians more than [`ABOUT_BAND`] from the paper.
+    /// Of those, paper values outside their band around dyncore's range.
     pub differing: usize,
     /// Of those, paper values inside the range over seeds.
     pub in_range: usize,
     /// `≈` checks against a paper value that could not be made.
     pub unmatched: usize,
-    pub claims_held: usize,
-    pub claims_failed: usize,
-    pub claims_not_evaluated: usize,
+    pub predictions_held: usize,
+    pub predictions_failed: usize,
+    pub predictions_not_evaluated: usize,
+    /// Fitted claims, shown and not counted.
+    pub fitted: usize,
+    /// Input claims, shown and not counted.
+    pub inputs: usize,
 }
 
 impl std::ops::AddAssign for Counts {
@@ -341,15 +527,46 @@ impl std::ops::AddAssign for Counts {
         self.differing += o.differing;
         self.in_range += o.in_range;
         self.unmatched += o.unmatched;
-        self.claims_held += o.claims_held;
-        self.claims_failed += o.claims_failed;
-        self.claims_not_evaluated += o.claims_not_evaluated;
+        self.predictions_held += o.predictions_held;
+        self.predictions_failed += o.predictions_failed;
+        self.predictions_not_evaluated += o.predictions_not_evaluated;
+        self.fitted += o.fitted;
+        self.inputs += o.inputs;
     }
 }
 
 impl Counts {
+    /// Predictions checked.
+    pub fn predictions(&self) -> usize {
+        self.predictions_held + self.predictions_failed + self.predictions_not_evaluated
+    }
+
+    /// Claims of every kind.
     pub fn claims(&self) -> usize {
-        self.claims_held + self.claims_failed + self.claims_not_evaluated
+        self.predictions() + self.fitted + self.inputs
+    }
+
+    /// "12 predictions checked: 5 hold, 7 fail; also 3 fitted points and 40
+    /// inputs shown, not counted" (the line issue 33 asks for).
+    pub fn sentence(&self) -> String {
+        let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
+        let mut s = format!(
+            "{} checked: {} {}, {} {}",
+            n(self.predictions(), "prediction"),
+            self.predictions_held,
+            if self.predictions_held == 1 { "holds" } else { "hold" },
+            self.predictions_failed,
+            if self.predictions_failed == 1 { "fails" } else { "fail" }
+        );
+        if self.predictions_not_evaluated > 0 {
+            s += &format!(", {} not evaluated", self.predictions_not_evaluated);
+        }
+        s += &format!(
+            "; also {} and {} shown, not counted",
+            n(self.fitted, "fitted point"),
+            n(self.inputs, "input")
+        );
+        s
     }
 }
 
@@ -357,16 +574,18 @@ impl Claims {
     pub fn counts(&self) -> Counts {
         let mut c = Counts::default();
         for claim in &self.claims {
-            match claim.verdict {
-                Verdict::Held => c.claims_held += 1,
-                Verdict::Failed => c.claims_failed += 1,
-                Verdict::NotEvaluated => c.claims_not_evaluated += 1,
+            match (claim.kind, claim.verdict) {
+                (Kind::Fitted, _) => c.fitted += 1,
+                (Kind::Input, _) => c.inputs += 1,
+                (Kind::Prediction, Verdict::Held) => c.predictions_held += 1,
+                (Kind::Prediction, Verdict::Failed) => c.predictions_failed += 1,
+                (Kind::Prediction, Verdict::NotEvaluated) => c.predictions_not_evaluated += 1,
             }
             for k in claim.checks.iter().filter(|k| k.is_figure()) {
                 match k.rel_diff() {
-                    Some(d) => {
+                    Some(_) => {
                         c.compared += 1;
-                        c.differing += usize::from(d.abs() > ABOUT_BAND);
+                        c.differing += usize::from(k.verdict == Verdict::Failed);
                         c.in_range += usize::from(k.paper_in_range == Some(true));
                     }
                     None => c.unmatched += 1,
@@ -374,6 +593,11 @@ impl Claims {
             }
         }
         c
+    }
+
+    /// The claims of one kind, in order.
+    pub fn of_kind(&self, kind: Kind) -> impl Iterator<Item = &ClaimOutcome> {
+        self.claims.iter().filter(move |c| c.kind == kind)
     }
 }
 
@@ -396,30 +620,52 @@ fn fmt_pct(p: f64) -> String {
     if p == p.round() { format!("{p:.0}") } else { format!("{p:.1}") }
 }
 
+/// A band's half-width as a reader wants it: "±43", "±0.05".
+fn fmt_pm(h: f64) -> String {
+    let t = format!("{h:.4}");
+    let t = t.trim_end_matches('0').trim_end_matches('.');
+    format!("±{t}")
+}
+
 fn fmt_observed(o: &Observed) -> String {
     let (lo, hi) = (fmt_num(o.min), fmt_num(o.max));
     if lo == hi { fmt_num(o.median) } else { format!("{} [{lo}–{hi}]", fmt_num(o.median)) }
 }
 
 impl Check {
-    /// The check in words: "mbps of 1600 ≈ 7840 (±25%)".
+    /// The check in words: "mbps of 1600 ≈ 7840 (±39, printed)".
     pub fn describe(&self) -> String {
         let s = &self.subject.label;
         match &self.target {
-            Target::Value { relation: Relation::About, value } => {
-                format!("{s} ≈ {} (±{:.0}%)", fmt_num(*value), ABOUT_BAND * 100.0)
+            Target::Value { relation: Relation::About, value, band } => {
+                format!("{s} ≈ {} ({}, {})", fmt_num(*value), fmt_pm(band.around(*value)), band.describe())
             }
-            Target::Value { relation, value } => format!("{s} {} {}", relation.symbol(), fmt_num(*value)),
-            Target::Figure { relation: Relation::About, other } => {
-                format!("{s} ≈ {} (±{:.0}%)", other.label, ABOUT_BAND * 100.0)
+            Target::Value { relation, value, .. } => format!("{s} {} {}", relation.symbol(), fmt_num(*value)),
+            Target::Figure { relation: Relation::About, other, band } => {
+                let w = match band {
+                    Band::About { width, .. } => format!("±{}%", fmt_pct(width * 100.0)),
+                    _ => fmt_pm(0.0),
+                };
+                format!("{s} ≈ {} ({w}, {})", other.label, band.describe())
             }
-            Target::Figure { relation, other } => format!("{s} {} {}", relation.symbol(), other.label),
-            Target::Change { from, pct, tolerance_pts } if *pct == 0.0 => {
-                format!("{s} equal to {} (±{tolerance_pts:.0} points)", from.label)
+            Target::Figure { relation, other, .. } => format!("{s} {} {}", relation.symbol(), other.label),
+            Target::Change { from, pct, band } if *pct == 0.0 => {
+                format!(
+                    "{s} equal to {} ({} points, {})",
+                    from.label,
+                    fmt_pm(band.around_change()),
+                    band.describe()
+                )
             }
-            Target::Change { from, pct, tolerance_pts } => {
+            Target::Change { from, pct, band } => {
                 let dir = if *pct < 0.0 { "below" } else { "above" };
-                format!("{s} {}% {dir} {} (±{tolerance_pts:.0} points)", fmt_pct(pct.abs()), from.label)
+                format!(
+                    "{s} {}% {dir} {} ({} points, {})",
+                    fmt_pct(pct.abs()),
+                    from.label,
+                    fmt_pm(band.around_change()),
+                    band.describe()
+                )
             }
         }
     }
@@ -444,25 +690,43 @@ pub fn evaluate_check(check: &Check) -> CheckOutcome {
     let x = subject.median;
     let verdict = |ok: bool| if ok { Verdict::Held } else { Verdict::Failed };
     match &check.target {
-        Target::Value { relation, value } => {
+        Target::Value { relation, value, band } => {
             let in_range = (*relation == Relation::About).then(|| {
                 let h = printed_half_unit(*value);
                 subject.max >= value - h && subject.min <= value + h
             });
+            let ok = match relation {
+                Relation::About => {
+                    let b = band.around(*value);
+                    *value >= subject.min - b && *value <= subject.max + b
+                }
+                _ => relation.holds(x, *value),
+            };
             let measured = match relation {
                 Relation::About if *value != 0.0 => {
-                    format!("{} ({:+.0}%)", fmt_observed(&subject), (x - value) / value * 100.0)
+                    format!("{} ({:+.1}%)", fmt_observed(&subject), (x - value) / value * 100.0)
                 }
                 _ => fmt_observed(&subject),
             };
-            out(verdict(relation.holds(x, *value)), measured, Some(x), None, in_range)
+            out(verdict(ok), measured, Some(x), None, in_range)
         }
-        Target::Figure { relation, other } => match &other.observed {
+        Target::Figure { relation, other, band } => match &other.observed {
             Ok(o) => {
-                let ordering = *relation != Relation::About;
-                let every = !ordering || subject.holds_in_every_seed(*relation, o);
-                let tied = ordering && (x - o.median).abs() <= TIE_BAND * x.abs().max(o.median.abs());
                 let mut measured = format!("{} against {}", fmt_observed(&subject), fmt_observed(o));
+                if *relation == Relation::About {
+                    let width = match band {
+                        Band::About { width, .. } => *width,
+                        _ => 0.0,
+                    };
+                    let reach =
+                        width * o.median.abs() + 0.5 * (subject.max - subject.min) + 0.5 * (o.max - o.min);
+                    if o.median != 0.0 {
+                        measured += &format!(" ({:+.1}%)", (x - o.median) / o.median * 100.0);
+                    }
+                    return out(verdict((x - o.median).abs() <= reach), measured, Some(x), None, None);
+                }
+                let every = subject.holds_in_every_seed(*relation, o);
+                let tied = (x - o.median).abs() <= TIE_BAND * x.abs().max(o.median.abs());
                 if relation.holds(x, o.median) && tied {
                     measured += " (tied: within 0.1%)";
                 } else if relation.holds(x, o.median) && !every {
@@ -472,12 +736,27 @@ pub fn evaluate_check(check: &Check) -> CheckOutcome {
             }
             Err(why) => missing(&format!("{}: {why}", other.label)),
         },
-        Target::Change { from, pct, tolerance_pts } => match &from.observed {
+        Target::Change { from, pct, band } => match &from.observed {
             Ok(o) if o.median != 0.0 => {
                 let change = (x - o.median) / o.median * 100.0;
-                let measured =
+                // Each seed's change, its subject against the same seed's
+                // reference: the range the seeds spread.
+                let per_seed: Vec<f64> = subject
+                    .per_seed
+                    .iter()
+                    .zip(&o.per_seed)
+                    .filter(|(a, b)| a.is_finite() && b.is_finite() && **b != 0.0)
+                    .map(|(a, b)| (a - b) / b * 100.0)
+                    .collect();
+                let lo = per_seed.iter().copied().fold(change, f64::min);
+                let hi = per_seed.iter().copied().fold(change, f64::max);
+                let mut measured =
                     format!("{change:+.1}% ({} against {})", fmt_num(subject.median), fmt_num(o.median));
-                let ok = (change - pct).abs() <= *tolerance_pts;
+                if hi - lo >= 0.05 {
+                    measured += &format!(" [seeds {lo:+.1}% to {hi:+.1}%]");
+                }
+                let b = band.around_change();
+                let ok = *pct >= lo - b && *pct <= hi + b;
                 out(verdict(ok), measured, Some(change), None, None)
             }
             Ok(_) => missing(&format!("{}: zero, no relative change can be taken from it", from.label)),
@@ -498,6 +777,9 @@ pub fn evaluate(claim: &Claim) -> ClaimOutcome {
         Verdict::Held
     };
     ClaimOutcome {
+        id: claim.id.clone(),
+        kind: claim.kind,
+        basis: claim.basis.clone(),
         claim: claim.text.clone(),
         source: claim.source.clone(),
         note: claim.note.clone(),
@@ -517,9 +799,13 @@ pub struct Entry {
     pub value: Option<f64>,
     pub than: Option<Operand>,
     pub change_pct: Option<f64>,
-    pub tolerance_pts: Option<f64>,
     pub from: Option<Operand>,
+    /// The band of a `≈` or a change ([`Band::of`]).
+    pub band: Band,
     pub claim: Option<String>,
+    /// The entry's own kind and basis (an entry without a claim id).
+    pub kind: Option<Kind>,
+    pub basis: String,
     pub source: String,
     pub note: String,
 }
@@ -527,14 +813,11 @@ pub struct Entry {
 impl Entry {
     fn check(self) -> Check {
         let relation = self.relation.unwrap_or_default();
+        let band = self.band;
         let target = match (self.value, self.than, self.change_pct, self.from) {
-            (Some(value), _, _, _) => Target::Value { relation, value },
-            (None, Some(other), _, _) => Target::Figure { relation, other },
-            (None, None, Some(pct), Some(from)) => Target::Change {
-                from,
-                pct,
-                tolerance_pts: self.tolerance_pts.unwrap_or(DEFAULT_TOLERANCE_PTS),
-            },
+            (Some(value), _, _, _) => Target::Value { relation, value, band },
+            (None, Some(other), _, _) => Target::Figure { relation, other, band },
+            (None, None, Some(pct), Some(from)) => Target::Change { from, pct, band },
             _ => unreachable!("validated: a value, a figure or a change"),
         };
         Check { subject: self.subject, target }
@@ -553,20 +836,20 @@ fn join_distinct(parts: impl Iterator<Item = String>) -> String {
 }
 
 /// The claims of a scenario from its `expect` lines and its resolved
-/// `[[paper]]` entries, evaluated: one claim per `expect` line with a claim
-/// id (in the file's order, its checks in theirs), then one per entry
-/// without a claim id.
+/// `[[paper]]` entries (in the file's order), evaluated: one claim per
+/// `expect` line with a claim id (in the file's order, its checks in
+/// theirs), then one per entry without a claim id (id `paper.<i>`).
 pub fn assemble(expect: &[Expect], entries: Vec<Entry>) -> Claims {
     let mut out = Claims::default();
     let mut grouped: Vec<(String, Vec<Entry>)> = Vec::new();
     let mut alone = Vec::new();
-    for e in entries {
+    for (i, e) in entries.into_iter().enumerate() {
         match e.claim.clone() {
             Some(id) => match grouped.iter_mut().find(|(g, _)| *g == id) {
                 Some((_, v)) => v.push(e),
                 None => grouped.push((id, vec![e])),
             },
-            None => alone.push(e),
+            None => alone.push((i, e)),
         }
     }
     for line in expect {
@@ -574,7 +857,11 @@ pub fn assemble(expect: &[Expect], entries: Vec<Entry>) -> Claims {
             (Some(id), _) => {
                 let entries = grouped.iter().position(|(g, _)| g == id).map(|i| grouped.remove(i).1);
                 let entries = entries.unwrap_or_default();
+                let (kind, basis) = line.kind();
                 let claim = Claim {
+                    id: id.to_string(),
+                    kind: kind.unwrap_or(Kind::Prediction),
+                    basis: basis.unwrap_or_default().to_string(),
                     text: line.text().to_string(),
                     source: join_distinct(entries.iter().map(|e| e.source.clone())),
                     note: join_distinct(entries.iter().map(|e| e.note.clone())),
@@ -586,29 +873,100 @@ pub fn assemble(expect: &[Expect], entries: Vec<Entry>) -> Claims {
             (None, None) => out.unclassified.push(line.text().to_string()),
         }
     }
-    for e in alone {
-        let (source, note) = (e.source.clone(), e.note.clone());
+    for (i, e) in alone {
+        let (source, note, basis) = (e.source.clone(), e.note.clone(), e.basis.clone());
+        let kind = e.kind.unwrap_or(Kind::Prediction);
         let check = e.check();
-        let claim = Claim { text: check.describe(), source, note, checks: vec![check] };
+        let claim = Claim {
+            id: format!("paper.{i}"),
+            kind,
+            basis,
+            text: check.describe(),
+            source,
+            note,
+            checks: vec![check],
+        };
         out.claims.push(evaluate(&claim));
     }
     out
 }
 
+/// A `[[paper]]` entry's form, as every scenario kind has it (the fields
+/// [`check_form`] judges).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Form<'a> {
+    pub relation: Option<Relation>,
+    pub value: Option<f64>,
+    pub than: bool,
+    pub change_pct: Option<f64>,
+    pub tolerance_pts: Option<f64>,
+    pub from: bool,
+    pub tick: Option<f64>,
+    pub about: Option<&'a str>,
+    pub band_pct: Option<f64>,
+    pub printed: Option<&'a str>,
+    pub derived: Option<&'a str>,
+}
+
 /// Checks the shape a `[[paper]]` entry shares across scenario kinds:
 /// exactly one of a value, a figure (`than`) or a change (`change_pct` with
 /// `from`); finite numbers; a `≈` value non-zero (differences are relative
-/// to it); a tolerance only on a change, and no relation there. Returns the
-/// field at fault and the message.
-#[allow(clippy::too_many_arguments)]
-pub fn check_form(
-    relation: Option<Relation>,
-    value: Option<f64>,
-    than: bool,
-    change_pct: Option<f64>,
-    tolerance_pts: Option<f64>,
-    from: bool,
-) -> Result<(), (&'static str, String)> {
+/// to it); no relation on a change; and the band (module docs, "Bands"):
+/// `tick` only on a `≈` value; `about` (the paper's words) exactly with
+/// `band_pct` (a `≈` value or figure) or `tolerance_pts` (a change), and
+/// required on a `≈` between two figures. Returns the field at fault and
+/// the message.
+pub fn check_form(f: Form<'_>) -> Result<(), (&'static str, String)> {
+    let Form {
+        relation,
+        value,
+        than,
+        change_pct,
+        tolerance_pts,
+        from,
+        tick,
+        about,
+        band_pct,
+        printed,
+        derived,
+    } = f;
+    if let Some(d) = derived {
+        if d.trim().is_empty() || d.chars().any(char::is_control) {
+            return Err((
+                "derived",
+                "expected the printed values the change is computed from, one line".into(),
+            ));
+        }
+        if change_pct.is_none() || tolerance_pts.is_none() || about.is_some() {
+            return Err((
+                "derived",
+                "`derived` (the printed values a change is computed from) goes with a `change_pct` and its \
+                 `tolerance_pts`, without `about`"
+                    .into(),
+            ));
+        }
+    }
+    if let Some(p) = printed {
+        let target = value.filter(|_| relation.unwrap_or_default() == Relation::About).or(change_pct);
+        let parsed = p.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+        let ok = match (target, parsed) {
+            (Some(t), Some(0.0)) => t == 0.0,
+            (Some(t), Some(v)) => {
+                let r = (t / v).abs().log10();
+                (r - r.round()).abs() < 1e-9
+            }
+            _ => false,
+        };
+        if !ok || tick.is_some() || about.is_some() || derived.is_some() {
+            return Err((
+                "printed",
+                format!(
+                    "expected the paper's digits for a `≈` value or a change, the value itself in another unit (a \
+                     power of ten apart), with no other band; found {p:?}"
+                ),
+            ));
+        }
+    }
     let forms = usize::from(value.is_some()) + usize::from(than) + usize::from(change_pct.is_some());
     if forms != 1 {
         let field = if value.is_some() {
@@ -625,17 +983,17 @@ pub fn check_form(
             ),
         ));
     }
-    if let Some(v) = value {
-        let about = relation.unwrap_or_default() == Relation::About;
-        if !v.is_finite() || about && v == 0.0 {
-            return Err((
-                "value",
-                format!(
-                    "expected a finite{} number; found {v}",
-                    if about { ", non-zero (a `≈` difference is relative to it)" } else { "" }
-                ),
-            ));
-        }
+    let about_rel = relation.unwrap_or_default() == Relation::About;
+    if let Some(v) = value
+        && (!v.is_finite() || about_rel && v == 0.0)
+    {
+        return Err((
+            "value",
+            format!(
+                "expected a finite{} number; found {v}",
+                if about_rel { ", non-zero (a `≈` difference is relative to it)" } else { "" }
+            ),
+        ));
     }
     if let Some(p) = change_pct {
         if !p.is_finite() {
@@ -645,23 +1003,189 @@ pub fn check_form(
             return Err(("from", "a `change_pct` needs `from`: the figure it changes from".into()));
         }
         if relation.is_some() {
-            return Err((
-                "relation",
-                "a change is checked within `tolerance_pts`; it takes no relation".into(),
-            ));
+            return Err(("relation", "a change is checked within its band; it takes no relation".into()));
         }
     } else if from {
         return Err(("from", "`from` is for a `change_pct`".into()));
     }
     if let Some(t) = tolerance_pts {
         if change_pct.is_none() {
-            return Err(("tolerance_pts", "`tolerance_pts` is for a `change_pct`".into()));
+            return Err(("tolerance_pts", "`tolerance_pts` is for a `change_pct` (with `about`)".into()));
         }
         if !(t.is_finite() && t >= 0.0) {
             return Err(("tolerance_pts", format!("expected a finite number of points >= 0; found {t}")));
         }
+        if about.is_none() && derived.is_none() {
+            return Err((
+                "tolerance_pts",
+                "a change's band is its printed precision; a wider `tolerance_pts` needs `about`, the paper's \
+                 own words (\"about\", \"approximately\") that make it approximate, or `derived`, the printed \
+                 values it is computed from"
+                    .into(),
+            ));
+        }
+    }
+    if let Some(t) = tick {
+        if !(value.is_some() && about_rel) {
+            return Err((
+                "tick",
+                "`tick` (a chart's tick spacing) is for a `≈` value read off a chart".into(),
+            ));
+        }
+        if !(t.is_finite() && t > 0.0) {
+            return Err(("tick", format!("expected a finite tick spacing > 0; found {t}")));
+        }
+        if about.is_some() {
+            return Err((
+                "about",
+                "a value is read off a chart (`tick`) or said to be \"about\" (`about`), not both".into(),
+            ));
+        }
+    }
+    if let Some(p) = band_pct {
+        if !(about_rel && change_pct.is_none()) {
+            return Err((
+                "band_pct",
+                "`band_pct` is for a `≈` value or figure (a change takes `tolerance_pts`)".into(),
+            ));
+        }
+        if !(p.is_finite() && p > 0.0 && p <= 100.0) {
+            return Err(("band_pct", format!("expected a percentage in (0, 100]; found {p}")));
+        }
+        if about.is_none() {
+            return Err((
+                "band_pct",
+                "a `≈` is judged to the paper's printed precision; a wider `band_pct` needs `about`, the paper's \
+                 own words (\"about\", \"approximately\") that make it approximate"
+                    .into(),
+            ));
+        }
+    }
+    if let Some(q) = about {
+        if q.trim().is_empty() || q.chars().any(char::is_control) || derived.is_some() {
+            return Err(("about", "expected the paper's words, one line".into()));
+        }
+        if band_pct.is_none() && tolerance_pts.is_none() {
+            return Err((
+                "about",
+                "`about` needs its band: `band_pct` (a value or figure) or `tolerance_pts` (a change)".into(),
+            ));
+        }
+    }
+    if than && about_rel && about.is_none() {
+        return Err((
+            "relation",
+            "a `≈` between two figures needs `about` (the paper's word for it, e.g. \"similar\") and `band_pct`".into(),
+        ));
     }
     Ok(())
+}
+
+/// One `[[paper]]` entry as [`check_kinds`] judges it.
+#[derive(Debug, Clone, Default)]
+pub struct EntryKind<'a> {
+    pub claim: Option<&'a str>,
+    pub kind: Option<Kind>,
+    pub basis: Option<&'a str>,
+    /// When every figure the entry names has [`Provenance::Input`]: the
+    /// field to blame (`"metric"`) and why, from the code that computes it.
+    pub input_only: Option<(&'static str, String)>,
+}
+
+/// Checks `expect` and the `[[paper]]` entries' claim ids
+/// ([`check_expect`]), then every claim's kind: declared once (on its
+/// `expect` line, or on an entry without a claim id), a `basis` exactly on
+/// fitted and input claims, and no `prediction` whose entries all name
+/// figures of [`Provenance::Input`] — a figure no run enters cannot be a
+/// prediction. Returns the path and the message.
+pub fn check_kinds(expect: &[Expect], entries: &[EntryKind<'_>]) -> Result<(), (Vec<String>, String)> {
+    check_expect(expect, entries.iter().map(|e| e.claim))?;
+    let at = |what: &str, i: usize, k: &str| vec![what.to_string(), i.to_string(), k.to_string()];
+    let basis_ok =
+        |what: &str, i: usize, kind: Kind, basis: Option<&str>| -> Result<(), (Vec<String>, String)> {
+            match (kind, basis) {
+                (Kind::Prediction, Some(_)) => Err((
+                    at(what, i, "basis"),
+                    "a `prediction` has no `basis` (that is for a fitted point or an input)".into(),
+                )),
+                (Kind::Fitted | Kind::Input, None) => Err((
+                    at(what, i, "kind"),
+                    format!(
+                        "a `{}` claim needs `basis`: {}",
+                        kind.word(),
+                        if kind == Kind::Fitted { "the parameter fitted to it" } else { "the input it is" }
+                    ),
+                )),
+                (_, Some(b)) if b.trim().is_empty() || b.chars().any(char::is_control) => {
+                    Err((at(what, i, "basis"), "expected one line".into()))
+                }
+                _ => Ok(()),
+            }
+        };
+    for (i, e) in expect.iter().enumerate() {
+        let Expect::Line(l) = e else { continue };
+        match (&l.claim, l.kind) {
+            (Some(_), None) => {
+                return Err((
+                    at("expect", i, "claim"),
+                    "a claim needs `kind`: \"prediction\" (dyncore's mechanism produces it), \"fitted\" (a parameter \
+                     was set from it) or \"input\" (a scenario or model input, or a closed form of inputs)"
+                        .into(),
+                ));
+            }
+            (Some(_), Some(k)) => basis_ok("expect", i, k, l.basis.as_deref())?,
+            (None, Some(_)) => return Err((at("expect", i, "kind"), "`kind` is for a claim line".into())),
+            (None, None) if l.basis.is_some() => {
+                return Err((at("expect", i, "basis"), "`basis` is for a claim line".into()));
+            }
+            (None, None) => {}
+        }
+    }
+    for (i, e) in entries.iter().enumerate() {
+        let kind = match e.claim {
+            Some(id) => {
+                if e.kind.is_some() || e.basis.is_some() {
+                    return Err((
+                        at("paper", i, if e.kind.is_some() { "kind" } else { "basis" }),
+                        format!("the claim `{id}` declares its kind on its `expect` line"),
+                    ));
+                }
+                expect.iter().find(|l| l.claim_id() == Some(id)).and_then(|l| l.kind().0)
+            }
+            None => {
+                let Some(k) = e.kind else {
+                    return Err((
+                        at("paper", i, "kind"),
+                        "an entry without a claim id is a claim: it needs `kind` (\"prediction\", \"fitted\" or \
+                         \"input\")"
+                            .into(),
+                    ));
+                };
+                basis_ok("paper", i, k, e.basis)?;
+                Some(k)
+            }
+        };
+        if kind == Some(Kind::Prediction)
+            && let Some((field, why)) = &e.input_only
+        {
+            return Err((
+                at("paper", i, field),
+                format!(
+                    "declared a `prediction`, but {why}: no run enters it. Declare it `input` (or `fitted`) with \
+                     its `basis`"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The message for a `than` or `from` that names the entry's own figure.
+pub fn self_comparison(field: &str) -> String {
+    format!(
+        "`{field}` names the entry's own figure (every field it leaves out is the entry's): a figure compared with \
+         itself always holds. Name another run, series or metric"
+    )
 }
 
 /// Checks `expect` and the claim ids the `[[paper]]` entries name: every

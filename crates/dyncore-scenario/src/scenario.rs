@@ -413,14 +413,42 @@ pub struct PaperFigure {
     /// A relative change from `from`, in percent ...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change_pct: Option<f64>,
-    /// ... within this many points (default 3).
+    /// ... within its printed precision, or this many points where the
+    /// paper says "about" (`about`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerance_pts: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<FigureSide>,
+    /// A `≈` value read off a chart: the chart's tick spacing (the band is
+    /// half of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick: Option<f64>,
+    /// The paper's words that make the figure approximate ("about"), which
+    /// allow `band_pct` or `tolerance_pts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub about: Option<String>,
+    /// A `≈`'s band in percent, with `about`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub band_pct: Option<f64>,
+    /// The paper's digits where the value's shortest form loses them
+    /// ("1.50"), or the value in the unit the paper prints it ("7.9" for
+    /// 7900 Mbps printed as 7.9 Gbps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub printed: Option<String>,
+    /// For a change computed from printed values: which (allows
+    /// `tolerance_pts`, their precision carried through).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived: Option<String>,
     /// The `expect` line (its claim id) this entry checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<String>,
+    /// Without a claim id: the entry's kind (see [`crate::claims::Kind`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<crate::claims::Kind>,
+    /// Without a claim id, for a fitted or input entry: what was fitted to
+    /// it, or which input it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<String>,
     /// Where the paper says it.
     #[serde(default)]
     pub source: String,
@@ -430,6 +458,18 @@ pub struct PaperFigure {
 }
 
 impl PaperFigure {
+    /// The fields that set the entry's band ([`crate::claims::Band::of`]).
+    pub fn band_fields(&self) -> crate::claims::BandFields<'_> {
+        crate::claims::BandFields {
+            printed: self.printed.as_deref(),
+            tick: self.tick,
+            about: self.about.as_deref(),
+            derived: self.derived.as_deref(),
+            band_pct: self.band_pct,
+            tolerance_pts: self.tolerance_pts,
+        }
+    }
+
     /// A `≈` check against a value of the report's metric: a figure the
     /// plot and the comparison table show.
     pub fn is_point(&self, report: Metric) -> bool {

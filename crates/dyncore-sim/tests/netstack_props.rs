@@ -101,14 +101,17 @@ sample_ms = 0.5
 components = ["tcp", "ip", "driver"]
 load = [{ at_ms = 0, gbps = 1.0 }]
 [[paper]]
+kind = "prediction"
 run = "a"
 metric = "mbps"
 relation = ">"
 value = 1.5
 [[paper]]
+kind = "prediction"
 run = "a"
 metric = "mbps"
 change_pct = -9
+about = "about 9%"
 tolerance_pts = 3
 from = { run = "p", metric = "mbps" }
 "#;

@@ -515,7 +515,7 @@ fn print_claims(claims: &dyncore_sim::claims::Claims) {
     }
     say!("  {}", dyncore_report::claims_view::sentence(claims));
     for c in claims.claims.iter().filter(|c| c.verdict != dyncore_sim::claims::Verdict::Held) {
-        say!("    {}: {}", c.verdict.word(), c.claim);
+        say!("    {} ({}): {}", c.verdict.word(), c.kind.word(), c.claim);
     }
 }
 

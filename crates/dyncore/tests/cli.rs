@@ -283,7 +283,20 @@ fn hostile_values_exit_2_with_file_line_col_and_field() {
         (sim("ipi_rate_per_cpu_s = 1e12"), "5:22", "sim.ipi_rate_per_cpu_s"),
         (sim("ipi_rate_per_cpu_s = nan"), "5:22", "sim.ipi_rate_per_cpu_s"),
         (sim("max_time_ns = 9000000000000000000"), "5:15", "sim.max_time_ns"),
-        (format!("{GOOD}[[paper]]\nx = \"a\"\nseries = \"b\"\nvalue = 0\n"), "20:9", "paper[0].value"),
+        (
+            format!("{GOOD}[[paper]]\nx = \"a\"\nseries = \"b\"\nkind = \"prediction\"\nvalue = 0\n"),
+            "21:9",
+            "paper[0].value",
+        ),
+        // Issue 33: a claim without a kind, and a self-comparison.
+        (format!("{GOOD}[[paper]]\nx = \"a\"\nseries = \"b\"\nvalue = 1\n"), "17:1", "paper[0].kind"),
+        (
+            format!(
+                "{GOOD}[[paper]]\nx = \"a\"\nseries = \"b\"\nkind = \"prediction\"\nrelation = \">\"\nthan = {{}}\n"
+            ),
+            "22:8",
+            "paper[0].than",
+        ),
         (GOOD.replace("policy = ", "polcy = "), "7:1", "run[0].polcy"),
     ] {
         let f = write(d, "h.toml", &text);
@@ -640,4 +653,95 @@ fn bad_bench_arguments_exit_2_naming_the_flag() {
         assert!(stderr(&o).starts_with(says), "{args:?}: {}", stderr(&o));
     }
     assert!(!dir.path().join("bench-stack").exists(), "a refused bench stack made its report folder");
+}
+
+/// The line (1-based) of the `metric` of the `n`th `[[paper]]` entry of
+/// `text`.
+fn paper_metric_line(text: &str, n: usize) -> usize {
+    let mut seen = 0;
+    let mut in_entry = false;
+    for (i, l) in text.lines().enumerate() {
+        if l.trim() == "[[paper]]" {
+            in_entry = seen == n;
+            seen += 1;
+        } else if in_entry && l.starts_with("metric =") {
+            return i + 1;
+        }
+    }
+    panic!("no metric in paper entry {n}");
+}
+
+/// Issue 33: a claim declared a prediction whose figures are all computed
+/// from the scenario's inputs (NewtOS's `resources`: the configured MHz over
+/// 4800) is refused, exit 2, with the file, line and field; declared an input
+/// (as shipped) it loads.
+#[test]
+fn a_prediction_of_an_input_only_metric_is_refused_with_file_and_line() {
+    let d = tmp("input-only");
+    let d = d.path();
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/newtos/fig2.toml"))
+            .unwrap();
+    let ok = write(d, "fig2.toml", &shipped);
+    assert_eq!(dyncore(&["check", &ok]).status.code(), Some(0), "the shipped file loads");
+    let start =
+        shipped.find("{ claim = \"resources\", kind = \"input\", basis = ").expect("the resources claim");
+    let end = start + shipped[start..].find(" text = ").unwrap();
+    let lied =
+        format!("{}{{ claim = \"resources\", kind = \"prediction\",{}", &shipped[..start], &shipped[end..]);
+    let f = write(d, "lied.toml", &lied);
+    let o = dyncore(&["check", &f]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // The first entry of the claim `resources` is [[paper]] 3.
+    let line = paper_metric_line(&lied, 3);
+    let want = format!(
+        "{f}:{line}:10: paper[3].metric: declared a `prediction`, but `resources` is the configured MHz"
+    );
+    assert!(stderr(&o).contains(&want), "want {want:?} in: {}", stderr(&o));
+    // Table 2's chip watts (a closed form fitted to Table 2), likewise.
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/newtos/table2.toml"))
+            .unwrap();
+    let start = shipped.find("{ claim = \"chip\", kind = \"fitted\", basis = ").expect("the chip claim");
+    let end = start + shipped[start..].find(" text = ").unwrap();
+    let lied = format!("{}{{ claim = \"chip\", kind = \"prediction\",{}", &shipped[..start], &shipped[end..]);
+    let f = write(d, "chip.toml", &lied);
+    let o = dyncore(&["check", &f]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("metric: declared a `prediction`, but `chip_w` is a closed form"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Issue 33: a comparison of a figure with itself always holds, so it is
+/// refused, exit 2, with the file and line: an empty `than`/`from`, or one
+/// that names the entry's own run and metric.
+#[test]
+fn a_self_comparison_is_refused_with_file_and_line() {
+    let d = tmp("self-comparison");
+    let d = d.path();
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/newtos/fig5.toml"))
+            .unwrap();
+    for (from, to) in [
+        ("than = { run = \"#1 200/200\" }", "than = {}"),
+        ("than = { run = \"#1 200/200\" }", "than = { run = \"#2 200/200\" }"),
+        ("from = { run = \"#1 1600/600\" }", "from = { run = \"#1 1600/800\", metric = \"mbps\" }"),
+    ] {
+        assert!(shipped.contains(from), "{from}");
+        let text = shipped.replacen(from, to, 1);
+        let f = write(d, "self.toml", &text);
+        let o = dyncore(&["check", &f]);
+        assert_eq!(o.status.code(), Some(2), "{to}: {}", stderr(&o));
+        let line = text.lines().position(|l| l == to).unwrap() + 1;
+        let field = &to[..4];
+        assert!(
+            stderr(&o).contains(&format!("{f}:{line}:8: paper["))
+                && stderr(&o).contains(&format!("].{field}: `{field}` names the entry's own figure")),
+            "{to}: {}",
+            stderr(&o)
+        );
+    }
 }

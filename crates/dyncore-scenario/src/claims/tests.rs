@@ -1,7 +1,11 @@
 use super::*;
 
 fn op(label: &str, v: &[f64]) -> Operand {
-    Operand { label: label.into(), observed: Observed::of(v).ok_or_else(|| "no value".to_string()) }
+    Operand {
+        label: label.into(),
+        observed: Observed::of(v).ok_or_else(|| "no value".to_string()),
+        provenance: Provenance::Simulated,
+    }
 }
 
 fn entry(subject: Operand) -> Entry {
@@ -11,9 +15,11 @@ fn entry(subject: Operand) -> Entry {
         value: None,
         than: None,
         change_pct: None,
-        tolerance_pts: None,
         from: None,
+        band: Band::Printed { half_unit: 0.0 },
         claim: None,
+        kind: Some(Kind::Prediction),
+        basis: String::new(),
         source: String::new(),
         note: String::new(),
     }
@@ -23,20 +29,66 @@ fn verdict(e: Entry) -> Verdict {
     evaluate_check(&e.check()).verdict
 }
 
+/// A value entry with its band from the value's printed digits.
+fn about(value: f64, observed: &[f64]) -> Entry {
+    Entry { value: Some(value), band: Band::of(value, BandFields::default()), ..entry(op("mbps", observed)) }
+}
+
 #[test]
-fn about_is_the_25_percent_band_and_bounds_are_strict() {
-    // 1800 ± 25%: 1350..=2250 holds, 2255 fails (the Figure 2 row today).
-    let about = |v: f64| Entry { value: Some(1800.0), ..entry(op("mbps", &[v])) };
-    assert_eq!(verdict(about(2250.0)), Verdict::Held);
-    assert_eq!(verdict(about(1350.0)), Verdict::Held);
-    assert_eq!(verdict(about(2255.0)), Verdict::Failed);
-    // "IP below 40%": 0.10 holds (it was flagged -75% as a point value).
+fn a_printed_value_is_judged_to_its_last_digit_at_least_half_a_percent_and_bounds_are_strict() {
+    // 1800 printed as "1.8" (Gbps): ±50 Mbps.
+    let gbps = |v: f64| Entry {
+        value: Some(1800.0),
+        band: Band::of(1800.0, BandFields { printed: Some("1.8"), ..Default::default() }),
+        ..entry(op("mbps", &[v]))
+    };
+    assert_eq!(verdict(gbps(1850.0)), Verdict::Held);
+    assert_eq!(verdict(gbps(1749.0)), Verdict::Failed);
+    // 8641 printed to the Mbps: the 0.5% floor, ±43.2.
+    assert_eq!(verdict(about(8641.0, &[8684.0])), Verdict::Held);
+    assert_eq!(verdict(about(8641.0, &[8685.0])), Verdict::Failed);
+    // 1.25 printed to two decimals is ±0.005, under the floor (0.5% of 1.25): the floor wins.
+    assert_eq!(Band::of(1.25, BandFields::default()).around(1.25), 0.00625);
+    // "1.50" keeps its digits: ±0.0075 (floor) rather than 1.5's ±0.05.
+    let b = Band::of(1.5, BandFields { printed: Some("1.50"), ..Default::default() });
+    assert_eq!(b.around(1.5), 0.0075);
+    assert_eq!(Band::of(1.5, BandFields::default()).around(1.5), 0.05);
+    // The seeds' range is added: a paper value within the band of any seed holds.
+    assert_eq!(verdict(about(8641.0, &[8500.0, 8600.0, 8700.0])), Verdict::Held);
+    assert_eq!(verdict(about(8641.0, &[8500.0, 8550.0, 8590.0])), Verdict::Failed);
+    // "IP below 40%": 0.10 holds (a bound, not a point).
     let below =
         |v: f64| Entry { relation: Some(Relation::Below), value: Some(0.4), ..entry(op("busy", &[v])) };
     assert_eq!(verdict(below(0.10)), Verdict::Held);
     assert_eq!(verdict(below(0.40)), Verdict::Failed, "a bound is strict");
     let above = Entry { relation: Some(Relation::Above), value: Some(1.0), ..entry(op("x", &[1.0])) };
     assert_eq!(verdict(above), Verdict::Failed);
+}
+
+/// Issue 33: the model's Table 2 curve was flat at the link's 9.42 Gbps and
+/// the ±25% band held every point. Judged to their printed precision, the
+/// three points fail on a flat curve, and hold on the paper's own curve.
+#[test]
+fn table_2s_points_fail_on_a_flat_curve() {
+    for (paper, flat) in [(8641.0, 9416.0), (8152.0, 9419.0), (7840.0, 9415.0)] {
+        let o = evaluate_check(&about(paper, &[flat, flat, flat]).check());
+        assert_eq!(o.verdict, Verdict::Failed, "{paper} against a flat {flat}: {o:?}");
+        assert_eq!(verdict(about(paper, &[paper + 1.0, paper, paper - 1.0])), Verdict::Held);
+    }
+}
+
+#[test]
+fn an_about_band_quotes_the_paper_and_a_chart_value_takes_half_a_tick() {
+    let b = Band::of(
+        0.7,
+        BandFields { about: Some("approximately 70%"), band_pct: Some(7.15), ..Default::default() },
+    );
+    let e = |v: f64| Entry { value: Some(0.7), band: b.clone(), ..entry(op("busy.tcp", &[v])) };
+    assert_eq!(verdict(e(0.65)), Verdict::Held);
+    assert_eq!(verdict(e(0.55)), Verdict::Failed);
+    assert!(evaluate_check(&e(0.55).check()).check.contains("\"approximately 70%\""));
+    let t = Band::of(12.0, BandFields { tick: Some(2.0), ..Default::default() });
+    assert_eq!(t.around(12.0), 1.0);
 }
 
 #[test]
@@ -54,28 +106,46 @@ fn orderings_compare_medians_of_two_figures() {
 }
 
 #[test]
-fn a_change_holds_within_its_tolerance_in_points() {
+fn a_change_holds_within_its_printed_precision_in_points() {
     // Table 2: 7840 against 8641 is -9.3%; dyncore's 8477 against 8668 is -2.2%.
-    let change = |now: f64, base: f64| Entry {
+    let change = |now: &[f64], base: &[f64]| Entry {
         change_pct: Some(-9.0),
-        from: Some(op("mbps of 2267", &[base])),
-        ..entry(op("mbps of 1600", &[now]))
+        band: Band::of(-9.0, BandFields::default()),
+        from: Some(op("mbps of 2267", base)),
+        ..entry(op("mbps of 1600", now))
     };
-    let paper = evaluate_check(&change(7840.0, 8641.0).check());
+    let paper = evaluate_check(&change(&[7840.0], &[8641.0]).check());
     assert_eq!(paper.verdict, Verdict::Held, "{paper:?}");
-    let ours = evaluate_check(&change(8477.0, 8668.0).check());
+    let ours = evaluate_check(&change(&[8477.0], &[8668.0]).check());
     assert_eq!(ours.verdict, Verdict::Failed);
     assert!((ours.value.unwrap() + 2.2035).abs() < 1e-3, "{ours:?}");
-    assert_eq!(ours.check, "mbps of 1600 9% below mbps of 2267 (±3 points)");
-    // The edges: -12% and -6% hold, -12.1% does not.
-    assert_eq!(verdict(change(88.0, 100.0)), Verdict::Held);
-    assert_eq!(verdict(change(94.0, 100.0)), Verdict::Held);
-    assert_eq!(verdict(change(87.9, 100.0)), Verdict::Failed);
+    assert_eq!(ours.check, "mbps of 1600 9% below mbps of 2267 (±0.5 points, printed)");
+    // "9%" is ±0.5 points: -9.5% and -8.5% hold, -9.6% does not.
+    assert_eq!(verdict(change(&[90.5], &[100.0])), Verdict::Held);
+    assert_eq!(verdict(change(&[91.5], &[100.0])), Verdict::Held);
+    assert_eq!(verdict(change(&[90.4], &[100.0])), Verdict::Failed);
+    // The seeds' changes, each against its own seed: a seed at -9% holds.
+    assert_eq!(verdict(change(&[95.0, 91.0, 96.0], &[100.0, 100.0, 100.0])), Verdict::Held);
+    // A change computed from printed values carries their precision.
+    let derived = Entry {
+        band: Band::of(
+            -12.3,
+            BandFields { derived: Some("10x against 11.4x"), tolerance_pts: Some(4.8), ..Default::default() },
+        ),
+        change_pct: Some(-12.3),
+        from: Some(op("x", &[100.0])),
+        ..entry(op("y", &[92.0]))
+    };
+    assert_eq!(verdict(derived), Verdict::Held);
 }
 
 #[test]
 fn a_missing_figure_is_not_evaluated_never_held() {
-    let gone = Operand { label: "speedup of x".into(), observed: Err("did not finish".into()) };
+    let gone = Operand {
+        label: "speedup of x".into(),
+        observed: Err("did not finish".into()),
+        provenance: Provenance::Simulated,
+    };
     let e = Entry { value: Some(1.0), ..entry(gone.clone()) };
     let o = evaluate_check(&e.check());
     assert_eq!(o.verdict, Verdict::NotEvaluated);
@@ -84,18 +154,41 @@ fn a_missing_figure_is_not_evaluated_never_held() {
     assert_eq!(verdict(e), Verdict::NotEvaluated);
 }
 
+fn line(text: &str, claim: Option<&str>, prose: Option<&str>) -> Expect {
+    Expect::Line(ExpectLine {
+        text: text.into(),
+        claim: claim.map(Into::into),
+        kind: claim.map(|_| Kind::Prediction),
+        basis: None,
+        prose: prose.map(Into::into),
+    })
+}
+
 #[test]
 fn a_claim_holds_only_when_every_check_holds() {
-    let held = Entry { value: Some(1.0), claim: Some("c".into()), ..entry(op("a", &[1.0])) };
-    let failed = Entry { value: Some(2.0), claim: Some("c".into()), ..entry(op("b", &[1.0])) };
-    let alone = Entry { value: Some(1.0), source: "§4".into(), ..entry(op("d", &[1.1])) };
+    let held = Entry { value: Some(1.0), claim: Some("c".into()), kind: None, ..entry(op("a", &[1.0])) };
+    let failed = Entry { value: Some(2.0), claim: Some("c".into()), kind: None, ..entry(op("b", &[1.0])) };
+    let alone = Entry { value: Some(1.0), source: "§4".into(), ..entry(op("d", &[1.0])) };
+    let input = Entry {
+        value: Some(3.0),
+        kind: Some(Kind::Input),
+        basis: "a configured number".into(),
+        ..entry(op("e", &[1.0]))
+    };
     let expect = vec![
-        Expect::Line(ExpectLine { text: "both".into(), claim: Some("c".into()), prose: None }),
-        Expect::Line(ExpectLine { text: "shape".into(), claim: None, prose: Some("no number".into()) }),
+        line("both", Some("c"), None),
+        Expect::Line(ExpectLine {
+            text: "shape".into(),
+            claim: None,
+            kind: None,
+            basis: None,
+            prose: Some("no number".into()),
+        }),
         Expect::Text("old".into()),
     ];
-    let claims = assemble(&expect, vec![held.clone(), failed, alone]);
-    assert_eq!(claims.claims.len(), 2);
+    let claims = assemble(&expect, vec![held.clone(), failed, alone, input]);
+    assert_eq!(claims.claims.len(), 3);
+    assert_eq!((claims.claims[1].id.as_str(), claims.claims[2].id.as_str()), ("paper.2", "paper.3"));
     assert_eq!(claims.claims[0].claim, "both");
     assert_eq!(claims.claims[0].verdict, Verdict::Failed);
     assert_eq!(claims.claims[0].checks.len(), 2);
@@ -104,41 +197,115 @@ fn a_claim_holds_only_when_every_check_holds() {
     assert_eq!(claims.prose, vec![("shape".to_string(), "no number".to_string())]);
     assert_eq!(claims.unclassified, vec!["old".to_string()]);
     let c = claims.counts();
-    assert_eq!((c.claims_held, c.claims_failed, c.claims_not_evaluated), (1, 1, 0));
-    // Figures compared: the three ≈ checks against a value; b is 50% off.
-    assert_eq!((c.compared, c.differing), (3, 1));
+    // The input fails (3 against 1) but is not counted among the predictions.
+    assert_eq!(claims.claims[2].verdict, Verdict::Failed);
+    assert_eq!((c.predictions_held, c.predictions_failed, c.predictions_not_evaluated), (1, 1, 0));
+    assert_eq!((c.fitted, c.inputs), (0, 1));
+    assert_eq!(
+        c.sentence(),
+        "2 predictions checked: 1 holds, 1 fails; also 0 fitted points and 1 input shown, not counted"
+    );
+    // Values compared, of every kind: four; b and e lie outside their band.
+    assert_eq!((c.compared, c.differing), (4, 2));
     let claims = assemble(&expect[..1], vec![held]);
     assert_eq!(claims.claims[0].verdict, Verdict::Held);
 }
 
+fn form(
+    relation: Option<Relation>,
+    value: Option<f64>,
+    than: bool,
+    pct: Option<f64>,
+    from: bool,
+) -> Form<'static> {
+    Form { relation, value, than, change_pct: pct, from, ..Form::default() }
+}
+
 #[test]
 fn forms_are_one_of_value_figure_or_change() {
-    assert!(check_form(None, Some(1.0), false, None, None, false).is_ok());
-    assert!(check_form(Some(Relation::Below), Some(0.0), false, None, None, false).is_ok());
-    assert_eq!(check_form(None, Some(0.0), false, None, None, false).unwrap_err().0, "value");
-    assert_eq!(check_form(None, Some(f64::NAN), false, None, None, false).unwrap_err().0, "value");
-    assert!(check_form(Some(Relation::Above), None, true, None, None, false).is_ok());
-    assert!(check_form(None, Some(1.0), true, None, None, false).is_err());
-    assert!(check_form(None, None, false, None, None, false).is_err());
-    assert!(check_form(None, None, false, Some(-9.0), Some(3.0), true).is_ok());
-    assert_eq!(check_form(None, None, false, Some(-9.0), None, false).unwrap_err().0, "from");
+    let f =
+        |r, v, t, p, tol: Option<f64>, fr| check_form(Form { tolerance_pts: tol, ..form(r, v, t, p, fr) });
+    assert!(f(None, Some(1.0), false, None, None, false).is_ok());
+    assert!(f(Some(Relation::Below), Some(0.0), false, None, None, false).is_ok());
+    assert_eq!(f(None, Some(0.0), false, None, None, false).unwrap_err().0, "value");
+    assert_eq!(f(None, Some(f64::NAN), false, None, None, false).unwrap_err().0, "value");
+    assert!(f(Some(Relation::Above), None, true, None, None, false).is_ok());
+    assert!(f(None, Some(1.0), true, None, None, false).is_err());
+    assert!(f(None, None, false, None, None, false).is_err());
+    assert!(f(None, None, false, Some(-9.0), None, true).is_ok());
+    assert_eq!(f(None, None, false, Some(-9.0), None, false).unwrap_err().0, "from");
+    assert_eq!(f(Some(Relation::Below), None, false, Some(1.0), None, true).unwrap_err().0, "relation");
+    assert_eq!(f(None, Some(1.0), false, None, Some(3.0), false).unwrap_err().0, "tolerance_pts");
+    assert_eq!(f(None, None, false, Some(1.0), Some(-1.0), true).unwrap_err().0, "tolerance_pts");
+}
+
+#[test]
+fn a_wider_band_needs_the_papers_words_and_printed_digits_must_be_the_value() {
+    // The old global ±3 points is gone: a tolerance needs `about` or `derived`.
+    let change = Form { tolerance_pts: Some(3.0), ..form(None, None, false, Some(-9.0), true) };
+    assert_eq!(check_form(change).unwrap_err().0, "tolerance_pts");
+    assert!(check_form(Form { about: Some("about 9%"), ..change }).is_ok());
+    assert!(check_form(Form { derived: Some("7840 against 8641"), ..change }).is_ok());
+    let value = form(None, Some(0.7), false, None, false);
+    assert_eq!(check_form(Form { band_pct: Some(10.0), ..value }).unwrap_err().0, "band_pct");
+    assert!(check_form(Form { band_pct: Some(10.0), about: Some("approximately"), ..value }).is_ok());
+    assert_eq!(check_form(Form { about: Some("approximately"), ..value }).unwrap_err().0, "about");
+    assert!(check_form(Form { tick: Some(0.2), ..value }).is_ok());
+    assert_eq!(check_form(Form { tick: Some(0.0), ..value }).unwrap_err().0, "tick");
+    // A `≈` between two figures needs the paper's word for it.
+    let figures = form(None, None, true, None, false);
+    assert_eq!(check_form(figures).unwrap_err().0, "relation");
+    assert!(check_form(Form { about: Some("similar"), band_pct: Some(10.0), ..figures }).is_ok());
+    // Printed digits: the value itself, maybe in another unit.
+    let mbps = form(None, Some(7900.0), false, None, false);
+    assert!(check_form(Form { printed: Some("7.9"), ..mbps }).is_ok());
+    assert_eq!(check_form(Form { printed: Some("7.8"), ..mbps }).unwrap_err().0, "printed");
+    assert_eq!(check_form(Form { printed: Some("x"), ..mbps }).unwrap_err().0, "printed");
+}
+
+#[test]
+fn kinds_are_declared_once_and_an_input_only_prediction_is_refused() {
+    let claim = |kind: Option<Kind>, basis: Option<&str>| {
+        Expect::Line(ExpectLine {
+            text: "t".into(),
+            claim: Some("c".into()),
+            kind,
+            basis: basis.map(Into::into),
+            prose: None,
+        })
+    };
+    let of = |claim: Option<&'static str>, input_only: bool| EntryKind {
+        claim,
+        input_only: input_only.then(|| ("metric", "`resources` is configured".to_string())),
+        ..EntryKind::default()
+    };
+    assert!(check_kinds(&[claim(Some(Kind::Prediction), None)], &[of(Some("c"), false)]).is_ok());
+    // No kind; a fitted claim without its basis; a prediction with one.
+    let (path, _) = check_kinds(&[claim(None, None)], &[of(Some("c"), false)]).unwrap_err();
+    assert_eq!(path, ["expect", "0", "claim"]);
+    let (path, m) = check_kinds(&[claim(Some(Kind::Fitted), None)], &[of(Some("c"), false)]).unwrap_err();
+    assert_eq!(path, ["expect", "0", "kind"]);
+    assert!(m.contains("the parameter fitted to it"), "{m}");
+    assert!(check_kinds(&[claim(Some(Kind::Prediction), Some("x"))], &[of(Some("c"), false)]).is_err());
+    // An entry of a claim may not declare a kind of its own.
+    let e = EntryKind { kind: Some(Kind::Input), ..of(Some("c"), false) };
     assert_eq!(
-        check_form(Some(Relation::Below), None, false, Some(1.0), None, true).unwrap_err().0,
-        "relation"
+        check_kinds(&[claim(Some(Kind::Prediction), None)], &[e]).unwrap_err().0,
+        ["paper", "0", "kind"]
     );
-    assert_eq!(check_form(None, Some(1.0), false, None, Some(3.0), false).unwrap_err().0, "tolerance_pts");
-    assert_eq!(check_form(None, None, false, Some(1.0), Some(-1.0), true).unwrap_err().0, "tolerance_pts");
+    // A prediction whose entry names input-only figures is refused; as an input it loads.
+    let (path, m) = check_kinds(&[claim(Some(Kind::Prediction), None)], &[of(Some("c"), true)]).unwrap_err();
+    assert_eq!(path, ["paper", "0", "metric"]);
+    assert!(m.contains("declared a `prediction`") && m.contains("`resources` is configured"), "{m}");
+    assert!(check_kinds(&[claim(Some(Kind::Input), Some("configured"))], &[of(Some("c"), true)]).is_ok());
+    // An entry without a claim id declares its own kind.
+    assert_eq!(check_kinds(&[], &[of(None, false)]).unwrap_err().0, ["paper", "0", "kind"]);
+    let alone = EntryKind { kind: Some(Kind::Prediction), ..of(None, true) };
+    assert_eq!(check_kinds(&[], &[alone]).unwrap_err().0, ["paper", "0", "metric"]);
 }
 
 #[test]
 fn expect_lines_and_claim_ids_must_match() {
-    let line = |text: &str, claim: Option<&str>, prose: Option<&str>| {
-        Expect::Line(ExpectLine {
-            text: text.into(),
-            claim: claim.map(Into::into),
-            prose: prose.map(Into::into),
-        })
-    };
     let ok = vec![line("a", Some("a"), None), line("b", None, Some("why"))];
     assert!(check_expect(&ok, [Some("a"), None].into_iter()).is_ok());
     // An id no entry checks; an entry naming no line; both marks; neither.

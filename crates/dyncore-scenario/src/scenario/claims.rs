@@ -12,7 +12,7 @@
 //! the median and the range.
 
 use super::{FigureSide, GroupBy, PaperFigure, PaperMetric, Scenario};
-use crate::claims::{Claims, Entry, Observed, Operand, assemble};
+use crate::claims::{Band, Claims, Entry, Observed, Operand, Provenance, assemble};
 use crate::result::{ProgramResult, RunResult, ScenarioResult};
 
 /// One figure of the scenario.
@@ -33,6 +33,26 @@ impl Figure<'_> {
         match self.after {
             Some(a) => format!("{what} after {a}"),
             None => what,
+        }
+    }
+}
+
+impl PaperMetric {
+    /// What the code below makes the figure from: every metric of a
+    /// Chameleon scenario is measured from the simulated (or live) runs —
+    /// a program's times, its fused time, the allocation timeline, the
+    /// energy of the run's busy and idle time — so none is an input by its
+    /// code. (Whether a simulated figure merely restates an input, as a
+    /// lone sequential program's speedup restates its CPU's duty ratio, is
+    /// the scenario's declaration: `kind = "input"`.)
+    pub fn provenance(self) -> Provenance {
+        match self {
+            PaperMetric::Speedup
+            | PaperMetric::RelativeTime
+            | PaperMetric::CompletionS
+            | PaperMetric::FusedShare
+            | PaperMetric::Cpus
+            | PaperMetric::EnergyJ => Provenance::Simulated,
         }
     }
 }
@@ -126,14 +146,40 @@ fn observe(by: GroupBy, f: &Figure<'_>, results: &[ScenarioResult]) -> Operand {
         match in_seed(by, f, r) {
             Ok(Some(v)) => values.push(v),
             Ok(None) => values.push(f64::NAN),
-            Err(e) => return Operand { label: f.label(by), observed: Err(e) },
+            Err(e) => {
+                return Operand { label: f.label(by), observed: Err(e), provenance: f.metric.provenance() };
+            }
         }
     }
     let observed = Observed::of(&values).ok_or_else(|| match f.after {
         Some(a) => format!("`{a}` never happened"),
         None => "no seed gave a value (the program did not finish)".to_string(),
     });
-    Operand { label: f.label(by), observed }
+    Operand { label: f.label(by), observed, provenance: f.metric.provenance() }
+}
+
+/// Whether `p`'s `than` or `from` is its own figure (empty, or every field
+/// it gives the entry's own): the field at fault.
+pub(crate) fn self_compared(s: &Scenario, p: &PaperFigure) -> Option<&'static str> {
+    let (own, side) = figures(s, p);
+    [("than", &p.than), ("from", &p.from)].into_iter().find_map(|(k, o)| {
+        let o = o.as_ref()?;
+        let empty = o.x.is_none() && o.series.is_none() && o.metric.is_none() && o.after.is_none();
+        (empty || side(o) == own).then_some(k)
+    })
+}
+
+/// When every figure `p` names is computed from inputs alone
+/// ([`PaperMetric::provenance`]): the field to blame and why.
+pub(crate) fn input_only(s: &Scenario, p: &PaperFigure) -> Option<(&'static str, String)> {
+    let (own, side) = figures(s, p);
+    let metrics: Vec<PaperMetric> = std::iter::once(own.metric)
+        .chain([&p.than, &p.from].into_iter().flatten().map(|o| side(o).metric))
+        .collect();
+    metrics
+        .iter()
+        .all(|m| m.provenance() == Provenance::Input)
+        .then(|| ("metric", format!("`{}` is computed from the scenario's inputs alone", own.metric.name())))
 }
 
 /// The entry's own figure, and another side with the entry's fields
@@ -173,9 +219,11 @@ pub fn check(scenario: &Scenario, results: &[ScenarioResult]) -> Claims {
                 value: p.value,
                 than: p.than.as_ref().map(|o| observe(by, &side(o), results)),
                 change_pct: p.change_pct,
-                tolerance_pts: p.tolerance_pts,
                 from: p.from.as_ref().map(|o| observe(by, &side(o), results)),
+                band: Band::of(p.value.or(p.change_pct).unwrap_or(0.0), p.band_fields()),
                 claim: p.claim.clone(),
+                kind: p.kind,
+                basis: p.basis.clone().unwrap_or_default(),
                 source: p.source.clone(),
                 note: p.note.clone(),
             }

@@ -143,7 +143,12 @@ pub fn accepted(path: &[String]) -> Option<String> {
             "\"speedup\", \"relative_time\", \"completion_s\", \"fused_share\" or \"cpus\"".to_string()
         }
         "paper.change_pct" => "a finite number of percent (with `from`)".to_string(),
-        "paper.tolerance_pts" => "a finite number of percentage points >= 0".to_string(),
+        "paper.tolerance_pts" => "a finite number of percentage points >= 0 (with `about`)".to_string(),
+        "paper.tick" => "a chart's tick spacing, a finite number > 0".to_string(),
+        "paper.about" | "paper.basis" | "paper.derived" | "expect.basis" => "one line of text".to_string(),
+        "paper.printed" => "the paper's digits, as a string (\"1.50\", \"7.9\")".to_string(),
+        "paper.band_pct" => "a percentage in (0, 100] (with `about`)".to_string(),
+        "paper.kind" | "expect.kind" => "\"prediction\", \"fitted\" or \"input\"".to_string(),
         "paper.than" | "paper.from" => "a table naming another figure: x, series, metric, after".to_string(),
         "seed" => format!("an integer from 0 to {}", i64::MAX),
         "sim" => "a table of simulation parameters".to_string(),

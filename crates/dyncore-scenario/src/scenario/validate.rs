@@ -121,7 +121,17 @@ impl Scenario {
     /// `expect` and the `[[paper]]` checks: their shape (`claims::check_form`),
     /// claim ids that match, one-line texts, and `after` exactly on `cpus`.
     fn check_paper(&self, root: &At) -> Check {
-        crate::claims::check_expect(&self.expect, self.paper.iter().map(|p| p.claim.as_deref()))
+        let kinds: Vec<crate::claims::EntryKind<'_>> = self
+            .paper
+            .iter()
+            .map(|p| crate::claims::EntryKind {
+                claim: p.claim.as_deref(),
+                kind: p.kind,
+                basis: p.basis.as_deref(),
+                input_only: super::claims::input_only(self, p),
+            })
+            .collect();
+        crate::claims::check_kinds(&self.expect, &kinds)
             .map_err(|(path, m)| ScenarioError { path, message: m })?;
         for (i, f) in self.paper.iter().enumerate() {
             let at = root.index("paper", i);
@@ -129,15 +139,23 @@ impl Scenario {
             at.key("series").one_line(&f.series, false)?;
             at.key("source").one_line(&f.source, true)?;
             at.key("note").one_line(&f.note, true)?;
-            crate::claims::check_form(
-                f.relation,
-                f.value,
-                f.than.is_some(),
-                f.change_pct,
-                f.tolerance_pts,
-                f.from.is_some(),
-            )
+            crate::claims::check_form(crate::claims::Form {
+                relation: f.relation,
+                value: f.value,
+                than: f.than.is_some(),
+                change_pct: f.change_pct,
+                tolerance_pts: f.tolerance_pts,
+                from: f.from.is_some(),
+                tick: f.tick,
+                about: f.about.as_deref(),
+                band_pct: f.band_pct,
+                printed: f.printed.as_deref(),
+                derived: f.derived.as_deref(),
+            })
             .map_err(|(k, m)| at.key(k).err(m))?;
+            if let Some(k) = super::claims::self_compared(self, f) {
+                return Err(at.key(k).err(crate::claims::self_comparison(k)));
+            }
             let metric = f.metric.unwrap_or(PaperMetric::of_report(self.report.metric));
             check_after(&at, metric, f.after.as_deref())?;
             for (k, side) in [("than", &f.than), ("from", &f.from)] {
@@ -527,7 +545,10 @@ mod tests {
 
     #[test]
     fn paper_checks_name_one_form_and_their_claim() {
-        let paper = |body: &str| format!("{}[[paper]]\nx = \"a\"\nseries = \"b\"\n{body}\n", *GOOD);
+        let paper = |body: &str| {
+            let kind = if body.contains("claim = ") { "" } else { "kind = \"prediction\"\n" };
+            format!("{}[[paper]]\nx = \"a\"\nseries = \"b\"\n{kind}{body}\n", *GOOD)
+        };
         // A bound may be zero; a value and another figure at once may not.
         let ok = Scenario::from_toml(&paper("relation = \"<\"\nvalue = 0.0")).unwrap();
         ok.validate().unwrap();
@@ -547,7 +568,7 @@ mod tests {
         // A claim id must be an `expect` line's, and each line's id checked.
         let e = err(&paper("claim = \"nope\"\nvalue = 1.0"));
         assert_eq!(e.dotted_path(), "paper[0].claim");
-        let lines = "expect = [{ text = \"t\", claim = \"c\" }]\n";
+        let lines = "expect = [{ text = \"t\", claim = \"c\", kind = \"prediction\" }]\n";
         let e = err(&format!("{lines}{}", *GOOD));
         assert_eq!(e.dotted_path(), "expect[0].claim");
         let good = Scenario::from_toml(&format!("{lines}{}", paper("claim = \"c\"\nvalue = 1.0"))).unwrap();
@@ -557,7 +578,10 @@ mod tests {
     #[test]
     fn paper_values_must_be_finite_and_non_zero() {
         for v in ["0.0", "nan", "-inf"] {
-            let e = err(&format!("{}[[paper]]\nx = \"a\"\nseries = \"b\"\nvalue = {v}\n", *GOOD));
+            let e = err(&format!(
+                "{}[[paper]]\nx = \"a\"\nseries = \"b\"\nkind = \"prediction\"\nvalue = {v}\n",
+                *GOOD
+            ));
             assert_eq!(e.dotted_path(), "paper[0].value", "{v}");
         }
     }

@@ -6,7 +6,32 @@ use dyncore_core::placement::ComponentKind;
 
 use super::run::RunRow;
 use super::scenario::{NetPaper, NetScenario, NetSide};
-use crate::claims::{Claims, Entry, Observed, Operand, assemble};
+use crate::claims::{Band, Claims, Entry, Observed, Operand, Provenance, assemble};
+
+/// What the code that computes metric `m` makes it from (see
+/// [`crate::claims::Provenance`]): `resources` is the configured MHz of the
+/// stack's cores over 4 × 1200 (`netstack::outcome`), and `chip_w` is
+/// `PowerModel::newtos().chip_w` of the configured chip MHz, a closed form
+/// fitted to Table 2's watts ([`super::run`]): no simulated run enters
+/// either. Every other metric is measured from the simulated runs.
+pub fn provenance(m: &str) -> Provenance {
+    match m {
+        "resources" => Provenance::Input,
+        "chip_w" => Provenance::Input,
+        _ => Provenance::Simulated,
+    }
+}
+
+/// Why metric `m` has [`Provenance::Input`], for the loader's refusal.
+pub fn input_reason(m: &str) -> String {
+    match m {
+        "resources" => {
+            "`resources` is the configured MHz of the stack's cores over 4800, a scenario input".into()
+        }
+        "chip_w" => "`chip_w` is a closed form of the configured chip MHz, fitted to Table 2's watts".into(),
+        _ => format!("`{m}` is computed from the scenario's inputs alone"),
+    }
+}
 
 /// The metric `m` of `row` over the seeds.
 fn metric_of(row: &RunRow, m: &str) -> Result<Observed, String> {
@@ -44,7 +69,7 @@ fn observe(rows: &[RunRow], run: &str, metric: &str) -> Operand {
         .find(|r| r.label == run)
         .ok_or_else(|| format!("no run `{run}`"))
         .and_then(|r| metric_of(r, metric));
-    Operand { label, observed }
+    Operand { label, observed, provenance: provenance(metric) }
 }
 
 fn side(rows: &[RunRow], p: &NetPaper, o: &NetSide) -> Operand {
@@ -62,9 +87,11 @@ pub fn check(sc: &NetScenario, rows: &[RunRow]) -> Claims {
             value: p.value,
             than: p.than.as_ref().map(|o| side(rows, p, o)),
             change_pct: p.change_pct,
-            tolerance_pts: p.tolerance_pts,
             from: p.from.as_ref().map(|o| side(rows, p, o)),
+            band: Band::of(p.value.or(p.change_pct).unwrap_or(0.0), p.band_fields()),
             claim: p.claim.clone(),
+            kind: p.kind,
+            basis: p.basis.clone().unwrap_or_default(),
             source: p.source.clone(),
             note: p.note.clone(),
         })

@@ -8,6 +8,11 @@
 
 use dyncore_core::Nanos;
 use dyncore_core::idle::{Always, C1, C6, Governor, IdleHistory, Menu, NEHALEM};
+
+/// C1E and C3, the Nehalem table's middle states (by their index in
+/// [`NEHALEM`]).
+const C1E: usize = 1;
+const C3: usize = 2;
 use serde::{Deserialize, Serialize};
 
 /// Which governor picks a sleeping CPU's idle state (`[net] governor`).
@@ -18,22 +23,39 @@ pub enum GovernorName {
     /// predicted idle period.
     #[default]
     Menu,
-    /// Every idle period in C1 (3 µs to wake): the polling limit.
+    /// Every idle period in C1 (3 µs to wake): the polling limit, and
+    /// NewtOS's own fixed-hint MWAIT with the shallowest hint.
     AlwaysC1,
-    /// Every idle period in C6 (200 µs to wake).
+    /// Every idle period in C1E (10 µs to wake): NewtOS's fixed-hint MWAIT
+    /// with a C1E hint (§3: NewtOS issues MWAIT itself, through a kernel
+    /// call, not through Linux's governor; the paper does not state the
+    /// hint, so the four `always-*` are its range).
+    AlwaysC1e,
+    /// Every idle period in C3 (20 µs to wake): fixed-hint MWAIT, C3.
+    AlwaysC3,
+    /// Every idle period in C6 (200 µs to wake): fixed-hint MWAIT with the
+    /// deepest hint.
     AlwaysC6,
     /// No idle states: each wake-up takes `[stack] wakeup_ns`.
     Fixed,
 }
 
 impl GovernorName {
-    pub const ALL: [GovernorName; 4] =
-        [GovernorName::Menu, GovernorName::AlwaysC1, GovernorName::AlwaysC6, GovernorName::Fixed];
+    pub const ALL: [GovernorName; 6] = [
+        GovernorName::Menu,
+        GovernorName::AlwaysC1,
+        GovernorName::AlwaysC1e,
+        GovernorName::AlwaysC3,
+        GovernorName::AlwaysC6,
+        GovernorName::Fixed,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             GovernorName::Menu => "menu",
             GovernorName::AlwaysC1 => "always-c1",
+            GovernorName::AlwaysC1e => "always-c1e",
+            GovernorName::AlwaysC3 => "always-c3",
             GovernorName::AlwaysC6 => "always-c6",
             GovernorName::Fixed => "fixed",
         }
@@ -44,6 +66,8 @@ impl GovernorName {
         match self {
             GovernorName::Menu => Some(Box::new(Menu)),
             GovernorName::AlwaysC1 => Some(Box::new(Always(C1))),
+            GovernorName::AlwaysC1e => Some(Box::new(Always(C1E))),
+            GovernorName::AlwaysC3 => Some(Box::new(Always(C3))),
             GovernorName::AlwaysC6 => Some(Box::new(Always(C6))),
             GovernorName::Fixed => None,
         }
@@ -158,5 +182,17 @@ mod tests {
         t.leave(400 * US, (100 * US, 250 * US), false, None);
         assert_eq!(t.residency_ns[C6], 300 * US);
         assert_eq!(t.sample_gated_ns, 150 * US);
+    }
+
+    /// The fixed MWAIT hints are the Nehalem table's four states, in order.
+    #[test]
+    fn every_fixed_hint_names_its_state() {
+        let hints =
+            [GovernorName::AlwaysC1, GovernorName::AlwaysC1e, GovernorName::AlwaysC3, GovernorName::AlwaysC6];
+        for (i, g) in hints.into_iter().enumerate() {
+            let picked = g.governor().unwrap().select(&IdleHistory::default(), &NEHALEM);
+            assert_eq!(picked, i, "{}", g.name());
+            assert_eq!(g.name(), format!("always-{}", NEHALEM[i].name.to_ascii_lowercase()));
+        }
     }
 }

@@ -24,7 +24,7 @@
 //! * **Sleep and wake-up:** a CPU with nothing to do polls for
 //!   [`NetParams::spin_ns`] (0 for NewtOS's MWAIT), then sleeps in the
 //!   Nehalem idle state its governor picks ([`NetParams::governor`]:
-//!   `menu`, `always-c1`, `always-c6`; see [`idle`] and
+//!   `menu`, `always-c1`, `always-c1e`, `always-c3`, `always-c6`; see [`idle`] and
 //!   [`dyncore_core::idle`]). A message for a sleeping CPU is served only
 //!   after that state's exit latency; a hyperthread whose sibling is awake
 //!   wakes as from C1 (the core never slept). Governor `fixed` charges the

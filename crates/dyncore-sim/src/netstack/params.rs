@@ -57,9 +57,10 @@ pub struct NetParams {
     /// `bytes / copy_gb_per_s` ns, which does not scale with the core's
     /// clock (0: none, the copy costs cycles only).
     pub copy_gb_per_s: f64,
-    /// Which governor picks a sleeping CPU's idle state (`menu`,
-    /// `always-c1`, `always-c6`, or `fixed`: `[stack] wakeup_ns` for every
-    /// wake-up, no states).
+    /// Which governor picks a sleeping CPU's idle state (`menu`;
+    /// `always-c1`, `always-c1e`, `always-c3`, `always-c6`: NewtOS's own
+    /// fixed-hint MWAIT, one per hint; or `fixed`: `[stack] wakeup_ns` for
+    /// every wake-up, no states).
     pub governor: GovernorName,
     /// Simulated time, ms.
     pub duration_ms: f64,

@@ -96,19 +96,61 @@ pub struct NetPaper {
     /// A relative change from `from`, in percent ...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change_pct: Option<f64>,
-    /// ... within this many points (default 3).
+    /// ... within its printed precision, or this many points where the
+    /// paper says "about" (`about`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerance_pts: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<NetSide>,
+    /// A `≈` value read off a chart: the chart's tick spacing (the band is
+    /// half of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick: Option<f64>,
+    /// The paper's words that make the figure approximate ("about"), which
+    /// allow `band_pct` or `tolerance_pts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub about: Option<String>,
+    /// A `≈`'s band in percent, with `about`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub band_pct: Option<f64>,
+    /// The paper's digits where the value's shortest form loses them
+    /// ("1.50"), or the value in the unit the paper prints it ("7.9" for
+    /// 7900 Mbps printed as 7.9 Gbps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub printed: Option<String>,
+    /// For a change computed from printed values: which (allows
+    /// `tolerance_pts`, their precision carried through).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived: Option<String>,
     /// The `expect` line (its claim id) this entry checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<String>,
+    /// Without a claim id: the entry's kind (see [`crate::claims::Kind`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<crate::claims::Kind>,
+    /// Without a claim id, for a fitted or input entry: what was fitted to
+    /// it, or which input it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<String>,
     #[serde(default)]
     pub source: String,
     /// What the report says beside the verdict.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
+}
+
+impl NetPaper {
+    /// The fields that set the entry's band ([`crate::claims::Band::of`]).
+    pub fn band_fields(&self) -> crate::claims::BandFields<'_> {
+        crate::claims::BandFields {
+            printed: self.printed.as_deref(),
+            tick: self.tick,
+            about: self.about.as_deref(),
+            derived: self.derived.as_deref(),
+            band_pct: self.band_pct,
+            tolerance_pts: self.tolerance_pts,
+        }
+    }
 }
 
 /// The other figure of an ordering or a change; fields not given are the
@@ -267,7 +309,31 @@ impl NetScenario {
     /// The `[[paper]]` checks and `expect` (see [`crate::claims`]): runs and
     /// metrics that exist, one form each, claim ids that match.
     fn validate_paper(&self, root: &At, labels: &BTreeSet<String>) -> Result<(), ScenarioError> {
-        crate::claims::check_expect(&self.expect, self.paper.iter().map(|p| p.claim.as_deref()))
+        let kinds: Vec<crate::claims::EntryKind<'_>> = self
+            .paper
+            .iter()
+            .map(|p| {
+                let metrics: Vec<&str> = std::iter::once(p.metric.as_str())
+                    .chain(
+                        [&p.than, &p.from]
+                            .into_iter()
+                            .flatten()
+                            .map(|o| o.metric.as_deref().unwrap_or(&p.metric)),
+                    )
+                    .collect();
+                let input_only = metrics
+                    .iter()
+                    .all(|m| super::claims::provenance(m) == crate::claims::Provenance::Input)
+                    .then(|| ("metric", super::claims::input_reason(&p.metric)));
+                crate::claims::EntryKind {
+                    claim: p.claim.as_deref(),
+                    kind: p.kind,
+                    basis: p.basis.as_deref(),
+                    input_only,
+                }
+            })
+            .collect();
+        crate::claims::check_kinds(&self.expect, &kinds)
             .map_err(|(path, m)| ScenarioError { path, message: m })?;
         let metric_words = || {
             format!("expected one of {}, or `busy.<component>`", METRICS.map(|m| format!("`{m}`")).join(", "))
@@ -277,15 +343,28 @@ impl NetScenario {
             at.key("run").check(labels.contains(&p.run), || format!("no run is labelled `{}`", p.run))?;
             at.key("metric")
                 .check(is_metric(&p.metric), || format!("{}; found `{}`", metric_words(), p.metric))?;
-            crate::claims::check_form(
-                p.relation,
-                p.value,
-                p.than.is_some(),
-                p.change_pct,
-                p.tolerance_pts,
-                p.from.is_some(),
-            )
+            crate::claims::check_form(crate::claims::Form {
+                relation: p.relation,
+                value: p.value,
+                than: p.than.is_some(),
+                change_pct: p.change_pct,
+                tolerance_pts: p.tolerance_pts,
+                from: p.from.is_some(),
+                tick: p.tick,
+                about: p.about.as_deref(),
+                band_pct: p.band_pct,
+                printed: p.printed.as_deref(),
+                derived: p.derived.as_deref(),
+            })
             .map_err(|(k, m)| at.key(k).err(m))?;
+            for (k, side) in [("than", &p.than), ("from", &p.from)] {
+                let Some(o) = side else { continue };
+                let same_run = o.run.as_deref().is_none_or(|r| r == p.run);
+                let same_metric = o.metric.as_deref().is_none_or(|m| m == p.metric);
+                if same_run && same_metric {
+                    return Err(at.key(k).err(crate::claims::self_comparison(k)));
+                }
+            }
             for c in [&p.source, &p.note] {
                 at.key("source").check(!c.chars().any(char::is_control), || "expected one line".into())?;
             }
