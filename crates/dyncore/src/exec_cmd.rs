@@ -350,8 +350,15 @@ fn start_and_run(plan: &Plan, registry: &Registry) -> Result<Ran, ArbiterError> 
 fn header(plan: &Plan, run: &ArbiterRun) -> String {
     let cpus: CpuSet = plan.cfg.cpus.iter().copied().collect();
     let params: Vec<String> = plan.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let guest = if dyncore_report::machine::timings_are_real() {
+        String::new()
+    } else {
+        "dyncore exec: in a TCG guest (dyncore vm): the times below are not timings; \
+         placements, counts and the execution check are\n"
+            .to_string()
+    };
     format!(
-        "\ndyncore exec: policy `{}`{} on CPUs {cpus}, baseline duty {}, {:.1} ms\n",
+        "\ndyncore exec: policy `{}`{} on CPUs {cpus}, baseline duty {}, {:.1} ms\n{guest}",
         plan.policy,
         if params.is_empty() { String::new() } else { format!(" ({})", params.join(", ")) },
         plan.cfg.duty_scale.baseline,
