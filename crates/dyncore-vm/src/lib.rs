@@ -4,7 +4,7 @@
 //! host lacks: cgroup v2 with controllers, SMT siblings, more CPUs to hot-plug,
 //! sched_ext.
 //!
-//! How a run goes ([`run`]):
+//! How a run goes ([`run()`]):
 //!
 //! 1. the request is checked ([`spec::Topology::new`], the command is looked
 //!    up) before anything boots: a bad one is a [`VmError::BadArgs`];
@@ -26,7 +26,7 @@
 //! Invariants: no QEMU or virtiofsd outlives the rig. Both are the rig's
 //! children with `PR_SET_PDEATHSIG = SIGKILL` (a rig killed with SIGKILL
 //! takes them along), each in its own process group, killed on every way out
-//! of [`run`] (error, timeout, signal). A guest that panics, hangs past its
+//! of [`run()`] (error, timeout, signal). A guest that panics, hangs past its
 //! limit or fails to boot is an error with the console's last lines; never a
 //! status of the command.
 
