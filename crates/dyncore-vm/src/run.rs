@@ -461,11 +461,18 @@ fn boot(
 
     // The host's root, shared read-only (made so by the guest's init;
     // virtiofsd serves it writable so that the --rw folders are).
+    // `cache=always`: the guest keeps a file's pages across opens. With
+    // `cache=auto`, every open of a file (a compiler opening libc.so)
+    // drops its cached pages, mapped ones too, so the next touch of them
+    // faults and reads through FUSE, whose reader holds the page locked
+    // until it runs again; a user-space scheduler (the sched_ext backend)
+    // that faults on a page a task it holds has locked stalls for good.
+    // The host's files do not change under a run.
     let sock = dir.join("fs.sock");
     let mut fsd = spawn_guarded(
         Command::new(&tools.virtiofsd)
             .arg(format!("--socket-path={}", sock.display()))
-            .args(["-o", "source=/", "-o", "cache=auto", "-o", "sandbox=chroot", "-o", "no_posix_lock"])
+            .args(["-o", "source=/", "-o", "cache=always", "-o", "sandbox=chroot", "-o", "no_posix_lock"])
             .stdin(Stdio::null())
             .stdout(File::create(dir.join("virtiofsd.log")).map_err(|e| io("virtiofsd log", e))?)
             .stderr(File::create(dir.join("virtiofsd.err")).map_err(|e| io("virtiofsd log", e))?),
