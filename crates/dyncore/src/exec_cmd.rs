@@ -21,6 +21,7 @@
 //! | 125 | dyncore itself failed while the command ran (the tree was killed and the groups removed) |
 
 mod out;
+mod scx;
 mod trace;
 
 use std::ffi::OsString;
@@ -100,6 +101,11 @@ pub struct Args {
     /// cgroup1 or affinity.
     #[arg(long, default_value = "auto")]
     pub mechanism: String,
+    /// Who schedules the command's threads: `arbiter` (dyncore places them from outside, through
+    /// cgroups or affinity) or `scx` (the policy is the kernel's scheduler for them, through
+    /// sched_ext: the separate dyncore-scx binary, GPL-2.0; Linux 6.12+ built with sched_ext).
+    #[arg(long, default_value = "arbiter", value_parser = ["arbiter", "scx"])]
+    pub backend: String,
     /// The run's CFS weight against the machine's other processes (1024 = one nice-0 process).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=262_144))]
     pub weight: Option<u32>,
@@ -112,6 +118,11 @@ pub struct Args {
     /// The command and its arguments (after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+}
+
+/// Where the sched_ext backend's binary is, if built.
+pub fn scx_binary() -> Option<PathBuf> {
+    scx::find()
 }
 
 /// A refused invocation: exit 2.
@@ -265,6 +276,9 @@ struct Ran {
 
 /// Runs `dyncore exec`; returns its exit status (module doc).
 pub fn main(args: &Args, out: Option<&std::path::Path>) -> ExitCode {
+    if args.backend == "scx" {
+        return scx::exec(args, out);
+    }
     let registry = Registry::builtin();
     let plan = match plan(args, &registry) {
         Ok(p) => p,

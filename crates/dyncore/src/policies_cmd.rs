@@ -11,6 +11,9 @@ const BACKENDS: &[(&str, &[ActionKind])] = &[
     ("sim", dyncore_scenario::policy::THREAD_ACTIONS),
     ("live", dyncore_scenario::policy::THREAD_ACTIONS),
     ("stack", &[ActionKind::Place]),
+    // The sched_ext backend (dyncore-scx; `dyncore exec --backend scx`):
+    // every thread action, as the kernel's scheduler.
+    ("scx", dyncore_scenario::policy::THREAD_ACTIONS),
 ];
 
 /// The backends that can run `info`.
@@ -20,6 +23,23 @@ pub fn backends(info: &PolicyInfo) -> Vec<&'static str> {
         .filter(|(_, executes)| info.actions.iter().all(|a| executes.contains(a)))
         .map(|(name, _)| *name)
         .collect()
+}
+
+/// Where the scx backend can run: this machine's kernel and binary.
+fn scx_here() -> String {
+    let kernel = std::path::Path::new("/sys/kernel/sched_ext").is_dir();
+    let binary = crate::exec_cmd::scx_binary();
+    match (kernel, binary) {
+        (true, Some(b)) => format!("runs here (this kernel has sched_ext; {})", b.display()),
+        (true, None) => {
+            "this kernel has sched_ext, but dyncore-scx is not built (README, \"The sched_ext backend\")"
+                .into()
+        }
+        (false, b) => format!(
+            "not on this kernel (no sched_ext): in the VM rig's guest (`dyncore vm run`), whose kernel has it{}",
+            if b.is_some() { "" } else { "; dyncore-scx is not built (README, \"The sched_ext backend\")" }
+        ),
+    }
 }
 
 fn default_of(kind: &ParamKind) -> String {
@@ -49,6 +69,7 @@ pub fn listing(registry: &Registry) -> String {
         out += &format!("  reads:      {}\n", list(i.events.iter().map(|k| k.name()).collect()));
         out += &format!("  may emit:   {}\n", list(i.actions.iter().map(|k| k.name()).collect()));
     }
+    out += &format!("\nscx: {}\n", scx_here());
     out
 }
 
@@ -65,6 +86,6 @@ mod tests {
             assert!(!backends(&e.info).is_empty(), "{} runs nowhere", e.info.name);
         }
         let chameleon = r.get("chameleon").unwrap();
-        assert_eq!(backends(&chameleon.info), ["sim", "live"]);
+        assert_eq!(backends(&chameleon.info), ["sim", "live", "scx"]);
     }
 }
