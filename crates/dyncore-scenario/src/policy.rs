@@ -84,17 +84,8 @@ pub fn run_seed(seed: u64, index: usize) -> u64 {
 }
 
 /// What both thread backends (the simulator and the live runtime) execute:
-/// every action but `Place`, which moves network-stack components.
-pub const THREAD_ACTIONS: &[ActionKind] = &[
-    ActionKind::Dispatch,
-    ActionKind::SetSpeed,
-    ActionKind::Fuse,
-    ActionKind::Split,
-    ActionKind::Offline,
-    ActionKind::Online,
-    ActionKind::Migrate,
-    ActionKind::Object,
-];
+/// every action but `Place` (defined beside the actions, in `dyncore-core`).
+pub use dyncore_core::policy::THREAD_ACTIONS;
 
 /// The period of the load samples backends feed every policy, per CPU.
 pub const LOAD_SAMPLE_NS: Nanos = 100_000_000;

@@ -100,7 +100,6 @@ pub(crate) struct State {
     /// `DYNCORE_SCX_EVENT_LOG=FILE`: every event handed to the policy, as
     /// JSON lines, written as it is handed (to replay a run that hung).
     event_log: Option<std::io::BufWriter<std::fs::File>>,
-    events: u64,
     ticks: u64,
     pub(crate) late_ticks: u64,
 }
@@ -138,7 +137,6 @@ impl State {
             event_log: std::env::var_os("DYNCORE_SCX_EVENT_LOG")
                 .and_then(|p| std::fs::File::create(p).ok())
                 .map(std::io::BufWriter::new),
-            events: 0,
             ticks: 0,
             late_ticks: 0,
         }
@@ -187,7 +185,6 @@ impl State {
 
     pub(crate) fn kernel_event(&mut self, e: &dync_event, io: &mut Io) -> Result<()> {
         io.counters.events += 1;
-        self.events += 1;
         self.by_kind[(e.kind as usize).min(7)] += 1;
         let at = self.ktime(e.ts);
         match e.kind {

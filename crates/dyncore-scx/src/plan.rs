@@ -5,26 +5,16 @@
 
 use std::ffi::OsString;
 
-use dyncore_core::policies::{ParamValue, Params, Registry, RunContext};
-use dyncore_core::policy::{ActionKind, ThreadSpec};
+use dyncore_core::policies::{ParamValue, Params, Registry, RunContext, parse_param};
+use dyncore_core::policy::ThreadSpec;
 use dyncore_core::reconfig::Mode;
 use dyncore_core::speed::{Duty, SpeedClass, SpeedModel};
 use dyncore_core::topology::{CoreKind, Topology};
 use dyncore_core::{CpuId, CpuSet, Nanos};
 
 /// The actions this backend carries out (module `scheduler` says how):
-/// every thread action. `Place` moves network-stack components, which a
-/// process has none of.
-pub const SCX_ACTIONS: &[ActionKind] = &[
-    ActionKind::Dispatch,
-    ActionKind::SetSpeed,
-    ActionKind::Fuse,
-    ActionKind::Split,
-    ActionKind::Offline,
-    ActionKind::Online,
-    ActionKind::Migrate,
-    ActionKind::Object,
-];
+/// every thread action, as every thread backend.
+pub use dyncore_core::policy::THREAD_ACTIONS as SCX_ACTIONS;
 
 /// The policies' tick and CFS minimum granularity (`dyncore exec`'s).
 pub const TICK_NS: Nanos = 4_000_000;
@@ -82,6 +72,8 @@ struct Raw {
 fn parse_raw(args: &[OsString]) -> Result<(Raw, Vec<OsString>, Vec<OsString>), String> {
     let mut raw = Raw::default();
     let mut options = Vec::new();
+    // `--param` repeats: its value lands here, then joins `raw.params`.
+    let mut param: Option<String> = None;
     let mut i = 0;
     while i < args.len() {
         let a = args[i].to_str().ok_or_else(|| format!("{:?}: not UTF-8", args[i]))?.to_string();
@@ -107,23 +99,7 @@ fn parse_raw(args: &[OsString]) -> Result<(Raw, Vec<OsString>, Vec<OsString>), S
             "--max-fuse" => &mut raw.max_fuse,
             "--baseline-duty" => &mut raw.baseline_duty,
             "--json" => &mut raw.json,
-            "--param" => {
-                let v = match inline {
-                    Some(v) => v,
-                    None => {
-                        i += 1;
-                        args.get(i)
-                            .and_then(|v| v.to_str())
-                            .ok_or("--param: expected NAME=VALUE")?
-                            .to_string()
-                    }
-                };
-                options.push("--param".into());
-                options.push(v.clone().into());
-                raw.params.push(v);
-                i += 1;
-                continue;
-            }
+            "--param" => &mut param,
             _ if !a.starts_with('-') => {
                 return Err(format!("`{a}`: the command goes after `--` (dyncore-scx exec ... -- COMMAND)"));
             }
@@ -142,27 +118,12 @@ fn parse_raw(args: &[OsString]) -> Result<(Raw, Vec<OsString>, Vec<OsString>), S
         options.push(name.into());
         options.push(v.clone().into());
         *slot = Some(v);
+        if let Some(p) = param.take() {
+            raw.params.push(p);
+        }
         i += 1;
     }
     Err("no command: dyncore-scx exec ... -- COMMAND ARGS...".into())
-}
-
-/// `NAME=VALUE` as a parameter (as `dyncore exec --param` reads it).
-fn parse_param(text: &str) -> Result<(String, ParamValue), String> {
-    let (name, value) = text
-        .split_once('=')
-        .filter(|(n, _)| !n.is_empty())
-        .ok_or_else(|| format!("--param {text}: expected NAME=VALUE"))?;
-    let v = match value {
-        "true" => ParamValue::Bool(true),
-        "false" => ParamValue::Bool(false),
-        _ => match (value.parse::<i64>(), value.parse::<f64>()) {
-            (Ok(i), _) => ParamValue::Int(i),
-            (_, Ok(x)) if x.is_finite() => ParamValue::Float(x),
-            _ => ParamValue::Str(value.to_string()),
-        },
-    };
-    Ok((name.to_string(), v))
 }
 
 fn number<T: std::str::FromStr>(name: &str, v: &Option<String>) -> Result<Option<T>, String> {
@@ -290,7 +251,7 @@ mod tests {
     #[test]
     fn a_policy_that_emits_what_the_backend_cannot_run_is_refused_by_name() {
         use dyncore_core::policies::PolicyEntry;
-        use dyncore_core::policy::EventKind;
+        use dyncore_core::policy::{ActionKind, EventKind};
         static STACKY: PolicyEntry = PolicyEntry {
             info: dyncore_core::policies::PolicyInfo {
                 name: "stacky",

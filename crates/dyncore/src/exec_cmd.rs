@@ -140,24 +140,7 @@ pub struct Plan {
     pub argv: Vec<OsString>,
 }
 
-/// `NAME=VALUE` as a parameter: a boolean, a whole number, a number, or
-/// else a word.
-pub fn parse_param(text: &str) -> Result<(String, ParamValue), String> {
-    let (name, value) = text
-        .split_once('=')
-        .filter(|(n, _)| !n.is_empty())
-        .ok_or_else(|| format!("--param {text}: expected NAME=VALUE"))?;
-    let v = match value {
-        "true" => ParamValue::Bool(true),
-        "false" => ParamValue::Bool(false),
-        _ => match (value.parse::<i64>(), value.parse::<f64>()) {
-            (Ok(i), _) => ParamValue::Int(i),
-            (_, Ok(x)) if x.is_finite() => ParamValue::Float(x),
-            _ => ParamValue::Str(value.to_string()),
-        },
-    };
-    Ok((name.to_string(), v))
-}
+pub use dyncore_core::policies::parse_param;
 
 /// The run's CPUs: a cpulist of CPUs this process may use.
 fn real_cpus(text: &str) -> Result<Vec<CpuId>, String> {

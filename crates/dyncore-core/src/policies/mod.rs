@@ -24,7 +24,7 @@
 
 mod params;
 
-pub use params::{Param, ParamError, ParamKind, ParamValue, Params};
+pub use params::{Param, ParamError, ParamKind, ParamValue, Params, parse_param};
 
 use crate::Nanos;
 use crate::policy::{ActionKind, EventKind, Policy};

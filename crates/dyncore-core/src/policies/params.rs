@@ -209,3 +209,22 @@ impl Params {
         self.0.iter().map(|(k, v)| (*k, v))
     }
 }
+
+/// `NAME=VALUE` as a parameter: a boolean, a whole number, a number, or
+/// else a word.
+pub fn parse_param(text: &str) -> Result<(String, ParamValue), String> {
+    let (name, value) = text
+        .split_once('=')
+        .filter(|(n, _)| !n.is_empty())
+        .ok_or_else(|| format!("--param {text}: expected NAME=VALUE"))?;
+    let v = match value {
+        "true" => ParamValue::Bool(true),
+        "false" => ParamValue::Bool(false),
+        _ => match (value.parse::<i64>(), value.parse::<f64>()) {
+            (Ok(i), _) => ParamValue::Int(i),
+            (_, Ok(x)) if x.is_finite() => ParamValue::Float(x),
+            _ => ParamValue::Str(value.to_string()),
+        },
+    };
+    Ok((name.to_string(), v))
+}

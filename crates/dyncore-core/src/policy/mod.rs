@@ -235,6 +235,20 @@ impl std::fmt::Display for ActionKind {
     }
 }
 
+/// What every thread backend executes (the simulator, the live runtime,
+/// the arbiter, the sched_ext backend): every action but `Place`, which
+/// moves network-stack components.
+pub const THREAD_ACTIONS: &[ActionKind] = &[
+    ActionKind::Dispatch,
+    ActionKind::SetSpeed,
+    ActionKind::Fuse,
+    ActionKind::Split,
+    ActionKind::Offline,
+    ActionKind::Online,
+    ActionKind::Migrate,
+    ActionKind::Object,
+];
+
 /// What a thread is and wants, given when it is spawned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadSpec {
