@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
-//! `dyncore-scx`: a dyncore policy as the Linux kernel's scheduler for one
-//! command's threads, through sched_ext.
+//! `dyncore-scx`: a dyncore policy as the Linux kernel's scheduler for a
+//! command's threads (`exec`), or for the commands of a scenario's run
+//! (`run`), through sched_ext.
 //!
 //! Two halves (docs/architecture.md, "The sched_ext backend"): a small BPF
 //! program (`bpf/dyncore.bpf.c`) that carries out, at every wake-up, slice
@@ -18,6 +19,7 @@ mod plan;
 mod preflight;
 mod record;
 mod report;
+mod scenario;
 mod scheduler;
 mod supervise;
 
@@ -29,7 +31,7 @@ use dyncore_core::policies::Registry;
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     match args.get(1).and_then(|a| a.to_str()) {
-        Some("exec") => supervise::main(&args[2..]),
+        Some(mode @ ("exec" | "run")) => supervise::main(mode, &args[2..]),
         Some("scheduler") => scheduler::main(&args[2..]),
         Some("check") => match preflight::machine() {
             Ok(()) => {

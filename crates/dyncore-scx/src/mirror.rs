@@ -57,7 +57,12 @@ pub(crate) struct State {
     runtime_of: HashMap<CpuId, CpuId>,
     baseline: Duty,
     tick_ns: Nanos,
-    spec: dyncore_core::policy::ThreadSpec,
+    /// Each command's thread spec.
+    specs: Vec<dyncore_core::policy::ThreadSpec>,
+    /// The command of each process seen (tgid -> index), from the control
+    /// pipe and from each new process's parent.
+    command_of: HashMap<i32, usize>,
+    control: Control,
     by_tid: HashMap<i32, ThreadId>,
     threads: Vec<Thread>,
     occupant: Vec<Option<ThreadId>>,
@@ -115,7 +120,9 @@ impl State {
             runtime_of: plan.cpus.iter().enumerate().map(|(i, &c)| (c, i)).collect(),
             baseline: plan.baseline,
             tick_ns: plan.ctx.tick_ns,
-            spec: plan.spec.clone(),
+            specs: plan.commands.iter().map(|c| c.spec.clone()).collect(),
+            command_of: HashMap::new(),
+            control: Control::stdin(),
             by_tid: HashMap::new(),
             threads: Vec::new(),
             occupant: vec![None; n],
@@ -165,9 +172,12 @@ impl State {
         }
         let id = self.threads.len();
         let now = self.now();
+        let command = self.command_for(e).filter(|&c| c < self.specs.len());
+        let spec = self.specs[command.unwrap_or(0)].clone();
         self.threads.push(Thread {
             rec: ThreadRecord {
                 thread: id,
+                command,
                 tid: e.pid,
                 tgid: e.tgid,
                 comm: comm(&e.comm),
@@ -179,8 +189,29 @@ impl State {
             cpus: BTreeSet::new(),
         });
         self.by_tid.insert(e.pid, id);
-        self.feed(Event::Spawn { thread: id, spec: self.spec.clone() }, io)?;
+        self.feed(Event::Spawn { thread: id, spec }, io)?;
         Ok(id)
+    }
+
+    /// The command a new task is of: its process's, else its parent's
+    /// (a process the command forked), else the one the supervisor named
+    /// on the control pipe (a command's first process: named before it
+    /// joined sched_ext, so the line is there by the time its event is).
+    fn command_for(&mut self, e: &dync_event) -> Option<usize> {
+        for pass in 0..2 {
+            if pass == 1 {
+                self.control.drain(&mut self.command_of);
+            }
+            if let Some(&c) = self.command_of.get(&e.tgid) {
+                return Some(c);
+            }
+            if let Some(&c) = self.command_of.get(&e.ptgid).filter(|_| e.ptgid != 0) {
+                self.command_of.insert(e.tgid, c);
+                return Some(c);
+            }
+        }
+        // One command: every task is its (`exec`).
+        (self.specs.len() == 1).then_some(0)
     }
 
     pub(crate) fn kernel_event(&mut self, e: &dync_event, io: &mut Io) -> Result<()> {
@@ -220,7 +251,12 @@ impl State {
                         th.rec.exited_ns = Some(at);
                         self.feed(Event::Exit { thread: t }, io)?;
                     }
-                    self.written.remove(&t);
+                    // The kernel deleted its assignment at exit; a write
+                    // since (the policy placed it before it saw the exit)
+                    // would leave one for a task that no longer exists.
+                    if self.written.remove(&t).is_some() {
+                        io.forget(e.pid)?;
+                    }
                 }
             }
             k if k == bpf_intf::dync_event_kind_DYNC_EV_RUNNING => {
@@ -517,6 +553,49 @@ impl State {
             counters,
             exit,
             policy_check,
+        }
+    }
+}
+
+/// The control pipe (the scheduler's stdin): "PID INDEX" for each command
+/// the supervisor starts, written before the command joins sched_ext.
+struct Control {
+    buf: Vec<u8>,
+    open: bool,
+    max_index: usize,
+}
+
+impl Control {
+    fn stdin() -> Control {
+        // SAFETY: fcntl on fd 0, which this process owns.
+        let open = unsafe {
+            let flags = libc::fcntl(0, libc::F_GETFL);
+            flags >= 0 && libc::fcntl(0, libc::F_SETFL, flags | libc::O_NONBLOCK) == 0
+        };
+        Control { buf: Vec::new(), open, max_index: 0 }
+    }
+
+    /// Reads what the pipe holds; every whole line into `into`.
+    fn drain(&mut self, into: &mut HashMap<i32, usize>) {
+        let mut chunk = [0u8; 4096];
+        while self.open {
+            // SAFETY: reading into a local buffer of its length.
+            let n = unsafe { libc::read(0, chunk.as_mut_ptr().cast(), chunk.len()) };
+            if n <= 0 {
+                // 0: the supervisor closed it; < 0: nothing more now (EAGAIN).
+                self.open = n < 0;
+                break;
+            }
+            self.buf.extend_from_slice(&chunk[..n as usize]);
+        }
+        while let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.buf.drain(..=end).collect();
+            let text = String::from_utf8_lossy(&line);
+            let mut words = text.split_whitespace().map(str::parse::<i64>);
+            if let (Some(Ok(pid)), Some(Ok(index))) = (words.next(), words.next()) {
+                into.insert(pid as i32, index as usize);
+                self.max_index = self.max_index.max(index as usize);
+            }
         }
     }
 }

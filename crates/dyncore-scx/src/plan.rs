@@ -20,13 +20,26 @@ pub use dyncore_core::policy::THREAD_ACTIONS as SCX_ACTIONS;
 pub const TICK_NS: Nanos = 4_000_000;
 pub const MIN_GRANULARITY_NS: Nanos = 16_000_000;
 
+/// One command of a run: what it runs, when, and the spec every thread
+/// of it is spawned with (the policy sees each thread's own command's).
+#[derive(Debug, Clone)]
+pub struct CommandPlan {
+    pub label: String,
+    pub argv: Vec<OsString>,
+    /// When it starts, from the run's start.
+    pub start_ns: Nanos,
+    pub spec: ThreadSpec,
+    /// Its standard output goes to /dev/null (a scenario's commands, as
+    /// the live backend runs them); else it is the caller's.
+    pub stdout_null: bool,
+}
+
 /// A checked run.
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub policy: String,
     pub params: Params,
     pub ctx: RunContext,
-    pub spec: ThreadSpec,
     /// Runtime CPU i is real CPU `cpus[i]`.
     pub cpus: Vec<CpuId>,
     /// Duties are scaled by baseline/50% before they become slices.
@@ -34,21 +47,44 @@ pub struct Plan {
     pub quiet: bool,
     /// Where the run's record goes as JSON (`--json FILE`).
     pub json: Option<std::path::PathBuf>,
-    pub argv: Vec<OsString>,
-    /// The options as given, to hand to the scheduler process.
+    /// The commands, in the scenario's order (`exec`: one, at once).
+    pub commands: Vec<CommandPlan>,
+    /// The safety stop: commands still running then are killed (a
+    /// scenario's `max_time_ns`; `exec`: none).
+    pub max_time_ns: Option<Nanos>,
+    /// The subcommand and its arguments as given, to hand to the
+    /// scheduler process (which builds the same plan from them).
     pub options: Vec<OsString>,
+}
+
+impl Plan {
+    /// From a subcommand (`exec` or `run`) and its arguments.
+    pub fn from_args(mode: &str, args: &[OsString], registry: &Registry) -> Result<Plan, String> {
+        let mut p = match mode {
+            "exec" => plan(args, registry)?,
+            "run" => crate::scenario::plan(args, registry)?,
+            m => return Err(format!("unknown subcommand `{m}`")),
+        };
+        p.options = std::iter::once(OsString::from(mode)).chain(args.iter().cloned()).collect();
+        Ok(p)
+    }
 }
 
 /// The usage text.
 pub const USAGE: &str = "\
-usage: dyncore-scx exec --policy NAME --cpus LIST [--param NAME=VALUE]... [--tax RATE|auto]
+usage: dyncore-scx exec --policy NAME [--cpus LIST] [--param NAME=VALUE]... [--tax RATE|auto]
                         [--want-cpus N] [--class low|medium|high] [--max-fuse N]
                         [--baseline-duty PERCENT] [--json FILE] [-q] -- COMMAND ARGS...
+       dyncore-scx run SCENARIO.toml --run INDEX [--cpus LIST] [--baseline-duty PERCENT]
+                        [--json FILE] [-q]
+                                one run of a scenario whose workloads are commands (what
+                                `dyncore run --backend scx` runs for each run)
        dyncore-scx check        says whether this machine can run the backend, and if not why
        dyncore-scx policies     the policies, and whether this backend runs each
 
 The command's threads are scheduled by the policy in the kernel (sched_ext, SCHED_EXT for the
-command's tasks only); a report follows on stderr. Exit status: the command's (128 + N if
+command's tasks only); a report follows on stderr. Without --cpus, the run has every CPU
+dyncore-scx may run on. Exit status: the command's (128 + N if
 signal N killed it); 2 if the run was refused before the command started (no sched_ext,
 another scheduler loaded, not root, a policy this backend cannot run, a command not found);
 125 if the scheduler failed while the command ran (the command carried on under the fair
@@ -69,20 +105,18 @@ struct Raw {
     quiet: bool,
 }
 
-fn parse_raw(args: &[OsString]) -> Result<(Raw, Vec<OsString>, Vec<OsString>), String> {
+fn parse_raw(args: &[OsString]) -> Result<(Raw, Vec<OsString>), String> {
     let mut raw = Raw::default();
-    let mut options = Vec::new();
     // `--param` repeats: its value lands here, then joins `raw.params`.
     let mut param: Option<String> = None;
     let mut i = 0;
     while i < args.len() {
         let a = args[i].to_str().ok_or_else(|| format!("{:?}: not UTF-8", args[i]))?.to_string();
         if a == "--" {
-            return Ok((raw, options, args[i + 1..].to_vec()));
+            return Ok((raw, args[i + 1..].to_vec()));
         }
         if a == "-q" || a == "--quiet" {
             raw.quiet = true;
-            options.push(args[i].clone());
             i += 1;
             continue;
         }
@@ -115,8 +149,6 @@ fn parse_raw(args: &[OsString]) -> Result<(Raw, Vec<OsString>, Vec<OsString>), S
                     .to_string()
             }
         };
-        options.push(name.into());
-        options.push(v.clone().into());
         *slot = Some(v);
         if let Some(p) = param.take() {
             raw.params.push(p);
@@ -132,7 +164,7 @@ fn number<T: std::str::FromStr>(name: &str, v: &Option<String>) -> Result<Option
 
 /// Checks `exec`'s arguments against `registry`; nothing is created.
 pub fn plan(args: &[OsString], registry: &Registry) -> Result<Plan, String> {
-    let (raw, options, argv) = parse_raw(args)?;
+    let (raw, argv) = parse_raw(args)?;
     if argv.is_empty() {
         return Err("no command after `--`".into());
     }
@@ -145,16 +177,7 @@ pub fn plan(args: &[OsString], registry: &Registry) -> Result<Plan, String> {
         Some(p) => format!("--param {p}: {}", e.message),
         None => e.message,
     })?;
-    let cpus_text = raw.cpus.clone().ok_or("--cpus LIST is required (e.g. --cpus 0-3)")?;
-    let set: CpuSet = cpus_text.parse().map_err(|e| format!("--cpus {cpus_text}: not a CPU list: {e}"))?;
-    if set.is_empty() {
-        return Err(format!("--cpus {cpus_text}: names no CPU"));
-    }
-    let online = crate::preflight::online_cpus();
-    if let Some(c) = set.iter().find(|&c| !online.contains(c)) {
-        return Err(format!("--cpus {cpus_text}: CPU {c} is not online here (online: {online})"));
-    }
-    let cpus: Vec<CpuId> = set.iter().collect();
+    let cpus = run_cpus(raw.cpus.as_deref())?;
     let n = cpus.len();
     let max_fuse = match number::<usize>("--max-fuse", &raw.max_fuse)? {
         None => [4, 2, 1].into_iter().find(|&k| k <= n).unwrap_or(1),
@@ -164,10 +187,7 @@ pub fn plan(args: &[OsString], registry: &Registry) -> Result<Plan, String> {
         Some(k) if k > n => return Err(format!("--max-fuse {k}: the run has {n} CPU(s)")),
         Some(k) => k,
     };
-    let baseline = match number::<f64>("--baseline-duty", &raw.baseline_duty)? {
-        None => Duty::BASELINE,
-        Some(p) => Duty::from_percent(p).map_err(|e| format!("--baseline-duty {p}: {e}"))?,
-    };
+    let baseline = baseline_duty(&raw.baseline_duty)?;
     let class = match raw.class.as_deref() {
         None | Some("medium") => SpeedClass::Medium,
         Some("low") => SpeedClass::Low,
@@ -200,18 +220,50 @@ pub fn plan(args: &[OsString], registry: &Registry) -> Result<Plan, String> {
         seed: 0,
     };
     let spec = ThreadSpec { nice: 0, tax, want_cpus, weight: speedup, affinity: None, class };
+    let label = argv.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ");
+    let command = CommandPlan { label, argv, start_ns: 0, spec, stdout_null: false };
     Ok(Plan {
         policy,
         params,
         ctx,
-        spec,
         cpus,
         baseline,
         quiet: raw.quiet,
         json: raw.json.map(Into::into),
-        argv,
-        options,
+        commands: vec![command],
+        max_time_ns: None,
+        options: Vec::new(),
     })
+}
+
+/// The run's CPUs from `--cpus LIST`, each online; without the option,
+/// every CPU this process may run on (its affinity), as `taskset` would.
+pub fn run_cpus(given: Option<&str>) -> Result<Vec<CpuId>, String> {
+    let online = crate::preflight::online_cpus();
+    let Some(text) = given else {
+        let allowed = crate::preflight::allowed_cpus();
+        let cpus: Vec<CpuId> = allowed.iter().filter(|&c| online.contains(c)).collect();
+        if cpus.is_empty() {
+            return Err("no online CPU in this process's affinity: give --cpus LIST".into());
+        }
+        return Ok(cpus);
+    };
+    let set: CpuSet = text.parse().map_err(|e| format!("--cpus {text}: not a CPU list: {e}"))?;
+    if set.is_empty() {
+        return Err(format!("--cpus {text}: names no CPU"));
+    }
+    if let Some(c) = set.iter().find(|&c| !online.contains(c)) {
+        return Err(format!("--cpus {text}: CPU {c} is not online here (online: {online})"));
+    }
+    Ok(set.iter().collect())
+}
+
+/// `--baseline-duty PERCENT` (default 50%, the baseline CPU's).
+pub fn baseline_duty(given: &Option<String>) -> Result<Duty, String> {
+    match number::<f64>("--baseline-duty", given)? {
+        None => Ok(Duty::BASELINE),
+        Some(p) => Duty::from_percent(p).map_err(|e| format!("--baseline-duty {p}: {e}")),
+    }
 }
 
 /// The slice a CPU at the policy's `duty` gets per tick period, and
@@ -274,8 +326,18 @@ mod tests {
             let p = plan(&os(&["--policy", name, "--cpus", "0", "--", "true"]), &r)
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(p.cpus, vec![0]);
-            assert_eq!(p.argv, os(&["true"]));
+            assert_eq!(p.commands.len(), 1);
+            assert_eq!(p.commands[0].argv, os(&["true"]));
+            assert!(!p.commands[0].stdout_null, "exec's command keeps the caller's output");
         }
+    }
+
+    #[test]
+    fn without_cpus_the_run_has_every_cpu_this_process_may_use() {
+        let p = plan(&os(&["--policy", "pinned", "--", "true"]), &Registry::builtin()).unwrap();
+        let allowed = crate::preflight::allowed_cpus();
+        assert_eq!(p.cpus, allowed.iter().collect::<Vec<_>>());
+        assert_eq!(p.ctx.topology.ncpus(), p.cpus.len());
     }
 
     #[test]

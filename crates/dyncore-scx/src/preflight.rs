@@ -82,6 +82,19 @@ pub fn online_cpus() -> CpuSet {
         .unwrap_or_else(|| (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect())
 }
 
+/// The CPUs this process may run on (its affinity mask); the online
+/// ones if it cannot be read.
+pub fn allowed_cpus() -> CpuSet {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is this thread; the size is the set's.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return online_cpus();
+    }
+    // SAFETY: c is below CPU_SETSIZE.
+    (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,9 @@ pub struct Timed {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ThreadRecord {
     pub thread: ThreadId,
+    /// The command it is of (its index in the run's), if known.
+    #[serde(default)]
+    pub command: Option<usize>,
     pub tid: i32,
     pub tgid: i32,
     pub comm: String,

@@ -5,7 +5,6 @@
 //! — all from the kernel's callbacks.
 
 use std::fmt::Write;
-use std::process::ExitStatus;
 use std::time::Duration;
 
 use dyncore_core::CpuSet;
@@ -13,7 +12,7 @@ use dyncore_core::policy::ActionKind;
 
 use crate::plan::Plan;
 use crate::record::Record;
-use crate::supervise::Ending;
+use crate::supervise::{CommandOutcome, Ending};
 
 /// Threads listed by name; the rest are summed.
 const LISTED: usize = 12;
@@ -22,7 +21,7 @@ pub fn text(
     plan: &Plan,
     record: Option<&Record>,
     ending: &Ending,
-    status: ExitStatus,
+    commands: &[CommandOutcome],
     wall: Duration,
 ) -> String {
     let mut s = String::new();
@@ -36,7 +35,9 @@ pub fn text(
         wall.as_secs_f64(),
         if tcg { "; in a TCG guest: the times below are emulated, not timings" } else { "" }
     );
-    let _ = writeln!(s, "  command: {}", describe(status));
+    for c in commands {
+        let _ = writeln!(s, "  command `{}`: {}", c.label, describe(c));
+    }
     match ending {
         Ending::Clean => {}
         Ending::Killed(sig) => {
@@ -143,11 +144,15 @@ pub fn text(
     s
 }
 
-fn describe(status: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(c), _) => format!("exited with status {c}"),
-        (None, Some(sig)) => format!("killed by signal {sig}"),
-        _ => "ended".into(),
+fn describe(c: &CommandOutcome) -> String {
+    let took = |end: u64| format!(" after {:.2} s", end.saturating_sub(c.started_ns) as f64 / 1e9);
+    match (&c.error, c.status, c.exited_ns) {
+        (Some(e), _, _) => format!("did not start: {e}"),
+        (None, Some(st), Some(end)) if c.timed_out => {
+            format!("killed at the safety stop{} ({st})", took(end))
+        }
+        (None, Some(st), Some(end)) if st > 128 => format!("killed by signal {}{}", st - 128, took(end)),
+        (None, Some(st), Some(end)) => format!("exited with status {st}{}", took(end)),
+        _ => "not reaped".into(),
     }
 }

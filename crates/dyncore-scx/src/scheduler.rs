@@ -6,7 +6,7 @@
 //! ## From the kernel to the policy's events
 //! | kernel callback (BPF) | policy event |
 //! |---|---|
-//! | `ops.enable` (the task joined sched_ext: forked by the command, or the command itself) | `Spawn` (thread ids dense, in that order) |
+//! | `ops.enable` (the task joined sched_ext: forked by the command, or the command itself) | `Spawn` (thread ids dense, in that order), with the spec of the task's command: named on the control pipe, or its parent's |
 //! | `ops.runnable` of a task the policy has as blocked | `Wake` |
 //! | `ops.quiescent` (no longer runnable: it sleeps, or it is dying) | `Block` |
 //! | `ops.exit_task` | `Exit` |
@@ -87,19 +87,24 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// `dyncore-scx scheduler --record FILE <exec options> -- COMMAND`: the
-/// process `exec` starts. Prints `ready` on stdout once the scheduler is
+/// `dyncore-scx scheduler --record FILE exec|run ARGS...`: the process
+/// `exec` and `run` start (it builds the same plan from the same
+/// arguments); its stdin is the control pipe (`control`). Prints `ready` on stdout once the scheduler is
 /// attached; stops on SIGTERM; writes the record; exits 0, or 2 when the
 /// scheduler could not be loaded, or 3 when the policy stalled.
 pub fn main(args: &[OsString]) -> ExitCode {
-    let (record_path, rest) = match args {
-        [flag, path, rest @ ..] if flag == "--record" => (std::path::PathBuf::from(path), rest),
+    let (record_path, mode, rest) = match args {
+        [flag, path, mode, rest @ ..] if flag == "--record" => {
+            (std::path::PathBuf::from(path), mode.to_string_lossy().into_owned(), rest)
+        }
         _ => {
-            eprintln!("dyncore-scx scheduler: --record FILE first (this is the process `exec` starts)");
+            eprintln!(
+                "dyncore-scx scheduler: --record FILE MODE ARGS... (this is the process `exec` and `run` start)"
+            );
             return ExitCode::from(2);
         }
     };
-    let plan = match crate::plan::plan(rest, &Registry::builtin()) {
+    let plan = match Plan::from_args(&mode, rest, &Registry::builtin()) {
         Ok(p) => p,
         Err(m) => {
             eprintln!("dyncore-scx: {m}");
@@ -434,6 +439,15 @@ impl Io<'_, '_> {
         self.assign.update(&tid.to_ne_bytes(), value, MapFlags::ANY)?;
         phase(4);
         self.counters.map_writes += 1;
+        Ok(())
+    }
+
+    /// Removes a task's assignment (it exited).
+    pub(crate) fn forget(&mut self, tid: i32) -> Result<()> {
+        phase(2);
+        // Absent already (the kernel's exit_task deleted it): nothing to do.
+        let _ = self.assign.delete(&tid.to_ne_bytes());
+        phase(4);
         Ok(())
     }
 

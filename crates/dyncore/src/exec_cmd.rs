@@ -4,7 +4,7 @@
 //! command and `scx_*` schedulers run beside it.
 //!
 //! ```text
-//! dyncore exec --policy chameleon --cpus 0-1 [--param NAME=VALUE]... [--tax X|auto] [--want-cpus N]
+//! dyncore exec --policy chameleon [--cpus 0-1] [--param NAME=VALUE]... [--tax X|auto] [--want-cpus N]
 //!              [--class low|medium|high] [--trace FILE] [--out DIR] -- COMMAND ARGS...
 //! ```
 //!
@@ -78,9 +78,10 @@ pub struct Args {
     /// A parameter of the policy, NAME=VALUE (repeatable), e.g. `--param idle_ms=2`.
     #[arg(long = "param", value_name = "NAME=VALUE")]
     pub params: Vec<String>,
-    /// The real CPUs the command runs on, a cpulist ("0-1", "2,4"): runtime CPU i is the i-th.
+    /// The real CPUs the command runs on, a cpulist ("0-1", "2,4"): runtime CPU i is the i-th
+    /// (default: every CPU this process may use, its affinity mask).
     #[arg(long, value_name = "LIST")]
-    pub cpus: String,
+    pub cpus: Option<String>,
     /// Every thread's tax rate on borrowed CPUs (a number, or `auto`: what the fused object buys).
     #[arg(long, value_name = "RATE|auto")]
     pub tax: Option<String>,
@@ -143,13 +144,14 @@ pub struct Plan {
 pub use dyncore_core::policies::parse_param;
 
 /// The run's CPUs: a cpulist of CPUs this process may use.
-fn real_cpus(text: &str) -> Result<Vec<CpuId>, String> {
+fn real_cpus(text: Option<&str>) -> Result<Vec<CpuId>, String> {
+    let allowed = dyncore_runtime::affinity::allowed_cpus()
+        .map_err(|e| format!("reading the CPUs this process may use: {e}"))?;
+    let Some(text) = text else { return Ok(allowed.iter().collect()) };
     let set: CpuSet = text.parse().map_err(|e| format!("--cpus {text}: not a CPU list: {e}"))?;
     if set.is_empty() {
         return Err(format!("--cpus {text}: names no CPU"));
     }
-    let allowed = dyncore_runtime::affinity::allowed_cpus()
-        .map_err(|e| format!("reading the CPUs this process may use: {e}"))?;
     let outside: CpuSet = set.iter().filter(|&c| !allowed.contains(c)).collect();
     if !outside.is_empty() {
         return Err(format!(
@@ -205,7 +207,7 @@ pub fn plan(args: &Args, registry: &Registry) -> Result<Plan, Refused> {
             None => e.message,
         })
     })?;
-    let cpus = real_cpus(&args.cpus).map_err(bad)?;
+    let cpus = real_cpus(args.cpus.as_deref()).map_err(bad)?;
     let (max_fuse, duty_scale) = machine(args, cpus.len()).map_err(bad)?;
     let want: Want = args.mechanism.parse().map_err(|e| bad(format!("--mechanism: {e}")))?;
     let class = SpeedClass::from(args.class);

@@ -33,6 +33,7 @@ macro_rules! say {
 }
 
 pub mod runner;
+pub mod scx_binary;
 pub mod sweep;
 
 pub use dyncore_core as core;

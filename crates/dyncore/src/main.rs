@@ -138,6 +138,9 @@ enum Backend {
     Live,
     /// Both, in one report.
     Both,
+    /// Scenarios of real programs (`command` workloads) with each run's policy as the kernel's
+    /// scheduler (sched_ext, through the separate dyncore-scx binary), beside the simulator's prediction.
+    Scx,
 }
 
 /// `--seed`: in our words, not the parser's.
@@ -174,6 +177,7 @@ impl RunArgs {
                 Backend::Sim => dyncore::Backend::Sim,
                 Backend::Live => dyncore::Backend::Live,
                 Backend::Both => dyncore::Backend::Both,
+                Backend::Scx => dyncore::Backend::Scx,
             },
             time_scale: self.time_scale,
             baseline_duty: self.baseline_duty,

@@ -4,6 +4,7 @@
 
 mod commands;
 mod live;
+mod scx;
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +30,10 @@ pub enum Backend {
     Live,
     /// Both, in one report.
     Both,
+    /// Scenarios of commands with each run's policy as the kernel's
+    /// scheduler (sched_ext, through `dyncore-scx`), beside the
+    /// simulator's prediction.
+    Scx,
 }
 
 /// What to run and how (the options of `dyncore run`).
@@ -273,13 +278,14 @@ pub fn open_out(out: &Path) -> Result<OutDir> {
 fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
     let out = runner.out();
     if args.backend == Backend::Sim && (args.baseline_duty.is_some() || args.real_cpus.is_some()) {
-        let message = "--baseline-duty and --real-cpus are for --backend live or both".to_string();
+        let message = "--baseline-duty and --real-cpus are for --backend live, both or scx".to_string();
         return Err(BadInput(vec![scenarios::LoadError::new(Path::new("dyncore run"), message)]).into());
     }
     match args.backend {
         Backend::Sim => {}
         Backend::Live => return live::run(runner, args, live::Kind::Live),
         Backend::Both => return live::run(runner, args, live::Kind::Both),
+        Backend::Scx => return scx::run(runner, args),
     }
     let mut inputs = load_inputs(runner.registry(), &args.files)?;
     refuse_for_nets(args, &inputs)?;

@@ -188,3 +188,39 @@ fn sigterm_and_sigint_in_the_middle_leave_no_group_and_no_process() {
         stopped_by(sig, guard.path());
     }
 }
+
+/// `dyncore run --backend scx` refuses, exit 2 with one reason and nothing
+/// created, what it cannot run: a scenario of built-in programs (anywhere),
+/// and any scenario on a kernel without sched_ext or where `dyncore-scx`
+/// is not built. (It runs for real in the VM rig's guest: .ci/vm-scx.)
+#[test]
+fn the_sched_ext_backend_refuses_what_it_cannot_run_and_creates_nothing() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let guard = tmp("cmd-scx");
+    let d = guard.path();
+    let out = d.join("out");
+    let o = dyncore(&[
+        "run",
+        "--backend",
+        "scx",
+        "--out",
+        out.to_str().unwrap(),
+        "../../scenarios/fig3-taxation.toml",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("every run's workloads must be commands"), "{}", stderr(&o));
+    assert!(!out.exists(), "a refused run created its folder");
+    let f = write(d, &scenario("[[run.workload]]\ncommand = [\"true\"]\nmodel = \"gcc\"\nwork_ms = 10\n"));
+    let o = dyncore(&["run", "--backend", "scx", "--out", out.to_str().unwrap(), &f]);
+    if Path::new("/sys/kernel/sched_ext").is_dir() && o.status.success() {
+        println!(
+            "this kernel has sched_ext and dyncore-scx is built: the run ran (its checks are .ci/vm-scx's)"
+        );
+        return;
+    }
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("--backend scx: ") && e.contains("sched_ext"), "{e}");
+    assert!(!out.exists(), "a refused run created its folder");
+}

@@ -312,7 +312,22 @@ impl ExecutionChecker {
             self.windows[cpu].push(w);
         }
         let windows: Vec<Vec<Window>> = self.windows.iter().map(|w| merged(w)).collect();
-        let mut v = Check { windows: &windows, violations: Vec::new(), ..Check::default() };
+        // A backend may apply a later Dispatch before an earlier one (one
+        // that takes a thread off a CPU is applied only when seen done):
+        // how far back a slice's window may lie is the running maximum of
+        // the applied ends, not the window before it.
+        let reach: Vec<Vec<Nanos>> = windows
+            .iter()
+            .map(|ws| {
+                ws.iter()
+                    .scan(0, |m, w| {
+                        *m = (*m).max(w.end_applied);
+                        Some(*m)
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut v = Check { windows: &windows, reach, violations: Vec::new(), ..Check::default() };
         v.slices(&exec.slices);
         v.offline_rules(&self.reconfs, &exec.changes, &exec.slices);
         v.finish(exec, Delays::of(std::mem::take(&mut self.apply)))
@@ -353,6 +368,9 @@ fn describe(state: &CpuState) -> String {
 #[derive(Default)]
 struct Check<'a> {
     windows: &'a [Vec<Window>],
+    /// Per CPU, per window: the latest applied end of it and every window
+    /// before it.
+    reach: Vec<Vec<Nanos>>,
     violations: Vec<Violation>,
     slices: usize,
     never_ran: usize,
@@ -431,7 +449,8 @@ impl Check<'_> {
         let ws = &self.windows[s.cpu];
         let mine = |w: &Window| matches!(w.state, CpuState::Running { thread, .. } if thread == s.thread);
         // Earlier windows whose end was applied after the slice started may
-        // still hold it (a step that started before the end was applied).
+        // still hold it (a step that started before the end was applied),
+        // however many windows lie between (ends are not applied in order).
         let mut j = i;
         loop {
             let w = &ws[j];
@@ -442,7 +461,7 @@ impl Check<'_> {
                 let (_, later) = self.window_at(s.cpu, s.last_start_ns).expect("a window at a later time");
                 return Err((s.last_start_ns, *later));
             }
-            if j == 0 || ws[j - 1].end_applied < s.start_ns {
+            if j == 0 || self.reach[s.cpu][j - 1] < s.start_ns {
                 return Err((s.start_ns, ws[i]));
             }
             j -= 1;

@@ -72,6 +72,8 @@ static void emit(u32 kind, const struct task_struct *p, s32 cpu, u64 arg)
 	e->pid = p->pid;
 	e->tgid = p->tgid;
 	e->cpu = cpu;
+	e->ptgid = kind == DYNC_EV_ENABLE ? BPF_CORE_READ(p, real_parent, tgid) : 0;
+	e->pad = 0;
 	e->ts = bpf_ktime_get_ns();
 	e->arg = arg;
 	if (kind == DYNC_EV_ENABLE || kind == DYNC_EV_EXIT)

@@ -37,6 +37,8 @@ struct dync_event {
 	s32 pid;
 	s32 tgid;
 	s32 cpu;
+	s32 ptgid; /* the parent's tgid (enable only): which command a task is of */
+	u32 pad;
 	u64 ts;  /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
 	u64 arg;
 	char comm[16]; /* the task's name (enable and exit only) */

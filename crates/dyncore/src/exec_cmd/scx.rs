@@ -9,36 +9,12 @@
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use super::Args;
 
-/// What `dyncore-scx` needs to be built, in one line.
-pub const NEEDS: &str = "the sched_ext backend is the separate binary dyncore-scx (GPL-2.0-only), which is not \
-                         built here: build it with `(cd crates/dyncore-scx && cargo build \
-                         --release)` (it needs clang-19 and libelf-dev: `.ci/scx-deps` \
-                         installs them), or name it with DYNCORE_SCX=PATH";
-
-/// Where `dyncore-scx` is: `$DYNCORE_SCX`, beside this binary, in the
-/// build tree this binary came from (`target/scx/{release,debug}`), or on
-/// `PATH`.
-pub fn find() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("DYNCORE_SCX") {
-        return Some(PathBuf::from(p)).filter(|p| p.is_file());
-    }
-    let exe = std::env::current_exe().ok()?;
-    let dir = exe.parent()?;
-    let mut candidates = vec![dir.join("dyncore-scx")];
-    if let Some(target) = dir.parent() {
-        candidates.push(target.join("scx/release/dyncore-scx"));
-        candidates.push(target.join("scx/debug/dyncore-scx"));
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join("dyncore-scx")));
-    }
-    candidates.into_iter().find(|p| p.is_file())
-}
+pub use dyncore::scx_binary::{NEEDS, find};
 
 /// The `dyncore-scx exec` arguments for `args`, or why they do not apply.
 pub fn forward(args: &Args) -> Result<Vec<OsString>, String> {
@@ -55,12 +31,12 @@ pub fn forward(args: &Args) -> Result<Vec<OsString>, String> {
     for p in &args.params {
         v.extend(["--param".into(), p.into()]);
     }
-    v.extend(["--cpus".into(), args.cpus.clone().into()]);
     let opt = |v: &mut Vec<OsString>, name: &str, value: Option<String>| {
         if let Some(x) = value {
             v.extend([name.into(), x.into()]);
         }
     };
+    opt(&mut v, "--cpus", args.cpus.clone());
     opt(&mut v, "--tax", args.tax.clone());
     opt(&mut v, "--want-cpus", args.want_cpus.map(|n| n.to_string()));
     opt(&mut v, "--max-fuse", args.max_fuse.map(|n| n.to_string()));

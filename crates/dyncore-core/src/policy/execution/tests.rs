@@ -61,6 +61,30 @@ fn a_step_started_after_the_end_was_applied_is_caught_at_its_time() {
     assert!(x.message.contains("while dispatched idle since 100 ns"), "{}", x.message);
 }
 
+/// Thread 0 on CPU 0 from 0, taken off at 100 but seen off only at 200
+/// (a backend that applies a removal when the kernel shows it done); CPU
+/// 0 idle from 100, given to thread 1 at 110, applied at once (115).
+fn removed_late() -> ExecutionChecker {
+    let mut c = ExecutionChecker::new();
+    c.action(0, 2, &dispatch(0, run(0)));
+    c.action(100, 200, &dispatch(0, CpuState::Idle));
+    c.action(110, 115, &dispatch(0, run(1)));
+    c
+}
+
+#[test]
+fn a_removal_applied_after_a_later_dispatch_still_holds_its_late_step() {
+    // Thread 0 starts on CPU 0 at 150: after thread 1's window opened and
+    // was applied (115), before the removal of thread 0 was (200). Within
+    // the backend's stated bound: not a violation, whatever lies between.
+    let ok = removed_late().finish(300, &exec(vec![slice(0, 0, 150, 150, 160), slice(1, 0, 161, 250, 260)]));
+    assert!(ok.ok(), "{}", ok.summary());
+    // At 210, after the removal was applied: caught, at its time.
+    let v = removed_late().finish(300, &exec(vec![slice(0, 0, 210, 210, 220)]));
+    assert_eq!(v.violation_count, 1, "{}", v.summary());
+    assert_eq!((v.violations[0].cpu, v.violations[0].thread, v.violations[0].at_ns), (0, Some(0), 210));
+}
+
 #[test]
 fn a_thread_on_a_cpu_never_dispatched_to_it_is_caught() {
     let v = moved().finish(300, &exec(vec![slice(0, 2, 50, 60, 70), slice(1, 1, 120, 130, 140)]));
