@@ -198,7 +198,21 @@ fn main() -> ExitCode {
                 say!("{l}");
             }
         }),
-        Some(Cmd::Bench(b)) => dyncore::runner::open_out(&out).and_then(|_held| bench::run(b, &out)),
+        Some(Cmd::Bench(b)) => {
+            let existed = out.exists();
+            let r = dyncore::runner::open_out(&out).and_then(|held| {
+                let r = bench::run(b, &out);
+                drop(held);
+                r
+            });
+            // Refused arguments create nothing: not even the folder the
+            // report would have gone to (nor its lock).
+            if r.as_ref().is_err_and(|e| e.downcast_ref::<stack_cmd::BadArgs>().is_some()) && !existed {
+                let _ = std::fs::remove_file(out.join(".dyncore.lock"));
+                let _ = std::fs::remove_dir(&out);
+            }
+            r
+        }
         Some(Cmd::Topology(t)) => topology::run(t),
         Some(Cmd::Policies) => {
             say!("{}", policies_cmd::listing(runner.registry()));

@@ -256,3 +256,96 @@ fn with_affinity_only_the_command_runs_and_its_status_passes_through() {
     assert!(err.contains("mechanism: sched_setaffinity only"), "{err}");
     assert!(left_by(pid).is_empty());
 }
+
+/// Every registered policy runs real programs: under `exec` with each
+/// mechanism this machine has (cgroups if it has them, and CPU affinity),
+/// and as a live scenario's command workload. A policy that works in the
+/// simulator but not on real programs fails here (park-idle's standalone
+/// `Offline`, with no Fuse before it, once ended every exec with 125).
+#[test]
+fn every_registered_policy_runs_a_command_under_exec_and_in_a_live_scenario() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let cpus = allowed();
+    let n = cpus.len().min(2);
+    let list: Vec<String> = cpus[..n].iter().map(ToString::to_string).collect();
+    let list = list.join(",");
+    let dir = tmp("exec-every-policy");
+    for policy in dyncore::Registry::builtin().names() {
+        for mechanism in ["auto", "affinity"] {
+            let o = command(&[
+                "exec",
+                "--policy",
+                policy,
+                "--cpus",
+                &list,
+                "--mechanism",
+                mechanism,
+                "--quiet",
+                "--",
+                "sh",
+                "-c",
+                "sleep 0.2; echo done",
+            ])
+            .output()
+            .unwrap();
+            assert_eq!(o.status.code(), Some(0), "{policy} ({mechanism}): {}", stderr(&o));
+            assert_eq!(String::from_utf8_lossy(&o.stdout), "done\n", "{policy} ({mechanism})");
+        }
+        let text = format!(
+            "name = \"every-{policy}\"\ntitle = \"{policy} on a command\"\nseed = 1\n\n[[run]]\nlabel = \
+             \"{policy}\"\nmachine = \"uniform\"\ncpus_per_node = {n}\nmax_fuse = {n}\npolicy = \
+             \"{policy}\"\n[[run.workload]]\ncommand = [\"sh\", \"-c\", \"sleep 0.2\"]\nlabel = \"sleep\"\nmodel \
+             = \"nqueen\"\nwork_ms = 10\n"
+        );
+        let f = common::write(dir.path(), &format!("{policy}.toml"), &text);
+        let out = dir.path().join(format!("out-{policy}"));
+        let o = command(&[
+            "run",
+            "--backend",
+            "live",
+            "--real-cpus",
+            &list,
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+            &f,
+        ])
+        .output()
+        .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{policy} live: {}", stderr(&o));
+        let results = std::fs::read_to_string(out.join(format!("every-{policy}/results.json"))).unwrap();
+        assert!(!results.contains("\"finished\": false"), "{policy} live: a run did not finish: {results}");
+    }
+}
+
+/// A double-forked grandchild in a session of its own (`setsid`), whose
+/// parent exits at once, is the run's: dyncore is a child subreaper, so
+/// the orphan is reparented to it, not to init; it is killed and reaped at
+/// the end of the run, in both mechanisms (with cgroups its group holds it
+/// as well; with affinity only nothing else would have found it).
+#[test]
+fn a_double_forked_setsid_grandchild_is_kept_and_killed_in_every_mechanism() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let dir = tmp("exec-orphan");
+    for mechanism in ["auto", "affinity"] {
+        let file = dir.path().join(format!("{mechanism}.pid"));
+        let parent = dir.path().join(format!("{mechanism}.ppid"));
+        // The orphan's parent once its own has exited: dyncore, not init.
+        let script = format!(
+            "(setsid sleep 30 & echo $! > {f}) ; sleep 0.5; grep PPid /proc/$(cat {f})/status > {p}",
+            f = file.display(),
+            p = parent.display()
+        );
+        let (status, _, err, pid) = run(&["--mechanism", mechanism], &["sh", "-c", &script]);
+        assert_eq!(status, 0, "{mechanism}: {err}");
+        let orphan: i32 = std::fs::read_to_string(&file).unwrap().trim().parse().unwrap();
+        let ppid = std::fs::read_to_string(&parent).unwrap();
+        assert_eq!(
+            ppid.split_whitespace().nth(1),
+            Some(pid.to_string().as_str()),
+            "{mechanism}: adopted by {ppid}"
+        );
+        assert!(!alive(orphan), "{mechanism}: the orphan {orphan} outlived the run: {err}");
+        assert!(left_by(pid).is_empty(), "{mechanism}: left behind: {:?}", left_by(pid));
+    }
+}

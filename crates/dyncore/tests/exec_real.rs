@@ -86,7 +86,7 @@ fn trees_that_fork_exec_churn_threads_and_fail_run_under_cgroups_and_under_affin
     let b = burn();
     let cpus = allowed().iter().take(2).map(|c| c.to_string()).collect::<Vec<_>>().join(",");
     let cases: Vec<(Vec<&str>, i32, usize)> = vec![
-        (vec![&b, "fork", "3", "300"], 0, 2),
+        (vec![&b, "fork", "3", "3000"], 0, 2),
         (vec![&b, "exec", &b, "exit", "5"], 5, 1),
         // Threads of 0.2 ms: one that ends before the arbiter looks is
         // never handed to the policy (it ran in its creator's group); so

@@ -304,3 +304,30 @@ fn every_error_the_scenario_readers_give_is_in_our_words() {
     assert!(tried > 1000 && refused > tried / 2, "{refused} of {tried} hostile values refused");
     eprintln!("{refused} of {tried} hostile values refused, all in our words");
 }
+
+/// Numbers a bench cannot use are refused before it measures anything,
+/// exit 2 in our words, never a panic (these once panicked or exited 1).
+#[test]
+fn bench_numbers_out_of_range_are_refused_not_panicked() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let guard = tmp("bench-numbers");
+    let out = guard.path().join("out");
+    let out = out.to_str().unwrap();
+    for (args, want) in [
+        (vec!["bench", "sidecall", "--quick", "--throughput-secs", "1e308"], "--throughput-secs 1e308"),
+        (vec!["bench", "sidecall", "--quick", "--throughput-secs", "nan"], "--throughput-secs NaN"),
+        (vec!["bench", "sidecall", "--quick", "--server-cpu", "100000"], "CPU 100000 is not in"),
+        (vec!["bench", "reconfig", "--quick", "--cpus", "100000"], "--cpus 100000: expected 2 to 4096"),
+        (vec!["bench", "reconfig", "--quick", "--cpus", "0"], "--cpus 0: expected 2 to 4096"),
+        (vec!["bench", "reconfig", "--quick", "--repeats", "0"], "--repeats must be at least 1"),
+    ] {
+        let mut all = vec!["--out", out];
+        all.extend_from_slice(&args);
+        let o = dyncore(&all);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains(want), "{args:?}: {e}");
+        ours(&e);
+        assert!(!Path::new(out).exists(), "{args:?}: a refused bench created {out}");
+    }
+}

@@ -270,3 +270,44 @@ fn the_report_page_shows_a_sweeps_summary_and_plots() {
     assert!(page.contains("<section id=\"sweep-small\">"), "the sweep is a section of the page");
     assert!(page.contains("sweep-small/by-0.png"), "its plots are linked from the page");
 }
+
+/// A grid whose point count does not fit a number (8 fields × 256 values
+/// once wrapped to 0 points and panicked) is refused in one line, exit 2.
+#[test]
+fn a_grid_too_large_to_count_is_refused_not_wrapped() {
+    let d = tempfile::tempdir().unwrap();
+    let base = root().join("scenarios/fig3-taxation.toml").display().to_string();
+    let vals: Vec<String> = (1..=256).map(|i| i.to_string()).collect();
+    let fields = [
+        "seed",
+        "run.*.cpus_per_node",
+        "run.*.max_fuse",
+        "run.*.workload.*.seq_level",
+        "run.*.workload.*.tax",
+        "run.*.workload.*.work_ms",
+        "run.*.workload.*.start_ms",
+        "run.*.workload.*.count",
+    ];
+    let mut text = format!("base = \"{base}\"\nseeds = 1\n[grid]\n");
+    for f in fields {
+        text += &format!("\"{f}\" = [{}]\n", vals.join(", "));
+    }
+    let e = error_of(d.path(), &text);
+    assert!(e.contains("make more points than a number holds") && e.contains("256 × 256"), "{e}");
+    // 7 × 1000 values (10^21 points) once printed a wrapped count.
+    let vals: Vec<String> = (1..=1000).map(|i| i.to_string()).collect();
+    let mut text = format!("base = \"{base}\"\nseeds = 1\n[grid]\n");
+    for f in &fields[..7] {
+        text += &format!("\"{f}\" = [{}]\n", vals.join(", "));
+    }
+    let e = error_of(d.path(), &text);
+    assert!(e.contains("1000 × 1000 × 1000") && e.contains("more points than a number holds"), "{e}");
+    // 4 × 100 values: counted exactly.
+    let vals: Vec<String> = (1..=100).map(|i| i.to_string()).collect();
+    let mut text = format!("base = \"{base}\"\nseeds = 1\n[grid]\n");
+    for f in &fields[..4] {
+        text += &format!("\"{f}\" = [{}]\n", vals.join(", "));
+    }
+    let e = error_of(d.path(), &text);
+    assert!(e.contains("100000000 points × 1 seeds is 100000000 runs"), "{e}");
+}

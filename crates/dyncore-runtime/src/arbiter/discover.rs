@@ -8,8 +8,10 @@
 //! * With affinity only, [`ProcTree`] walks `/proc`: the processes of the
 //!   tree are the commands and every process whose parent is one of them,
 //!   to a fixed point; their threads are `/proc/<pid>/task/*`. A process
-//!   whose parent exits before a pass sees it is reparented away and lost
-//!   (the arbiter can be a child subreaper to keep them).
+//!   whose parent exits before a pass sees it is reparented to the arbiter,
+//!   which is a child subreaper (`PR_SET_CHILD_SUBREAPER`, set when an
+//!   arbiter is created): a process whose parent is the arbiter's own
+//!   ([`ProcTree::adopter`]) is of the tree too, and the arbiter reaps it.
 //!
 //! A thread that is born and dies between two passes is never seen: it ran
 //! in its creator's group (same CPU, same quota). A thread id reused
@@ -72,9 +74,17 @@ pub(crate) struct ProcTree {
     procs: BTreeSet<Tid>,
     /// Processes seen not to be in the tree (their parent is not).
     unrelated: HashSet<Tid>,
+    /// The process that adopts the tree's orphans (the arbiter's, a child
+    /// subreaper): its children are of the tree.
+    pub(crate) adopter: Option<Tid>,
 }
 
 impl ProcTree {
+    /// An empty tree whose orphans `adopter` adopts (None: none).
+    pub(crate) fn adopted_by(adopter: Option<Tid>) -> ProcTree {
+        ProcTree { adopter, ..ProcTree::default() }
+    }
+
     /// Appends every live thread of the tree below `roots` (processes that
     /// exist), and returns the processes found.
     pub(crate) fn scan(&mut self, roots: &[Tid], out: &mut Vec<Tid>) -> io::Result<Vec<Tid>> {
@@ -98,8 +108,11 @@ impl ProcTree {
             }
         }
         loop {
-            let joined: Vec<Tid> =
-                parent.iter().filter(|(_, pp)| self.procs.contains(pp)).map(|(&p, _)| p).collect();
+            let joined: Vec<Tid> = parent
+                .iter()
+                .filter(|&(_, &pp)| self.procs.contains(&pp) || self.adopter == Some(pp))
+                .map(|(&p, _)| p)
+                .collect();
             if joined.is_empty() {
                 break;
             }

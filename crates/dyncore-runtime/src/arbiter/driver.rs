@@ -280,7 +280,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             threads: Vec::new(),
             by_tid: HashMap::new(),
             pid_command: HashMap::new(),
-            tree: ProcTree::default(),
+            tree: ProcTree::adopted_by(become_subreaper()),
             events: events.ok(),
             event_buf: Vec::new(),
             poll_period_ns,
@@ -661,6 +661,32 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         for i in 0..self.commands.len() {
             self.reap(i);
         }
+        self.reap_adopted();
+    }
+
+    /// Reaps every exited process of the run that was reparented to this
+    /// one (a child subreaper): a command's orphan, seen in the run, that
+    /// is now this process's child. Not a command (those are reaped with
+    /// their status) and nothing the run never saw.
+    pub(super) fn reap_adopted(&mut self) {
+        if self.tree.adopter.is_none() {
+            return;
+        }
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return };
+        let roots: Vec<Tid> = self.commands.iter().map(|c| c.launched.pid).collect();
+        for t in tasks.flatten() {
+            let Ok(text) = std::fs::read_to_string(t.path().join("children")) else { continue };
+            for pid in text.split_whitespace().filter_map(|p| p.parse::<Tid>().ok()) {
+                if roots.contains(&pid) || !self.pid_command.contains_key(&pid) {
+                    continue;
+                }
+                // SAFETY: waiting, without blocking, for a child of this
+                // process that is of the run and no command.
+                if unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) } == pid {
+                    self.pid_command.remove(&pid);
+                }
+            }
+        }
     }
 
     /// Sets the real duty of every CPU to `duty` (a test's baseline, or a
@@ -671,6 +697,16 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         }
         Ok(())
     }
+}
+
+/// Makes this process a child subreaper, so that a command's process
+/// whose parent exits is reparented here, not to init: the run keeps it
+/// (placed, held, killed at the end) and reaps it. This process's pid, or
+/// None if the kernel refused.
+fn become_subreaper() -> Option<Tid> {
+    // SAFETY: prctl with integer arguments only.
+    let ok = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } == 0;
+    ok.then(|| std::process::id() as Tid)
 }
 
 impl<P: Policy + ?Sized> Drop for Arbiter<P> {

@@ -167,9 +167,11 @@ impl<P: Policy + ?Sized> Arbiter<P> {
     ) -> Result<(), ArbiterError> {
         // Both modes are carried out alike (module doc); the record keeps
         // the one asked for.
-        let representative = self.pending_rep.take().ok_or_else(|| {
-            ArbiterError::Policy(format!("reconfiguration {id:?} follows no Fuse or Split"))
-        })?;
+        // The object's representative when a Fuse/Split came just before;
+        // a policy may also take CPUs offline with no object (park-idle
+        // parks idle CPUs to save power), recorded under its first CPU, as
+        // the live runtime records it.
+        let representative = self.pending_rep.take().unwrap_or_else(|| cpus.first().unwrap_or(0));
         let started_ns = self.now_ns();
         let start = Instant::now();
         let mut steps_ns = Vec::new();

@@ -66,6 +66,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         for i in 0..self.commands.len() {
             self.reap(i);
         }
+        self.reap_adopted();
         self.log.polls += 1;
         self.log.poll_ns.push(start.elapsed().as_nanos() as u64);
         Ok(())

@@ -98,16 +98,20 @@ impl Setup {
         let total = if args.quick { args.iters.min(20_000) } else { args.iters };
         let per_round = |n: u64| n.div_ceil(rounds as u64).max(1);
         let tput = args.throughput_secs.unwrap_or(if args.quick { 0.1 } else { 0.5 });
-        anyhow::ensure!(tput > 0.0 && tput.is_finite(), "--throughput-secs must be positive, got {tput}");
+        if !(tput > 0.0 && tput <= 3600.0) {
+            let m =
+                format!("--throughput-secs {tput:?}: expected a number of seconds above 0 and at most 3600");
+            return Err(crate::stack_cmd::BadArgs(m).into());
+        }
         let irq_packets = args.irq_packets.unwrap_or(if args.quick { 200 } else { 2000 });
         let allowed = allowed_cpus()?;
         let server = args.server_cpu.or(allowed.last()).context("no CPU allowed")?;
         let client = args.client_cpu.or_else(|| allowed.iter().find(|&c| c != server)).unwrap_or(server);
         for c in [server, client] {
-            anyhow::ensure!(
-                allowed.contains(c),
-                "CPU {c} is not in this process's affinity mask ({allowed})"
-            );
+            if !allowed.contains(c) {
+                let m = format!("CPU {c} is not in this process's affinity mask ({allowed})");
+                return Err(crate::stack_cmd::BadArgs(m).into());
+            }
         }
         let two_cores = server != client;
         let mut skipped = Vec::new();
@@ -140,9 +144,10 @@ pub struct Measured {
 }
 
 pub fn run(args: &Args, out: &Path) -> Result<Vec<Goal>> {
+    // The arguments first: a refused bench creates nothing.
+    let mut setup = Setup::new(args)?;
     let dir = out.join("bench-sidecall");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut setup = Setup::new(args)?;
     say!("dyncore bench sidecall — {}", setup.machine);
     say!(
         "allowed CPUs {}; server on CPU {}, client on CPU {}; {} rounds of {} round trips per row ({} for the slow rows)",

@@ -100,9 +100,10 @@ impl Spec {
         self.axes.iter().flat_map(|a| a.fields.iter())
     }
 
-    /// Points of the product.
+    /// Points of the product (`usize::MAX` when it does not fit: a grid
+    /// that large is refused when the file is read).
     pub fn points(&self) -> usize {
-        self.axes.iter().map(Axis::len).product()
+        self.axes.iter().try_fold(1usize, |n, a| n.checked_mul(a.len())).unwrap_or(usize::MAX)
     }
 
     /// The value index of each axis at point `p`.
@@ -235,11 +236,20 @@ pub fn parse(file: &Path, text: &str) -> Result<Spec, Vec<LoadError>> {
     if errs.is_empty() && units > MAX_UNITS {
         errs.push(LoadError::new(
             file,
-            format!(
-                "{} points × {} seeds is {units} runs; at most {MAX_UNITS} in one sweep (split it)",
-                spec.points(),
-                spec.seeds.unwrap_or(5)
-            ),
+            if spec.points() == usize::MAX {
+                let sizes: Vec<String> = spec.axes.iter().map(|a| a.len().to_string()).collect();
+                format!(
+                    "the grid's axes ({} values) make more points than a number holds; at most {MAX_UNITS} \
+                     runs in one sweep (split it)",
+                    sizes.join(" × ")
+                )
+            } else {
+                format!(
+                    "{} points × {} seeds is {units} runs; at most {MAX_UNITS} in one sweep (split it)",
+                    spec.points(),
+                    spec.seeds.unwrap_or(5)
+                )
+            },
         ));
     }
     if errs.is_empty() { Ok(spec) } else { Err(errs) }

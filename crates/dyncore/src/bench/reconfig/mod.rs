@@ -165,10 +165,22 @@ pub struct Measured {
     pub base: Vec<Baseline>,
 }
 
+/// The most runtime CPUs `--cpus` lays over the real ones.
+const MAX_RUNTIME_CPUS: usize = 4096;
+
 fn plan(args: &Args, real: usize) -> Result<(Plan, Vec<usize>)> {
-    ensure!(args.cpus >= 2, "--cpus must be at least 2 (one CPU always stays online), got {}", args.cpus);
+    let bad = |m: String| -> anyhow::Error { crate::stack_cmd::BadArgs(m).into() };
+    if !(2..=MAX_RUNTIME_CPUS).contains(&args.cpus) {
+        return Err(bad(format!(
+            "--cpus {}: expected 2 to {MAX_RUNTIME_CPUS} runtime CPUs (one always stays online)",
+            args.cpus
+        )));
+    }
     if args.rounds == 0 {
-        return Err(crate::stack_cmd::BadArgs("--rounds must be at least 1".into()).into());
+        return Err(bad("--rounds must be at least 1".into()));
+    }
+    if args.repeats == Some(0) {
+        return Err(bad("--repeats must be at least 1".into()));
     }
     let rounds = args.rounds;
     let repeats = args.repeats.unwrap_or(if args.quick { 20 } else { 200 }).max(1);
@@ -196,12 +208,13 @@ fn plan(args: &Args, real: usize) -> Result<(Plan, Vec<usize>)> {
 }
 
 pub fn run(args: &Args, out: &Path) -> Result<Vec<Goal>> {
+    let allowed = allowed_cpus()?;
+    // The arguments first: a refused bench creates nothing.
+    let (plan, sizes) = plan(args, allowed.len())?;
     let dir = out.join("bench-reconfig");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     // A CPU that a killed run of this bench left offline comes back first.
     baselines::recover_leftovers();
-    let allowed = allowed_cpus()?;
-    let (plan, sizes) = plan(args, allowed.len())?;
     let mut layouts: Vec<Layout> =
         sizes.iter().map(|&n| Layout::new(&allowed, n, n == allowed.len())).collect();
     say!("dyncore bench reconfig — {}", plan.machine);
