@@ -19,6 +19,11 @@
 //! 2. an exclusive `flock` on `$TMPDIR/dyncore-real-cpus.lock`, so that no
 //!    two test *processes* overlap either: `cargo nextest` runs each test in
 //!    a process of its own, and two checkouts may test on one machine.
+//! 3. a wait while a dyncore run that is no test's holds CPUs (a user's
+//!    `dyncore exec` beside `cargo test`): the product's own claim, which
+//!    a test's arbiter would find taken. It waits up to 15 minutes
+//!    (`DYNCORE_TEST_CLAIM_WAIT_S`), saying so once, then fails naming the
+//!    run: a test never fails at once on another user's run.
 //!
 //! **Invariant, asserted:** inside a cargo test binary, nothing starts a
 //! runtime (or a stack host) unless the thread that starts it holds a guard
@@ -82,6 +87,9 @@ pub fn real_cpus() -> RealCpus {
     // is not thereby wrong, so the poison is ignored.
     let local = LOCAL.lock().unwrap_or_else(|e| e.into_inner());
     let file = if std::env::var_os(HELD_BY_PARENT).is_some() { None } else { Some(lock_file()) };
+    if file.is_some() {
+        wait_for_other_runs();
+    }
     HELD.fetch_add(1, Ordering::SeqCst);
     HELD_HERE.with(|h| h.set(h.get() + 1));
     RealCpus { _file: file, _local: local }
@@ -139,6 +147,53 @@ pub fn wait_exit(child: &mut std::process::Child, limit: std::time::Duration) ->
         }
         assert!(std::time::Instant::now() < deadline, "the child did not exit");
         std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// How long a test waits for a dyncore run outside the tests to end
+/// (`DYNCORE_TEST_CLAIM_WAIT_S`, default 900 s).
+fn claim_wait() -> std::time::Duration {
+    let s = std::env::var("DYNCORE_TEST_CLAIM_WAIT_S").ok().and_then(|v| v.parse().ok()).unwrap_or(900);
+    std::time::Duration::from_secs(s)
+}
+
+/// Waits while a dyncore run that is not a test's (a user's `dyncore exec`
+/// on this machine) holds CPUs, saying so once on stderr: a test on real
+/// CPUs would find them taken (`Overlap`) and fail on another user's run.
+/// Tests hold the lock above, so a claim alive now is not another test's.
+/// After [`claim_wait`], panics naming the run: the test cannot run here.
+fn wait_for_other_runs() {
+    let state = crate::arbiter::SystemPaths::default().state_dir;
+    let start = std::time::Instant::now();
+    let mut said = false;
+    loop {
+        let me = std::process::id();
+        let others: Vec<String> = crate::arbiter::registry::claims_now(&state)
+            .into_iter()
+            .filter(|(_, _, pid)| *pid != Some(me))
+            .map(|(name, cpus, pid)| {
+                format!("run {name}{} on CPUs {cpus}", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())
+            })
+            .collect();
+        if others.is_empty() {
+            return;
+        }
+        let runs = others.join(", ");
+        assert!(
+            start.elapsed() < claim_wait(),
+            "another dyncore run holds this machine's CPUs ({runs}) for more than {} s: this test needs them; \
+             run the tests when it has ended (DYNCORE_TEST_CLAIM_WAIT_S sets the wait)",
+            claim_wait().as_secs()
+        );
+        if !said {
+            let _ = writeln!(
+                std::io::stderr(),
+                "waiting for {runs} to end: a dyncore run outside the tests holds CPUs (up to {} s)",
+                claim_wait().as_secs()
+            );
+            said = true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
 

@@ -240,7 +240,10 @@ fn main() -> ExitCode {
                 || e.downcast_ref::<dyncore::sweep::Interrupted>().is_some() =>
         {
             eprintln!("{e}");
-            ExitCode::from(e.downcast_ref::<dyncore::Interrupted>().map_or(130, |i| i.status()))
+            let status = e.downcast_ref::<dyncore::Interrupted>().map(dyncore::Interrupted::status);
+            let sweep =
+                e.downcast_ref::<dyncore::sweep::Interrupted>().map(dyncore::sweep::Interrupted::status);
+            ExitCode::from(status.or(sweep).unwrap_or(130))
         }
         Err(e) if e.downcast_ref::<dyncore::NothingFinished>().is_some() => {
             eprintln!("warning: {e}");

@@ -349,3 +349,31 @@ fn a_double_forked_setsid_grandchild_is_kept_and_killed_in_every_mechanism() {
         assert!(left_by(pid).is_empty(), "{mechanism}: left behind: {:?}", left_by(pid));
     }
 }
+
+/// A test that needs the real CPUs waits for a run outside the tests (a
+/// user's `dyncore exec` on the same CPUs) to end, and only then goes on;
+/// it once failed at once with `Overlap` beside it.
+#[test]
+fn a_test_waits_for_a_users_run_on_its_cpus_instead_of_failing() {
+    use dyncore_runtime::arbiter::SystemPaths;
+    use dyncore_runtime::arbiter::registry::claims_now;
+    let first = dyncore_runtime::testing::real_cpus();
+    let list: Vec<String> = allowed().iter().map(ToString::to_string).collect();
+    // Started as a user starts it, not through the tests' helper: it
+    // stands for a run outside the tests.
+    let mut user = std::process::Command::new(env!("CARGO_BIN_EXE_dyncore"))
+        .args(["exec", "--policy", "linux", "--cpus", &list.join(","), "--quiet", "--", "sleep", "1.5"])
+        .spawn()
+        .unwrap();
+    let state = SystemPaths::default().state_dir;
+    let mine = |c: &(String, dyncore::core::CpuSet, Option<u32>)| c.2 == Some(user.id());
+    let t = Instant::now();
+    while !claims_now(&state).iter().any(mine) {
+        assert!(t.elapsed() < Duration::from_secs(60), "the user's run never claimed its CPUs");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(first);
+    let _second = dyncore_runtime::testing::real_cpus();
+    assert!(!claims_now(&state).iter().any(mine), "the guard was given while the user's run held the CPUs");
+    assert!(user.wait().unwrap().success());
+}

@@ -311,3 +311,20 @@ fn a_grid_too_large_to_count_is_refused_not_wrapped() {
     let e = error_of(d.path(), &text);
     assert!(e.contains("100000000 points × 1 seeds is 100000000 runs"), "{e}");
 }
+
+/// SIGTERM and SIGHUP stop a sweep as Ctrl-C does, with the exit status a
+/// shell gives (143, 129), as `run` and `exec` do (it once said 130 for all).
+#[test]
+fn sigterm_and_sighup_stop_with_their_own_status() {
+    for (signal, want) in [(libc::SIGTERM, 143), (libc::SIGHUP, 129)] {
+        let d = tempfile::tempdir().unwrap();
+        let file = small_sweep(d.path(), 8);
+        let out = d.path().join("out");
+        let status = start_and_stop(&file, &out, signal);
+        assert_eq!(status.code(), Some(want), "signal {signal}");
+        assert!(
+            parts_in(&cmd::parts_dir(&out, "sweep-small")) >= 1,
+            "signal {signal}: what finished is kept"
+        );
+    }
+}

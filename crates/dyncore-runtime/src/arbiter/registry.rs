@@ -253,6 +253,12 @@ pub(crate) fn dirs_depth_first(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Every live claim in `state`: (run name, its CPUs, its pid).
+/// The live runs' claims in `state` now: (run name, CPUs, pid); none if
+/// the folder cannot be read (no run has made it yet).
+pub fn claims_now(state: &Path) -> Vec<(String, CpuSet, Option<u32>)> {
+    live_claims(state).unwrap_or_default()
+}
+
 fn live_claims(state: &Path) -> io::Result<Vec<(String, CpuSet, Option<u32>)>> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(state).map_err(|e| cgfs::context(e, "cannot list", state))?.flatten() {

@@ -19,11 +19,22 @@ use super::exec::{self, Options, Row};
 use super::{SweepArgs, summary, table};
 use crate::BadInput;
 
-/// A sweep stopped by Ctrl-C: exit 130; the finished units are kept.
+/// A sweep stopped by a signal (SIGINT, SIGTERM or SIGHUP): exit 128 +
+/// the signal (130, 143, 129), as `run` and `exec` give; the finished
+/// units are kept.
 #[derive(Debug)]
 pub struct Interrupted {
     pub done: usize,
     pub total: usize,
+    /// The signal that stopped it.
+    pub signal: i32,
+}
+
+impl Interrupted {
+    /// The exit status: 128 + the signal.
+    pub fn status(&self) -> u8 {
+        dyncore_runtime::arbiter::signal_status(self.signal)
+    }
 }
 
 impl std::fmt::Display for Interrupted {
@@ -129,7 +140,9 @@ pub fn run(registry: &Registry, out: &Path, args: &SweepArgs, stop: &AtomicBool)
         .into());
     }
     if outcome.stopped {
-        return Err(Interrupted { done: kept + outcome.done, total: units.len() }.into());
+        let signal = RECEIVED.get().map_or(0, |s| s.load(Ordering::Acquire));
+        let signal = if signal == 0 { libc::SIGINT } else { signal };
+        return Err(Interrupted { done: kept + outcome.done, total: units.len(), signal }.into());
     }
     let rows = collect(&sweep, &parts)?;
     let batch = table::batch(&sweep, &rows)?;
@@ -164,6 +177,9 @@ pub fn run(registry: &Registry, out: &Path, args: &SweepArgs, stop: &AtomicBool)
     Ok(())
 }
 
+/// The signal the handlers of [`ctrl_c_flag`] received (0: none yet).
+static RECEIVED: std::sync::OnceLock<&'static std::sync::atomic::AtomicI32> = std::sync::OnceLock::new();
+
 /// Installs handlers of SIGINT, SIGTERM and SIGHUP that raise the returned
 /// flag (once per process: the handlers stay; where they cannot be
 /// installed, the default is left: the process ends and a rerun resumes
@@ -173,6 +189,7 @@ pub fn ctrl_c_flag() -> &'static AtomicBool {
     match dyncore_runtime::arbiter::Signals::install() {
         Ok(signals) => {
             let flag = signals.stop_flag();
+            let _ = RECEIVED.set(signals.signal_flag());
             std::mem::forget(signals);
             flag
         }
