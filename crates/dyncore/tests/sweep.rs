@@ -328,3 +328,65 @@ fn sigterm_and_sighup_stop_with_their_own_status() {
         );
     }
 }
+
+/// A resume runs again every part that is not this unit's any more, and
+/// says how many and why: the scenario changed (an edit of the base),
+/// another build made it, or it does not read back whole (no rows, a NaN
+/// figure, a row twice); the table is then byte for byte a fresh sweep's.
+#[test]
+fn a_resume_reruns_stale_parts_and_says_why() {
+    let d = tempfile::tempdir().unwrap();
+    // The base copied here, so that the test can edit it.
+    let base = d.path().join("governors.toml");
+    std::fs::copy(root().join("scenarios/newtos/governors.toml"), &base).unwrap();
+    let text = std::fs::read_to_string(small_sweep(d.path(), 1)).unwrap();
+    let text = text.replace(
+        &root().join("scenarios/newtos/governors.toml").display().to_string(),
+        &base.display().to_string(),
+    );
+    let file = d.path().join("small.toml");
+    std::fs::write(&file, text).unwrap();
+    let out = d.path().join("out");
+    let sweep = || dyncore().args(["sweep", "--jobs", "2", "--out"]).arg(&out).arg(&file).output().unwrap();
+    assert!(sweep().status.success());
+    let parts = cmd::parts_dir(&out, "sweep-small");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&parts).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert_eq!(files.len(), 6);
+    // Another build; no rows; a NaN figure; a row twice.
+    let edit = |f: &Path, how: &dyn Fn(&mut serde_json::Value)| {
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
+        how(&mut v);
+        std::fs::write(f, serde_json::to_vec(&v).unwrap()).unwrap();
+    };
+    edit(&files[0], &|v| {
+        v["parts"]["build"] = "another".into();
+        v["key"] = v["key"].as_str().unwrap().replace(dyncore::sweep::exec::BUILD_ID, "another").into();
+    });
+    edit(&files[1], &|v| v["rows"] = serde_json::json!([]));
+    edit(&files[2], &|v| v["rows"][0]["bits"][0] = f64::NAN.to_bits().into());
+    edit(&files[3], &|v| {
+        let row = v["rows"][0].clone();
+        v["rows"].as_array_mut().unwrap().push(row);
+    });
+    let o = sweep();
+    assert!(o.status.success());
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        said.contains("4 part(s) of an earlier run are not this sweep's any more and run again"),
+        "{said}"
+    );
+    assert!(said.contains("1 because another build of dyncore made it"), "{said}");
+    assert!(said.contains("3 because it does not read back whole"), "{said}");
+    assert!(said.contains("(2 done by an earlier run, kept)"), "{said}");
+    // An edit of the base (a value no point sets): every part runs again.
+    let edited = std::fs::read_to_string(&base).unwrap().replacen("title = \"", "title = \"Edited: ", 1);
+    std::fs::write(&base, edited).unwrap();
+    let o = sweep();
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("6 because its point's scenario changed"), "{said}");
+    let fresh = d.path().join("fresh");
+    let ran = dyncore().args(["sweep", "--quiet", "--out"]).arg(&fresh).arg(&file).output().unwrap();
+    assert!(ran.status.success());
+    assert!(read(&out, "results.csv") == read(&fresh, "results.csv"), "resumed = fresh, byte for byte");
+}

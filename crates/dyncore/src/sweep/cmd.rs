@@ -86,9 +86,31 @@ pub fn run(registry: &Registry, out: &Path, args: &SweepArgs, stop: &AtomicBool)
     }
     std::fs::create_dir_all(&parts).with_context(|| format!("creating {}", parts.display()))?;
     let units = sweep.units();
-    let todo: Vec<(usize, u64)> =
-        units.iter().copied().filter(|&(p, s)| exec::read_part(&parts, &sweep, p, s).is_none()).collect();
+    let mut todo: Vec<(usize, u64)> = Vec::new();
+    // Parts on disk that are not this unit's any more, by why.
+    let mut stale: std::collections::BTreeMap<exec::Stale, usize> = std::collections::BTreeMap::new();
+    for &(p, s) in &units {
+        match exec::check_part(&parts, &sweep, p, s) {
+            Ok(Some(_)) => {}
+            Ok(None) => todo.push((p, s)),
+            Err(why) => {
+                *stale.entry(why).or_default() += 1;
+                todo.push((p, s));
+            }
+        }
+    }
     let kept = units.len() - todo.len();
+    if !stale.is_empty() {
+        let whys: Vec<String> = stale.iter().map(|(why, n)| format!("{n} because {}", why.why())).collect();
+        eprintln!(
+            "sweep {}: {} part(s) of an earlier run are not this sweep's any more and run again: {} (this \
+             build: {})",
+            sweep.spec.name,
+            stale.values().sum::<usize>(),
+            whys.join("; "),
+            exec::BUILD_ID
+        );
+    }
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     if !args.quiet {
         eprintln!(

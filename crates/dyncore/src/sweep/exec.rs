@@ -130,16 +130,77 @@ fn net_row(
     Row { run: r.label.clone(), series: "stack".into(), figures }
 }
 
-/// The key a unit's part must carry: its point's text, its seed and this
-/// dyncore's version (FNV-1a, 64 bits).
-pub fn unit_key(sweep: &Sweep, p: usize, seed: u64) -> String {
+/// This build of dyncore (`build.rs`: the git revision and a hash of
+/// how the tree differs from it).
+pub const BUILD_ID: &str = env!("DYNCORE_BUILD_ID");
+
+fn fnv(bytes: impl IntoIterator<Item = u8>) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let text = &sweep.points[p].text;
-    for b in text.bytes().chain(env!("CARGO_PKG_VERSION").bytes()) {
+    for b in bytes {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    format!("{h:016x}-{seed}")
+    h
+}
+
+/// What a unit's part is made of, each part of its key on its own, so
+/// that a resume can say why a part is not this unit's any more.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyParts {
+    /// The point's scenario: the base with the point's values set (FNV-1a).
+    pub scenario: String,
+    /// Every file the scenario reads (its machine profiles), as read.
+    pub files: String,
+    /// The build of dyncore that ran it ([`BUILD_ID`]).
+    pub build: String,
+    pub seed: u64,
+}
+
+/// The key parts unit (`p`, `seed`) must carry.
+pub fn key_parts(sweep: &Sweep, p: usize, seed: u64) -> KeyParts {
+    let point = &sweep.points[p];
+    let files = match &point.scenario {
+        super::PointScenario::Sim(sc) => serde_json::to_vec(&sc.profiles).unwrap_or_default(),
+        super::PointScenario::Net(_) => Vec::new(),
+    };
+    KeyParts {
+        scenario: format!("{:016x}", fnv(point.text.bytes())),
+        files: format!("{:016x}", fnv(files)),
+        build: BUILD_ID.to_string(),
+        seed,
+    }
+}
+
+/// The key a unit's part must carry: its key parts in one string.
+pub fn unit_key(sweep: &Sweep, p: usize, seed: u64) -> String {
+    let k = key_parts(sweep, p, seed);
+    format!("{}-{}-{}-{}", k.scenario, k.files, k.build, k.seed)
+}
+
+/// Why a part on disk is not this unit's (it is run again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stale {
+    /// The point's scenario changed (the base, or what the grid sets in it).
+    Scenario,
+    /// A file the scenario reads (a machine profile) changed.
+    Files,
+    /// Another build of dyncore made it (the simulator or a policy may differ).
+    Build,
+    /// It does not read back as a part of this sweep (torn, edited, or of
+    /// an older dyncore): no rows, the wrong width, a figure that is not a
+    /// number, a row twice.
+    Invalid,
+}
+
+impl Stale {
+    pub fn why(self) -> &'static str {
+        match self {
+            Stale::Scenario => "its point's scenario changed",
+            Stale::Files => "a file the scenario reads changed",
+            Stale::Build => "another build of dyncore made it",
+            Stale::Invalid => "it does not read back whole (no rows, a wrong width, NaN, a duplicate row)",
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -153,6 +214,9 @@ struct PartRow {
 #[derive(Serialize, Deserialize)]
 struct Part {
     key: String,
+    /// Absent in parts of an older dyncore (they are run again).
+    #[serde(default)]
+    parts: Option<KeyParts>,
     rows: Vec<PartRow>,
 }
 
@@ -165,6 +229,7 @@ pub fn part_path(dir: &Path, p: usize, seed: u64) -> PathBuf {
 pub fn write_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64, rows: &[Row]) -> Result<()> {
     let part = Part {
         key: unit_key(sweep, p, seed),
+        parts: Some(key_parts(sweep, p, seed)),
         rows: rows
             .iter()
             .map(|r| PartRow {
@@ -180,10 +245,35 @@ pub fn write_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64, rows: &[Row]) 
 
 /// A unit's rows from its part, if the part exists and is this unit's.
 pub fn read_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64) -> Option<Vec<Row>> {
-    let bytes = std::fs::read(part_path(dir, p, seed)).ok()?;
-    let part: Part = serde_json::from_slice(&bytes).ok()?;
+    check_part(dir, sweep, p, seed).ok().flatten()
+}
+
+/// A unit's part: its rows (`Ok(Some)`), none on disk (`Ok(None)`), or why
+/// the one on disk is not this unit's (`Err`).
+pub fn check_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64) -> Result<Option<Vec<Row>>, Stale> {
+    let Ok(bytes) = std::fs::read(part_path(dir, p, seed)) else { return Ok(None) };
+    let part: Part = serde_json::from_slice(&bytes).map_err(|_| Stale::Invalid)?;
+    if part.key != unit_key(sweep, p, seed) {
+        let want = key_parts(sweep, p, seed);
+        return Err(match part.parts {
+            Some(k) if k.scenario != want.scenario => Stale::Scenario,
+            Some(k) if k.files != want.files => Stale::Files,
+            Some(k) if k.build != want.build => Stale::Build,
+            _ => Stale::Invalid,
+        });
+    }
     let width = figures(sweep.kind).len();
-    (part.key == unit_key(sweep, p, seed) && part.rows.iter().all(|r| r.bits.len() == width)).then(|| {
+    let mut seen = std::collections::HashSet::new();
+    let whole = !part.rows.is_empty()
+        && part.rows.iter().all(|r| {
+            r.bits.len() == width
+                && r.bits.iter().flatten().all(|&b| f64::from_bits(b).is_finite())
+                && seen.insert((r.run.clone(), r.series.clone()))
+        });
+    if !whole {
+        return Err(Stale::Invalid);
+    }
+    Ok(Some(
         part.rows
             .into_iter()
             .map(|r| Row {
@@ -191,8 +281,8 @@ pub fn read_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64) -> Option<Vec<R
                 series: r.series,
                 figures: r.bits.into_iter().map(|b| b.map(f64::from_bits)).collect(),
             })
-            .collect()
-    })
+            .collect(),
+    ))
 }
 
 /// How the workers run.

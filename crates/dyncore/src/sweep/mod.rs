@@ -9,18 +9,22 @@
 //!
 //! Then every point × seed (a *unit*) runs on `--jobs` worker threads
 //! ([`exec`]); each finished unit's rows are written atomically into
-//! `OUT/.sweep-NAME.parts/` under a key of the point's scenario text and
-//! seed. That folder is the record of what is done: a rerun of the same
-//! sweep (after Ctrl-C, a crash, or `kill -9`) runs only the units without a
-//! part whose key matches, and a changed point (another value, another
-//! base) does not match its old part. The table ([`table`]) is always built
+//! `OUT/.sweep-NAME.parts/` under a key of everything that can change its
+//! bytes ([`exec::KeyParts`]): the point's scenario text (the base with its
+//! values set), every file the scenario reads (its machine profiles, as
+//! read), the build of dyncore (`build.rs`: the git revision and a hash of
+//! how the tree differs from it), and the seed. That folder is the record
+//! of what is done: a rerun of the same sweep (after Ctrl-C, a crash, or
+//! `kill -9`) runs only the units without a part that matches and reads
+//! back whole (rows, their width, finite figures, no row twice); it says
+//! how many parts it runs again, and why. The table ([`table`]) is always built
 //! from the parts, in (point, seed, run, series) order, so its bytes are the
 //! same whatever `--jobs`, whatever was resumed. The report folder
 //! `OUT/sweep-NAME/` (`results.parquet`, `results.csv`, `report.md`, one
 //! plot per swept field: [`summary`]) is staged and renamed into place whole.
 //!
-//! **Invariants:** a unit's rows depend only on its point's scenario text and
-//! its seed (the simulator is deterministic); a part file is complete or
+//! **Invariants:** a unit's rows depend only on its key (the simulator is
+//! deterministic); a part file is complete or
 //! absent (written to a temporary name, synced, renamed); the table has one
 //! row per unit × run × series, in unit order.
 
