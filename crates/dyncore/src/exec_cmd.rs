@@ -20,7 +20,7 @@
 //! | 2 | bad arguments, or a run refused before anything started (unknown policy or parameter, CPUs not allowed or held by another run, mechanism unavailable) |
 //! | 125 | dyncore itself failed while the command ran (the tree was killed and the groups removed) |
 
-mod out;
+pub(crate) mod out;
 mod scx;
 mod trace;
 
@@ -245,7 +245,7 @@ pub fn plan(args: &Args, registry: &Registry) -> Result<Plan, Refused> {
     };
     let spec = ThreadSpec { nice: 0, tax, want_cpus, weight: speedup, affinity: None, class };
     if let Some(t) = &args.trace {
-        out::check_writable(t).map_err(bad)?;
+        out::check_writable("--trace", t).map_err(bad)?;
     }
     Ok(Plan { policy: args.policy.clone(), params, ctx, spec, cfg, argv: args.command.clone() })
 }

@@ -67,6 +67,9 @@ const PORT: u16 = 5001;
 const SEED: u64 = 0x57ac;
 
 pub fn run(args: &Args) -> Result<()> {
+    if let Some(t) = &args.trace {
+        crate::exec_cmd::out::check_writable("--trace", t).map_err(BadArgs)?;
+    }
     let rules: Vec<Rule> =
         args.filters.iter().map(|r| Rule::parse(r)).collect::<Result<_, _>>().map_err(BadArgs)?;
     let crash = crash_kinds(&args.crash)?;

@@ -305,10 +305,12 @@ fn every_error_the_scenario_readers_give_is_in_our_words() {
     eprintln!("{refused} of {tried} hostile values refused, all in our words");
 }
 
-/// Numbers a bench cannot use are refused before it measures anything,
-/// exit 2 in our words, never a panic (these once panicked or exited 1).
+/// Numbers a bench cannot use, and outputs that cannot be written (a
+/// folder, `/proc`, a device), are refused before any work, exit 2 in our
+/// words, never a panic (these once panicked, exited 1, or lost the output
+/// after the work).
 #[test]
-fn bench_numbers_out_of_range_are_refused_not_panicked() {
+fn bench_numbers_and_unwritable_outputs_are_refused_before_any_work() {
     let _cpus = dyncore_runtime::testing::real_cpus();
     let guard = tmp("bench-numbers");
     let out = guard.path().join("out");
@@ -320,6 +322,22 @@ fn bench_numbers_out_of_range_are_refused_not_panicked() {
         (vec!["bench", "reconfig", "--quick", "--cpus", "100000"], "--cpus 100000: expected 2 to 4096"),
         (vec!["bench", "reconfig", "--quick", "--cpus", "0"], "--cpus 0: expected 2 to 4096"),
         (vec!["bench", "reconfig", "--quick", "--repeats", "0"], "--repeats must be at least 1"),
+        // Outputs that cannot be written, found before any work.
+        (
+            vec!["bench", "reconfig", "--quick", "--write-profile", "/tmp"],
+            "--write-profile /tmp: is a folder",
+        ),
+        (
+            vec!["bench", "reconfig", "--quick", "--write-profile", "/proc/x.toml"],
+            "folder /proc takes no new files",
+        ),
+        (vec!["bench", "stack", "--quick", "--write-profile", "/dev/full"], "is not a regular file"),
+        (vec!["stack", "--trace", "/tmp"], "--trace /tmp: is a folder"),
+        (vec!["exec", "--policy", "linux", "--trace", "/dev/full", "--", "true"], "is not a regular file"),
+        (
+            vec!["exec", "--policy", "linux", "--trace", "/proc/x.json", "--", "true"],
+            "folder /proc takes no new files",
+        ),
     ] {
         let mut all = vec!["--out", out];
         all.extend_from_slice(&args);

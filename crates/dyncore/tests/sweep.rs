@@ -390,3 +390,28 @@ fn a_resume_reruns_stale_parts_and_says_why() {
     assert!(ran.status.success());
     assert!(read(&out, "results.csv") == read(&fresh, "results.csv"), "resumed = fresh, byte for byte");
 }
+
+/// A part replaced by a FIFO or by a link to /dev/zero neither hangs a
+/// resume nor makes it read without bound: it is run again, and said.
+#[test]
+fn a_part_that_is_a_fifo_or_a_device_is_run_again_not_read() {
+    let d = tempfile::tempdir().unwrap();
+    let file = small_sweep(d.path(), 1);
+    let out = d.path().join("out");
+    let sweep = || dyncore().args(["sweep", "--jobs", "2", "--out"]).arg(&out).arg(&file).output().unwrap();
+    assert!(sweep().status.success());
+    let parts = cmd::parts_dir(&out, "sweep-small");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&parts).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    std::fs::remove_file(&files[0]).unwrap();
+    let c = std::ffi::CString::new(files[0].to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    std::fs::remove_file(&files[1]).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &files[1]).unwrap();
+    let o = sweep();
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{said}");
+    assert!(said.contains("2 because it does not read back whole"), "{said}");
+    assert!(std::fs::symlink_metadata(&files[0]).unwrap().is_file(), "the FIFO was replaced by the part");
+}

@@ -104,6 +104,10 @@ struct Measured {
 }
 
 pub fn run(args: &Args, out: &Path) -> Result<Vec<super::Goal>> {
+    if let Some(p) = &args.write_profile {
+        crate::exec_cmd::out::check_writable_creating("--write-profile", p)
+            .map_err(crate::stack_cmd::BadArgs)?;
+    }
     let setup = setup(args, out)?;
     let m = rounds(args, &setup)?;
     let rows = vec![

@@ -188,7 +188,8 @@ pub enum Stale {
     Build,
     /// It does not read back as a part of this sweep (torn, edited, or of
     /// an older dyncore): no rows, the wrong width, a figure that is not a
-    /// number, a row twice.
+    /// number, a row twice; or not a regular file of bounded size (a FIFO,
+    /// a link to a device).
     Invalid,
 }
 
@@ -198,7 +199,9 @@ impl Stale {
             Stale::Scenario => "its point's scenario changed",
             Stale::Files => "a file the scenario reads changed",
             Stale::Build => "another build of dyncore made it",
-            Stale::Invalid => "it does not read back whole (no rows, a wrong width, NaN, a duplicate row)",
+            Stale::Invalid => {
+                "it does not read back whole (no rows, a wrong width, NaN, a duplicate row, not a regular file)"
+            }
         }
     }
 }
@@ -243,6 +246,26 @@ pub fn write_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64, rows: &[Row]) 
     dyncore_report::report::write_file(&part_path(dir, p, seed), &bytes)
 }
 
+/// The most bytes read from one part (a part of a thousand rows is far
+/// below): what a part that links to `/dev/zero` can make a resume read.
+const MAX_PART_BYTES: u64 = 16 << 20;
+
+/// The bytes of `path` if it is a regular file (after symlinks) of at most
+/// `cap` bytes; None for anything else. Opened without blocking, so a
+/// FIFO put in its place never hangs a resume, and read with a bound.
+fn read_regular(path: &Path, cap: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > cap {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(cap + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= cap).then_some(bytes)
+}
+
 /// A unit's rows from its part, if the part exists and is this unit's.
 pub fn read_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64) -> Option<Vec<Row>> {
     check_part(dir, sweep, p, seed).ok().flatten()
@@ -251,7 +274,11 @@ pub fn read_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64) -> Option<Vec<R
 /// A unit's part: its rows (`Ok(Some)`), none on disk (`Ok(None)`), or why
 /// the one on disk is not this unit's (`Err`).
 pub fn check_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64) -> Result<Option<Vec<Row>>, Stale> {
-    let Ok(bytes) = std::fs::read(part_path(dir, p, seed)) else { return Ok(None) };
+    let path = part_path(dir, p, seed);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    let bytes = read_regular(&path, MAX_PART_BYTES).ok_or(Stale::Invalid)?;
     let part: Part = serde_json::from_slice(&bytes).map_err(|_| Stale::Invalid)?;
     if part.key != unit_key(sweep, p, seed) {
         let want = key_parts(sweep, p, seed);

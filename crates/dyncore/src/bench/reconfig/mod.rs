@@ -211,6 +211,10 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<Goal>> {
     let allowed = allowed_cpus()?;
     // The arguments first: a refused bench creates nothing.
     let (plan, sizes) = plan(args, allowed.len())?;
+    if let Some(p) = &args.write_profile {
+        crate::exec_cmd::out::check_writable_creating("--write-profile", p)
+            .map_err(crate::stack_cmd::BadArgs)?;
+    }
     let dir = out.join("bench-reconfig");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     // A CPU that a killed run of this bench left offline comes back first.
