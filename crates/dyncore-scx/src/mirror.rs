@@ -562,7 +562,6 @@ impl State {
 struct Control {
     buf: Vec<u8>,
     open: bool,
-    max_index: usize,
 }
 
 impl Control {
@@ -572,7 +571,7 @@ impl Control {
             let flags = libc::fcntl(0, libc::F_GETFL);
             flags >= 0 && libc::fcntl(0, libc::F_SETFL, flags | libc::O_NONBLOCK) == 0
         };
-        Control { buf: Vec::new(), open, max_index: 0 }
+        Control { buf: Vec::new(), open }
     }
 
     /// Reads what the pipe holds; every whole line into `into`.
@@ -594,7 +593,6 @@ impl Control {
             let mut words = text.split_whitespace().map(str::parse::<i64>);
             if let (Some(Ok(pid)), Some(Ok(index))) = (words.next(), words.next()) {
                 into.insert(pid as i32, index as usize);
-                self.max_index = self.max_index.max(index as usize);
             }
         }
     }

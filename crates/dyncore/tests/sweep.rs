@@ -277,7 +277,6 @@ fn the_report_page_shows_a_sweeps_summary_and_plots() {
 fn a_grid_too_large_to_count_is_refused_not_wrapped() {
     let d = tempfile::tempdir().unwrap();
     let base = root().join("scenarios/fig3-taxation.toml").display().to_string();
-    let vals: Vec<String> = (1..=256).map(|i| i.to_string()).collect();
     let fields = [
         "seed",
         "run.*.cpus_per_node",
@@ -288,27 +287,22 @@ fn a_grid_too_large_to_count_is_refused_not_wrapped() {
         "run.*.workload.*.start_ms",
         "run.*.workload.*.count",
     ];
-    let mut text = format!("base = \"{base}\"\nseeds = 1\n[grid]\n");
-    for f in fields {
-        text += &format!("\"{f}\" = [{}]\n", vals.join(", "));
-    }
-    let e = error_of(d.path(), &text);
+    // `fields` each swept over 1..=n.
+    let grid = |fields: &[&str], n: usize| {
+        let vals: Vec<String> = (1..=n).map(|i| i.to_string()).collect();
+        let mut text = format!("base = \"{base}\"\nseeds = 1\n[grid]\n");
+        for f in fields {
+            text += &format!("\"{f}\" = [{}]\n", vals.join(", "));
+        }
+        error_of(d.path(), &text)
+    };
+    let e = grid(&fields, 256);
     assert!(e.contains("make more points than a number holds") && e.contains("256 × 256"), "{e}");
     // 7 × 1000 values (10^21 points) once printed a wrapped count.
-    let vals: Vec<String> = (1..=1000).map(|i| i.to_string()).collect();
-    let mut text = format!("base = \"{base}\"\nseeds = 1\n[grid]\n");
-    for f in &fields[..7] {
-        text += &format!("\"{f}\" = [{}]\n", vals.join(", "));
-    }
-    let e = error_of(d.path(), &text);
+    let e = grid(&fields[..7], 1000);
     assert!(e.contains("1000 × 1000 × 1000") && e.contains("more points than a number holds"), "{e}");
     // 4 × 100 values: counted exactly.
-    let vals: Vec<String> = (1..=100).map(|i| i.to_string()).collect();
-    let mut text = format!("base = \"{base}\"\nseeds = 1\n[grid]\n");
-    for f in &fields[..4] {
-        text += &format!("\"{f}\" = [{}]\n", vals.join(", "));
-    }
-    let e = error_of(d.path(), &text);
+    let e = grid(&fields[..4], 100);
     assert!(e.contains("100000000 points × 1 seeds is 100000000 runs"), "{e}");
 }
 

@@ -41,6 +41,8 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         let mut exited: Vec<ThreadId> =
             self.by_tid.iter().filter(|(tid, _)| !present.contains(tid)).map(|(_, &t)| t).collect();
         exited.sort_unstable();
+        // Only a thread of the run that went can leave a child to reap.
+        let any_exited = !exited.is_empty();
         for t in exited {
             self.exit(t)?;
         }
@@ -66,7 +68,9 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         for i in 0..self.commands.len() {
             self.reap(i);
         }
-        self.reap_adopted();
+        if any_exited {
+            self.reap_adopted();
+        }
         self.log.polls += 1;
         self.log.poll_ns.push(start.elapsed().as_nanos() as u64);
         Ok(())

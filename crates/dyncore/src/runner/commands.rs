@@ -46,6 +46,19 @@ pub fn check(path: &Path, text: &str, sc: &Scenario, real: &CpuSet, time_scale: 
     Ok(())
 }
 
+/// Every distinct argv of a scenario of commands, in order of first use
+/// (each is measured alone once).
+pub fn distinct_commands(sc: &Scenario) -> Vec<Vec<String>> {
+    let mut distinct: Vec<Vec<String>> = Vec::new();
+    for w in sc.runs.iter().flat_map(|r| &r.workloads) {
+        let argv = w.command.clone().expect("checked: commands");
+        if !distinct.contains(&argv) {
+            distinct.push(argv);
+        }
+    }
+    distinct
+}
+
 /// What one scenario of commands gave.
 pub struct Ran {
     pub written: Written,
@@ -67,15 +80,7 @@ pub fn run(
 ) -> Result<Ran> {
     let tell = |m: String| bar.set_message(format!("{} live — {m}", sc.name));
     let first_cpu = opts.real.first().expect("checked: at least one real CPU");
-    let mut distinct: Vec<Vec<String>> = Vec::new();
-    for r in &sc.runs {
-        for w in &r.workloads {
-            let argv = w.command.clone().expect("checked: commands");
-            if !distinct.contains(&argv) {
-                distinct.push(argv);
-            }
-        }
-    }
+    let distinct = distinct_commands(sc);
     let mut alone: Vec<AloneTimes> = Vec::new();
     let mut incomplete = None;
     for argv in &distinct {

@@ -121,12 +121,13 @@ fn duty_scale(percent: Option<f64>, loaded: &[(PathBuf, Scenario)]) -> Result<Du
     Ok(scale)
 }
 
-/// The scenario the simulator predicts a live run with: the same, but
-/// every run reconfigures by the runtime's Bolt plans (the live backend's
-/// only mechanism), charged from the machine profile.
-fn prediction_scenario(s: &Scenario) -> Scenario {
+/// The scenario the simulator predicts a backend's run with: the same,
+/// but every run reconfigures by `mechanism`, the one the backend has —
+/// the live runtime's Bolt plans (`Runtime`, charged from the machine
+/// profile), or the sched_ext backend's empty CPUs (`Free`: no hotplug).
+pub(super) fn prediction_scenario(s: &Scenario, mechanism: Mechanism) -> Scenario {
     let mut p = s.clone();
-    p.sim.reconfig = Mechanism::Runtime;
+    p.sim.reconfig = mechanism;
     for r in &mut p.runs {
         r.sim.reconfig = None;
     }
@@ -217,7 +218,7 @@ pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
         let modelled = sc.unmodelled_command().is_none();
         let predicted = if modelled {
             Some(
-                dyncore_sim::run_quietly(&prediction_scenario(sc))
+                dyncore_sim::run_quietly(&prediction_scenario(sc, Mechanism::Runtime))
                     .map_err(|e| super::budget_error(path, inputs.text(path), &e, &written))?,
             )
         } else {

@@ -51,17 +51,6 @@ fn bad(file: &Path, message: impl Into<String>) -> anyhow::Error {
     BadInput(vec![scenarios::LoadError::new(file, message)]).into()
 }
 
-/// The scenario the simulator predicts an scx run with: the same, every
-/// reconfiguration free (the backend keeps CPUs empty; no hotplug).
-fn prediction_scenario(s: &Scenario) -> Scenario {
-    let mut p = s.clone();
-    p.sim.reconfig = Mechanism::Free;
-    for r in &mut p.runs {
-        r.sim.reconfig = None;
-    }
-    p
-}
-
 /// What one invocation of `dyncore-scx` left: its `--json` outcome (None
 /// if it wrote none), its stderr, and whether a signal stopped the run.
 struct Invoked {
@@ -184,7 +173,7 @@ pub fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
     for (path, sc) in &chosen {
         let predicted = match sc.unmodelled_command() {
             None => Some(
-                dyncore_sim::run_quietly(&prediction_scenario(sc))
+                dyncore_sim::run_quietly(&super::live::prediction_scenario(sc, Mechanism::Free))
                     .map_err(|e| super::budget_error(path, inputs.text(path), &e, &[]))?,
             ),
             Some(_) => None,
@@ -195,13 +184,7 @@ pub fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
         let mut alone: Vec<Alone> = Vec::new();
         let mut runs: Vec<RunOut> = Vec::new();
         let mut incomplete: Option<String> = None;
-        let mut distinct: Vec<Vec<String>> = Vec::new();
-        for w in sc.runs.iter().flat_map(|r| &r.workloads) {
-            let argv = w.command.clone().expect("checked: commands");
-            if !distinct.contains(&argv) {
-                distinct.push(argv);
-            }
-        }
+        let distinct = super::commands::distinct_commands(sc);
         for argv in &distinct {
             bar.set_message(format!("{}: `{}` alone (pinned, CPU {first_cpu})", sc.name, argv.join(" ")));
             let mut a: Vec<String> =
