@@ -26,7 +26,7 @@ fn unavailable() -> Option<String> {
 macro_rules! require_tun {
     () => {
         if let Some(why) = unavailable() {
-            eprintln!("skipping: {why}");
+            dyncore_runtime::testing::skip(dyncore_runtime::testing::Need::Root, &why);
             return;
         }
     };

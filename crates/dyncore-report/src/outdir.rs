@@ -72,7 +72,17 @@ impl OutDir {
             .create(true)
             .truncate(false)
             .open(&lock_path)
-            .map_err(|e| format!("--out {shown}: cannot write into the folder: {}", io_words(&e)))?;
+            .map_err(|e| {
+                // The folder exists: "not found" here means its file system
+                // makes no files (/proc, /sys), not a missing folder.
+                let why = if e.kind() == std::io::ErrorKind::NotFound && out.is_dir() {
+                    "its file system does not hold files of ours (a system file system such as /proc or /sys)"
+                        .to_string()
+                } else {
+                    io_words(&e)
+                };
+                format!("--out {shown}: cannot write into the folder: {why}")
+            })?;
         if !try_lock(&lock) {
             let mut pid = String::new();
             let _ = lock.read_to_string(&mut pid);
@@ -127,8 +137,9 @@ fn stage_as(out: &Path, name: &str, dest: PathBuf) -> Result<Staged> {
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).with_context(|| format!("removing {}", tmp.display()))?;
     }
+    let guard = InProgress::unfinished(&tmp);
     std::fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    Ok(Staged { tmp, dest, done: false })
+    Ok(Staged { tmp, dest, done: false, _guard: guard })
 }
 
 /// A scenario's report folder being written: [`Staged::path`] until
@@ -139,6 +150,7 @@ pub struct Staged {
     tmp: PathBuf,
     dest: PathBuf,
     done: bool,
+    _guard: InProgress,
 }
 
 impl Staged {
@@ -183,6 +195,69 @@ impl Drop for Staged {
             let _ = std::fs::remove_dir_all(&self.tmp);
         }
     }
+}
+
+/// What this process is writing and would leave behind half-done if a
+/// signal ended it: staged folders, `.tmp` files, and report folders made
+/// but not yet written (removed only while still empty).
+static IN_PROGRESS: std::sync::Mutex<Vec<(PathBuf, bool)>> = std::sync::Mutex::new(Vec::new());
+
+/// A path in progress (see [`abandon_in_progress`]) while the guard lives.
+#[derive(Debug)]
+pub struct InProgress(PathBuf);
+
+impl InProgress {
+    /// `path` (a file or a folder, removed whole) is unfinished.
+    pub fn unfinished(path: &Path) -> InProgress {
+        InProgress::add(path, false)
+    }
+
+    /// Folder `path` was made for files not written yet: removed if a
+    /// signal finds it still empty.
+    pub fn empty_folder(path: &Path) -> InProgress {
+        InProgress::add(path, true)
+    }
+
+    fn add(path: &Path, only_if_empty: bool) -> InProgress {
+        if let Ok(mut v) = IN_PROGRESS.lock() {
+            v.push((path.to_path_buf(), only_if_empty));
+        }
+        InProgress(path.to_path_buf())
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        if let Ok(mut v) = IN_PROGRESS.lock()
+            && let Some(i) = v.iter().rposition(|(p, _)| *p == self.0)
+        {
+            v.remove(i);
+        }
+    }
+}
+
+/// Removes everything in progress (for a process that a signal is about
+/// to end, from another thread); how many paths it removed.
+pub fn abandon_in_progress() -> usize {
+    let Ok(v) = IN_PROGRESS.lock() else { return 0 };
+    abandon(&v)
+}
+
+fn abandon(v: &[(PathBuf, bool)]) -> usize {
+    let mut removed = 0;
+    for (p, only_if_empty) in v.iter().rev() {
+        let gone = match std::fs::symlink_metadata(p) {
+            Ok(m) if m.is_dir() && *only_if_empty => std::fs::remove_dir(p).is_ok(),
+            Ok(m) if m.is_dir() => {
+                // Files may still be landing in it: try a few times.
+                (0..5).any(|_| std::fs::remove_dir_all(p).is_ok() || !p.exists())
+            }
+            Ok(_) => std::fs::remove_file(p).is_ok(),
+            Err(_) => false,
+        };
+        removed += usize::from(gone);
+    }
+    removed
 }
 
 /// Removes the staged folders (`.NAME.tmp-PID`, `.NAME.old-PID`) of runs
@@ -243,6 +318,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn work_in_progress_is_listed_while_guarded_and_abandoned_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let staged = stage(d.path(), "fig9").unwrap();
+        std::fs::write(staged.path().join("report.md"), b"half").unwrap();
+        let listed = |p: &Path| IN_PROGRESS.lock().unwrap().iter().any(|(q, _)| q == p);
+        assert!(listed(staged.path()), "a staged folder is in progress");
+        let tmp = d.path().join("index.md.tmp");
+        std::fs::write(&tmp, b"half").unwrap();
+        let empty = d.path().join("bench-x");
+        std::fs::create_dir(&empty).unwrap();
+        let full = d.path().join("bench-y");
+        std::fs::create_dir(&full).unwrap();
+        std::fs::write(full.join("r.md"), b"done").unwrap();
+        let list = vec![
+            (staged.path().to_path_buf(), false),
+            (tmp.clone(), false),
+            (empty.clone(), true),
+            (full.clone(), true),
+        ];
+        assert_eq!(abandon(&list), 3);
+        assert!(!staged.path().exists() && !tmp.exists() && !empty.exists());
+        assert!(full.join("r.md").exists(), "a folder with files in it is kept");
+        let path = staged.path().to_path_buf();
+        drop(staged);
+        assert!(!listed(&path), "dropped: no longer in progress");
+    }
+
+    #[test]
     fn refuses_what_is_not_a_writable_folder() {
         let d = tempfile::tempdir().unwrap();
         let file = d.path().join("f");
@@ -252,6 +355,7 @@ mod tests {
             (PathBuf::from("/dev/null"), "is a device"),
             (file.join("sub"), "a part of the path is a file"),
             (PathBuf::from("/proc/self"), "cannot write into the folder"),
+            (PathBuf::from("/proc"), "does not hold files of ours"),
         ];
         for (p, want) in cases {
             let e = OutDir::open(&p).unwrap_err();

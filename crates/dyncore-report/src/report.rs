@@ -231,6 +231,7 @@ pub fn tmp_path(path: &Path) -> PathBuf {
 /// On failure the temporary file is removed too.
 pub fn write_atomic(path: &Path, fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
     let tmp = tmp_path(path);
+    let _unfinished = crate::outdir::InProgress::unfinished(&tmp);
     let f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     let written = (|| {
         let mut w = std::io::BufWriter::with_capacity(1 << 16, f);

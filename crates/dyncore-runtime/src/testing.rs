@@ -138,6 +138,67 @@ pub fn start_child_test(cmd: &mut std::process::Command, name: &str) -> ChildTes
     ChildTest { child, lines, ready }
 }
 
+/// What a test needed that this machine lacks, for [`skip`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// At least this many CPUs this process may use.
+    Cpus(usize),
+    /// Writable cgroups (root, and a v1 or v2 layout with the controllers).
+    Cgroups,
+    /// Root.
+    Root,
+    /// Writable sysfs CPU hotplug.
+    Hotplug,
+    /// A program in `PATH`.
+    Tool,
+    /// A headless browser that starts (Chromium, installed by CI where it
+    /// can be: never required).
+    Browser,
+}
+
+impl Need {
+    /// Whether `DYNCORE_TEST_REQUIRE` (a comma-separated list: `cgroups`,
+    /// `root`, `hotplug`, `tool`, `cpus:N`) says this machine has it.
+    fn required(self, list: &str) -> bool {
+        list.split(',').map(str::trim).any(|want| match (self, want) {
+            (Need::Cpus(n), w) => {
+                w.strip_prefix("cpus:").and_then(|v| v.parse::<usize>().ok()).is_some_and(|m| n <= m)
+            }
+            (Need::Cgroups, "cgroups")
+            | (Need::Root, "root")
+            | (Need::Hotplug, "hotplug")
+            | (Need::Tool, "tool") => true,
+            _ => false,
+        })
+    }
+}
+
+/// Says, in one line on stderr (`skipped: ...`), what this machine lacks
+/// for (part of) a test, which then skips it; appends the line to the file
+/// `DYNCORE_TEST_SKIPS` names, if set (CI prints them all at the end). A
+/// skip is a failure (it panics with the same line) where the machine is
+/// known to have what is missing: everywhere under `DYNCORE_TEST_STRICT=1`
+/// (the VM rig's guests), and for the needs `DYNCORE_TEST_REQUIRE` lists
+/// (`.ci/run` on its host: root, cgroups, 2 CPUs, the tools it installs).
+pub fn skip(need: Need, missing: &str) {
+    let line = format!("skipped: {missing}");
+    if std::env::var_os("DYNCORE_TEST_STRICT").is_some_and(|v| v == "1") {
+        panic!("{line} (DYNCORE_TEST_STRICT=1: a skip fails)");
+    }
+    if let Ok(list) = std::env::var("DYNCORE_TEST_REQUIRE")
+        && need.required(&list)
+    {
+        panic!("{line} (DYNCORE_TEST_REQUIRE={list}: this machine is known to have it, so a skip fails)");
+    }
+    eprintln!("{line}");
+    if let Some(path) = std::env::var_os("DYNCORE_TEST_SKIPS")
+        && let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path)
+    {
+        let test = std::thread::current().name().unwrap_or("?").to_string();
+        let _ = writeln!(f, "{test}: {line}");
+    }
+}
+
 /// Waits for `child` to exit (polling every 10 ms); panics after `limit`.
 pub fn wait_exit(child: &mut std::process::Child, limit: std::time::Duration) -> std::process::ExitStatus {
     let deadline = std::time::Instant::now() + limit;
@@ -291,6 +352,15 @@ fn missing(what: &str) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_required_need_is_named_by_its_class() {
+        let list = "root, cgroups,cpus:2";
+        assert!(Need::Cpus(2).required(list) && Need::Cpus(1).required(list));
+        assert!(!Need::Cpus(8).required(list));
+        assert!(Need::Cgroups.required(list) && Need::Root.required(list));
+        assert!(!Need::Hotplug.required(list) && !Need::Tool.required(""));
+    }
 
     #[test]
     fn test_binaries_are_told_from_the_command() {

@@ -1,7 +1,8 @@
 //! The arbiter leaves nothing behind, whatever happens: a normal end,
 //! commands that exit non-zero, crash, fork, exec and churn threads, a
 //! dyncore panic (the drop guard), `SIGINT`/`SIGTERM` (the tree signalled
-//! and reaped), `SIGKILL` (the next start's sweep); and it refuses a second
+//! and reaped), `SIGKILL` (the run's warden; and, the warden killed too,
+//! the next start's sweep); and it refuses a second
 //! run on overlapping CPUs while letting disjoint ones run side by side.
 
 mod arbiter_common;
@@ -198,7 +199,8 @@ fn arbiter_child() {
     let mut a = Arbiter::new(Box::new(scheduler(2, true)), config("child", cpus, want)).unwrap();
     a.start(&argv(&["spin"]), spec(2)).unwrap();
     let parents: Vec<String> = a.parent_groups().iter().map(|p| p.display().to_string()).collect();
-    println!("READY {} {}", a.commands()[0].pid, parents.join(" "));
+    let warden = a.warden_pid().expect("the run has a warden");
+    println!("READY {} {warden} {}", a.commands()[0].pid, parents.join(" "));
     let _ = a.run_until(u64::MAX, true, signals.stop_flag());
     let ending = signals.ending().unwrap_or(Ending::Kill);
     let sig = signals.received().map_or(0, |r| r.signal);
@@ -210,6 +212,7 @@ fn arbiter_child() {
 struct Child {
     child: std::process::Child,
     cmd_pid: i32,
+    warden_pid: i32,
     parents: Vec<PathBuf>,
     lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
     /// The master side of the child's controlling terminal, if it has one.
@@ -254,8 +257,9 @@ fn start_child(affinity: bool, on_terminal: bool) -> Child {
     let ChildTest { child, lines, ready } = start_child_test(&mut cmd, "arbiter_child");
     let mut words = ready.iter();
     let cmd_pid = words.next().unwrap().parse().unwrap();
+    let warden_pid = words.next().unwrap().parse().unwrap();
     let parents = words.map(PathBuf::from).collect();
-    Child { child, cmd_pid, parents, lines, terminal }
+    Child { child, cmd_pid, warden_pid, parents, lines, terminal }
 }
 
 fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
@@ -313,8 +317,43 @@ fn sigint_and_sigterm_end_the_tree_reap_it_and_exit_130_and_143() {
     }
 }
 
+/// Waits (bounded) until `pred` holds.
+fn eventually(limit: Duration, mut pred: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !pred() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
 #[test]
-fn after_a_sigkill_the_next_start_removes_what_was_left() {
+fn after_a_sigkill_the_warden_kills_the_command_and_removes_the_groups_with_no_next_start() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    if cpus(2).is_none() {
+        return;
+    }
+    for affinity in [false, true] {
+        if !affinity && !cgroups_usable() {
+            continue;
+        }
+        let mut c = start_child(affinity, false);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(process_alive(c.warden_pid));
+        c.child.kill().unwrap(); // SIGKILL: no teardown runs
+        c.child.wait().unwrap();
+        assert!(
+            eventually(Duration::from_secs(15), || !process_alive(c.cmd_pid) && !process_alive(c.warden_pid)),
+            "affinity {affinity}: the command outlived dyncore, or the warden did not finish"
+        );
+        assert_gone(&c.parents);
+    }
+}
+
+#[test]
+fn after_a_sigkill_of_dyncore_and_its_warden_the_next_start_removes_what_was_left() {
     let _cpus = dyncore_runtime::testing::real_cpus();
     if !cgroups_usable() {
         return;
@@ -322,6 +361,10 @@ fn after_a_sigkill_the_next_start_removes_what_was_left() {
     let Some(cpus) = cpus(2) else { return };
     let mut c = start_child(false, false);
     std::thread::sleep(Duration::from_millis(100));
+    // The warden first (it would clean up), then dyncore.
+    // SAFETY: kill(2) on the warden, a live child of the test's child.
+    assert_eq!(unsafe { libc::kill(c.warden_pid, libc::SIGKILL) }, 0);
+    assert!(eventually(Duration::from_secs(5), || !process_alive(c.warden_pid)));
     c.child.kill().unwrap(); // SIGKILL
     c.child.wait().unwrap();
     // Left behind: the groups, and the command (frozen or running).
@@ -337,11 +380,10 @@ fn after_a_sigkill_the_next_start_removes_what_was_left() {
         "{swept:?}"
     );
     assert_gone(&c.parents);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while process_alive(c.cmd_pid) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(!process_alive(c.cmd_pid), "the orphaned command was killed");
+    assert!(
+        eventually(Duration::from_secs(5), || !process_alive(c.cmd_pid)),
+        "the orphaned command was killed"
+    );
 }
 
 #[test]
@@ -351,7 +393,7 @@ fn a_command_cannot_make_itself_real_time_in_the_run_s_groups() {
         return;
     }
     if dyncore_runtime::arbiter::resolve("chrt".as_ref()).is_err() {
-        skip("no `chrt` in PATH (util-linux) to try real-time priority with");
+        skip(Need::Tool, "no `chrt` in PATH (util-linux) to try real-time priority with");
         return;
     }
     let Some(cpus) = cpus(2) else { return };

@@ -146,12 +146,11 @@ fn placement_run(want: Want) {
     }
     assert!(run.log.threads.len() >= 4, "{:?}", run.log.threads);
     assert!(!run.log.actuation.move_ns.is_empty());
-    // The execution checker agrees (cgroups; affinity only is not checked).
-    match (&run.execution, frozen) {
-        (Some(e), true) => assert!(e.ok(), "{}", e.summary()),
-        (None, false) => {}
-        (e, _) => panic!("execution check {e:?} with frozen = {frozen}"),
-    }
+    // The execution checker agrees, in both mechanisms (held threads are
+    // checked not to run only where they are frozen).
+    let e = run.execution.as_ref().expect("every run is checked");
+    assert!(e.ok(), "{}", e.summary());
+    assert_eq!(e.held_frozen, frozen, "{}", e.summary());
 }
 
 #[test]

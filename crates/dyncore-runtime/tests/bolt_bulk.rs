@@ -28,14 +28,7 @@ use dyncore_runtime::cpu::{CpuLiveness, Ctx, Runtime, RuntimeConfig, Task, TaskP
 
 const EVENTUALLY: Duration = Duration::from_secs(120);
 
-/// Says why the test cannot run here; a failure under `DYNCORE_TEST_STRICT=1`.
-fn skip(why: &str) {
-    let line = format!("skipped: {why}");
-    if std::env::var_os("DYNCORE_TEST_STRICT").is_some_and(|v| v == "1") {
-        panic!("{line} (DYNCORE_TEST_STRICT=1: a skip is a failure)");
-    }
-    eprintln!("{line}");
-}
+use dyncore_runtime::testing::{Need, skip};
 
 fn set(s: &str) -> CpuSet {
     s.parse().expect("a CPU list")
@@ -45,7 +38,10 @@ fn set(s: &str) -> CpuSet {
 fn eight_cpus() -> Option<CpuSet> {
     let allowed = dyncore_runtime::affinity::allowed_cpus().expect("the affinity mask is readable");
     if allowed.len() < 8 {
-        skip(&format!("needs 8 CPUs, this process may use {allowed} (run it in `dyncore vm run --cpus 8`)"));
+        skip(
+            Need::Cpus(8),
+            &format!("needs 8 CPUs, this process may use {allowed} (run it in `dyncore vm run --cpus 8`)"),
+        );
         return None;
     }
     Some(allowed.iter().take(8).collect())
@@ -238,7 +234,7 @@ fn kernel_hotplug_of_six_of_eight_cpus_under_traffic_loses_nothing() {
     let cpus: Vec<usize> = real.iter().skip(2).collect();
     let writable = cpus.iter().all(|&c| std::fs::OpenOptions::new().write(true).open(online_file(c)).is_ok());
     if !writable {
-        skip("sysfs CPU hotplug is not writable here (needs root and hot-pluggable CPUs)");
+        skip(Need::Hotplug, "sysfs CPU hotplug is not writable here (needs root and hot-pluggable CPUs)");
         return;
     }
     let _cpus = dyncore_runtime::testing::real_cpus();

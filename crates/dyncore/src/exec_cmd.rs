@@ -273,11 +273,12 @@ pub fn main(args: &Args, out: Option<&std::path::Path>) -> ExitCode {
     if let Err(e) = resolve(&plan.argv[0]) {
         return fail(e.exit_status(), &e.to_string());
     }
-    if let Some(dir) = out
-        && let Err(m) = out::check_dir(dir)
-    {
-        return fail(2, &m);
-    }
+    // The report folder is taken (checked, created, locked) before the
+    // run, as `dyncore run` takes its own: two runs never write into one.
+    let _held = match out.map(dyncore_report::outdir::OutDir::open).transpose() {
+        Ok(held) => held,
+        Err(m) => return fail(2, &m),
+    };
     let ran = match start_and_run(&plan, &registry) {
         Ok(r) => r,
         Err(e) => return refused(&e),

@@ -32,6 +32,7 @@ macro_rules! say {
     }};
 }
 
+pub mod interrupt;
 pub mod runner;
 pub mod scx_binary;
 pub mod sweep;

@@ -191,8 +191,18 @@ fn main() -> ExitCode {
     let out = cli.out.clone().unwrap_or_else(|| PathBuf::from("out"));
     let runner = dyncore::Runner::new(&out);
     let res = match &cli.cmd {
-        None => runner.run(&RunArgs::default().to_lib()),
-        Some(Cmd::Run(a)) => runner.run(&a.to_lib()),
+        // A simulator run has nothing to pass a signal on to: it ends at
+        // once, removing what it was writing (the live and scx backends
+        // handle signals themselves). Installed here, not in the library:
+        // a program that runs dyncore keeps its own signal handling.
+        None => {
+            let _clean_exit = dyncore::interrupt::CleanExit::install();
+            runner.run(&RunArgs::default().to_lib())
+        }
+        Some(Cmd::Run(a)) => {
+            let _clean_exit = matches!(a.backend, Backend::Sim).then(dyncore::interrupt::CleanExit::install);
+            runner.run(&a.to_lib())
+        }
         Some(Cmd::Check { files }) => runner.check(files).map(|lines| {
             for l in lines {
                 say!("{l}");

@@ -251,14 +251,18 @@ pub(crate) fn refuse_for_nets(args: &RunArgs, inputs: &Inputs) -> Result<()> {
     }
 }
 
+/// Why a command workload with no `model` cannot run on the simulator.
+pub const UNMODELLED: &str = "the simulator cannot run a command; give the workload a `model` (a program that \
+                              stands for it, e.g. model = \"nqueen\") or run it with --backend live";
+
 /// The simulator cannot run a command: a scenario with a command workload
 /// that gives no `model` is refused (exit 2), located at that `command`.
 fn refuse_unmodelled(inputs: &Inputs) -> Result<()> {
     for (path, sc) in &inputs.sims {
         if let Some(at) = sc.unmodelled_command() {
-            let m = "the simulator cannot run a command; give the workload a `model` (a program that stands for \
-                     it, e.g. model = \"nqueen\") or run it with --backend live";
-            return Err(BadInput(vec![scenarios::error_in(path, inputs.text(path), &at, m.into())]).into());
+            return Err(
+                BadInput(vec![scenarios::error_in(path, inputs.text(path), &at, UNMODELLED.into())]).into()
+            );
         }
     }
     Ok(())

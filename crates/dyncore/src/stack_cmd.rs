@@ -60,6 +60,7 @@ mod verdict;
 
 pub use args::{Args, BadArgs, PeerKind, WireKind};
 use args::{Plan, TcpCrash, crash_kinds, plan};
+pub(crate) use args::{parse_size, whole};
 use drive::{Ends, Flags, drive};
 use verdict::{Peer, bytes_sent, verdict};
 
@@ -200,7 +201,7 @@ fn run_mem(
         apps.push(Box::new(if plan.tcp_may_crash { s.reconnect() } else { s }));
     }
     let mut others = Vec::new();
-    let peer = match args.peer {
+    let peer = match args.peer.unwrap_or(PeerKind::Split) {
         PeerKind::Split => {
             let mut peer = Stack::build(&stack_config(b, Vec::new(), 2, n, None), Arc::new(wb));
             for ((i, sock), p) in peer.sockets.drain(..).enumerate().zip(progress) {
@@ -226,7 +227,7 @@ fn run_mem(
         } else {
             format!("{} MiB", bytes >> 20)
         },
-        match args.peer {
+        match args.peer.unwrap_or(PeerKind::Split) {
             PeerKind::Split => "split",
             PeerKind::Mono => "monolithic",
         },

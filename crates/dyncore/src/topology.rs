@@ -36,7 +36,11 @@ fn sysfs_root(s: &str) -> Result<PathBuf, String> {
 }
 
 fn cpu_list(s: &str) -> Result<CpuSet, String> {
-    s.parse().map_err(|e| format!("{e}"))
+    let set: CpuSet = s.parse().map_err(|e| format!("{e}"))?;
+    if set.is_empty() {
+        return Err("an empty CPU list: name at least one CPU, e.g. `0-3,8`".into());
+    }
+    Ok(set)
 }
 
 pub fn run(a: &TopologyArgs) -> Result<()> {

@@ -211,9 +211,10 @@ fn build_report(out: &Path) {
 #[test]
 fn report_page_renders_in_chromium_with_every_image_and_no_console_errors() {
     let Some(bin) = find_chromium() else {
-        eprintln!(
-            "SKIPPED: no Chromium (/usr/bin/chromium, chromium / chromium-browser on PATH, or DYNCORE_CHROMIUM); \
-             install Debian's `chromium` package (`apt-get install -y chromium`, as .ci/run does) to run this test"
+        dyncore_runtime::testing::skip(
+            dyncore_runtime::testing::Need::Browser,
+            "no Chromium (/usr/bin/chromium, chromium / chromium-browser on PATH, or DYNCORE_CHROMIUM); \
+             install Debian's `chromium` package (`apt-get install -y chromium`, as .ci/run does) to run this test",
         );
         return;
     };
@@ -231,7 +232,10 @@ fn report_page_renders_in_chromium_with_every_image_and_no_console_errors() {
                 String::from_utf8_lossy(&o.stderr).trim()
             )
         });
-        eprintln!("SKIPPED: {} cannot start here: {why}", bin.display());
+        dyncore_runtime::testing::skip(
+            dyncore_runtime::testing::Need::Browser,
+            &format!("{} cannot start here: {why}", bin.display()),
+        );
         return;
     }
 

@@ -180,7 +180,10 @@ fn pgrep(marker: &str) -> bool {
 fn sigterm_and_sigint_in_the_middle_leave_no_group_and_no_process() {
     let _cpus = dyncore_runtime::testing::real_cpus();
     if !cgroups_v1_as_root() {
-        eprintln!("skipped: needs root and cgroup v1 (the groups are what is checked)");
+        dyncore_runtime::testing::skip(
+            dyncore_runtime::testing::Need::Cgroups,
+            "needs root and cgroup v1 (the groups are what is checked)",
+        );
         return;
     }
     let guard = tmp("cmd-signal");

@@ -3,8 +3,8 @@
 //! arguments 2, with nothing created; SIGTERM, SIGINT and SIGHUP ending
 //! the run with 143/130/129, the command's whole tree signalled and reaped
 //! and the groups removed; a second run on overlapping CPUs refused, one
-//! on other CPUs run beside it; a `SIGKILL`ed run's groups and orphans
-//! removed by the next start; the trace and the report folder written.
+//! on other CPUs run beside it; a run whose dyncore dies without its
+//! teardown (SIGKILL, SIGQUIT, SIGABRT, SIGUSR1) ended by its warden; the trace and the report folder written.
 //! Nothing here asserts a time.
 
 mod common;
@@ -13,7 +13,7 @@ use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::exec::{alive, allowed, left_by};
+use common::exec::{Need, alive, allowed, left_by, skip};
 use common::{command, stderr, tmp};
 
 fn exec(extra: &[&str], cmd: &[&str]) -> std::process::Command {
@@ -101,11 +101,28 @@ fn bad_arguments_exit_2_in_one_line_and_create_nothing() {
 /// Starts `dyncore exec` on `cpus` over a shell that prints its pid and
 /// its background child's, then waits; returns dyncore and those pids.
 fn start_tree(cpus: &str) -> (Child, Vec<i32>) {
-    let mut child = command(&["exec", "--policy", "linux", "--cpus", cpus, "--", "sh", "-c", TREE])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    start_tree_with(cpus, "auto")
+}
+
+/// [`start_tree`] with `--mechanism`.
+fn start_tree_with(cpus: &str, mechanism: &str) -> (Child, Vec<i32>) {
+    let mut child = command(&[
+        "exec",
+        "--policy",
+        "linux",
+        "--cpus",
+        cpus,
+        "--mechanism",
+        mechanism,
+        "--",
+        "sh",
+        "-c",
+        TREE,
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let pids: Vec<i32> = (0..2).map(|_| lines.next().unwrap().unwrap().trim().parse().unwrap()).collect();
     (child, pids)
@@ -125,18 +142,21 @@ fn signal(child: &Child, sig: i32) {
 fn sigterm_sigint_and_sighup_end_the_run_with_the_tree_reaped_and_the_groups_removed() {
     let _cpus = dyncore_runtime::testing::real_cpus();
     let cpu = allowed()[0].to_string();
-    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-        let (child, pids) = start_tree(&cpu);
+    for (sig, mechanism) in
+        [libc::SIGTERM, libc::SIGINT, libc::SIGHUP].into_iter().flat_map(|s| [(s, "auto"), (s, "affinity")])
+    {
+        let (child, pids) = start_tree_with(&cpu, mechanism);
         let pid = child.id();
-        assert!(!left_by(pid).is_empty(), "a running exec has its groups");
+        assert!(!left_by(pid).is_empty(), "a running exec has its groups (or its claim)");
         signal(&child, sig);
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(128 + sig), "{}", stderr(&out));
         for p in pids {
-            assert!(!alive(p), "process {p} of the tree outlived dyncore (signal {sig})");
+            assert!(!alive(p), "process {p} of the tree outlived dyncore (signal {sig}, {mechanism})");
         }
         assert!(left_by(pid).is_empty(), "left behind: {:?}", left_by(pid));
         assert!(stderr(&out).contains("teardown: sent SIG"), "{}", stderr(&out));
+        eprintln!("{mechanism}, {}: left behind: 0", dyncore_runtime::arbiter::signal_name(sig));
     }
 }
 
@@ -166,29 +186,190 @@ fn a_second_run_on_overlapping_cpus_is_refused_and_one_on_other_cpus_runs_beside
     assert_eq!(child.wait_with_output().unwrap().status.code(), Some(143));
 }
 
+/// `--out` takes the folder as `dyncore run` does: a second exec into the
+/// folder a running one writes is refused (exit 2), naming the first.
 #[test]
-fn a_killed_run_s_groups_and_orphans_are_removed_by_the_next_start() {
+fn a_second_exec_into_a_held_report_folder_is_refused() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let cpus = allowed();
+    let dir = tmp("exec-held-out");
+    let out = dir.path().join("report");
+    let out = out.to_str().unwrap();
+    let first_cpu = cpus[0].to_string();
+    let mut first =
+        command(&["--out", out, "exec", "--policy", "linux", "--cpus", &first_cpu, "--", "sh", "-c", TREE])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+    let mut lines = BufReader::new(first.stdout.take().unwrap()).lines();
+    let _ = lines.next();
+    let other = cpus.last().unwrap().to_string();
+    let o = command(&["--out", out, "exec", "--policy", "linux", "--cpus", &other, "--", "true"])
+        .output()
+        .unwrap();
+    let pid = first.id();
+    signal(&first, libc::SIGTERM);
+    let _ = first.wait_with_output();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("another dyncore run (pid {pid})")), "{}", stderr(&o));
+}
+
+/// A tree with a double-forked, `setsid` orphan (reparented to dyncore, a
+/// child subreaper): prints the background child's pid, the orphan's, then
+/// the shell's, and waits.
+const TREE_WITH_ORPHAN: &str = "sleep 300 & echo $!; (setsid sleep 300 & echo $!); echo $$; wait";
+
+/// Every death of dyncore that runs no teardown (SIGKILL, which the OOM
+/// killer sends too; SIGQUIT and SIGABRT, which dump core; SIGUSR1, which
+/// it does not handle), in both mechanisms: the run's warden kills the
+/// whole tree, the double-forked orphan included, thaws and removes the
+/// groups and the claim, with no next start. Nothing stays frozen.
+#[test]
+fn every_death_of_dyncore_leaves_nothing_behind() {
     let _cpus = dyncore_runtime::testing::real_cpus();
     let cpu = allowed()[0].to_string();
-    let (mut child, pids) = start_tree(&cpu);
-    let pid = child.id();
-    signal(&child, libc::SIGKILL);
-    child.wait().unwrap();
-    let mut stale = left_by(pid);
-    stale.retain(|p| !p.to_string_lossy().ends_with(".claim"));
-    assert!(!stale.is_empty(), "a SIGKILLed run leaves its groups (nothing could remove them)");
-    assert!(pids.iter().all(|&p| alive(p)), "and its tree, frozen or not");
-    let (status, _, err, _) = run(&[], &["true"]);
-    assert_eq!(status, 0, "{err}");
-    assert!(err.contains(&format!("dyncore.exec.{pid}.")), "the sweep says what it removed: {err}");
-    assert!(left_by(pid).is_empty(), "left behind: {:?}; the sweep said: {err}", left_by(pid));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
+    for mechanism in ["auto", "affinity"] {
+        for sig in [libc::SIGKILL, libc::SIGQUIT, libc::SIGABRT, libc::SIGUSR1] {
+            let mut child = command(&[
+                "exec",
+                "--policy",
+                "linux",
+                "--cpus",
+                &cpu,
+                "--mechanism",
+                mechanism,
+                "--",
+                "sh",
+                "-c",
+                TREE_WITH_ORPHAN,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+            let pids: Vec<i32> =
+                (0..3).map(|_| lines.next().unwrap().unwrap().trim().parse().unwrap()).collect();
+            let pid = child.id();
+            let case = format!("{mechanism}, {}", dyncore_runtime::arbiter::signal_name(sig));
+            // The orphan is adopted by dyncore, then found by the arbiter.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while parent(pids[1]) != Some(pid as i32) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert_eq!(parent(pids[1]), Some(pid as i32), "{case}: the orphan's parent is dyncore");
+            std::thread::sleep(Duration::from_millis(100));
+            signal(&child, sig);
+            let out = child.wait_with_output().unwrap();
+            use std::os::unix::process::ExitStatusExt as _;
+            assert_eq!(out.status.signal(), Some(sig), "{case}: {}", stderr(&out));
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while (pids.iter().any(|&p| alive(p)) || !left_by(pid).is_empty()) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            for &p in &pids {
+                assert!(!alive(p), "{case}: process {p} of the tree outlived dyncore: {}", stderr(&out));
+            }
+            assert!(left_by(pid).is_empty(), "{case}: left behind: {:?}", left_by(pid));
+            assert!(
+                stderr(&out).contains(&format!("dyncore warden: run dyncore.exec.{pid}.")),
+                "{case}: the warden says what it did: {}",
+                stderr(&out)
+            );
+            eprintln!("{case}: left behind: 0 ({})", stderr(&out).lines().last().unwrap_or(""));
+        }
     }
-    for p in pids {
-        assert!(!alive(p), "orphan {p} survived the sweep");
+}
+
+/// A memory group of its own for process `pid`, with a 64 KiB limit: the
+/// next pages it touches make the kernel's OOM killer kill it. Returns the
+/// group and the file whose `oom_kill` line counts the kills; `None`
+/// where there is no memory controller to use.
+fn oom_group(pid: u32) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let v1 = std::path::Path::new("/sys/fs/cgroup/memory");
+    let v2 = std::path::Path::new("/sys/fs/cgroup");
+    let name = format!("dyncore-test-oom-{pid}");
+    let (dir, limit, value, events) = if v1.join("memory.limit_in_bytes").exists() {
+        (v1.join(&name), "memory.limit_in_bytes", "65536", "memory.oom_control")
+    } else if std::fs::read_to_string(v2.join("cgroup.subtree_control")).is_ok_and(|c| c.contains("memory")) {
+        (v2.join(&name), "memory.max", "65536", "memory.events")
+    } else {
+        return None;
+    };
+    std::fs::create_dir(&dir).ok()?;
+    let _ = std::fs::write(dir.join("memory.swappiness"), "0");
+    std::fs::write(dir.join(limit), value).ok()?;
+    std::fs::write(dir.join("cgroup.procs"), pid.to_string()).ok()?;
+    Some((dir.clone(), dir.join(events)))
+}
+
+/// A real OOM kill of dyncore (its memory group's limit lowered under
+/// it): the kernel's SIGKILL, which no handler sees; the warden ends the
+/// run (the warden is in no such group, and as root is never the OOM
+/// killer's choice).
+#[test]
+fn an_oom_killed_dyncore_leaves_nothing_behind() {
+    let _cpus = dyncore_runtime::testing::real_cpus();
+    let cpu = allowed()[0].to_string();
+    for mechanism in ["auto", "affinity"] {
+        let mut child = command(&[
+            "exec",
+            "--policy",
+            "linux",
+            "--cpus",
+            &cpu,
+            "--mechanism",
+            mechanism,
+            "--",
+            "sh",
+            "-c",
+            TREE,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let pids: Vec<i32> = (0..2).map(|_| lines.next().unwrap().unwrap().trim().parse().unwrap()).collect();
+        let pid = child.id();
+        let Some((group, events)) = oom_group(pid) else {
+            signal(&child, libc::SIGTERM);
+            let _ = child.wait_with_output();
+            skip(
+                Need::Cgroups,
+                "no memory controller (v1 `memory`, or v2 `memory` enabled at the root) to OOM-kill dyncore with",
+            );
+            return;
+        };
+        let out = child.wait_with_output().unwrap();
+        let kills = std::fs::read_to_string(&events).unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while (pids.iter().any(|&p| alive(p)) || !left_by(pid).is_empty()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = std::fs::remove_dir(&group);
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(out.status.signal(), Some(libc::SIGKILL), "{mechanism}: {}", stderr(&out));
+        let oom_kills: u64 = kills
+            .lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        assert!(oom_kills >= 1, "{mechanism}: the OOM killer did it ({kills})");
+        for &p in &pids {
+            assert!(!alive(p), "{mechanism}: process {p} outlived the OOM-killed dyncore: {}", stderr(&out));
+        }
+        assert!(left_by(pid).is_empty(), "{mechanism}: left behind: {:?}", left_by(pid));
+        assert!(stderr(&out).contains("dyncore warden: run"), "{mechanism}: {}", stderr(&out));
+        eprintln!("{mechanism}, OOM kill: left behind: 0 ({})", stderr(&out).lines().last().unwrap_or(""));
     }
+}
+
+/// The parent of process `pid`.
+fn parent(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[test]

@@ -21,7 +21,7 @@ use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::exec::{allowed, burn, left_by, skip, start_sampler, where_it_ran};
+use common::exec::{Need, allowed, burn, left_by, skip, start_sampler, where_it_ran};
 use common::{command, stderr};
 
 /// CPU time of this process's reaped children so far, ns.
@@ -119,7 +119,7 @@ fn every_thread_of_a_tree_runs_only_on_the_run_s_cpus() {
     let _cpus = dyncore_runtime::testing::real_cpus();
     let all = allowed();
     if all.len() < 2 {
-        skip("needs 2 CPUs (one outside the run to check against), this process may use 1");
+        skip(Need::Cpus(2), "needs 2 CPUs (one outside the run to check against), this process may use 1");
         return;
     }
     let b = burn();
@@ -148,7 +148,7 @@ fn every_thread_of_a_tree_runs_only_on_the_run_s_cpus() {
 fn a_50_percent_duty_is_capped_at_half_a_cpu_and_both_runs_are_measured() {
     let _cpus = dyncore_runtime::testing::real_cpus();
     if !cgroups_here() {
-        skip("no writable cgroups here (affinity only does not enforce a duty)");
+        skip(Need::Cgroups, "no writable cgroups here (affinity only does not enforce a duty)");
         return;
     }
     let b = burn();
@@ -179,7 +179,10 @@ fn a_fused_pair_runs_its_worker_at_75_percent_and_splits() {
     let _cpus = dyncore_runtime::testing::real_cpus();
     let all = allowed();
     if all.len() < 2 || !cgroups_here() {
-        skip("needs 2 CPUs and writable cgroups for a fuse to check");
+        skip(
+            if allowed().len() < 2 { Need::Cpus(2) } else { Need::Cgroups },
+            "needs 2 CPUs and writable cgroups for a fuse to check",
+        );
         return;
     }
     let b = burn();

@@ -45,6 +45,8 @@ fn an_out_that_cannot_hold_reports_is_refused_before_any_work() {
         ("/dev/null".to_string(), "is a device"),
         (format!("{file}/sub"), "a part of the path is a file"),
         ("/proc/self".to_string(), "cannot write into the folder"),
+        // It exists: the reason is its file system, not a missing folder.
+        ("/proc".to_string(), "its file system does not hold files of ours"),
     ];
     for (out, want) in &cases {
         for args in [vec!["run", &f, "--out", out], vec!["--out", out, "bench", "sim", "--quick"]] {
@@ -322,6 +324,24 @@ fn bench_numbers_and_unwritable_outputs_are_refused_before_any_work() {
         (vec!["bench", "reconfig", "--quick", "--cpus", "100000"], "--cpus 100000: expected 2 to 4096"),
         (vec!["bench", "reconfig", "--quick", "--cpus", "0"], "--cpus 0: expected 2 to 4096"),
         (vec!["bench", "reconfig", "--quick", "--repeats", "0"], "--repeats must be at least 1"),
+        (
+            vec!["bench", "sim", "--quick", "--rounds", "0"],
+            "'--rounds <ROUNDS>': expected a whole number of at least 1",
+        ),
+        (
+            vec!["bench", "arbiter", "--rounds", "0"],
+            "'--rounds <ROUNDS>': expected a whole number of at least 1",
+        ),
+        (vec!["bench", "arbiter", "--cpu", "100000"], "--cpu 100000: not a CPU this process may use"),
+        (vec!["bench", "stack", "--bytes", "0"], "'--bytes <BYTES>': `0` is not a size"),
+        // A size with a suffix is taken, as `stack --bytes` takes it: the
+        // refusal is the next flag's.
+        (vec!["bench", "stack", "--bytes", "1M", "--runs", "0"], "--runs must be at least 1"),
+        (vec!["topology", "--allowed", ""], "an empty CPU list"),
+        (
+            vec!["stack", "--wire", "tun", "--peer", "mono"],
+            "--peer mono: over --wire tun the peer is Linux's own",
+        ),
         // Outputs that cannot be written, found before any work.
         (
             vec!["bench", "reconfig", "--quick", "--write-profile", "/tmp"],

@@ -52,7 +52,7 @@ fn cannot_run_live() -> Option<String> {
 macro_rules! skip_unless_live {
     () => {
         if let Some(why) = cannot_run_live() {
-            eprintln!("skipped: {why}");
+            dyncore_runtime::testing::skip(dyncore_runtime::testing::Need::Root, &why);
             return;
         }
     };

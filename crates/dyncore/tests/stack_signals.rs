@@ -34,7 +34,7 @@ fn namespaces_of(pid: u32) -> Vec<String> {
 fn sigterm_ends_a_tun_stream_cleanly_removes_its_namespace_and_exits_143() {
     let _cpus = dyncore_runtime::testing::real_cpus();
     if let Some(why) = no_tun() {
-        eprintln!("skipped: {why}");
+        dyncore_runtime::testing::skip(dyncore_runtime::testing::Need::Root, &why);
         return;
     }
     let mut child = command(&["stack", "--wire", "tun", "--bytes", "64G", "--cpus", "0"])
@@ -71,7 +71,7 @@ fn sigterm_ends_a_tun_stream_cleanly_removes_its_namespace_and_exits_143() {
 fn a_namespace_a_killed_run_left_is_removed_and_named_by_the_next_run() {
     let _cpus = dyncore_runtime::testing::real_cpus();
     if let Some(why) = no_tun() {
-        eprintln!("skipped: {why}");
+        dyncore_runtime::testing::skip(dyncore_runtime::testing::Need::Root, &why);
         return;
     }
     // A SIGKILLed run: its namespace stays, its process is gone.

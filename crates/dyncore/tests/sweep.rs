@@ -227,6 +227,11 @@ fn bad_sweep_files_are_refused_at_the_place_with_what_is_accepted() {
         ),
         ("[grid]\n\"x\" = [1]\n".to_string(), "`base` is missing"),
         (format!("{head}[grid]\n\"run.*\" = [1]\n"), "a field path ends with a field's name"),
+        // A misspelt figure to plot would be dropped from the summary.
+        (
+            format!("{head}plot = [\"speedp\"]\n[grid]\n\"run.*.governor\" = [\"menu\"]\n"),
+            "bad.toml:3:9: plot: unknown figure `speedp`; the table's figures: ",
+        ),
     ];
     for (text, want) in cases {
         let e = error_of(d.path(), &text);
@@ -240,6 +245,25 @@ fn bad_sweep_files_are_refused_at_the_place_with_what_is_accepted() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("bad.toml:4:23:"));
     assert!(!out.exists(), "bad input creates nothing");
+}
+
+/// A sweep runs on the simulator: a base whose command workload gives no
+/// `model` is refused at that command, as `dyncore run` refuses it.
+#[test]
+fn a_command_with_no_model_is_refused_as_run_refuses_it() {
+    let d = tempfile::tempdir().unwrap();
+    let base = d.path().join("base.toml");
+    std::fs::write(
+        &base,
+        "name = \"cmd\"\ntitle = \"a command\"\n[[run]]\nlabel = \"a\"\nmachine = \"uniform\"\n\
+         cpus_per_node = 2\nmax_fuse = 2\npolicy = \"linux\"\n[[run.workload]]\ncommand = [\"true\"]\n",
+    )
+    .unwrap();
+    let e = error_of(d.path(), "base = \"base.toml\"\n[grid]\n\"run.0.label\" = [\"a\", \"b\"]\n");
+    assert!(e.contains("run[0].workload[0].command: the simulator cannot run a command"), "{e}");
+    let o = dyncore().arg("run").arg(&base).arg("--out").arg(d.path().join("o")).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the simulator cannot run a command"));
 }
 
 #[test]

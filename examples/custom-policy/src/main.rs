@@ -14,7 +14,7 @@ fn main() -> anyhow::Result<()> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let live = args.iter().any(|a| a == "--live");
     args.retain(|a| a != "--live");
-    let out = args.first().map_or_else(|| PathBuf::from("out-custom-policy"), PathBuf::from);
+    let out = args.first().map_or_else(|| PathBuf::from("out").join("custom-policy"), PathBuf::from);
     let runner = Runner::new(&out).with_registry(Registry::builtin().with(&custom_policy::POLICY));
     let scenario = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenario.toml");
     runner.run(&RunArgs {

@@ -138,11 +138,9 @@ impl Drop for Reaper {
         }
         let mut tree = ProcTree::default();
         let mut threads = Vec::new();
-        let procs = tree.scan(&self.pids, &mut threads).unwrap_or_default();
-        for p in procs.iter().chain(&self.pids) {
-            // SAFETY: kill(2) with a pid of this run's tree.
-            unsafe { libc::kill(*p, libc::SIGKILL) };
-        }
+        let _ = tree.scan(&self.pids, &mut threads);
+        // Through the pidfds the tree holds (the roots among them).
+        tree.signal(libc::SIGKILL);
         for &p in &self.pids {
             // SAFETY: waitpid on this process's own child.
             unsafe { libc::waitpid(p, std::ptr::null_mut(), 0) };

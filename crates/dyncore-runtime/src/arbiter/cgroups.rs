@@ -118,6 +118,8 @@ struct Tree {
     run: PathBuf,
     cpu: bool,
     freezer: bool,
+    /// The hierarchy has `cpuacct` (v1, mounted with `cpu` or not).
+    cpuacct: bool,
     cpus: Vec<Group>,
     held: Group,
 }
@@ -212,7 +214,7 @@ impl Cgroups {
         if let Some(f) = &held.freeze {
             f.write(self.freeze_value(true))?;
         }
-        Ok(Tree { run, cpu, freezer, cpus, held })
+        Ok(Tree { run, cpu, freezer, cpuacct: h.has("cpuacct"), cpus, held })
     }
 
     /// Makes the child group `name` of `run` (threaded in v2).
@@ -488,6 +490,38 @@ impl Cgroups {
             }
         }
         errors
+    }
+
+    /// The CPU time the threads in runtime CPU `cpu`'s group have used,
+    /// ns, as the kernel accounts it (v2 `cpu.stat` `usage_usec`; v1
+    /// `cpuacct.usage`, where a hierarchy of the run has `cpuacct`);
+    /// `None` where no hierarchy of the run accounts it.
+    pub(crate) fn usage_ns(&mut self, cpu: CpuId) -> Option<u64> {
+        match self.version {
+            Version::V2 => {
+                let dir = &self.trees.first()?.cpus.get(cpu)?.dir;
+                read_fresh(&dir.join("cpu.stat"), &mut self.buf).ok()?;
+                let text = std::str::from_utf8(&self.buf).ok()?;
+                let us: u64 =
+                    text.lines().find_map(|l| l.strip_prefix("usage_usec "))?.trim().parse().ok()?;
+                Some(us * 1000)
+            }
+            Version::V1 => {
+                let dir = &self.trees.iter().find(|t| t.cpuacct)?.cpus.get(cpu)?.dir;
+                read_fresh(&dir.join("cpuacct.usage"), &mut self.buf).ok()?;
+                std::str::from_utf8(&self.buf).ok()?.trim().parse().ok()
+            }
+        }
+    }
+
+    /// The run's groups, for its warden: whether v2, and each hierarchy's.
+    pub(crate) fn for_warden(&self) -> (bool, Vec<super::warden::Hierarchy>) {
+        let trees = self.trees.iter().map(|t| super::warden::Hierarchy {
+            run: t.run.clone(),
+            groups: t.cpus.iter().chain([&t.held]).map(|g| g.dir.clone()).collect(),
+            freezer: t.freezer,
+        });
+        (self.version == Version::V2, trees.collect())
     }
 
     /// The run's parent group in each hierarchy.

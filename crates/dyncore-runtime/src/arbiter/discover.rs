@@ -14,11 +14,14 @@
 //!   ([`ProcTree::adopter`]) is of the tree too, and the arbiter reaps it.
 //!
 //! A thread that is born and dies between two passes is never seen: it ran
-//! in its creator's group (same CPU, same quota). A thread id reused
-//! within one pass would be taken for the old thread.
+//! in its creator's group (same CPU, same quota). A process is held by a
+//! pidfd from the pass that finds it, so a number reused by an unrelated
+//! process is never taken for a process of the tree: the old one's pidfd
+//! says it exited, and the newcomer is classified by its own parent.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
+use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
 
 use super::Tid;
 
@@ -52,6 +55,20 @@ pub(crate) fn stat_fields(tid: Tid) -> Option<Vec<String>> {
     Some(after.split_whitespace().map(str::to_string).collect())
 }
 
+/// Clock ticks since boot now (the unit of `stat`'s start time).
+fn boot_ticks_now() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    // SAFETY: sysconf takes no pointers.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let ns = t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64;
+    ns / (1_000_000_000 / hz)
+}
+
+/// The parent of process `pid` (field 4 of its `stat`).
+pub(crate) fn parent_of(pid: Tid) -> Option<Tid> {
+    stat_fields(pid)?.get(1)?.parse().ok()
+}
+
 /// The CPU thread `tid` last ran on (field 39 of its `stat`) and its state
 /// letter (field 3).
 pub fn last_cpu_and_state(pid: Tid, tid: Tid) -> Option<(usize, char)> {
@@ -68,21 +85,71 @@ pub fn cpu_time_ns(tid: Tid) -> Option<u64> {
 }
 
 /// The process tree below some roots, from `/proc` (affinity-only mode).
+///
+/// Every process of the tree is held by a pidfd from the pass that finds
+/// it: it is signalled only through that descriptor ([`ProcTree::signal`]),
+/// and a process whose descriptor says it has exited is dropped, so a
+/// newcomer that takes its number is classified afresh (by its parent), not
+/// taken for it.
 #[derive(Debug, Default)]
 pub(crate) struct ProcTree {
-    /// Processes of the tree seen so far.
-    procs: BTreeSet<Tid>,
-    /// Processes seen not to be in the tree (their parent is not).
-    unrelated: HashSet<Tid>,
+    /// Processes of the tree seen so far, each by a pidfd opened when it
+    /// was found (after which its parent was checked again).
+    procs: BTreeMap<Tid, OwnedFd>,
+    /// Processes seen not to be in the tree (their parent is not), with
+    /// that parent: classified again once the parent is gone (it may have
+    /// been reparented to the adopter).
+    unrelated: HashMap<Tid, Tid>,
     /// The process that adopts the tree's orphans (the arbiter's, a child
     /// subreaper): its children are of the tree.
     pub(crate) adopter: Option<Tid>,
+    /// Children of the adopter that are not of the tree (its warden).
+    pub(crate) not_ours: HashSet<Tid>,
+    /// When the tree began (`stat`'s start time, clock ticks since boot):
+    /// a child of the adopter that started before is none of the tree's
+    /// (another run's orphan adopted by the same process, in a test).
+    born_after: u64,
+    /// Processes added since [`ProcTree::take_fresh`] last ran.
+    fresh: Vec<Tid>,
 }
 
 impl ProcTree {
     /// An empty tree whose orphans `adopter` adopts (None: none).
     pub(crate) fn adopted_by(adopter: Option<Tid>) -> ProcTree {
-        ProcTree { adopter, ..ProcTree::default() }
+        ProcTree { adopter, born_after: boot_ticks_now(), ..ProcTree::default() }
+    }
+
+    /// Sends `sig` to every live process of the tree found so far, through
+    /// its pidfd; how many it reached (an exited one, a zombie, is not
+    /// counted).
+    pub(crate) fn signal(&self, sig: i32) -> usize {
+        self.procs
+            .values()
+            .filter(|fd| !super::teardown::pidfd_exited(fd.as_fd()))
+            .filter(|fd| super::teardown::pidfd_signal(fd.as_fd(), sig))
+            .count()
+    }
+
+    /// The processes found since the last call, with their pidfds.
+    pub(crate) fn take_fresh(&mut self) -> Vec<(Tid, BorrowedFd<'_>)> {
+        let fresh = std::mem::take(&mut self.fresh);
+        fresh.into_iter().filter_map(|p| self.procs.get(&p).map(|fd| (p, fd.as_fd()))).collect()
+    }
+
+    /// Adds process `p`, whose parent was `ppid` when listed, if a pidfd
+    /// can be opened on it and its parent is still `ppid` after the open
+    /// (so the descriptor names the process that was classified).
+    fn add(&mut self, p: Tid, ppid: Option<Tid>) {
+        if self.procs.contains_key(&p) {
+            return;
+        }
+        let adopter = self.adopter;
+        let same =
+            |p: Tid| ppid.is_none_or(|pp| parent_of(p).is_some_and(|now| now == pp || Some(now) == adopter));
+        if let Some(fd) = super::teardown::pidfd_of(p, same) {
+            self.procs.insert(p, fd);
+            self.fresh.push(p);
+        }
     }
 
     /// Appends every live thread of the tree below `roots` (processes that
@@ -93,37 +160,56 @@ impl ProcTree {
             .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
             .collect();
         let now: HashSet<Tid> = listed.iter().copied().collect();
-        self.procs.retain(|p| now.contains(p));
-        self.unrelated.retain(|p| now.contains(p));
-        self.procs.extend(roots.iter().copied().filter(|p| now.contains(p)));
+        // A process is kept while its number is listed and its pidfd does
+        // not say it exited (a zombie of the tree is kept until reaped).
+        self.procs.retain(|p, fd| {
+            now.contains(p)
+                && (!super::teardown::pidfd_exited(fd.as_fd())
+                    || stat_fields(*p).is_some_and(|f| f.first().is_some_and(|s| s == "Z")))
+        });
+        self.unrelated.retain(|p, pp| now.contains(p) && now.contains(pp));
+        for &r in roots {
+            if now.contains(&r) {
+                self.add(r, None);
+            }
+        }
         // The parent of every process not classified yet, then the tree's
         // closure over them (a child may be listed before its parent).
         let mut parent: HashMap<Tid, Tid> = HashMap::new();
         for &p in &listed {
-            if !self.procs.contains(&p)
-                && !self.unrelated.contains(&p)
-                && let Some(ppid) = stat_fields(p).and_then(|f| f.get(1).and_then(|s| s.parse().ok()))
-            {
-                parent.insert(p, ppid);
+            if self.procs.contains_key(&p) || self.unrelated.contains_key(&p) || self.not_ours.contains(&p) {
+                continue;
             }
+            let Some(f) = stat_fields(p) else { continue };
+            let Some(ppid) = f.get(1).and_then(|s| s.parse().ok()) else { continue };
+            // An adopted process is the tree's only if it is alive and
+            // began after the tree did.
+            let adopted_elsewhere = self.adopter == Some(ppid)
+                && (f.first().is_some_and(|s| s == "Z")
+                    || f.get(19).and_then(|s| s.parse::<u64>().ok()).is_none_or(|t| t < self.born_after));
+            if adopted_elsewhere {
+                self.unrelated.insert(p, ppid);
+                continue;
+            }
+            parent.insert(p, ppid);
         }
         loop {
-            let joined: Vec<Tid> = parent
+            let joined: Vec<(Tid, Tid)> = parent
                 .iter()
-                .filter(|&(_, &pp)| self.procs.contains(&pp) || self.adopter == Some(pp))
-                .map(|(&p, _)| p)
+                .filter(|&(_, &pp)| self.procs.contains_key(&pp) || self.adopter == Some(pp))
+                .map(|(&p, &pp)| (p, pp))
                 .collect();
             if joined.is_empty() {
                 break;
             }
-            for p in joined {
+            for (p, pp) in joined {
                 parent.remove(&p);
-                self.procs.insert(p);
+                self.add(p, Some(pp));
             }
         }
-        self.unrelated.extend(parent.keys());
+        self.unrelated.extend(parent);
         let mut procs = Vec::new();
-        for &p in &self.procs {
+        for &p in self.procs.keys() {
             // A zombie process has no live thread left.
             if stat_fields(p).is_some_and(|f| f.first().is_some_and(|s| s == "Z")) {
                 continue;

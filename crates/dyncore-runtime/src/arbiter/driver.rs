@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
+use std::os::fd::AsFd as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -24,6 +25,7 @@ use super::record::{ArbiterLog, ArbiterRun, CommandRecord};
 use super::registry::{self, Claim, StartError};
 use super::spawn::{self, ChildPlan, Launched};
 use super::teardown::{kill_threads, list_threads, signal_name};
+use super::warden::{Plan, Warden};
 use super::{ArbiterConfig, ArbiterError, Loc, Tid};
 use crate::backend::{Stopped, TickStats};
 
@@ -147,10 +149,17 @@ pub struct Arbiter<P: Policy + ?Sized> {
     cpu_time_before: Nanos,
     pub(super) scan_buf: Vec<(Tid, Option<Loc>)>,
     torn_down: bool,
+    /// What ends the run's commands if this process dies without its
+    /// teardown (module `warden`); `None` if it could not be forked (the
+    /// notes say so).
+    pub(super) warden: Option<Warden>,
     /// The controller pinned to its spare CPU, until the teardown.
     controller: Option<Pinned>,
-    /// What really ran where (cgroups only; module `observe`).
+    /// What really ran where (module `observe`).
     pub(super) observer: Option<Observer>,
+    /// Offline (false) or online (true) CPUs whose group the kernel has not
+    /// yet reported frozen (thawed): their change is recorded when it does.
+    pub(super) pending_changes: Vec<(CpuId, bool)>,
     #[cfg(debug_assertions)]
     pub(super) contract: dyncore_core::policy::contract::Checker,
 }
@@ -265,6 +274,30 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 None
             }
         };
+        let plan = Plan {
+            name: name.clone(),
+            v2: false,
+            hierarchies: Vec::new(),
+            claim: Some((claim.path().to_path_buf(), claim.fd())),
+        };
+        let plan = match &mech {
+            Mech::Groups(cg) => {
+                let (v2, hierarchies) = cg.for_warden();
+                Plan { v2, hierarchies, ..plan }
+            }
+            Mech::Affinity(_) => plan,
+        };
+        let warden = match Warden::start(&plan) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                notes.push(format!(
+                    "no warden ({e}): if dyncore is killed with SIGKILL, its commands run on until the next start"
+                ));
+                None
+            }
+        };
+        let mut tree = ProcTree::adopted_by(become_subreaper());
+        tree.not_ours.extend(warden.as_ref().map(Warden::pid));
         let n = cfg.cpus.len();
         let mech_is_groups = matches!(mech, Mech::Groups(_));
         let ticks = TickStats { tick_ns: cfg.tick_ns, ..TickStats::default() };
@@ -280,7 +313,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             threads: Vec::new(),
             by_tid: HashMap::new(),
             pid_command: HashMap::new(),
-            tree: ProcTree::adopted_by(become_subreaper()),
+            tree,
             events: events.ok(),
             event_buf: Vec::new(),
             poll_period_ns,
@@ -300,12 +333,25 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             cpu_time_before: thread_cpu_ns(),
             scan_buf: Vec::new(),
             torn_down: false,
+            warden,
             controller,
-            observer: mech_is_groups.then(Observer::default),
+            observer: Some(Observer::new(mech_is_groups)),
+            pending_changes: Vec::new(),
             #[cfg(debug_assertions)]
             contract: dyncore_core::policy::contract::Checker::new(),
             cfg,
         })
+    }
+
+    /// One discovery pass now (between the periodic ones): what appeared
+    /// is spawned to the policy and placed, what is gone exits.
+    pub fn rescan(&mut self) -> Result<(), ArbiterError> {
+        self.poll()
+    }
+
+    /// The process id of the run's warden (module `warden`), if it has one.
+    pub fn warden_pid(&self) -> Option<Tid> {
+        self.warden.as_ref().map(Warden::pid)
     }
 
     /// The mechanism in use.
@@ -432,7 +478,10 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         let launched = spawn::launch(&program, argv, &plan).map_err(ArbiterError::Io)?;
         let pid = launched.pid;
         let index = self.commands.len();
-        let pidfd = super::poll::pidfd_open(pid);
+        let pidfd = super::teardown::pidfd_open(pid);
+        if let (Some(w), Some(fd)) = (&mut self.warden, &pidfd) {
+            w.follow(pid, fd.as_fd());
+        }
         let mut comm: String =
             program.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
         comm.truncate(comm.char_indices().nth(15).map_or(comm.len(), |(i, _)| i));
@@ -523,6 +572,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         for t in 0..self.threads.len() {
             self.observe(t);
         }
+        self.observe_cpus()?;
         for cpu in 0..self.cpus.len() {
             self.feed(Event::Tick { cpu })?;
         }
@@ -611,6 +661,10 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             errors.extend(cg.remove());
         }
         self.claim = None;
+        // Last: the warden holds the claim locked until it exits.
+        if let Some(w) = &mut self.warden {
+            w.disarm();
+        }
         self.controller = None;
         lines.extend(errors.iter().map(|e| format!("teardown: {e}")));
         lines
@@ -629,14 +683,33 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 let roots: Vec<Tid> = self.commands.iter().map(|c| c.launched.pid).collect();
                 let mut out = Vec::new();
                 let _ = self.tree.scan(&roots, &mut out);
+                self.hand_to_warden();
                 out
             }
         }
     }
 
+    /// Hands the warden a pidfd of each process the tree found since the
+    /// last call (affinity only: with groups, the warden lists them).
+    pub(super) fn hand_to_warden(&mut self) {
+        let fresh = self.tree.take_fresh();
+        if let Some(w) = &mut self.warden {
+            for (pid, fd) in fresh {
+                w.follow(pid, fd);
+            }
+        }
+    }
+
+    /// Signals every process of the run, each through a pidfd: with
+    /// groups, a process found in them now (checked to be in them after
+    /// its pidfd is open); with affinity only, every process of the tree,
+    /// held by a pidfd since it was found.
     fn signal_tree(&mut self, sig: i32) -> usize {
         let tids = self.tree_threads();
-        kill_threads(&tids, sig)
+        match &self.mech {
+            Mech::Groups(_) => kill_threads(&tids, sig, &self.name),
+            Mech::Affinity(_) => self.tree.signal(sig),
+        }
     }
 
     /// Waits (up to `limit`) until the run's groups hold no thread and

@@ -72,6 +72,48 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         Ok(())
     }
 
+    /// Records that CPU `cpu` went online (offline) for the execution
+    /// check, at the time the kernel reports its group thawed (frozen):
+    /// now if it does, else at the tick round that first sees it
+    /// ([`Arbiter::observe_cpus`]); never, if it never does (the checker's
+    /// rule 4 then fails). With affinity only there is no group: the
+    /// arbiter's own time (the threads were held or released).
+    pub(super) fn record_change(&mut self, cpu: CpuId, online: bool) -> Result<(), ArbiterError> {
+        let done = match &mut self.mech {
+            Mech::Groups(cg) => cg.cpu_frozen(cpu)? != online,
+            Mech::Affinity(_) => true,
+        };
+        self.pending_changes.retain(|&(c, _)| c != cpu);
+        if done {
+            let at = self.now_ns();
+            if let Some(o) = &mut self.observer {
+                o.change(cpu, at, online);
+            }
+        } else {
+            self.pending_changes.push((cpu, online));
+        }
+        Ok(())
+    }
+
+    /// Every tick round: the changes the kernel had not reported yet, and
+    /// a look at each offline CPU's group usage (which may not grow).
+    pub(super) fn observe_cpus(&mut self) -> Result<(), ArbiterError> {
+        if self.observer.is_none() {
+            return Ok(());
+        }
+        for (cpu, online) in std::mem::take(&mut self.pending_changes) {
+            self.record_change(cpu, online)?;
+        }
+        if let (Mech::Groups(cg), Some(o)) = (&mut self.mech, &mut self.observer) {
+            for (cpu, &off) in self.offline.iter().enumerate() {
+                if off && !self.pending_changes.iter().any(|&(c, _)| c == cpu) {
+                    o.frozen_usage(cpu, cg.usage_ns(cpu));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Samples thread `t` for the execution check (module `observe`):
     /// only once the arbiter has placed it (before, it runs in its
     /// creator's group).
@@ -81,8 +123,17 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         if !l.alive || l.actual.is_none() {
             return;
         }
+        let held = l.actual == Some(Loc::Held);
+        // Whether the kernel reports `held` wholly frozen now: a thread
+        // that uses CPU time after that ran while frozen.
+        let frozen = held
+            && match &mut self.mech {
+                Mech::Groups(cg) => cg.held_frozen().unwrap_or(false),
+                Mech::Affinity(_) => false,
+            };
+        let l = &self.threads[t];
         if let Some(o) = &mut self.observer {
-            o.sample(now, t, l.pid, l.tid, &self.cfg.cpus, l.asleep, l.actual == Some(Loc::Held));
+            o.sample(now, t, l.pid, l.tid, &self.cfg.cpus, l.asleep, held, frozen);
         }
     }
 
@@ -182,9 +233,8 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 }
             }
             steps_ns.push(("thaw-group", start.elapsed().as_nanos() as Nanos));
-            let at = self.now_ns();
-            if let Some(o) = &mut self.observer {
-                cpus.iter().for_each(|c| o.change(c, at, true));
+            for c in cpus.iter() {
+                self.record_change(c, true)?;
             }
             for c in cpus.iter() {
                 self.offline[c] = false;
@@ -217,9 +267,8 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                 }
             }
             steps_ns.push(("freeze-group", start.elapsed().as_nanos() as Nanos - held_ns));
-            let at = self.now_ns();
-            if let Some(o) = &mut self.observer {
-                cpus.iter().for_each(|c| o.change(c, at, false));
+            for c in cpus.iter() {
+                self.record_change(c, false)?;
             }
         }
         let critical_ns = start.elapsed().as_nanos() as Nanos;

@@ -55,17 +55,25 @@
 //!    not run is in `held`, once the call that decided it returns.
 //! 2. No thread is in the group of an offline CPU; that group is frozen.
 //! 3. Every group the run created is under its one parent group, named
-//!    after the run; all are removed when the run ends, however it ends
-//!    (the teardown; `Drop`; the next run's sweep after a `SIGKILL`).
+//!    after the run; all are removed, and every process of the run is
+//!    killed, when the run ends, however it ends: the teardown; `Drop`;
+//!    the run's warden ([`warden`]) when dyncore dies without either
+//!    (SIGKILL, the OOM killer, SIGQUIT, an abort); the next run's sweep if
+//!    the warden was killed too. Processes are signalled only through
+//!    pidfds (module `teardown`).
 //! 4. Two live runs never hold a CPU in common ([`registry`]).
 //!
 //! ## What really ran where
-//! With cgroups, the arbiter samples every placed thread's CPU time and
-//! last CPU every tick and before every move, records when offline CPUs
-//! really stopped and started, and holds that against the actions with
-//! the execution checker (`dyncore_core::policy::execution`):
-//! [`ArbiterRun::execution`], module [`observe`] (and its bound: a
-//! sampled check).
+//! The arbiter samples every placed thread's CPU time and last CPU every
+//! tick and before every move (from `/proc`, the kernel's record, not its
+//! own), records when offline CPUs really stopped and started (when the
+//! kernel reports their groups frozen and thawed), looks at offline
+//! groups' usage, and holds that against the actions with the execution
+//! checker (`dyncore_core::policy::execution`); a held thread that runs
+//! once the kernel reports it frozen is a violation too.
+//! [`ArbiterRun::execution`], module [`observe`] (and its bound: a sampled
+//! check). With affinity only, placed threads are checked the same way;
+//! held ones may run (`SCHED_IDLE`).
 //!
 //! ## Following the threads
 //! As root, the arbiter listens to the kernel's process events (the proc
@@ -97,6 +105,7 @@ mod sleep;
 mod spawn;
 mod summary;
 mod teardown;
+pub mod warden;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -31,6 +31,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
                     self.commands.iter().filter(|c| !c.reaped).map(|c| c.launched.pid).collect();
                 let mut tids = Vec::new();
                 self.tree.scan(&roots, &mut tids)?;
+                self.hand_to_warden();
                 found.extend(tids.into_iter().map(|t| (t, None)));
             }
         }
@@ -305,14 +306,4 @@ impl<P: Policy + ?Sized> Arbiter<P> {
         }
         Ok(())
     }
-}
-
-/// A descriptor that becomes readable when process `pid` exits
-/// (`pidfd_open(2)`, Linux 5.3); `None` where the kernel lacks it.
-pub(super) fn pidfd_open(pid: Tid) -> Option<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd as _;
-    // SAFETY: pidfd_open takes a pid and flags, no pointers.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    // SAFETY: a non-negative result is a fresh descriptor nothing else owns.
-    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
 }

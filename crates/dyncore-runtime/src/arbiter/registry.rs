@@ -69,6 +69,11 @@ impl Claim {
     pub(crate) fn fd(&self) -> i32 {
         self.file.as_raw_fd()
     }
+
+    /// The claim's file.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
 }
 
 impl Drop for Claim {
@@ -199,7 +204,7 @@ fn alive(state: &Path, name: &str) -> bool {
 /// `dir`, children first; one line saying what was done.
 fn remove_stale(dir: &Path, name: &str, thaw_errors: Vec<io::Error>) -> String {
     let threads = list_threads(dir);
-    let killed = kill_threads(&threads, libc::SIGKILL);
+    let killed = kill_threads(&threads, libc::SIGKILL, name);
     let deadline = Instant::now() + Duration::from_secs(5);
     while !list_threads(dir).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));

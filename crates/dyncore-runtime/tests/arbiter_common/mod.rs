@@ -47,17 +47,7 @@ pub fn scheduler(n: usize, chameleon: bool) -> ClusterScheduler {
     )
 }
 
-/// Says, in one line on stderr, what this machine lacks for (part of) a
-/// test, which then skips it. Under `DYNCORE_TEST_STRICT=1` (CI, where the
-/// machine is known to have it) a skip is a failure: it panics with the
-/// same line.
-pub fn skip(missing: &str) {
-    let line = format!("skipped: {missing}");
-    if std::env::var_os("DYNCORE_TEST_STRICT").is_some_and(|v| v == "1") {
-        panic!("{line} (DYNCORE_TEST_STRICT=1: a skip fails)");
-    }
-    eprintln!("{line}");
-}
+pub use dyncore_runtime::testing::{Need, skip};
 
 /// Whether this runs in a guest of `dyncore vm` under TCG (emulated CPUs,
 /// whose timers fire late): its figures are functional, never timings.
@@ -71,7 +61,7 @@ pub fn cpus(n: usize) -> Option<Vec<CpuId>> {
     let allowed = dyncore_runtime::affinity::allowed_cpus().expect("the affinity mask is readable");
     let v: Vec<CpuId> = allowed.iter().take(n).collect();
     if v.len() < n {
-        skip(&format!("needs {n} CPUs, this process may use only CPU(s) {allowed}"));
+        skip(Need::Cpus(n), &format!("needs {n} CPUs, this process may use only CPU(s) {allowed}"));
         return None;
     }
     Some(v)
@@ -89,12 +79,12 @@ pub fn cgroups_usable() -> bool {
     });
     match probe.choose(Want::Auto) {
         Ok((Flavor::Affinity, notes)) => {
-            skip(&format!("no usable cgroups here (the cgroup part of the test): {notes:?}"));
+            skip(Need::Cgroups, &format!("no usable cgroups here (the cgroup part of the test): {notes:?}"));
             false
         }
         Ok(_) => true,
         Err(e) => {
-            skip(&format!("no usable cgroups here (the cgroup part of the test): {e}"));
+            skip(Need::Cgroups, &format!("no usable cgroups here (the cgroup part of the test): {e}"));
             false
         }
     }

@@ -34,8 +34,8 @@ use crate::report::write_file;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Interleaved rounds.
-    #[arg(long, default_value_t = 5)]
+    /// Interleaved rounds (at least 1).
+    #[arg(long, default_value_t = 5, value_parser = crate::bench::at_least_one)]
     pub rounds: usize,
     /// Iterations of the CPU-bound `sh` loop (about a second of CPU at the default).
     #[arg(long, default_value_t = 400_000)]
@@ -78,9 +78,15 @@ fn wall_ns(run: &ArbiterRun) -> Result<u64> {
 }
 
 pub fn run(args: &Args, out: &Path) -> Result<Vec<Goal>> {
-    let _cpus = dyncore_runtime::testing::real_cpus();
     let allowed = dyncore_runtime::affinity::allowed_cpus().context("reading this process's CPUs")?;
     let cpu = args.cpu.or_else(|| allowed.iter().last()).ok_or_else(|| anyhow!("no CPU allowed"))?;
+    if !allowed.contains(cpu) {
+        return Err(crate::stack_cmd::BadArgs(format!(
+            "--cpu {cpu}: not a CPU this process may use ({allowed})"
+        ))
+        .into());
+    }
+    let _cpus = dyncore_runtime::testing::real_cpus();
     let set: CpuSet = [cpu].into_iter().collect();
     let script = format!("i=0; while [ $i -lt {} ]; do i=$((i+1)); done", args.iters);
     let burn = argv(&["sh", "-c", &script]);
@@ -92,7 +98,7 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<Goal>> {
     let mut ratios = Vec::new();
     let mut actuation = Actuation::default();
     let mut discovery = Vec::new();
-    for round in 0..args.rounds.max(1) {
+    for round in 0..args.rounds {
         let (mut alone, mut under) = (0u64, 0u64);
         for which in round_order(2, round) {
             if which == 0 {

@@ -41,6 +41,24 @@ pub enum BenchCmd {
 /// Runs a bench; with `--strict`, fails when a goal's verdict is not the
 /// expected one (after the report is written, so nothing is lost).
 pub fn run(cmd: &BenchCmd, out: &Path) -> Result<()> {
+    // A signal ends a bench that has nothing to restore at once, removing
+    // what it was writing and its folder if still empty (module
+    // `interrupt`); reconfig restores offlined CPUs itself, and the
+    // arbiter's runs are ended by their wardens.
+    let (_clean_exit, _folder) = match cmd {
+        BenchCmd::Sim(_) | BenchCmd::Sidecall(_) | BenchCmd::Stack(_) | BenchCmd::Newtos(_) => {
+            let name = match cmd {
+                BenchCmd::Sim(_) => "sim",
+                BenchCmd::Sidecall(_) => "sidecall",
+                BenchCmd::Stack(_) => "stack",
+                _ => "newtos",
+            };
+            let dir = out.join(format!("bench-{name}"));
+            let folder = (!dir.exists()).then(|| dyncore_report::outdir::InProgress::empty_folder(&dir));
+            (Some(dyncore::interrupt::CleanExit::install()), folder)
+        }
+        _ => (None, None),
+    };
     let (name, gate, goals) = match cmd {
         BenchCmd::Sim(a) => ("sim", a.gate, sim::run(a, out)?),
         BenchCmd::Sidecall(a) => ("sidecall", a.gate, sidecall::run(a, out)?),
@@ -53,6 +71,12 @@ pub fn run(cmd: &BenchCmd, out: &Path) -> Result<()> {
 }
 
 pub use dyncore_report::machine::{cpu_has_flag, machine_description};
+
+/// A count of at least 1 (`--rounds`): anything else is refused by the
+/// argument parser, exit 2, before any folder is made.
+pub(crate) fn at_least_one(s: &str) -> Result<usize, String> {
+    crate::stack_cmd::whole::<1, { u64::MAX }>(s).map(|n| n as usize)
+}
 
 /// Today's date (UTC) as YYYY-MM-DD, for reports and profiles.
 pub fn today() -> String {

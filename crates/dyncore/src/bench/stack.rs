@@ -55,8 +55,8 @@ pub struct Args {
     /// Rounds; every configuration runs once per round (at least 5 for a median).
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
-    /// Bytes per stream (default 256 MiB, quick 32 MiB).
-    #[arg(long)]
+    /// Bytes per stream (suffixes K, M, G: powers of 1024; default 256M, quick 32M).
+    #[arg(long, value_parser = crate::stack_cmd::parse_size)]
     pub bytes: Option<u64>,
     /// A run of a few seconds: 32 MiB streams.
     #[arg(long)]

@@ -72,19 +72,12 @@ fn check_output(flag: &str, path: &Path, creates_folders: bool) -> Result<(), St
     }
 }
 
-/// A report folder can be made there: it is a folder, or does not exist.
-pub fn check_dir(dir: &Path) -> Result<(), String> {
-    if dir.exists() && !dir.is_dir() {
-        return Err(format!("--out {}: exists and is not a folder", dir.display()));
-    }
-    Ok(())
-}
-
 /// Writes `path` through a temporary file beside it.
 fn write_atomic(path: &Path, fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<(), String> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
+    let _unfinished = dyncore_report::outdir::InProgress::unfinished(&tmp);
     let r = (|| {
         let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
         fill(&mut w)?;

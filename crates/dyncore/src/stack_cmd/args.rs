@@ -50,9 +50,10 @@ pub struct Args {
     /// Where the stack's driver sends its frames.
     #[arg(long, value_enum, default_value_t = WireKind::Mem, allow_hyphen_values = true)]
     pub wire: WireKind,
-    /// The stack at the other end of the in-memory wire.
-    #[arg(long, value_enum, default_value_t = PeerKind::Split, allow_hyphen_values = true)]
-    pub peer: PeerKind,
+    /// The stack at the other end of the in-memory wire (default: split;
+    /// over TUN the peer is Linux's own stack, and --peer is refused).
+    #[arg(long, value_enum, allow_hyphen_values = true)]
+    pub peer: Option<PeerKind>,
     /// Bytes to stream (suffixes K, M, G: powers of 1024).
     #[arg(long, default_value = "256M", value_parser = parse_size, allow_hyphen_values = true)]
     pub bytes: u64,
@@ -151,7 +152,7 @@ pub const MAX_STREAMS: u64 = 64;
 pub const MAX_SECONDS: u64 = 86_400;
 
 /// A whole number from `LO` to `HI`, refused in our words otherwise.
-pub(super) fn whole<const LO: u64, const HI: u64>(s: &str) -> Result<u64, String> {
+pub(crate) fn whole<const LO: u64, const HI: u64>(s: &str) -> Result<u64, String> {
     let range =
         if HI == u64::MAX && LO > 0 { format!("of at least {LO}") } else { format!("from {LO} to {HI}") };
     let t = s.trim();
@@ -177,7 +178,7 @@ impl std::fmt::Display for BadArgs {
 
 impl std::error::Error for BadArgs {}
 
-pub(super) fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let (num, mul) = match s.char_indices().last() {
         Some((i, 'K' | 'k')) => (&s[..i], 1 << 10),
         Some((i, 'M' | 'm')) => (&s[..i], 1 << 20),
@@ -489,7 +490,16 @@ pub(super) fn plan(args: &Args) -> Result<Plan, BadArgs> {
 /// The number of connections, checked against the peer and what may crash.
 fn connections(args: &Args, tcp_may_crash: bool) -> Result<usize, BadArgs> {
     let streams = if args.faults.is_some() && args.streams == 1 { 4 } else { args.streams as usize };
-    let one_peer = match (args.wire, args.peer) {
+    if let (WireKind::Tun, Some(p)) = (args.wire, args.peer) {
+        return Err(BadArgs(format!(
+            "--peer {}: over --wire tun the peer is Linux's own stack; --peer chooses the in-memory wire's",
+            match p {
+                PeerKind::Split => "split",
+                PeerKind::Mono => "mono",
+            }
+        )));
+    }
+    let one_peer = match (args.wire, args.peer.unwrap_or(PeerKind::Split)) {
         (WireKind::Tun, _) => Some("the Linux peer over TUN"),
         (WireKind::Mem, PeerKind::Mono) => Some("the monolithic peer"),
         (WireKind::Mem, PeerKind::Split) => None,

@@ -209,8 +209,17 @@ fn base_doc(spec: &Spec, text: &str) -> Result<DocumentMut, BadInput> {
 fn build(spec: Spec, registry: &Registry, base: Option<&str>) -> Result<Sweep, BadInput> {
     let (text, kind) = base_text(&spec, registry, base)?;
     let doc = base_doc(&spec, &text)?;
-    // Each path must exist in the base: checked once, at its first value.
     let mut errs = Vec::new();
+    // Every figure to plot is one the table has (a misspelt one would be
+    // dropped from the summary).
+    let known = exec::figures(kind);
+    for (name, at) in spec.plot.iter().flatten() {
+        if !known.contains(&name.as_str()) {
+            let message = format!("unknown figure `{name}`; the table's figures: {}", known.join(", "));
+            errs.push(spec.error(*at, "plot", message));
+        }
+    }
+    // Each path must exist in the base: checked once, at its first value.
     for f in spec.fields() {
         let mut probe = doc.clone();
         if let Err(m) = paths::set(&mut probe, &f.segs, &f.values[0]) {
@@ -232,11 +241,23 @@ fn build(spec: Spec, registry: &Registry, base: Option<&str>) -> Result<Sweep, B
             }
         }
         let text = d.to_string();
-        let loaded = match kind {
-            Kind::Sim => dyncore_scenario::load::parse_with(&spec.base, &text, registry)
-                .map(|s| PointScenario::Sim(Box::new(s))),
-            Kind::Net => newtos::parse(&spec.base, &text).map(|s| PointScenario::Net(Box::new(s))),
-        };
+        let loaded =
+            match kind {
+                // A sweep runs on the simulator: as `run` does, it refuses a
+                // command workload that gives no `model`.
+                Kind::Sim => dyncore_scenario::load::parse_with(&spec.base, &text, registry).and_then(|s| {
+                    match s.unmodelled_command() {
+                        Some(at) => Err(dyncore_scenario::load::error_in(
+                            &spec.base,
+                            &text,
+                            &at,
+                            crate::runner::UNMODELLED.into(),
+                        )),
+                        None => Ok(PointScenario::Sim(Box::new(s))),
+                    }
+                }),
+                Kind::Net => newtos::parse(&spec.base, &text).map(|s| PointScenario::Net(Box::new(s))),
+            };
         match loaded {
             Ok(scenario) => points.push(Point { index: p, coords, text, scenario }),
             Err(e) => {

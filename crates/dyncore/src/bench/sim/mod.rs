@@ -36,7 +36,7 @@ mod workloads;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Interleaved rounds: each configuration once per round (medians are reported).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = crate::bench::at_least_one)]
     pub rounds: usize,
     /// Two rounds, a smaller large machine (256 CPUs, 1024 threads) and
     /// shorter work: a smoke run of a few seconds.
