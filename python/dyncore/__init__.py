@@ -183,6 +183,8 @@ def sweep(
     seed: Optional[int] = None,
     engine: str = "local",
     client: Any = None,
+    out: Optional[PathOrToml] = None,
+    fresh: bool = False,
 ):
     """Runs a design-space sweep and returns its table as a pandas DataFrame.
 
@@ -203,6 +205,14 @@ def sweep(
         engine: ``"local"`` (threads in this process) or ``"dask"`` (a task
             per point with all its seeds, on ``client``'s cluster).
         client: a ``dask.distributed.Client`` for ``engine="dask"``.
+        out: a sweep folder, as ``dyncore sweep --out``: every finished run is
+            kept there as it finishes (the command's part files, keyed on the
+            point's scenario, the files it reads, the build and the seed), so
+            a sweep whose client dies resumes where it stopped, with any
+            engine or the command; the table is also written there
+            (``sweep-NAME/results.parquet``, the same bytes), with the
+            command's summary. Without ``out``, nothing is kept.
+        fresh: with ``out``, drop the runs kept by earlier sweeps first.
 
     Returns:
         The table, a row per point × seed × run × series: ``point``,
@@ -218,10 +228,33 @@ def sweep(
         path, text = os.path.join(os.getcwd(), "<sweep>"), sweep_file_text(
             base, grid, zip=zip, seeds=seeds, seed=seed, runs=runs
         )
+    if engine not in ("local", "dask"):
+        raise ValueError(f'engine: expected "local" or "dask"; found {engine!r}')
+    if out is not None:
+        return _table(_sweep_into(path, text, os.fspath(out), engine, jobs, client, fresh)).to_pandas()
     if engine == "local":
         return _table(_native.sweep(path, text, jobs)).to_pandas()
-    if engine == "dask":
-        from ._dask import sweep_parquet
+    from ._dask import sweep_parquet
 
-        return _table(sweep_parquet(path, text, client)).to_pandas()
-    raise ValueError(f'engine: expected "local" or "dask"; found {engine!r}')
+    return _table(sweep_parquet(path, text, client)).to_pandas()
+
+
+def _sweep_into(path: str, text: Optional[str], out: str, engine: str, jobs, client, fresh: bool) -> bytes:
+    """A sweep into folder ``out``, resuming what it holds; the Parquet bytes."""
+    import sys
+
+    folder = _native.sweep_folder(path, text, out, fresh)
+    todo, kept, stale = folder.todo()
+    if stale:
+        print(stale, file=sys.stderr)
+    if todo:
+        if engine == "local":
+            folder.run_local(todo, jobs)
+        else:
+            from ._dask import run_into
+
+            run_into(folder, path, text, todo, client)
+    how = f"dyncore.sweep(..., out={out!r}, engine={engine!r})"
+    if kept:
+        how += f"  # {kept} runs kept from an earlier sweep"
+    return folder.finish(how)

@@ -40,4 +40,6 @@ def sweep(
     seed: Optional[int] = None,
     engine: str = "local",
     client: Any = None,
+    out: Optional[PathOrToml] = None,
+    fresh: bool = False,
 ) -> pandas.DataFrame: ...

@@ -17,3 +17,18 @@ def sweep_point(path: str, text: str, base: str, point: int) -> bytes:
     """Arrow IPC stream of one point's rows, all its seeds."""
 def sweep_assemble(path: str, text: str, base: str, points: list[bytes]) -> bytes:
     """Parquet bytes of the table from every point's IPC stream."""
+
+class SweepFolder:
+    """A sweep folder (``dyncore sweep --out``), locked while it lives."""
+    def todo(self) -> tuple[list[tuple[int, int]], int, str | None]:
+        """(units left to run, units kept, why parts of an earlier run run again)."""
+    def run_local(self, units: list[tuple[int, int]], jobs: int | None = None) -> int: ...
+    def put_parts(self, parts: list[tuple[int, int, bytes]]) -> None: ...
+    def finish(self, command: str) -> bytes:
+        """Writes the report folder; the Parquet bytes."""
+    def base_text(self) -> str: ...
+    def folder(self) -> str: ...
+
+def sweep_folder(path: str, text: str | None, out: str, fresh: bool = False) -> SweepFolder: ...
+def sweep_point_parts(path: str, text: str, base: str, point: int, seeds: list[int]) -> list[tuple[int, bytes]]:
+    """One point's units as ``dyncore sweep``'s part files: [(seed, bytes)]."""

@@ -191,6 +191,117 @@ fn sweep_assemble(
     Ok(PyBytes::new(py, &bytes).unbind())
 }
 
+/// A sweep folder (`out`) that any engine fills and resumes: the one
+/// `dyncore sweep --out OUT` uses, its parts keyed as the command keys them
+/// (`.sweep-NAME.parts/`), locked while this object lives (as the command
+/// locks it), and finished into the same `sweep-NAME/` report folder.
+#[pyclass(unsendable)]
+struct SweepFolder {
+    sweep: Sweep,
+    out: std::path::PathBuf,
+    parts: std::path::PathBuf,
+    _held: dyncore::report::outdir::OutDir,
+}
+
+/// Opens (creates, locks) sweep folder `out` for the sweep at `path` (or
+/// `text` named `path`); `fresh` drops the parts of earlier runs.
+#[pyfunction]
+#[pyo3(signature = (path, text, out, fresh=false))]
+fn sweep_folder(path: &str, text: Option<&str>, out: &str, fresh: bool) -> PyResult<SweepFolder> {
+    let sweep = load_sweep(path, text, None)?;
+    let out = std::path::PathBuf::from(out);
+    let held = dyncore::runner::open_out(&out).map_err(|e| ScenarioError::new_err(format!("{e:#}")))?;
+    let parts = dyncore::sweep::cmd::parts_dir(&out, &sweep.folder());
+    if fresh && parts.exists() {
+        std::fs::remove_dir_all(&parts).map_err(runtime)?;
+    }
+    std::fs::create_dir_all(&parts).map_err(|e| runtime(format!("creating {}: {e}", parts.display())))?;
+    Ok(SweepFolder { sweep, out, parts, _held: held })
+}
+
+#[pymethods]
+impl SweepFolder {
+    /// What is left to run: (the units (point, seed) without a part of
+    /// their own, how many are kept, a line saying why parts of an earlier
+    /// run run again or None).
+    fn todo(&self) -> (Vec<(usize, u64)>, usize, Option<String>) {
+        let r = dyncore::sweep::cmd::Resume::of(&self.sweep, &self.parts);
+        let line = r.stale_line(&self.sweep);
+        (r.todo, r.kept, line)
+    }
+
+    /// Runs `units` on `jobs` threads here, each unit's part written as it
+    /// finishes (a client killed midway keeps them); how many ran.
+    #[pyo3(signature = (units, jobs=None))]
+    fn run_local(&self, py: Python<'_>, units: Vec<(usize, u64)>, jobs: Option<usize>) -> PyResult<usize> {
+        let stop = AtomicBool::new(false);
+        let (sweep, parts) = (&self.sweep, &self.parts);
+        let sink = |p: usize, seed: u64, rows: Vec<exec::Row>| exec::write_part(parts, sweep, p, seed, &rows);
+        let outcome = py.detach(|| {
+            exec::run_pool(sweep, &units, &exec::Options { jobs: jobs_or_all(jobs), stop: &stop }, &sink)
+        });
+        match outcome.error {
+            Some(e) => Err(runtime(e)),
+            None => Ok(outcome.done),
+        }
+    }
+
+    /// Puts parts made by workers ([`sweep_point_parts`]) in place: each is
+    /// kept only if it reads back as this sweep's part of that unit.
+    fn put_parts(&self, parts: Vec<(usize, u64, Vec<u8>)>) -> PyResult<()> {
+        for (p, seed, bytes) in parts {
+            exec::put_part(&self.parts, &self.sweep, p, seed, &bytes)
+                .map_err(|e| runtime(format!("{e:#}")))?;
+        }
+        Ok(())
+    }
+
+    /// Writes the report folder from the parts (all must be there), as the
+    /// command does; the Parquet bytes.
+    fn finish(&self, py: Python<'_>, command: &str) -> PyResult<Py<PyBytes>> {
+        let (_, parquet, _) = dyncore::sweep::cmd::write_folder(&self.sweep, &self.out, &self.parts, command)
+            .map_err(|e| runtime(format!("{e:#}")))?;
+        Ok(PyBytes::new(py, &parquet).unbind())
+    }
+
+    /// The base scenario's text (for the workers).
+    fn base_text(&self) -> PyResult<String> {
+        std::fs::read_to_string(&self.sweep.spec.base).map_err(runtime)
+    }
+
+    /// The report folder's name (`sweep-NAME`).
+    fn folder(&self) -> String {
+        self.sweep.folder()
+    }
+}
+
+/// Units of one point, on one thread (a Dask task): each unit's part file
+/// bytes, as `dyncore sweep` writes them, with its seed.
+#[pyfunction]
+#[pyo3(signature = (path, text, base, point, seeds))]
+fn sweep_point_parts(
+    py: Python<'_>,
+    path: &str,
+    text: &str,
+    base: &str,
+    point: usize,
+    seeds: Vec<u64>,
+) -> PyResult<Vec<(u64, Py<PyBytes>)>> {
+    let s = load_sweep(path, Some(text), Some(base))?;
+    if point >= s.points.len() {
+        return Err(PyValueError::new_err(format!("point {point}: the sweep has {} points", s.points.len())));
+    }
+    let units: Vec<(usize, u64)> = seeds.iter().map(|&seed| (point, seed)).collect();
+    let stop = AtomicBool::new(false);
+    let rows = py.detach(|| exec::run_units(&s, &units, 1, &stop)).map_err(runtime)?;
+    rows.into_iter()
+        .map(|(p, seed, rows)| {
+            let bytes = exec::part_bytes(&s, p, seed, &rows).map_err(runtime)?;
+            Ok((seed, PyBytes::new(py, &bytes).unbind()))
+        })
+        .collect()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
@@ -201,5 +312,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sweep_plan, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_point, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_assemble, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep_folder, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep_point_parts, m)?)?;
+    m.add_class::<SweepFolder>()?;
     Ok(())
 }

@@ -194,8 +194,10 @@ pub fn skip(need: Need, missing: &str) {
     if let Some(path) = std::env::var_os("DYNCORE_TEST_SKIPS")
         && let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path)
     {
+        // One write of the whole line: tests skip from threads at once, and
+        // an append of one write is not interleaved with another's.
         let test = std::thread::current().name().unwrap_or("?").to_string();
-        let _ = writeln!(f, "{test}: {line}");
+        let _ = f.write_all(format!("{test}: {line}\n").as_bytes());
     }
 }
 

@@ -67,6 +67,77 @@ pub fn collect(sweep: &super::Sweep, dir: &Path) -> Result<Vec<(usize, u64, Vec<
         .collect()
 }
 
+/// What a (re)start of a sweep whose parts are in a folder runs: every
+/// unit without a part that is its own, how many are kept, and, by why,
+/// how many parts of an earlier run are not this sweep's any more. The same
+/// for every engine (the command, Python's local and Dask engines), so any
+/// of them resumes a sweep folder any other began.
+#[derive(Debug, Clone, Default)]
+pub struct Resume {
+    pub todo: Vec<(usize, u64)>,
+    pub kept: usize,
+    pub stale: std::collections::BTreeMap<exec::Stale, usize>,
+}
+
+impl Resume {
+    /// The resume of `sweep` from the parts in `parts`.
+    pub fn of(sweep: &super::Sweep, parts: &Path) -> Resume {
+        let mut r = Resume::default();
+        for (p, s) in sweep.units() {
+            match exec::check_part(parts, sweep, p, s) {
+                Ok(Some(_)) => r.kept += 1,
+                Ok(None) => r.todo.push((p, s)),
+                Err(why) => {
+                    *r.stale.entry(why).or_default() += 1;
+                    r.todo.push((p, s));
+                }
+            }
+        }
+        r
+    }
+
+    /// One line saying how many parts run again and why (None: none).
+    pub fn stale_line(&self, sweep: &super::Sweep) -> Option<String> {
+        if self.stale.is_empty() {
+            return None;
+        }
+        let whys: Vec<String> =
+            self.stale.iter().map(|(why, n)| format!("{n} because {}", why.why())).collect();
+        Some(format!(
+            "sweep {}: {} part(s) of an earlier run are not this sweep's any more and run again: {} (this \
+             build: {})",
+            sweep.spec.name,
+            self.stale.values().sum::<usize>(),
+            whys.join("; "),
+            exec::BUILD_ID
+        ))
+    }
+}
+
+/// Writes the sweep's report folder (`out/sweep-NAME`: `results.parquet`,
+/// `results.csv`, `sweep.toml`, the summary) from its parts, all present,
+/// whole or not at all; returns the folder, the Parquet bytes and the
+/// number of rows. Every engine ends with it: the same parts give the same
+/// bytes.
+pub fn write_folder(
+    sweep: &super::Sweep,
+    out: &Path,
+    parts: &Path,
+    command: &str,
+) -> Result<(PathBuf, Vec<u8>, usize)> {
+    let rows = collect(sweep, parts)?;
+    let batch = table::batch(sweep, &rows)?;
+    let parquet = table::parquet_bytes(&batch)?;
+    let staged = dyncore_report::outdir::stage_sweep(out, &sweep.spec.name)?;
+    let dir = staged.path();
+    dyncore_report::report::write_file(&dir.join("results.parquet"), &parquet)?;
+    dyncore_report::report::write_file(&dir.join("results.csv"), table::csv(sweep, &rows).as_bytes())?;
+    dyncore_report::report::write_file(&dir.join("sweep.toml"), sweep.spec.text.as_bytes())?;
+    summary::write(sweep, &rows, dir, command)?;
+    let dest = staged.commit()?;
+    Ok((dest, parquet, batch.num_rows()))
+}
+
 /// Runs `dyncore sweep`.
 pub fn run(registry: &Registry, out: &Path, args: &SweepArgs, stop: &AtomicBool) -> Result<()> {
     let sweep = super::Sweep::load(&args.file, registry)?;
@@ -86,31 +157,13 @@ pub fn run(registry: &Registry, out: &Path, args: &SweepArgs, stop: &AtomicBool)
     }
     std::fs::create_dir_all(&parts).with_context(|| format!("creating {}", parts.display()))?;
     let units = sweep.units();
-    let mut todo: Vec<(usize, u64)> = Vec::new();
-    // Parts on disk that are not this unit's any more, by why.
-    let mut stale: std::collections::BTreeMap<exec::Stale, usize> = std::collections::BTreeMap::new();
-    for &(p, s) in &units {
-        match exec::check_part(&parts, &sweep, p, s) {
-            Ok(Some(_)) => {}
-            Ok(None) => todo.push((p, s)),
-            Err(why) => {
-                *stale.entry(why).or_default() += 1;
-                todo.push((p, s));
-            }
+    let Resume { todo, kept, .. } = {
+        let r = Resume::of(&sweep, &parts);
+        if let Some(line) = r.stale_line(&sweep) {
+            eprintln!("{line}");
         }
-    }
-    let kept = units.len() - todo.len();
-    if !stale.is_empty() {
-        let whys: Vec<String> = stale.iter().map(|(why, n)| format!("{n} because {}", why.why())).collect();
-        eprintln!(
-            "sweep {}: {} part(s) of an earlier run are not this sweep's any more and run again: {} (this \
-             build: {})",
-            sweep.spec.name,
-            stale.values().sum::<usize>(),
-            whys.join("; "),
-            exec::BUILD_ID
-        );
-    }
+        r
+    };
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     if !args.quiet {
         eprintln!(
@@ -166,16 +219,8 @@ pub fn run(registry: &Registry, out: &Path, args: &SweepArgs, stop: &AtomicBool)
         let signal = if signal == 0 { libc::SIGINT } else { signal };
         return Err(Interrupted { done: kept + outcome.done, total: units.len(), signal }.into());
     }
-    let rows = collect(&sweep, &parts)?;
-    let batch = table::batch(&sweep, &rows)?;
-    let staged = dyncore_report::outdir::stage_sweep(out, &sweep.spec.name)?;
-    let dir = staged.path();
-    dyncore_report::report::write_file(&dir.join("results.parquet"), &table::parquet_bytes(&batch)?)?;
-    dyncore_report::report::write_file(&dir.join("results.csv"), table::csv(&sweep, &rows).as_bytes())?;
-    dyncore_report::report::write_file(&dir.join("sweep.toml"), sweep.spec.text.as_bytes())?;
     let command = format!("dyncore sweep {} --out {}", args.file.display(), out.display());
-    summary::write(&sweep, &rows, dir, &command)?;
-    let dest = staged.commit()?;
+    let (dest, _, rows) = write_folder(&sweep, out, &parts, &command)?;
     let ran = outcome.done;
     let rate = if secs > 0.0 && ran > 0 {
         format!(
@@ -192,7 +237,7 @@ pub fn run(registry: &Registry, out: &Path, args: &SweepArgs, stop: &AtomicBool)
         sweep.spec.name,
         units.len(),
         if kept > 0 { format!(", {kept} kept") } else { String::new() },
-        batch.num_rows(),
+        rows,
         dest.join("results.parquet").display(),
         dest.join("report.md").display(),
     );

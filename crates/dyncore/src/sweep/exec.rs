@@ -230,6 +230,33 @@ pub fn part_path(dir: &Path, p: usize, seed: u64) -> PathBuf {
 
 /// Writes a unit's part, whole or not at all.
 pub fn write_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64, rows: &[Row]) -> Result<()> {
+    dyncore_report::report::write_file(&part_path(dir, p, seed), &part_bytes(sweep, p, seed, rows)?)
+}
+
+/// Puts a unit's part made elsewhere (a Dask worker's [`part_bytes`]) in
+/// place, whole or not at all, and keeps it only if it reads back as this
+/// unit's part ([`check_part`]): a worker of another build, or bytes torn
+/// on the way, make no part.
+pub fn put_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64, bytes: &[u8]) -> Result<()> {
+    let path = part_path(dir, p, seed);
+    dyncore_report::report::write_file(&path, bytes)?;
+    match check_part(dir, sweep, p, seed) {
+        Ok(Some(_)) => Ok(()),
+        other => {
+            let _ = std::fs::remove_file(&path);
+            let why = match other {
+                Err(s) => s.why(),
+                _ => "it is missing",
+            };
+            anyhow::bail!(
+                "the part of point {p}, seed {seed} is not this sweep's: {why} (this build: {BUILD_ID})"
+            )
+        }
+    }
+}
+
+/// A unit's part, as [`write_part`] writes it.
+pub fn part_bytes(sweep: &Sweep, p: usize, seed: u64, rows: &[Row]) -> Result<Vec<u8>> {
     let part = Part {
         key: unit_key(sweep, p, seed),
         parts: Some(key_parts(sweep, p, seed)),
@@ -242,8 +269,7 @@ pub fn write_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64, rows: &[Row]) 
             })
             .collect(),
     };
-    let bytes = serde_json::to_vec(&part).context("encoding a part")?;
-    dyncore_report::report::write_file(&part_path(dir, p, seed), &bytes)
+    serde_json::to_vec(&part).context("encoding a part")
 }
 
 /// The most bytes read from one part (a part of a thousand rows is far
