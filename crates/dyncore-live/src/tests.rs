@@ -60,7 +60,7 @@ macro_rules! live_options_or_skip {
         match options() {
             Ok(o) => o,
             Err(why) => {
-                eprintln!("skipped: {why}");
+                dyncore_runtime::testing::skip(dyncore_runtime::testing::Need::Root, &why);
                 return;
             }
         }

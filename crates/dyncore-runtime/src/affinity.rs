@@ -138,7 +138,7 @@ mod tests {
         std::thread::spawn(|| {
             assert_eq!(current_thread_realtime_priority(), None);
             if let Err(e) = set_current_thread_realtime(3) {
-                eprintln!("skipped: {e}");
+                crate::testing::skip(crate::testing::Need::Root, &e.to_string());
                 return;
             }
             assert_eq!(current_thread_realtime_priority(), Some(3));

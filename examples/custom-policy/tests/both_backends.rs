@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use dyncore::runtime::testing::{Need, skip};
 use dyncore::{Backend, Registry, RunArgs, Runner};
 
 fn scenario() -> PathBuf {
@@ -80,7 +81,8 @@ fn the_policy_runs_live_beside_the_simulator_where_this_machine_permits() {
     let rt =
         std::thread::spawn(|| dyncore::runtime::affinity::set_current_thread_realtime(1)).join().unwrap();
     if allowed.len() < 2 || rt.is_err() {
-        eprintln!("skipped: a live run needs 2 CPUs and real-time priority ({allowed}, {rt:?})");
+        let need = if allowed.len() < 2 { Need::Cpus(2) } else { Need::Root };
+        skip(need, &format!("a live run needs 2 CPUs and real-time priority ({allowed}, {rt:?})"));
         return;
     }
     let out = tempfile::tempdir().unwrap();

@@ -241,7 +241,7 @@ mod tests {
         let mut ev = match ProcEvents::open() {
             Ok(ev) => ev,
             Err(e) => {
-                eprintln!("skipped: {e}");
+                crate::testing::skip(crate::testing::Need::Root, &format!("no process events: {e}"));
                 return;
             }
         };

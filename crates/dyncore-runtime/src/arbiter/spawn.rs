@@ -435,7 +435,10 @@ mod tests {
         let _cpus = crate::testing::real_cpus();
         let mine: Vec<usize> = affinity(0).iter().collect();
         if mine.len() < 2 {
-            eprintln!("skipped: this process may use {} CPU(s), the test needs 2", mine.len());
+            crate::testing::skip(
+                crate::testing::Need::Cpus(2),
+                &format!("this process may use {} CPU(s), the test needs 2", mine.len()),
+            );
             return;
         }
         let run: CpuSet = mine[..2].iter().copied().collect();

@@ -138,7 +138,10 @@ fn kernels_are_deterministic_step_by_step() {
 fn two_cpu_runtime() -> Option<Runtime> {
     let allowed = crate::affinity::allowed_cpus().expect("the affinity mask is readable");
     if allowed.len() < 2 {
-        eprintln!("skipped: needs 2 allowed real CPUs, this process has {allowed}");
+        crate::testing::skip(
+            crate::testing::Need::Cpus(2),
+            &format!("needs 2 allowed real CPUs, this process has {allowed}"),
+        );
         return None;
     }
     // One runtime CPU on each of two real CPUs, so they do not share one;
@@ -149,7 +152,7 @@ fn two_cpu_runtime() -> Option<Runtime> {
     match Runtime::new(cfg) {
         Ok(rt) => Some(rt),
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            eprintln!("skipped: {e}");
+            crate::testing::skip(crate::testing::Need::Root, &e.to_string());
             None
         }
         Err(e) => panic!("{e}"),
