@@ -106,6 +106,12 @@ fn start_tree(cpus: &str) -> (Child, Vec<i32>) {
 
 /// [`start_tree`] with `--mechanism`.
 fn start_tree_with(cpus: &str, mechanism: &str) -> (Child, Vec<i32>) {
+    start_script(cpus, mechanism, TREE, 2)
+}
+
+/// `dyncore exec` over `sh -c script` on `cpus` with `--mechanism`; the
+/// first `pids` lines the script prints, as pids.
+fn start_script(cpus: &str, mechanism: &str, script: &str, pids: usize) -> (Child, Vec<i32>) {
     let mut child = command(&[
         "exec",
         "--policy",
@@ -117,14 +123,14 @@ fn start_tree_with(cpus: &str, mechanism: &str) -> (Child, Vec<i32>) {
         "--",
         "sh",
         "-c",
-        TREE,
+        script,
     ])
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let pids: Vec<i32> = (0..2).map(|_| lines.next().unwrap().unwrap().trim().parse().unwrap()).collect();
+    let pids = (0..pids).map(|_| lines.next().unwrap().unwrap().trim().parse().unwrap()).collect();
     (child, pids)
 }
 
@@ -231,26 +237,7 @@ fn every_death_of_dyncore_leaves_nothing_behind() {
     let cpu = allowed()[0].to_string();
     for mechanism in ["auto", "affinity"] {
         for sig in [libc::SIGKILL, libc::SIGQUIT, libc::SIGABRT, libc::SIGUSR1] {
-            let mut child = command(&[
-                "exec",
-                "--policy",
-                "linux",
-                "--cpus",
-                &cpu,
-                "--mechanism",
-                mechanism,
-                "--",
-                "sh",
-                "-c",
-                TREE_WITH_ORPHAN,
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-            let pids: Vec<i32> =
-                (0..3).map(|_| lines.next().unwrap().unwrap().trim().parse().unwrap()).collect();
+            let (child, pids) = start_script(&cpu, mechanism, TREE_WITH_ORPHAN, 3);
             let pid = child.id();
             let case = format!("{mechanism}, {}", dyncore_runtime::arbiter::signal_name(sig));
             // The orphan is adopted by dyncore, then found by the arbiter.
@@ -313,25 +300,7 @@ fn an_oom_killed_dyncore_leaves_nothing_behind() {
     let _cpus = dyncore_runtime::testing::real_cpus();
     let cpu = allowed()[0].to_string();
     for mechanism in ["auto", "affinity"] {
-        let mut child = command(&[
-            "exec",
-            "--policy",
-            "linux",
-            "--cpus",
-            &cpu,
-            "--mechanism",
-            mechanism,
-            "--",
-            "sh",
-            "-c",
-            TREE,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let pids: Vec<i32> = (0..2).map(|_| lines.next().unwrap().unwrap().trim().parse().unwrap()).collect();
+        let (child, pids) = start_tree_with(&cpu, mechanism);
         let pid = child.id();
         let Some((group, events)) = oom_group(pid) else {
             signal(&child, libc::SIGTERM);
