@@ -1,6 +1,6 @@
 //! `dyncore._native`: the Rust side of the `dyncore` Python package. Every
 //! function takes a scenario or sweep as a path and, optionally, its text
-//! (so a cluster's worker needs no file), runs through `dyncore::sweep`, and
+//! (so a cluster's worker needs no file), runs through `dyncore_sweep`, and
 //! returns bytes the Python side reads with pyarrow: Parquet for whole
 //! tables (the bytes `dyncore sweep` writes) and Arrow IPC streams for one
 //! point's rows (what a Dask task sends back).
@@ -12,8 +12,8 @@
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use dyncore::Registry;
-use dyncore::sweep::{Sweep, exec, table};
+use dyncore_run::Registry;
+use dyncore_sweep::{Sweep, exec, table};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -25,7 +25,7 @@ pyo3::create_exception!(
     "A scenario or sweep that dyncore refuses; the message is `file:line:col: field: what is accepted; found X`."
 );
 
-fn bad_input(e: dyncore::BadInput) -> PyErr {
+fn bad_input(e: dyncore_run::BadInput) -> PyErr {
     ScenarioError::new_err(e.to_string())
 }
 
@@ -78,8 +78,8 @@ fn check(path: &str, text: Option<&str>, sweep: bool) -> PyResult<String> {
     }
     let s = Sweep::single(Path::new(path), text, None, 1, &Registry::builtin()).map_err(bad_input)?;
     let runs = match &s.points[0].scenario {
-        dyncore::sweep::PointScenario::Sim(sc) => (sc.name.clone(), sc.runs.len()),
-        dyncore::sweep::PointScenario::Net(sc) => (sc.name.clone(), sc.runs.len()),
+        dyncore_sweep::PointScenario::Sim(sc) => (sc.name.clone(), sc.runs.len()),
+        dyncore_sweep::PointScenario::Net(sc) => (sc.name.clone(), sc.runs.len()),
     };
     Ok(format!("ok  {path}  ({}: {} runs)", runs.0, runs.1))
 }
@@ -95,7 +95,7 @@ fn run(
     seed: Option<u64>,
     jobs: Option<usize>,
 ) -> PyResult<Py<PyBytes>> {
-    let max = dyncore::sim::Scenario::MAX_SEEDS;
+    let max = dyncore_sim::Scenario::MAX_SEEDS;
     if !(1..=max).contains(&seeds) {
         return Err(ScenarioError::new_err(format!(
             "seeds: expected a whole number from 1 to {max}; found {seeds}"
@@ -200,7 +200,7 @@ struct SweepFolder {
     sweep: Sweep,
     out: std::path::PathBuf,
     parts: std::path::PathBuf,
-    _held: dyncore::report::outdir::OutDir,
+    _held: dyncore_report::outdir::OutDir,
 }
 
 /// Opens (creates, locks) sweep folder `out` for the sweep at `path` (or
@@ -210,8 +210,8 @@ struct SweepFolder {
 fn sweep_folder(path: &str, text: Option<&str>, out: &str, fresh: bool) -> PyResult<SweepFolder> {
     let sweep = load_sweep(path, text, None)?;
     let out = std::path::PathBuf::from(out);
-    let held = dyncore::runner::open_out(&out).map_err(|e| ScenarioError::new_err(format!("{e:#}")))?;
-    let parts = dyncore::sweep::cmd::parts_dir(&out, &sweep.folder());
+    let held = dyncore_run::runner::open_out(&out).map_err(|e| ScenarioError::new_err(format!("{e:#}")))?;
+    let parts = dyncore_sweep::cmd::parts_dir(&out, &sweep.folder());
     if fresh && parts.exists() {
         std::fs::remove_dir_all(&parts).map_err(runtime)?;
     }
@@ -225,7 +225,7 @@ impl SweepFolder {
     /// their own, how many are kept, a line saying why parts of an earlier
     /// run run again or None).
     fn todo(&self) -> (Vec<(usize, u64)>, usize, Option<String>) {
-        let r = dyncore::sweep::cmd::Resume::of(&self.sweep, &self.parts);
+        let r = dyncore_sweep::cmd::Resume::of(&self.sweep, &self.parts);
         let line = r.stale_line(&self.sweep);
         (r.todo, r.kept, line)
     }
@@ -259,7 +259,7 @@ impl SweepFolder {
     /// Writes the report folder from the parts (all must be there), as the
     /// command does; the Parquet bytes.
     fn finish(&self, py: Python<'_>, command: &str) -> PyResult<Py<PyBytes>> {
-        let (_, parquet, _) = dyncore::sweep::cmd::write_folder(&self.sweep, &self.out, &self.parts, command)
+        let (_, parquet, _) = dyncore_sweep::cmd::write_folder(&self.sweep, &self.out, &self.parts, command)
             .map_err(|e| runtime(format!("{e:#}")))?;
         Ok(PyBytes::new(py, &parquet).unbind())
     }

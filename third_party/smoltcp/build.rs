@@ -43,21 +43,12 @@ fn main() {
 
     let mut configs = BTreeMap::new();
     for (name, default) in CONFIGS {
-        configs.insert(
-            *name,
-            ConfigState {
-                value: *default,
-                seen_env: false,
-                seen_feature: false,
-            },
-        );
+        configs.insert(*name, ConfigState { value: *default, seen_env: false, seen_feature: false });
     }
 
     for (var, value) in env::vars() {
         if let Some(name) = var.strip_prefix("SMOLTCP_") {
-            let Some(cfg) = configs.get_mut(name) else {
-                panic!("Unknown env var {name}")
-            };
+            let Some(cfg) = configs.get_mut(name) else { panic!("Unknown env var {name}") };
 
             let Ok(value) = value.parse::<usize>() else {
                 panic!("Invalid value for env var {name}: {value}")
@@ -80,10 +71,7 @@ fn main() {
                 // envvars take priority.
                 if !cfg.seen_env {
                     if cfg.seen_feature {
-                        panic!(
-                            "multiple values set for feature {}: {} and {}",
-                            name, cfg.value, value
-                        );
+                        panic!("multiple values set for feature {}: {} and {}", name, cfg.value, value);
                     }
 
                     cfg.value = value;

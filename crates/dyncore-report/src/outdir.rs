@@ -313,6 +313,57 @@ pub fn io_words(e: &std::io::Error) -> String {
     }
 }
 
+/// `path` can take the file that `flag` writes, checked before any work:
+/// a regular file or a new one, in an existing folder where a file can be
+/// created (it is written through a temporary beside it). Not a folder, a
+/// FIFO or a device (`/dev/full` took a trace and lost it), nor a folder
+/// such as `/proc` that takes no new files.
+pub fn check_writable(flag: &str, path: &Path) -> Result<(), String> {
+    check_output(flag, path, false)
+}
+
+/// [`check_writable`] for a writer that creates the file's missing folders
+/// (a machine profile): the nearest folder that exists must take files.
+pub fn check_writable_creating(flag: &str, path: &Path) -> Result<(), String> {
+    check_output(flag, path, true)
+}
+
+fn check_output(flag: &str, path: &Path, creates_folders: bool) -> Result<(), String> {
+    let say = |why: String| Err(format!("{flag} {}: {why}", path.display()));
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => return say("is a folder; name a file".into()),
+        Ok(m) if !m.is_file() => {
+            return say("is not a regular file (a FIFO, a device or a socket); name a file".into());
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return say("permission denied".into()),
+        Err(_) => return say("cannot be looked at".into()),
+    }
+    let mut parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if creates_folders {
+        while !parent.exists()
+            && let Some(up) = parent.parent().filter(|p| !p.as_os_str().is_empty())
+        {
+            parent = up;
+        }
+    }
+    if !parent.is_dir() {
+        return say(format!("folder {} does not exist", parent.display()));
+    }
+    let probe = parent.join(format!(".dyncore-write-check.{}", std::process::id()));
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            say(format!("folder {} is not writable here (permission denied)", parent.display()))
+        }
+        Err(_) => say(format!("folder {} takes no new files", parent.display())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

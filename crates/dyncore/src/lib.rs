@@ -4,6 +4,11 @@
 //!
 //! The small public API:
 //!
+//! * [`cli::main`]: the whole `dyncore` command (run, check, exec, sweep,
+//!   bench, stack, policies, topology, vm) with the policies of a
+//!   [`Registry`]. An out-of-tree crate that defines a policy builds its
+//!   own full `dyncore` with one line, as scx users build their own
+//!   scheduler binary: `fn main() -> ExitCode { dyncore::cli::main(Registry::builtin().with(&MINE)) }`;
 //! * [`Runner`]: runs scenario files on a backend ([`Backend`]) with the
 //!   policies of a [`Registry`], and writes the report folder;
 //! * [`Registry`] (with [`PolicyEntry`], [`PolicyInfo`], [`RunContext`],
@@ -14,35 +19,31 @@
 //!   (`dyncore sweep`), their table as Arrow, Parquet and CSV.
 //!
 //! `examples/custom-policy/` is a crate of its own that defines a policy,
-//! registers it and runs a scenario on both backends through this API;
-//! docs/writing-a-policy.md walks through it. The crates below are
-//! re-exported for everything else: [`core`] (policies and mechanisms),
-//! [`scenario`] (scenario files, the workload plan, the run record),
-//! [`sim`] (the simulator), [`live`] (the live backend), [`report`].
+//! registers it, runs a scenario on both backends through this API, and
+//! builds a full `dyncore` with its policy in it; docs/writing-a-policy.md
+//! walks through it.
+//!
+//! The work is done by library crates this one re-exports:
+//! `dyncore-run` ([`runner`], [`exec`]), `dyncore-sweep` ([`sweep`]) and
+//! `dyncore-bench` ([`bench`]); and below them [`core`] (policies and
+//! mechanisms), [`scenario`] (scenario files, the workload plan, the run
+//! record), [`sim`] (the simulator), [`live`] (the live backend),
+//! [`report`]. This crate is only the command line.
 
-/// `println!` that never panics: when stdout is a closed pipe (`dyncore run |
-/// head`), the line is dropped and the work goes on, so reports are still
-/// written whole. (`println!` panics on a broken pipe.)
+pub mod cli;
+
 #[doc(hidden)]
-#[macro_export]
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
-    }};
-}
+pub use dyncore_run::say;
 
-pub mod interrupt;
-pub mod runner;
-pub mod scx_binary;
-pub mod sweep;
-
+pub use dyncore_bench as bench;
 pub use dyncore_core as core;
 pub use dyncore_core::policies::{Params, PolicyEntry, PolicyInfo, Registry, RunContext};
 pub use dyncore_core::policy::{Action, Event, Policy};
 pub use dyncore_live as live;
 pub use dyncore_report as report;
+pub use dyncore_run::{Backend, BadInput, Interrupted, NothingFinished, RunArgs, Runner};
+pub use dyncore_run::{exec, interrupt, runner, scx_binary};
 pub use dyncore_runtime as runtime;
 pub use dyncore_scenario as scenario;
 pub use dyncore_sim as sim;
-pub use runner::{Backend, BadInput, Interrupted, NothingFinished, RunArgs, Runner};
+pub use dyncore_sweep as sweep;

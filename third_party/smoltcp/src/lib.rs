@@ -94,11 +94,7 @@ compile_error!("at least one socket needs to be enabled"); */
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
-#[cfg(not(any(
-    feature = "proto-ipv4",
-    feature = "proto-ipv6",
-    feature = "proto-sixlowpan"
-)))]
+#[cfg(not(any(feature = "proto-ipv4", feature = "proto-ipv6", feature = "proto-sixlowpan")))]
 compile_error!(
     "You must enable at least one of the following features: proto-ipv4, proto-ipv6, proto-sixlowpan"
 );
@@ -120,11 +116,7 @@ compile_error!(
 
 #[cfg(all(
     feature = "socket",
-    not(any(
-        feature = "medium-ethernet",
-        feature = "medium-ip",
-        feature = "medium-ieee802154",
-    ))
+    not(any(feature = "medium-ethernet", feature = "medium-ip", feature = "medium-ieee802154",))
 ))]
 compile_error!(
     "If you enable the socket feature, you must enable at least one of the following features: medium-ip, medium-ethernet, medium-ieee802154"
@@ -173,11 +165,7 @@ pub mod config {
     include!(concat!(env!("OUT_DIR"), "/config.rs"));
 }
 
-#[cfg(any(
-    feature = "medium-ethernet",
-    feature = "medium-ip",
-    feature = "medium-ieee802154"
-))]
+#[cfg(any(feature = "medium-ethernet", feature = "medium-ip", feature = "medium-ieee802154"))]
 pub mod iface;
 
 pub mod phy;
@@ -187,12 +175,5 @@ pub mod storage;
 pub mod time;
 pub mod wire;
 
-#[cfg(all(
-    test,
-    any(
-        feature = "medium-ethernet",
-        feature = "medium-ip",
-        feature = "medium-ieee802154"
-    )
-))]
+#[cfg(all(test, any(feature = "medium-ethernet", feature = "medium-ip", feature = "medium-ieee802154")))]
 mod tests;

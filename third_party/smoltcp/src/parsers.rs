@@ -1,7 +1,4 @@
-#![cfg_attr(
-    not(all(feature = "proto-ipv6", feature = "proto-ipv4")),
-    allow(dead_code)
-)]
+#![cfg_attr(not(all(feature = "proto-ipv6", feature = "proto-ipv4")), allow(dead_code))]
 
 use core::result;
 use core::str::FromStr;
@@ -23,18 +20,11 @@ struct Parser<'a> {
 
 impl<'a> Parser<'a> {
     fn new(data: &'a str) -> Parser<'a> {
-        Parser {
-            data: data.as_bytes(),
-            pos: 0,
-        }
+        Parser { data: data.as_bytes(), pos: 0 }
     }
 
     fn lookahead_char(&self, ch: u8) -> bool {
-        if self.pos < self.data.len() {
-            self.data[self.pos] == ch
-        } else {
-            false
-        }
+        if self.pos < self.data.len() { self.data[self.pos] == ch } else { false }
     }
 
     fn advance(&mut self) -> Result<u8> {
@@ -62,11 +52,7 @@ impl<'a> Parser<'a> {
     }
 
     fn accept_eof(&mut self) -> Result<()> {
-        if self.data.len() == self.pos {
-            Ok(())
-        } else {
-            Err(())
-        }
+        if self.data.len() == self.pos { Ok(()) } else { Err(()) }
     }
 
     fn until_eof<F, T>(&mut self, f: F) -> Result<T>
@@ -79,11 +65,7 @@ impl<'a> Parser<'a> {
     }
 
     fn accept_char(&mut self, chr: u8) -> Result<()> {
-        if self.advance()? == chr {
-            Ok(())
-        } else {
-            Err(())
-        }
+        if self.advance()? == chr { Ok(()) } else { Err(()) }
     }
 
     fn accept_str(&mut self, string: &[u8]) -> Result<()> {
@@ -117,11 +99,7 @@ impl<'a> Parser<'a> {
                 None => break,
             }
         }
-        if value < max_value {
-            Ok(value)
-        } else {
-            Err(())
-        }
+        if value < max_value { Ok(value) } else { Err(()) }
     }
 
     #[cfg(feature = "medium-ethernet")]
@@ -267,11 +245,7 @@ impl<'a> Parser<'a> {
         let (mut addr, mut tail) = ([0u16; 8], [0u16; 6]);
         let (mut head_idx, mut tail_idx) = (0, 0);
 
-        self.accept_ipv6_part(
-            (&mut addr, &mut tail),
-            (&mut head_idx, &mut tail_idx),
-            false,
-        )?;
+        self.accept_ipv6_part((&mut addr, &mut tail), (&mut head_idx, &mut tail_idx), false)?;
 
         // We need to copy the tail portion (the portion following the "::") to the
         // end of the address.
@@ -326,10 +300,7 @@ impl<'a> Parser<'a> {
             self.accept_number(5, 65535, false)?
         };
 
-        Ok(IpEndpoint {
-            addr: IpAddress::Ipv4(ip),
-            port: port as u16,
-        })
+        Ok(IpEndpoint { addr: IpAddress::Ipv4(ip), port: port as u16 })
     }
 
     #[cfg(feature = "proto-ipv6")]
@@ -341,16 +312,10 @@ impl<'a> Parser<'a> {
             self.accept_char(b':')?;
             let port = self.accept_number(5, 65535, false)?;
 
-            Ok(IpEndpoint {
-                addr: IpAddress::Ipv6(ip),
-                port: port as u16,
-            })
+            Ok(IpEndpoint { addr: IpAddress::Ipv6(ip), port: port as u16 })
         } else {
             let ip = self.accept_ipv6()?;
-            Ok(IpEndpoint {
-                addr: IpAddress::Ipv6(ip),
-                port: 0,
-            })
+            Ok(IpEndpoint { addr: IpAddress::Ipv6(ip), port: 0 })
         }
     }
 
@@ -510,10 +475,7 @@ mod test {
     #[cfg(feature = "proto-ipv4")]
     fn test_ip_ipv4() {
         assert_eq!(IpAddress::from_str(""), Err(()));
-        assert_eq!(
-            IpAddress::from_str("1.2.3.4"),
-            Ok(IpAddress::Ipv4(Ipv4Address::new(1, 2, 3, 4)))
-        );
+        assert_eq!(IpAddress::from_str("1.2.3.4"), Ok(IpAddress::Ipv4(Ipv4Address::new(1, 2, 3, 4))));
         assert_eq!(IpAddress::from_str("x"), Err(()));
     }
 
@@ -523,9 +485,7 @@ mod test {
         assert_eq!(IpAddress::from_str(""), Err(()));
         assert_eq!(
             IpAddress::from_str("fe80::1"),
-            Ok(IpAddress::Ipv6(Ipv6Address::new(
-                0xfe80, 0, 0, 0, 0, 0, 0, 1
-            )))
+            Ok(IpAddress::Ipv6(Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 1)))
         );
         assert_eq!(IpAddress::from_str("x"), Err(()));
     }
@@ -534,22 +494,10 @@ mod test {
     #[cfg(feature = "proto-ipv4")]
     fn test_cidr_ipv4() {
         let tests = [
-            (
-                "127.0.0.1/8",
-                Ok(Ipv4Cidr::new(Ipv4Address::new(127, 0, 0, 1), 8u8)),
-            ),
-            (
-                "192.168.1.1/24",
-                Ok(Ipv4Cidr::new(Ipv4Address::new(192, 168, 1, 1), 24u8)),
-            ),
-            (
-                "8.8.8.8/32",
-                Ok(Ipv4Cidr::new(Ipv4Address::new(8, 8, 8, 8), 32u8)),
-            ),
-            (
-                "8.8.8.8/0",
-                Ok(Ipv4Cidr::new(Ipv4Address::new(8, 8, 8, 8), 0u8)),
-            ),
+            ("127.0.0.1/8", Ok(Ipv4Cidr::new(Ipv4Address::new(127, 0, 0, 1), 8u8))),
+            ("192.168.1.1/24", Ok(Ipv4Cidr::new(Ipv4Address::new(192, 168, 1, 1), 24u8))),
+            ("8.8.8.8/32", Ok(Ipv4Cidr::new(Ipv4Address::new(8, 8, 8, 8), 32u8))),
+            ("8.8.8.8/0", Ok(Ipv4Cidr::new(Ipv4Address::new(8, 8, 8, 8), 0u8))),
             ("", Err(())),
             ("1", Err(())),
             ("127.0.0.1", Err(())),
@@ -566,29 +514,11 @@ mod test {
     #[cfg(feature = "proto-ipv6")]
     fn test_cidr_ipv6() {
         let tests = [
-            (
-                "fe80::1/64",
-                Ok(Ipv6Cidr::new(
-                    Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 1),
-                    64u8,
-                )),
-            ),
-            (
-                "fe80::/64",
-                Ok(Ipv6Cidr::new(
-                    Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 0),
-                    64u8,
-                )),
-            ),
+            ("fe80::1/64", Ok(Ipv6Cidr::new(Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 1), 64u8))),
+            ("fe80::/64", Ok(Ipv6Cidr::new(Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), 64u8))),
             ("::1/128", Ok(Ipv6Cidr::new(Ipv6Address::LOCALHOST, 128u8))),
             ("::/128", Ok(Ipv6Cidr::new(Ipv6Address::UNSPECIFIED, 128u8))),
-            (
-                "fe80:0:0:0:0:0:0:1/64",
-                Ok(Ipv6Cidr::new(
-                    Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 1),
-                    64u8,
-                )),
-            ),
+            ("fe80:0:0:0:0:0:0:1/64", Ok(Ipv6Cidr::new(Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 1), 64u8))),
             ("fe80:0:0:0:0:0:0:1|64", Err(())),
             ("fe80::|64", Err(())),
             ("fe80::1::/64", Err(())),
@@ -603,17 +533,11 @@ mod test {
         assert_eq!(IpEndpoint::from_str("x"), Err(()));
         assert_eq!(
             IpEndpoint::from_str("127.0.0.1"),
-            Ok(IpEndpoint {
-                addr: IpAddress::v4(127, 0, 0, 1),
-                port: 0
-            })
+            Ok(IpEndpoint { addr: IpAddress::v4(127, 0, 0, 1), port: 0 })
         );
         assert_eq!(
             IpEndpoint::from_str("127.0.0.1:12345"),
-            Ok(IpEndpoint {
-                addr: IpAddress::v4(127, 0, 0, 1),
-                port: 12345
-            })
+            Ok(IpEndpoint { addr: IpAddress::v4(127, 0, 0, 1), port: 12345 })
         );
     }
 
@@ -624,24 +548,15 @@ mod test {
         assert_eq!(IpEndpoint::from_str("x"), Err(()));
         assert_eq!(
             IpEndpoint::from_str("fe80::1"),
-            Ok(IpEndpoint {
-                addr: IpAddress::v6(0xfe80, 0, 0, 0, 0, 0, 0, 1),
-                port: 0
-            })
+            Ok(IpEndpoint { addr: IpAddress::v6(0xfe80, 0, 0, 0, 0, 0, 0, 1), port: 0 })
         );
         assert_eq!(
             IpEndpoint::from_str("[fe80::1]:12345"),
-            Ok(IpEndpoint {
-                addr: IpAddress::v6(0xfe80, 0, 0, 0, 0, 0, 0, 1),
-                port: 12345
-            })
+            Ok(IpEndpoint { addr: IpAddress::v6(0xfe80, 0, 0, 0, 0, 0, 0, 1), port: 12345 })
         );
         assert_eq!(
             IpEndpoint::from_str("[::]:12345"),
-            Ok(IpEndpoint {
-                addr: IpAddress::v6(0, 0, 0, 0, 0, 0, 0, 0),
-                port: 12345
-            })
+            Ok(IpEndpoint { addr: IpAddress::v6(0, 0, 0, 0, 0, 0, 0, 0), port: 12345 })
         );
     }
 }

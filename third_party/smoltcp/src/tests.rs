@@ -14,9 +14,7 @@ pub(crate) fn setup<'a>(medium: Medium) -> (Interface, SocketSet<'a>, TestingDev
 fn setup_with_device(medium: Medium, device: &mut impl Device) -> Interface {
     let config = Config::new(match medium {
         #[cfg(feature = "medium-ethernet")]
-        Medium::Ethernet => {
-            HardwareAddress::Ethernet(EthernetAddress([0x02, 0x02, 0x02, 0x02, 0x02, 0x02]))
-        }
+        Medium::Ethernet => HardwareAddress::Ethernet(EthernetAddress([0x02, 0x02, 0x02, 0x02, 0x02, 0x02])),
         #[cfg(feature = "medium-ip")]
         Medium::Ip => HardwareAddress::Ip,
         #[cfg(feature = "medium-ieee802154")]
@@ -30,27 +28,17 @@ fn setup_with_device(medium: Medium, device: &mut impl Device) -> Interface {
     #[cfg(feature = "proto-ipv4")]
     {
         iface.update_ip_addrs(|ip_addrs| {
-            ip_addrs
-                .push(IpCidr::new(IpAddress::v4(192, 168, 1, 1), 24))
-                .unwrap();
-            ip_addrs
-                .push(IpCidr::new(IpAddress::v4(127, 0, 0, 1), 8))
-                .unwrap();
+            ip_addrs.push(IpCidr::new(IpAddress::v4(192, 168, 1, 1), 24)).unwrap();
+            ip_addrs.push(IpCidr::new(IpAddress::v4(127, 0, 0, 1), 8)).unwrap();
         });
     }
 
     #[cfg(feature = "proto-ipv6")]
     {
         iface.update_ip_addrs(|ip_addrs| {
-            ip_addrs
-                .push(IpCidr::new(IpAddress::v6(0xfe80, 0, 0, 0, 0, 0, 0, 1), 64))
-                .unwrap();
-            ip_addrs
-                .push(IpCidr::new(IpAddress::v6(0, 0, 0, 0, 0, 0, 0, 1), 128))
-                .unwrap();
-            ip_addrs
-                .push(IpCidr::new(IpAddress::v6(0xfdbe, 0, 0, 0, 0, 0, 0, 1), 64))
-                .unwrap();
+            ip_addrs.push(IpCidr::new(IpAddress::v6(0xfe80, 0, 0, 0, 0, 0, 0, 1), 64)).unwrap();
+            ip_addrs.push(IpCidr::new(IpAddress::v6(0, 0, 0, 0, 0, 0, 0, 1), 128)).unwrap();
+            ip_addrs.push(IpCidr::new(IpAddress::v6(0xfdbe, 0, 0, 0, 0, 0, 0, 1), 64)).unwrap();
         });
     }
     iface
@@ -103,17 +91,13 @@ impl Device for TestingDevice {
     fn receive(&mut self, _timestamp: Instant) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
         self.rx_queue.pop_front().map(move |buffer| {
             let rx = RxToken { buffer };
-            let tx = TxToken {
-                queue: &mut self.tx_queue,
-            };
+            let tx = TxToken { queue: &mut self.tx_queue };
             (rx, tx)
         })
     }
 
     fn transmit(&mut self, _timestamp: Instant) -> Option<Self::TxToken<'_>> {
-        Some(TxToken {
-            queue: &mut self.tx_queue,
-        })
+        Some(TxToken { queue: &mut self.tx_queue })
     }
 }
 
@@ -165,8 +149,7 @@ pub(crate) mod segmentation_offload {
 
     // The value is chosen to allow dispatching unsegmented packets whose sizes
     // exceed the length field in the IP header.
-    pub const MAX_SEGMENTABLE_SIZE: usize =
-        ETHERNET_HEADER_LEN + IPV6_HEADER_LEN + (u16::MAX as usize) + 1;
+    pub const MAX_SEGMENTABLE_SIZE: usize = ETHERNET_HEADER_LEN + IPV6_HEADER_LEN + (u16::MAX as usize) + 1;
 
     pub fn setup_segmenting<'a>(
         medium: Medium,
@@ -188,10 +171,7 @@ pub(crate) mod segmentation_offload {
         pub(crate) fn new(testing_device: TestingDevice) -> Self {
             Self {
                 testing_device,
-                checksum: ChecksumCapabilities {
-                    tcp: Checksum::Rx,
-                    ..Default::default()
-                },
+                checksum: ChecksumCapabilities { tcp: Checksum::Rx, ..Default::default() },
                 segmentation: SegmentationCapabilities {
                     tcpv4: Some(MAX_SEGMENTABLE_SIZE.try_into().unwrap()),
                     tcpv6: Some(MAX_SEGMENTABLE_SIZE.try_into().unwrap()),
@@ -204,10 +184,7 @@ pub(crate) mod segmentation_offload {
         type RxToken<'a> = RxToken;
         type TxToken<'a> = SegmentingTxToken<'a>;
 
-        fn receive(
-            &mut self,
-            timestamp: Instant,
-        ) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
+        fn receive(&mut self, timestamp: Instant) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
             let (rx_token, _) = self.testing_device.receive(timestamp).unzip();
             rx_token.map(|rx_token| {
                 (
@@ -254,24 +231,19 @@ pub(crate) mod segmentation_offload {
             let mut buffer = vec![0; len];
             let result = f(&mut buffer);
 
-            if let Some(segmentation_offload_size) = self
-                .meta
-                .segmentation_offload_size
-                .map(|size| size.get().into())
+            if let Some(segmentation_offload_size) =
+                self.meta.segmentation_offload_size.map(|size| size.get().into())
             {
                 net_debug!("Segmenting testing device will not actually fill in checksums");
                 let ip_buffer = match self.medium {
                     #[cfg(feature = "medium-ethernet")]
-                    Medium::Ethernet => EthernetFrame::new_checked(buffer.as_slice())
-                        .unwrap()
-                        .payload(),
+                    Medium::Ethernet => EthernetFrame::new_checked(buffer.as_slice()).unwrap().payload(),
                     #[cfg(feature = "medium-ip")]
                     Medium::Ip => buffer.as_slice(),
                     #[cfg(feature = "medium-ieee802154")]
                     Medium::Ieee802154 => todo!(),
                 };
-                let (next_header, transport_buffer) = match IpVersion::of_packet(ip_buffer).unwrap()
-                {
+                let (next_header, transport_buffer) = match IpVersion::of_packet(ip_buffer).unwrap() {
                     #[cfg(feature = "proto-ipv4")]
                     IpVersion::Ipv4 => {
                         let packet = Ipv4Packet::new_checked(ip_buffer).unwrap();
@@ -290,16 +262,14 @@ pub(crate) mod segmentation_offload {
                 );
                 let transport_payload = TcpPacket::new_checked(transport_buffer).unwrap().payload();
                 let headers_size = buffer.element_offset(&transport_payload[0]).unwrap();
-                self.queue
-                    .extend(transport_buffer.chunks(segmentation_offload_size).map(
-                        |segment_payload| {
-                            let mut segment =
-                                Vec::with_capacity(headers_size + segmentation_offload_size);
-                            segment.extend_from_slice(&buffer[..headers_size]);
-                            segment.extend_from_slice(segment_payload);
-                            segment
-                        },
-                    ));
+                self.queue.extend(transport_buffer.chunks(segmentation_offload_size).map(
+                    |segment_payload| {
+                        let mut segment = Vec::with_capacity(headers_size + segmentation_offload_size);
+                        segment.extend_from_slice(&buffer[..headers_size]);
+                        segment.extend_from_slice(segment_payload);
+                        segment
+                    },
+                ));
             } else {
                 self.queue.push_back(buffer);
             }

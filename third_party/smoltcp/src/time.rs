@@ -31,9 +31,7 @@ impl Instant {
 
     /// Create a new `Instant` from a number of microseconds.
     pub fn from_micros<T: Into<i64>>(micros: T) -> Instant {
-        Instant {
-            micros: micros.into(),
-        }
+        Instant { micros: micros.into() }
     }
 
     pub const fn from_micros_const(micros: i64) -> Instant {
@@ -42,23 +40,17 @@ impl Instant {
 
     /// Create a new `Instant` from a number of milliseconds.
     pub fn from_millis<T: Into<i64>>(millis: T) -> Instant {
-        Instant {
-            micros: millis.into() * 1000,
-        }
+        Instant { micros: millis.into() * 1000 }
     }
 
     /// Create a new `Instant` from a number of milliseconds.
     pub const fn from_millis_const(millis: i64) -> Instant {
-        Instant {
-            micros: millis * 1000,
-        }
+        Instant { micros: millis * 1000 }
     }
 
     /// Create a new `Instant` from a number of seconds.
     pub fn from_secs<T: Into<i64>>(secs: T) -> Instant {
-        Instant {
-            micros: secs.into() * 1000000,
-        }
+        Instant { micros: secs.into() * 1000000 }
     }
 
     /// Create a new `Instant` from the current [std::time::SystemTime].
@@ -196,16 +188,12 @@ impl Duration {
 
     /// Create a new `Duration` from a number of milliseconds.
     pub const fn from_millis(millis: u64) -> Duration {
-        Duration {
-            micros: millis * 1000,
-        }
+        Duration { micros: millis * 1000 }
     }
 
     /// Create a new `Duration` from a number of seconds.
     pub const fn from_secs(secs: u64) -> Duration {
-        Duration {
-            micros: secs * 1000000,
-        }
+        Duration { micros: secs * 1000000 }
     }
 
     /// The fractional number of milliseconds in this `Duration`.
@@ -266,19 +254,15 @@ impl ops::Sub<Duration> for Duration {
 
     fn sub(self, rhs: Duration) -> Duration {
         Duration::from_micros(
-            self.micros
-                .checked_sub(rhs.total_micros())
-                .expect("overflow when subtracting durations"),
+            self.micros.checked_sub(rhs.total_micros()).expect("overflow when subtracting durations"),
         )
     }
 }
 
 impl ops::SubAssign<Duration> for Duration {
     fn sub_assign(&mut self, rhs: Duration) {
-        self.micros = self
-            .micros
-            .checked_sub(rhs.total_micros())
-            .expect("overflow when subtracting durations");
+        self.micros =
+            self.micros.checked_sub(rhs.total_micros()).expect("overflow when subtracting durations");
     }
 }
 
@@ -357,15 +341,9 @@ mod test {
     #[test]
     fn test_instant_ops() {
         // std::ops::Add
-        assert_eq!(
-            Instant::from_millis(4) + Duration::from_millis(6),
-            Instant::from_millis(10)
-        );
+        assert_eq!(Instant::from_millis(4) + Duration::from_millis(6), Instant::from_millis(10));
         // std::ops::Sub
-        assert_eq!(
-            Instant::from_millis(7) - Duration::from_millis(5),
-            Instant::from_millis(2)
-        );
+        assert_eq!(Instant::from_millis(7) - Duration::from_millis(5), Instant::from_millis(2));
     }
 
     #[test]
@@ -387,16 +365,10 @@ mod test {
     #[cfg(feature = "std")]
     fn test_instant_conversions() {
         let mut epoc: ::std::time::SystemTime = Instant::from_millis(0).into();
-        assert_eq!(
-            Instant::from(::std::time::UNIX_EPOCH),
-            Instant::from_millis(0)
-        );
+        assert_eq!(Instant::from(::std::time::UNIX_EPOCH), Instant::from_millis(0));
         assert_eq!(epoc, ::std::time::UNIX_EPOCH);
         epoc = Instant::from_millis(2085955200i64 * 1000).into();
-        assert_eq!(
-            epoc,
-            ::std::time::UNIX_EPOCH + ::std::time::Duration::from_secs(2085955200)
-        );
+        assert_eq!(epoc, ::std::time::UNIX_EPOCH + ::std::time::Duration::from_secs(2085955200));
     }
 
     #[test]
@@ -408,24 +380,15 @@ mod test {
         ::std::thread::sleep(::std::time::Duration::from_millis(5));
         let after = Instant::from(std_now);
 
-        assert_eq!(
-            before, after,
-            "converting the same std Instant twice should yield the same result"
-        );
+        assert_eq!(before, after, "converting the same std Instant twice should yield the same result");
     }
 
     #[test]
     fn test_duration_ops() {
         // std::ops::Add
-        assert_eq!(
-            Duration::from_millis(40) + Duration::from_millis(2),
-            Duration::from_millis(42)
-        );
+        assert_eq!(Duration::from_millis(40) + Duration::from_millis(2), Duration::from_millis(42));
         // std::ops::Sub
-        assert_eq!(
-            Duration::from_millis(555) - Duration::from_millis(42),
-            Duration::from_millis(513)
-        );
+        assert_eq!(Duration::from_millis(555) - Duration::from_millis(42), Duration::from_millis(513));
         // std::ops::Mul
         assert_eq!(Duration::from_millis(13) * 22, Duration::from_millis(286));
         // std::ops::Div

@@ -1,6 +1,6 @@
 //! Running a network-stack scenario over its seeds: every run once per
 //! seed, each figure as the median over the seeds with its range
-//! ([`Observed`]). The report (`crates/dyncore/src/newtos.rs`) and the
+//! ([`Observed`]). The report (`crates/dyncore-report/src/newtos.rs`) and the
 //! claims ([`super::claims`]) read the [`RunRow`]s.
 
 use dyncore_core::placement::ComponentKind;

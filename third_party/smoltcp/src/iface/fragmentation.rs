@@ -120,11 +120,7 @@ impl<K> PacketAssembler<K> {
         let len = f(&mut self.buffer[offset..])?;
         assert!(offset + len <= self.buffer.len());
 
-        net_debug!(
-            "frag assembler: receiving {} octets at offset {}",
-            len,
-            offset
-        );
+        net_debug!("frag assembler: receiving {} octets at offset {}", len, offset);
 
         self.assembler.add(offset, len);
         Ok(())
@@ -150,11 +146,7 @@ impl<K> PacketAssembler<K> {
         let len = data.len();
         self.buffer[offset..][..len].copy_from_slice(data);
 
-        net_debug!(
-            "frag assembler: receiving {} octets at offset {}",
-            len,
-            offset
-        );
+        net_debug!("frag assembler: receiving {} octets at offset {}", len, offset);
 
         self.assembler.add(offset, data.len());
         Ok(())
@@ -195,9 +187,7 @@ impl<K: Eq + Copy> PacketAssemblerSet<K> {
 
     /// Create a new set of packet assemblers.
     pub fn new() -> Self {
-        Self {
-            assemblers: [Self::NEW_PA; REASSEMBLY_BUFFER_COUNT],
-        }
+        Self { assemblers: [Self::NEW_PA; REASSEMBLY_BUFFER_COUNT] }
     }
 
     /// Get a [`PacketAssembler`] for a specific key.

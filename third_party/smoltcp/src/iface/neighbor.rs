@@ -57,10 +57,7 @@ impl Cache {
 
     /// Create a cache.
     pub fn new() -> Self {
-        Self {
-            storage: LinearMap::new(),
-            silent_until: Instant::from_millis(0),
-        }
+        Self { storage: LinearMap::new(), silent_until: Instant::from_millis(0) }
     }
 
     pub fn reset_expiry_if_existing(
@@ -69,22 +66,14 @@ impl Cache {
         source_hardware_addr: HardwareAddress,
         timestamp: Instant,
     ) {
-        if let Some(Neighbor {
-            expires_at,
-            hardware_addr,
-        }) = self.storage.get_mut(&protocol_addr)
+        if let Some(Neighbor { expires_at, hardware_addr }) = self.storage.get_mut(&protocol_addr)
             && source_hardware_addr == *hardware_addr
         {
             *expires_at = timestamp + Self::ENTRY_LIFETIME;
         }
     }
 
-    pub fn fill(
-        &mut self,
-        protocol_addr: IpAddress,
-        hardware_addr: HardwareAddress,
-        timestamp: Instant,
-    ) {
+    pub fn fill(&mut self, protocol_addr: IpAddress, hardware_addr: HardwareAddress, timestamp: Instant) {
         debug_assert!(protocol_addr.is_unicast());
         debug_assert!(hardware_addr.is_unicast());
 
@@ -101,10 +90,7 @@ impl Cache {
         debug_assert!(protocol_addr.is_unicast());
         debug_assert!(hardware_addr.is_unicast());
 
-        let neighbor = Neighbor {
-            expires_at,
-            hardware_addr,
-        };
+        let neighbor = Neighbor { expires_at, hardware_addr };
         match self.storage.insert(protocol_addr, neighbor) {
             Ok(Some(old_neighbor)) => {
                 if old_neighbor.hardware_addr != hardware_addr {
@@ -149,20 +135,13 @@ impl Cache {
     pub(crate) fn lookup(&self, protocol_addr: &IpAddress, timestamp: Instant) -> Answer {
         assert!(protocol_addr.is_unicast());
 
-        if let Some(&Neighbor {
-            expires_at,
-            hardware_addr,
-        }) = self.storage.get(protocol_addr)
+        if let Some(&Neighbor { expires_at, hardware_addr }) = self.storage.get(protocol_addr)
             && timestamp < expires_at
         {
             return Answer::Found(hardware_addr);
         }
 
-        if timestamp < self.silent_until {
-            Answer::RateLimited
-        } else {
-            Answer::NotFound
-        }
+        if timestamp < self.silent_until { Answer::RateLimited } else { Answer::NotFound }
     }
 
     pub(crate) fn limit_rate(&mut self, timestamp: Instant) {
@@ -194,42 +173,20 @@ mod test {
     fn test_fill() {
         let mut cache = Cache::new();
 
-        assert!(
-            !cache
-                .lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0))
-                .found()
-        );
-        assert!(
-            !cache
-                .lookup(&MOCK_IP_ADDR_2.into(), Instant::from_millis(0))
-                .found()
-        );
+        assert!(!cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0)).found());
+        assert!(!cache.lookup(&MOCK_IP_ADDR_2.into(), Instant::from_millis(0)).found());
 
         cache.fill(MOCK_IP_ADDR_1.into(), HADDR_A, Instant::from_millis(0));
-        assert_eq!(
-            cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0)),
-            Answer::Found(HADDR_A)
-        );
+        assert_eq!(cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0)), Answer::Found(HADDR_A));
+        assert!(!cache.lookup(&MOCK_IP_ADDR_2.into(), Instant::from_millis(0)).found());
         assert!(
             !cache
-                .lookup(&MOCK_IP_ADDR_2.into(), Instant::from_millis(0))
-                .found()
-        );
-        assert!(
-            !cache
-                .lookup(
-                    &MOCK_IP_ADDR_1.into(),
-                    Instant::from_millis(0) + Cache::ENTRY_LIFETIME * 2
-                )
+                .lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0) + Cache::ENTRY_LIFETIME * 2)
                 .found(),
         );
 
         cache.fill(MOCK_IP_ADDR_1.into(), HADDR_A, Instant::from_millis(0));
-        assert!(
-            !cache
-                .lookup(&MOCK_IP_ADDR_2.into(), Instant::from_millis(0))
-                .found()
-        );
+        assert!(!cache.lookup(&MOCK_IP_ADDR_2.into(), Instant::from_millis(0)).found());
     }
 
     #[test]
@@ -237,16 +194,10 @@ mod test {
         let mut cache = Cache::new();
 
         cache.fill(MOCK_IP_ADDR_1.into(), HADDR_A, Instant::from_millis(0));
-        assert_eq!(
-            cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0)),
-            Answer::Found(HADDR_A)
-        );
+        assert_eq!(cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0)), Answer::Found(HADDR_A));
         assert!(
             !cache
-                .lookup(
-                    &MOCK_IP_ADDR_1.into(),
-                    Instant::from_millis(0) + Cache::ENTRY_LIFETIME * 2
-                )
+                .lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0) + Cache::ENTRY_LIFETIME * 2)
                 .found(),
         );
     }
@@ -256,15 +207,9 @@ mod test {
         let mut cache = Cache::new();
 
         cache.fill(MOCK_IP_ADDR_1.into(), HADDR_A, Instant::from_millis(0));
-        assert_eq!(
-            cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0)),
-            Answer::Found(HADDR_A)
-        );
+        assert_eq!(cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0)), Answer::Found(HADDR_A));
         cache.fill(MOCK_IP_ADDR_1.into(), HADDR_B, Instant::from_millis(0));
-        assert_eq!(
-            cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0)),
-            Answer::Found(HADDR_B)
-        );
+        assert_eq!(cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0)), Answer::Found(HADDR_B));
     }
 
     #[test]
@@ -274,46 +219,23 @@ mod test {
         cache.fill(MOCK_IP_ADDR_1.into(), HADDR_A, Instant::from_millis(100));
         cache.fill(MOCK_IP_ADDR_2.into(), HADDR_B, Instant::from_millis(50));
         cache.fill(MOCK_IP_ADDR_3.into(), HADDR_C, Instant::from_millis(200));
-        assert_eq!(
-            cache.lookup(&MOCK_IP_ADDR_2.into(), Instant::from_millis(1000)),
-            Answer::Found(HADDR_B)
-        );
-        assert!(
-            !cache
-                .lookup(&MOCK_IP_ADDR_4.into(), Instant::from_millis(1000))
-                .found()
-        );
+        assert_eq!(cache.lookup(&MOCK_IP_ADDR_2.into(), Instant::from_millis(1000)), Answer::Found(HADDR_B));
+        assert!(!cache.lookup(&MOCK_IP_ADDR_4.into(), Instant::from_millis(1000)).found());
 
         cache.fill(MOCK_IP_ADDR_4.into(), HADDR_D, Instant::from_millis(300));
-        assert!(
-            !cache
-                .lookup(&MOCK_IP_ADDR_2.into(), Instant::from_millis(1000))
-                .found()
-        );
-        assert_eq!(
-            cache.lookup(&MOCK_IP_ADDR_4.into(), Instant::from_millis(1000)),
-            Answer::Found(HADDR_D)
-        );
+        assert!(!cache.lookup(&MOCK_IP_ADDR_2.into(), Instant::from_millis(1000)).found());
+        assert_eq!(cache.lookup(&MOCK_IP_ADDR_4.into(), Instant::from_millis(1000)), Answer::Found(HADDR_D));
     }
 
     #[test]
     fn test_hush() {
         let mut cache = Cache::new();
 
-        assert_eq!(
-            cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0)),
-            Answer::NotFound
-        );
+        assert_eq!(cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0)), Answer::NotFound);
 
         cache.limit_rate(Instant::from_millis(0));
-        assert_eq!(
-            cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(100)),
-            Answer::RateLimited
-        );
-        assert_eq!(
-            cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(2000)),
-            Answer::NotFound
-        );
+        assert_eq!(cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(100)), Answer::RateLimited);
+        assert_eq!(cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(2000)), Answer::NotFound);
     }
 
     #[test]
@@ -321,26 +243,11 @@ mod test {
         let mut cache = Cache::new();
 
         cache.fill(MOCK_IP_ADDR_1.into(), HADDR_A, Instant::from_millis(0));
-        assert_eq!(
-            cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0)),
-            Answer::Found(HADDR_A)
-        );
-        assert!(
-            !cache
-                .lookup(&MOCK_IP_ADDR_2.into(), Instant::from_millis(0))
-                .found()
-        );
+        assert_eq!(cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0)), Answer::Found(HADDR_A));
+        assert!(!cache.lookup(&MOCK_IP_ADDR_2.into(), Instant::from_millis(0)).found());
 
         cache.flush();
-        assert!(
-            !cache
-                .lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0))
-                .found()
-        );
-        assert!(
-            !cache
-                .lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0))
-                .found()
-        );
+        assert!(!cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0)).found());
+        assert!(!cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0)).found());
     }
 }

@@ -32,10 +32,7 @@ impl<'p> Packet<'p> {
 
     #[cfg(feature = "proto-ipv4")]
     pub(crate) fn new_ipv4(ip_repr: Ipv4Repr, payload: IpPayload<'p>) -> Self {
-        Self::Ipv4(PacketV4 {
-            header: ip_repr,
-            payload,
-        })
+        Self::Ipv4(PacketV4 { header: ip_repr, payload })
     }
 
     #[cfg(feature = "proto-ipv6")]
@@ -70,12 +67,7 @@ impl<'p> Packet<'p> {
         }
     }
 
-    pub(crate) fn emit_payload(
-        &self,
-        _ip_repr: &IpRepr,
-        payload: &mut [u8],
-        caps: &DeviceCapabilities,
-    ) {
+    pub(crate) fn emit_payload(&self, _ip_repr: &IpRepr, payload: &mut [u8], caps: &DeviceCapabilities) {
         match self.payload() {
             #[cfg(feature = "proto-ipv4")]
             IpPayload::Icmpv4(icmpv4_repr) => {
@@ -106,20 +98,14 @@ impl<'p> Packet<'p> {
                     IpRepr::Ipv6(repr) => repr,
                 };
 
-                let ipv6_ext_hdr = Ipv6ExtHeaderRepr {
-                    next_header: IpProtocol::Icmpv6,
-                    length: 0,
-                    data: &[],
-                };
-                ipv6_ext_hdr.emit(&mut Ipv6ExtHeader::new_unchecked(
-                    &mut payload[..ipv6_ext_hdr.header_len()],
-                ));
+                let ipv6_ext_hdr =
+                    Ipv6ExtHeaderRepr { next_header: IpProtocol::Icmpv6, length: 0, data: &[] };
+                ipv6_ext_hdr
+                    .emit(&mut Ipv6ExtHeader::new_unchecked(&mut payload[..ipv6_ext_hdr.header_len()]));
 
                 let hbh_start = ipv6_ext_hdr.header_len();
                 let hbh_end = hbh_start + hbh_repr.buffer_len();
-                hbh_repr.emit(&mut Ipv6HopByHopHeader::new_unchecked(
-                    &mut payload[hbh_start..hbh_end],
-                ));
+                hbh_repr.emit(&mut Ipv6HopByHopHeader::new_unchecked(&mut payload[hbh_start..hbh_end]));
 
                 icmpv6_repr.emit(
                     &ipv6_repr.src_addr,

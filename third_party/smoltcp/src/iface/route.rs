@@ -35,30 +35,19 @@ pub struct Route {
 #[cfg(feature = "proto-ipv4")]
 const IPV4_DEFAULT: IpCidr = IpCidr::Ipv4(Ipv4Cidr::new(Ipv4Address::new(0, 0, 0, 0), 0));
 #[cfg(feature = "proto-ipv6")]
-const IPV6_DEFAULT: IpCidr =
-    IpCidr::Ipv6(Ipv6Cidr::new(Ipv6Address::new(0, 0, 0, 0, 0, 0, 0, 0), 0));
+const IPV6_DEFAULT: IpCidr = IpCidr::Ipv6(Ipv6Cidr::new(Ipv6Address::new(0, 0, 0, 0, 0, 0, 0, 0), 0));
 
 impl Route {
     /// Returns a route to 0.0.0.0/0 via the `gateway`, with no expiry.
     #[cfg(feature = "proto-ipv4")]
     pub fn new_ipv4_gateway(gateway: Ipv4Address) -> Route {
-        Route {
-            cidr: IPV4_DEFAULT,
-            via_router: gateway.into(),
-            preferred_until: None,
-            expires_at: None,
-        }
+        Route { cidr: IPV4_DEFAULT, via_router: gateway.into(), preferred_until: None, expires_at: None }
     }
 
     /// Returns a route to ::/0 via the `gateway`, with no expiry.
     #[cfg(feature = "proto-ipv6")]
     pub fn new_ipv6_gateway(gateway: Ipv6Address) -> Route {
-        Route {
-            cidr: IPV6_DEFAULT,
-            via_router: gateway.into(),
-            preferred_until: None,
-            expires_at: None,
-        }
+        Route { cidr: IPV6_DEFAULT, via_router: gateway.into(), preferred_until: None, expires_at: None }
     }
 
     /// Returns `true` if the route is a default route for IPv6.
@@ -83,9 +72,7 @@ pub struct Routes {
 impl Routes {
     /// Creates a new empty routing table.
     pub fn new() -> Self {
-        Self {
-            storage: Vec::new(),
-        }
+        Self { storage: Vec::new() }
     }
 
     /// Update the routes of this node.
@@ -97,14 +84,9 @@ impl Routes {
     ///
     /// On success, returns the previous default route, if any.
     #[cfg(feature = "proto-ipv4")]
-    pub fn add_default_ipv4_route(
-        &mut self,
-        gateway: Ipv4Address,
-    ) -> Result<Option<Route>, RouteTableFull> {
+    pub fn add_default_ipv4_route(&mut self, gateway: Ipv4Address) -> Result<Option<Route>, RouteTableFull> {
         let old = self.remove_default_ipv4_route();
-        self.storage
-            .push(Route::new_ipv4_gateway(gateway))
-            .map_err(|_| RouteTableFull)?;
+        self.storage.push(Route::new_ipv4_gateway(gateway)).map_err(|_| RouteTableFull)?;
         Ok(old)
     }
 
@@ -112,14 +94,9 @@ impl Routes {
     ///
     /// On success, returns the previous default route, if any.
     #[cfg(feature = "proto-ipv6")]
-    pub fn add_default_ipv6_route(
-        &mut self,
-        gateway: Ipv6Address,
-    ) -> Result<Option<Route>, RouteTableFull> {
+    pub fn add_default_ipv6_route(&mut self, gateway: Ipv6Address) -> Result<Option<Route>, RouteTableFull> {
         let old = self.remove_default_ipv6_route();
-        self.storage
-            .push(Route::new_ipv6_gateway(gateway))
-            .map_err(|_| RouteTableFull)?;
+        self.storage.push(Route::new_ipv6_gateway(gateway)).map_err(|_| RouteTableFull)?;
         Ok(old)
     }
 
@@ -140,12 +117,7 @@ impl Routes {
     /// On success, returns the previous default route, if any.
     #[cfg(feature = "proto-ipv4")]
     pub fn remove_default_ipv4_route(&mut self) -> Option<Route> {
-        if let Some((i, _)) = self
-            .storage
-            .iter()
-            .enumerate()
-            .find(|(_, r)| r.is_ipv4_gateway())
-        {
+        if let Some((i, _)) = self.storage.iter().enumerate().find(|(_, r)| r.is_ipv4_gateway()) {
             Some(self.storage.remove(i))
         } else {
             None
@@ -157,12 +129,7 @@ impl Routes {
     /// On success, returns the previous default route, if any.
     #[cfg(feature = "proto-ipv6")]
     pub fn remove_default_ipv6_route(&mut self) -> Option<Route> {
-        if let Some((i, _)) = self
-            .storage
-            .iter()
-            .enumerate()
-            .find(|(_, r)| r.is_ipv6_gateway())
-        {
+        if let Some((i, _)) = self.storage.iter().enumerate().find(|(_, r)| r.is_ipv6_gateway()) {
             Some(self.storage.remove(i))
         } else {
             None
@@ -232,26 +199,11 @@ mod test {
     fn test_fill() {
         let mut routes = Routes::new();
 
-        assert_eq!(
-            routes.lookup(&ADDR_1A.into(), Instant::from_millis(0)),
-            None
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_1B.into(), Instant::from_millis(0)),
-            None
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_1C.into(), Instant::from_millis(0)),
-            None
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_2A.into(), Instant::from_millis(0)),
-            None
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_2B.into(), Instant::from_millis(0)),
-            None
-        );
+        assert_eq!(routes.lookup(&ADDR_1A.into(), Instant::from_millis(0)), None);
+        assert_eq!(routes.lookup(&ADDR_1B.into(), Instant::from_millis(0)), None);
+        assert_eq!(routes.lookup(&ADDR_1C.into(), Instant::from_millis(0)), None);
+        assert_eq!(routes.lookup(&ADDR_2A.into(), Instant::from_millis(0)), None);
+        assert_eq!(routes.lookup(&ADDR_2B.into(), Instant::from_millis(0)), None);
 
         let route = Route {
             cidr: cidr_1().into(),
@@ -263,26 +215,11 @@ mod test {
             storage.push(route).unwrap();
         });
 
-        assert_eq!(
-            routes.lookup(&ADDR_1A.into(), Instant::from_millis(0)),
-            Some(ADDR_1A.into())
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_1B.into(), Instant::from_millis(0)),
-            Some(ADDR_1A.into())
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_1C.into(), Instant::from_millis(0)),
-            Some(ADDR_1A.into())
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_2A.into(), Instant::from_millis(0)),
-            None
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_2B.into(), Instant::from_millis(0)),
-            None
-        );
+        assert_eq!(routes.lookup(&ADDR_1A.into(), Instant::from_millis(0)), Some(ADDR_1A.into()));
+        assert_eq!(routes.lookup(&ADDR_1B.into(), Instant::from_millis(0)), Some(ADDR_1A.into()));
+        assert_eq!(routes.lookup(&ADDR_1C.into(), Instant::from_millis(0)), Some(ADDR_1A.into()));
+        assert_eq!(routes.lookup(&ADDR_2A.into(), Instant::from_millis(0)), None);
+        assert_eq!(routes.lookup(&ADDR_2B.into(), Instant::from_millis(0)), None);
 
         let route2 = Route {
             cidr: cidr_2().into(),
@@ -294,46 +231,16 @@ mod test {
             storage.push(route2).unwrap();
         });
 
-        assert_eq!(
-            routes.lookup(&ADDR_1A.into(), Instant::from_millis(0)),
-            Some(ADDR_1A.into())
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_1B.into(), Instant::from_millis(0)),
-            Some(ADDR_1A.into())
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_1C.into(), Instant::from_millis(0)),
-            Some(ADDR_1A.into())
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_2A.into(), Instant::from_millis(0)),
-            Some(ADDR_2A.into())
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_2B.into(), Instant::from_millis(0)),
-            Some(ADDR_2A.into())
-        );
+        assert_eq!(routes.lookup(&ADDR_1A.into(), Instant::from_millis(0)), Some(ADDR_1A.into()));
+        assert_eq!(routes.lookup(&ADDR_1B.into(), Instant::from_millis(0)), Some(ADDR_1A.into()));
+        assert_eq!(routes.lookup(&ADDR_1C.into(), Instant::from_millis(0)), Some(ADDR_1A.into()));
+        assert_eq!(routes.lookup(&ADDR_2A.into(), Instant::from_millis(0)), Some(ADDR_2A.into()));
+        assert_eq!(routes.lookup(&ADDR_2B.into(), Instant::from_millis(0)), Some(ADDR_2A.into()));
 
-        assert_eq!(
-            routes.lookup(&ADDR_1A.into(), Instant::from_millis(10)),
-            Some(ADDR_1A.into())
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_1B.into(), Instant::from_millis(10)),
-            Some(ADDR_1A.into())
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_1C.into(), Instant::from_millis(10)),
-            Some(ADDR_1A.into())
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_2A.into(), Instant::from_millis(10)),
-            Some(ADDR_2A.into())
-        );
-        assert_eq!(
-            routes.lookup(&ADDR_2B.into(), Instant::from_millis(10)),
-            Some(ADDR_2A.into())
-        );
+        assert_eq!(routes.lookup(&ADDR_1A.into(), Instant::from_millis(10)), Some(ADDR_1A.into()));
+        assert_eq!(routes.lookup(&ADDR_1B.into(), Instant::from_millis(10)), Some(ADDR_1A.into()));
+        assert_eq!(routes.lookup(&ADDR_1C.into(), Instant::from_millis(10)), Some(ADDR_1A.into()));
+        assert_eq!(routes.lookup(&ADDR_2A.into(), Instant::from_millis(10)), Some(ADDR_2A.into()));
+        assert_eq!(routes.lookup(&ADDR_2B.into(), Instant::from_millis(10)), Some(ADDR_2A.into()));
     }
 }

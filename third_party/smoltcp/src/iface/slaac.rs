@@ -40,10 +40,7 @@ pub struct PrefixInfo {
 
 impl PrefixInfo {
     fn new(preferred_until: Instant, valid_until: Instant) -> Self {
-        Self {
-            preferred_until,
-            valid_until,
-        }
+        Self { preferred_until, valid_until }
     }
 
     /// Derive the prefix information from the neighbor discovery option.
@@ -148,11 +145,7 @@ impl Slaac {
         if let Some(route) = self.routes.iter_mut().find(|r| r.same_route(cidr, router)) {
             route.valid_until = valid_until;
         } else {
-            let _ = self.routes.push(Route {
-                cidr: *cidr,
-                via_router: *router,
-                valid_until,
-            });
+            let _ = self.routes.push(Route { cidr: *cidr, via_router: *router, valid_until });
             self.sync_required = true;
         }
     }
@@ -216,9 +209,7 @@ impl Slaac {
 
     /// Get whether a route and prefix information must be synchronized with the interface.
     pub(crate) fn sync_required(&self, now: Instant) -> bool {
-        self.has_ra_update()
-            || self.prefix_expire_sync_required(now)
-            || self.route_expire_sync_required(now)
+        self.has_ra_update() || self.prefix_expire_sync_required(now) || self.route_expire_sync_required(now)
     }
 
     /// Remove expired routes and prefixes.
@@ -226,13 +217,7 @@ impl Slaac {
         let removals: Vec<Ipv6Cidr, IFACE_MAX_PREFIX_COUNT> = self
             .prefix
             .iter()
-            .filter_map(|(cidr, info)| {
-                if info.is_valid(now) {
-                    None
-                } else {
-                    Some(*cidr)
-                }
-            })
+            .filter_map(|(cidr, info)| if info.is_valid(now) { None } else { Some(*cidr) })
             .collect();
         for cidr in removals.iter() {
             self.prefix.remove(cidr);
@@ -244,9 +229,7 @@ impl Slaac {
     /// Get whether a router solicitation must be emitted.
     pub(crate) fn rs_required(&self, now: Instant) -> bool {
         match self.phase {
-            Phase::Start | Phase::Discovering
-                if self.retry_rs_at <= now && self.num_solicitations > 0 =>
-            {
+            Phase::Start | Phase::Discovering if self.retry_rs_at <= now && self.num_solicitations > 0 => {
                 true
             }
             _ => false,
@@ -277,19 +260,12 @@ impl Slaac {
             Phase::Discovering | Phase::Start => Some(self.retry_rs_at),
             Phase::Maintaining => {
                 let prefix_at = self.prefix.values().filter_map(|prefix_info| {
-                    if prefix_info.is_valid(now) {
-                        Some(prefix_info.valid_until)
-                    } else {
-                        None
-                    }
+                    if prefix_info.is_valid(now) { Some(prefix_info.valid_until) } else { None }
                 });
-                let routes_at = self.routes.iter().filter_map(|r| {
-                    if r.is_valid(now) {
-                        Some(r.valid_until)
-                    } else {
-                        None
-                    }
-                });
+                let routes_at = self
+                    .routes
+                    .iter()
+                    .filter_map(|r| if r.is_valid(now) { Some(r.valid_until) } else { None });
                 prefix_at.chain(routes_at).min()
             }
             _ => None,
@@ -324,10 +300,7 @@ mod test {
     fn test_route() {
         assert!(ROUTE.same_route(&Ipv6Cidr::new(Ipv6Address::UNSPECIFIED, 0), &SOURCE));
         assert!(!ROUTE.same_route(&Ipv6Cidr::new(Ipv6Address::UNSPECIFIED, 64), &SOURCE));
-        assert!(!ROUTE.same_route(
-            &Ipv6Cidr::new(Ipv6Address::UNSPECIFIED, 0),
-            &Ipv6Address::UNSPECIFIED
-        ));
+        assert!(!ROUTE.same_route(&Ipv6Cidr::new(Ipv6Address::UNSPECIFIED, 0), &Ipv6Address::UNSPECIFIED));
         assert!(!ROUTE.same_route(&Ipv6Cidr::new(SOURCE, 0), &Ipv6Address::UNSPECIFIED));
         assert!(!ROUTE.same_route(&Ipv6Cidr::new(SOURCE, 64), &Ipv6Address::UNSPECIFIED));
     }

@@ -17,10 +17,7 @@ enum NeighborState {
     Active,
     /// Socket should not be polled until either `silent_until` passes or
     /// `neighbor` appears in the neighbor cache.
-    Waiting {
-        neighbor: IpAddress,
-        silent_until: Instant,
-    },
+    Waiting { neighbor: IpAddress, silent_until: Instant },
 }
 
 /// Network socket metadata.
@@ -45,21 +42,14 @@ impl Meta {
     /// See also `iface::NeighborCache::SILENT_TIME`.
     pub(crate) const DISCOVERY_SILENT_TIME: Duration = Duration::from_millis(1_000);
 
-    pub(crate) fn poll_at<F>(
-        &self,
-        socket_poll_at: PollAt,
-        has_neighbor: F,
-        timestamp: Instant,
-    ) -> PollAt
+    pub(crate) fn poll_at<F>(&self, socket_poll_at: PollAt, has_neighbor: F, timestamp: Instant) -> PollAt
     where
         F: Fn(IpAddress) -> bool,
     {
         match self.neighbor_state {
             NeighborState::Active => socket_poll_at,
             NeighborState::Waiting { neighbor, .. } if has_neighbor(neighbor) => socket_poll_at,
-            NeighborState::Waiting { silent_until, .. } if timestamp >= silent_until => {
-                socket_poll_at
-            }
+            NeighborState::Waiting { silent_until, .. } if timestamp >= silent_until => socket_poll_at,
             NeighborState::Waiting { silent_until, .. } => PollAt::Time(silent_until),
         }
     }
@@ -70,24 +60,13 @@ impl Meta {
     {
         match self.neighbor_state {
             NeighborState::Active => true,
-            NeighborState::Waiting {
-                neighbor,
-                silent_until,
-            } => {
+            NeighborState::Waiting { neighbor, silent_until } => {
                 if has_neighbor(neighbor) {
-                    net_trace!(
-                        "{}: neighbor {} discovered, unsilencing",
-                        self.handle,
-                        neighbor
-                    );
+                    net_trace!("{}: neighbor {} discovered, unsilencing", self.handle, neighbor);
                     self.neighbor_state = NeighborState::Active;
                     true
                 } else if timestamp >= silent_until {
-                    net_trace!(
-                        "{}: neighbor {} silence timer expired, rediscovering",
-                        self.handle,
-                        neighbor
-                    );
+                    net_trace!("{}: neighbor {} silence timer expired, rediscovering", self.handle, neighbor);
                     true
                 } else {
                     false
@@ -103,10 +82,8 @@ impl Meta {
             neighbor,
             Self::DISCOVERY_SILENT_TIME
         );
-        self.neighbor_state = NeighborState::Waiting {
-            neighbor,
-            silent_until: timestamp + Self::DISCOVERY_SILENT_TIME,
-        };
+        self.neighbor_state =
+            NeighborState::Waiting { neighbor, silent_until: timestamp + Self::DISCOVERY_SILENT_TIME };
     }
 }
 
@@ -120,10 +97,7 @@ mod tests {
     const NEIGHBOR: IpAddress = IpAddress::v6(0xfe80, 0, 0, 0, 0, 0, 0, 1);
 
     fn meta() -> Meta {
-        Meta {
-            handle: SocketHandle::default(),
-            neighbor_state: NeighborState::Active,
-        }
+        Meta { handle: SocketHandle::default(), neighbor_state: NeighborState::Active }
     }
 
     #[test]
@@ -134,10 +108,7 @@ mod tests {
         assert_eq!(m.poll_at(PollAt::Ingress, |_| false, t), PollAt::Ingress);
         assert_eq!(m.poll_at(PollAt::Now, |_| false, t), PollAt::Now);
         let future = Instant::from_millis(2000);
-        assert_eq!(
-            m.poll_at(PollAt::Time(future), |_| false, t),
-            PollAt::Time(future),
-        );
+        assert_eq!(m.poll_at(PollAt::Time(future), |_| false, t), PollAt::Time(future),);
     }
 
     #[test]
@@ -145,14 +116,8 @@ mod tests {
         let mut m = meta();
         m.neighbor_missing(Instant::from_millis(1000), NEIGHBOR);
 
-        assert_eq!(
-            m.poll_at(PollAt::Now, |_| true, Instant::from_millis(1000)),
-            PollAt::Now,
-        );
-        assert_eq!(
-            m.poll_at(PollAt::Ingress, |_| true, Instant::from_millis(1000)),
-            PollAt::Ingress,
-        );
+        assert_eq!(m.poll_at(PollAt::Now, |_| true, Instant::from_millis(1000)), PollAt::Now,);
+        assert_eq!(m.poll_at(PollAt::Ingress, |_| true, Instant::from_millis(1000)), PollAt::Ingress,);
     }
 
     #[test]
@@ -165,14 +130,8 @@ mod tests {
         let t_before = Instant::from_millis(1500);
         assert!(t_before < silent_until);
 
-        assert_eq!(
-            m.poll_at(PollAt::Ingress, |_| false, t_before),
-            PollAt::Time(silent_until),
-        );
-        assert_eq!(
-            m.poll_at(PollAt::Now, |_| false, t_before),
-            PollAt::Time(silent_until),
-        );
+        assert_eq!(m.poll_at(PollAt::Ingress, |_| false, t_before), PollAt::Time(silent_until),);
+        assert_eq!(m.poll_at(PollAt::Now, |_| false, t_before), PollAt::Time(silent_until),);
     }
 
     #[test]
@@ -185,16 +144,10 @@ mod tests {
         let t_after = Instant::from_millis(2500);
         assert!(t_after >= silent_until);
 
-        assert_eq!(
-            m.poll_at(PollAt::Ingress, |_| false, t_after),
-            PollAt::Ingress,
-        );
+        assert_eq!(m.poll_at(PollAt::Ingress, |_| false, t_after), PollAt::Ingress,);
         assert_eq!(m.poll_at(PollAt::Now, |_| false, t_after), PollAt::Now);
         let future = Instant::from_millis(5000);
-        assert_eq!(
-            m.poll_at(PollAt::Time(future), |_| false, t_after),
-            PollAt::Time(future),
-        );
+        assert_eq!(m.poll_at(PollAt::Time(future), |_| false, t_after), PollAt::Time(future),);
     }
 
     #[test]
@@ -204,10 +157,7 @@ mod tests {
         m.neighbor_missing(t0, NEIGHBOR);
         let silent_until = t0 + Meta::DISCOVERY_SILENT_TIME;
 
-        assert_eq!(
-            m.poll_at(PollAt::Ingress, |_| false, silent_until),
-            PollAt::Ingress,
-        );
+        assert_eq!(m.poll_at(PollAt::Ingress, |_| false, silent_until), PollAt::Ingress,);
     }
 
     #[test]
@@ -219,10 +169,7 @@ mod tests {
 
         let t_before = Instant::from_millis(1500);
         assert!(!m.egress_permitted(t_before, |_| false));
-        assert_eq!(
-            m.poll_at(PollAt::Ingress, |_| false, t_before),
-            PollAt::Time(silent_until),
-        );
+        assert_eq!(m.poll_at(PollAt::Ingress, |_| false, t_before), PollAt::Time(silent_until),);
 
         let t_after = Instant::from_millis(2500);
         assert!(m.egress_permitted(t_after, |_| false));

@@ -65,9 +65,7 @@ impl<'a> SocketSet<'a> {
             let handle = SocketHandle(index);
             let mut meta = Meta::default();
             meta.handle = handle;
-            *slot = SocketStorage {
-                inner: Some(Item { meta, socket }),
-            };
+            *slot = SocketStorage { inner: Some(Item { meta, socket }) };
             handle
         }
 
@@ -97,9 +95,7 @@ impl<'a> SocketSet<'a> {
     /// or the socket has the wrong type.
     pub fn get<T: AnySocket<'a>>(&self, handle: SocketHandle) -> &T {
         match self.sockets[handle.0].inner.as_ref() {
-            Some(item) => {
-                T::downcast(&item.socket).expect("handle refers to a socket of a wrong type")
-            }
+            Some(item) => T::downcast(&item.socket).expect("handle refers to a socket of a wrong type"),
             None => panic!("handle does not refer to a valid socket"),
         }
     }
@@ -111,8 +107,9 @@ impl<'a> SocketSet<'a> {
     /// or the socket has the wrong type.
     pub fn get_mut<T: AnySocket<'a>>(&mut self, handle: SocketHandle) -> &mut T {
         match self.sockets[handle.0].inner.as_mut() {
-            Some(item) => T::downcast_mut(&mut item.socket)
-                .expect("handle refers to a socket of a wrong type"),
+            Some(item) => {
+                T::downcast_mut(&mut item.socket).expect("handle refers to a socket of a wrong type")
+            }
             None => panic!("handle does not refer to a valid socket"),
         }
     }

@@ -105,12 +105,7 @@ impl<D: Device> FaultInjector<D> {
     pub fn new(inner: D, seed: u32) -> FaultInjector<D> {
         FaultInjector {
             inner,
-            state: State {
-                rng_seed: seed,
-                refilled_at: Instant::from_millis(0),
-                tx_bucket: 0,
-                rx_bucket: 0,
-            },
+            state: State { rng_seed: seed, refilled_at: Instant::from_millis(0), tx_bucket: 0, rx_bucket: 0 },
             config: Config::default(),
             rx_buf: [0u8; MTU],
         }

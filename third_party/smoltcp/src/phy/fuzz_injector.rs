@@ -29,11 +29,7 @@ pub struct FuzzInjector<D: Device, FTx: Fuzzer, FRx: Fuzzer> {
 impl<D: Device, FTx: Fuzzer, FRx: Fuzzer> FuzzInjector<D, FTx, FRx> {
     /// Create a fuzz injector device.
     pub fn new(inner: D, fuzz_tx: FTx, fuzz_rx: FRx) -> FuzzInjector<D, FTx, FRx> {
-        FuzzInjector {
-            inner,
-            fuzz_tx,
-            fuzz_rx,
-        }
+        FuzzInjector { inner, fuzz_tx, fuzz_rx }
     }
 
     /// Return the underlying device, consuming the fuzz injector.
@@ -66,23 +62,14 @@ where
 
     fn receive(&mut self, timestamp: Instant) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
         self.inner.receive(timestamp).map(|(rx_token, tx_token)| {
-            let rx = RxToken {
-                fuzzer: &mut self.fuzz_rx,
-                token: rx_token,
-            };
-            let tx = TxToken {
-                fuzzer: &mut self.fuzz_tx,
-                token: tx_token,
-            };
+            let rx = RxToken { fuzzer: &mut self.fuzz_rx, token: rx_token };
+            let tx = TxToken { fuzzer: &mut self.fuzz_tx, token: tx_token };
             (rx, tx)
         })
     }
 
     fn transmit(&mut self, timestamp: Instant) -> Option<Self::TxToken<'_>> {
-        self.inner.transmit(timestamp).map(|token| TxToken {
-            fuzzer: &mut self.fuzz_tx,
-            token: token,
-        })
+        self.inner.transmit(timestamp).map(|token| TxToken { fuzzer: &mut self.fuzz_tx, token: token })
     }
 }
 

@@ -19,10 +19,7 @@ impl Loopback {
     /// Every packet transmitted through this device will be received through it
     /// in FIFO order.
     pub fn new(medium: Medium) -> Loopback {
-        Loopback {
-            queue: VecDeque::new(),
-            medium,
-        }
+        Loopback { queue: VecDeque::new(), medium }
     }
 }
 
@@ -42,17 +39,13 @@ impl Device for Loopback {
     fn receive(&mut self, _timestamp: Instant) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
         self.queue.pop_front().map(move |buffer| {
             let rx = RxToken { buffer };
-            let tx = TxToken {
-                queue: &mut self.queue,
-            };
+            let tx = TxToken { queue: &mut self.queue };
             (rx, tx)
         })
     }
 
     fn transmit(&mut self, _timestamp: Instant) -> Option<Self::TxToken<'_>> {
-        Some(TxToken {
-            queue: &mut self.queue,
-        })
+        Some(TxToken { queue: &mut self.queue })
     }
 }
 

@@ -92,10 +92,7 @@ use crate::time::Instant;
 #[cfg(feature = "segmentation-offload")]
 use core::num::{NonZeroU16, NonZeroUsize};
 
-#[cfg(all(
-    any(feature = "phy-raw_socket", feature = "phy-tuntap_interface"),
-    unix
-))]
+#[cfg(all(any(feature = "phy-raw_socket", feature = "phy-tuntap_interface"), unix))]
 mod sys;
 
 mod fault_injector;
@@ -107,16 +104,10 @@ mod pcap_writer;
 #[cfg(all(feature = "phy-raw_socket", unix))]
 mod raw_socket;
 mod tracer;
-#[cfg(all(
-    feature = "phy-tuntap_interface",
-    any(target_os = "linux", target_os = "android")
-))]
+#[cfg(all(feature = "phy-tuntap_interface", any(target_os = "linux", target_os = "android")))]
 mod tuntap_interface;
 
-#[cfg(all(
-    any(feature = "phy-raw_socket", feature = "phy-tuntap_interface"),
-    unix
-))]
+#[cfg(all(any(feature = "phy-raw_socket", feature = "phy-tuntap_interface"), unix))]
 pub use self::sys::wait;
 
 pub use self::fault_injector::FaultInjector;
@@ -128,10 +119,7 @@ pub use self::pcap_writer::{PcapLinkType, PcapMode, PcapSink, PcapWriter};
 #[cfg(all(feature = "phy-raw_socket", unix))]
 pub use self::raw_socket::RawSocket;
 pub use self::tracer::{Tracer, TracerDirection, TracerPacket};
-#[cfg(all(
-    feature = "phy-tuntap_interface",
-    any(target_os = "linux", target_os = "android")
-))]
+#[cfg(all(feature = "phy-tuntap_interface", any(target_os = "linux", target_os = "android")))]
 pub use self::tuntap_interface::TunTapInterface;
 
 /// The IPV4 payload fragment size must be an increment of this value.

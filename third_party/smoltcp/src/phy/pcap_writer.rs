@@ -151,11 +151,7 @@ impl<D: Device, S: PcapSink> PcapWriter<D, S> {
             Medium::Ieee802154 => PcapLinkType::Ieee802154WithoutFcs,
         };
         sink.global_header(link_type);
-        PcapWriter {
-            lower,
-            sink: RefCell::new(sink),
-            mode,
-        }
+        PcapWriter { lower, sink: RefCell::new(sink), mode }
     }
 
     /// Get a reference to the underlying device.
@@ -194,34 +190,17 @@ where
     fn receive(&mut self, timestamp: Instant) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
         let sink = &self.sink;
         let mode = self.mode;
-        self.lower
-            .receive(timestamp)
-            .map(move |(rx_token, tx_token)| {
-                let rx = RxToken {
-                    token: rx_token,
-                    sink,
-                    mode,
-                    timestamp,
-                };
-                let tx = TxToken {
-                    token: tx_token,
-                    sink,
-                    mode,
-                    timestamp,
-                };
-                (rx, tx)
-            })
+        self.lower.receive(timestamp).map(move |(rx_token, tx_token)| {
+            let rx = RxToken { token: rx_token, sink, mode, timestamp };
+            let tx = TxToken { token: tx_token, sink, mode, timestamp };
+            (rx, tx)
+        })
     }
 
     fn transmit(&mut self, timestamp: Instant) -> Option<Self::TxToken<'_>> {
         let sink = &self.sink;
         let mode = self.mode;
-        self.lower.transmit(timestamp).map(move |token| TxToken {
-            token,
-            sink,
-            mode,
-            timestamp,
-        })
+        self.lower.transmit(timestamp).map(move |token| TxToken { token, sink, mode, timestamp })
     }
 }
 
@@ -237,10 +216,9 @@ impl<'a, Rx: phy::RxToken, S: PcapSink> phy::RxToken for RxToken<'a, Rx, S> {
     fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
         self.token.consume(|buffer| {
             match self.mode {
-                PcapMode::Both | PcapMode::RxOnly => self
-                    .sink
-                    .borrow_mut()
-                    .packet(self.timestamp, buffer.as_ref()),
+                PcapMode::Both | PcapMode::RxOnly => {
+                    self.sink.borrow_mut().packet(self.timestamp, buffer.as_ref())
+                }
                 PcapMode::TxOnly => (),
             }
             f(buffer)
@@ -268,9 +246,7 @@ impl<'a, Tx: phy::TxToken, S: PcapSink> phy::TxToken for TxToken<'a, Tx, S> {
         self.token.consume(len, |buffer| {
             let result = f(buffer);
             match self.mode {
-                PcapMode::Both | PcapMode::TxOnly => {
-                    self.sink.borrow_mut().packet(self.timestamp, buffer)
-                }
+                PcapMode::Both | PcapMode::TxOnly => self.sink.borrow_mut().packet(self.timestamp, buffer),
                 PcapMode::RxOnly => (),
             };
             result

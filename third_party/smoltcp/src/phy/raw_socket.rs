@@ -50,11 +50,7 @@ impl RawSocket {
             mtu += crate::wire::EthernetFrame::<&[u8]>::header_len()
         }
 
-        Ok(RawSocket {
-            medium,
-            lower: Rc::new(RefCell::new(lower)),
-            mtu,
-        })
+        Ok(RawSocket { medium, lower: Rc::new(RefCell::new(lower)), mtu })
     }
 }
 
@@ -83,9 +79,7 @@ impl Device for RawSocket {
             Ok(size) => {
                 buffer.resize(size, 0);
                 let rx = RxToken { buffer };
-                let tx = TxToken {
-                    lower: self.lower.clone(),
-                };
+                let tx = TxToken { lower: self.lower.clone() };
                 Some((rx, tx))
             }
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => None,
@@ -94,9 +88,7 @@ impl Device for RawSocket {
     }
 
     fn transmit(&mut self, _timestamp: Instant) -> Option<Self::TxToken<'_>> {
-        Some(TxToken {
-            lower: self.lower.clone(),
-        })
+        Some(TxToken { lower: self.lower.clone() })
     }
 }
 

@@ -58,18 +58,8 @@ impl<D: Device> Device for Tracer<D> {
     fn receive(&mut self, timestamp: Instant) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
         let medium = self.inner.capabilities().medium;
         self.inner.receive(timestamp).map(|(rx_token, tx_token)| {
-            let rx = RxToken {
-                token: rx_token,
-                writer: self.writer,
-                medium,
-                timestamp,
-            };
-            let tx = TxToken {
-                token: tx_token,
-                writer: self.writer,
-                medium,
-                timestamp,
-            };
+            let rx = RxToken { token: rx_token, writer: self.writer, medium, timestamp };
+            let tx = TxToken { token: tx_token, writer: self.writer, medium, timestamp };
             (rx, tx)
         })
     }
@@ -101,11 +91,7 @@ impl<Rx: phy::RxToken> phy::RxToken for RxToken<Rx> {
         self.token.consume(|buffer| {
             (self.writer)(
                 self.timestamp,
-                TracerPacket {
-                    buffer,
-                    medium: self.medium,
-                    direction: TracerDirection::RX,
-                },
+                TracerPacket { buffer, medium: self.medium, direction: TracerDirection::RX },
             );
             f(buffer)
         })
@@ -133,11 +119,7 @@ impl<Tx: phy::TxToken> phy::TxToken for TxToken<Tx> {
             let result = f(buffer);
             (self.writer)(
                 self.timestamp,
-                TracerPacket {
-                    buffer,
-                    medium: self.medium,
-                    direction: TracerDirection::TX,
-                },
+                TracerPacket { buffer, medium: self.medium, direction: TracerDirection::TX },
             );
             result
         })
@@ -178,28 +160,18 @@ impl<'a> fmt::Display for TracerPacket<'a> {
         let mut indent = PrettyIndent::new(prefix);
         match self.medium {
             #[cfg(feature = "medium-ethernet")]
-            Medium::Ethernet => crate::wire::EthernetFrame::<&'static [u8]>::pretty_print(
-                &self.buffer,
-                f,
-                &mut indent,
-            ),
+            Medium::Ethernet => {
+                crate::wire::EthernetFrame::<&'static [u8]>::pretty_print(&self.buffer, f, &mut indent)
+            }
             #[cfg(feature = "medium-ip")]
             Medium::Ip => match crate::wire::IpVersion::of_packet(self.buffer) {
                 #[cfg(feature = "proto-ipv4")]
                 Ok(crate::wire::IpVersion::Ipv4) => {
-                    crate::wire::Ipv4Packet::<&'static [u8]>::pretty_print(
-                        &self.buffer,
-                        f,
-                        &mut indent,
-                    )
+                    crate::wire::Ipv4Packet::<&'static [u8]>::pretty_print(&self.buffer, f, &mut indent)
                 }
                 #[cfg(feature = "proto-ipv6")]
                 Ok(crate::wire::IpVersion::Ipv6) => {
-                    crate::wire::Ipv6Packet::<&'static [u8]>::pretty_print(
-                        &self.buffer,
-                        f,
-                        &mut indent,
-                    )
+                    crate::wire::Ipv6Packet::<&'static [u8]>::pretty_print(&self.buffer, f, &mut indent)
                 }
                 _ => f.write_str("unrecognized IP version"),
             },
@@ -222,11 +194,7 @@ mod tests {
         time::Instant,
     };
 
-    #[cfg(any(
-        feature = "medium-ethernet",
-        feature = "medium-ip",
-        feature = "medium-ieee802154"
-    ))]
+    #[cfg(any(feature = "medium-ethernet", feature = "medium-ip", feature = "medium-ieee802154"))]
     #[test]
     fn test_tracer() {
         type TracerEvent = (Instant, Vec<u8>, Medium, TracerDirection);
@@ -240,12 +208,7 @@ mod tests {
         let loopback_device = Loopback::new(medium);
         let mut tracer_device = Tracer::new(loopback_device, |instant, packet| {
             TRACE_EVENTS.with_borrow_mut(|events| {
-                events.push_back((
-                    instant,
-                    packet.buffer.to_owned(),
-                    packet.medium,
-                    packet.direction,
-                ))
+                events.push_back((instant, packet.buffer.to_owned(), packet.medium, packet.direction))
             });
         });
 
@@ -254,19 +217,9 @@ mod tests {
         let tx_instant = Instant::from_secs(1);
         let tx_token = tracer_device.transmit(tx_instant).unwrap();
 
-        tx_token.consume(expected_payload.len(), |buf| {
-            buf.copy_from_slice(&expected_payload)
-        });
+        tx_token.consume(expected_payload.len(), |buf| buf.copy_from_slice(&expected_payload));
         let last_event = TRACE_EVENTS.with_borrow_mut(|events| events.pop_front());
-        assert_eq!(
-            last_event,
-            Some((
-                tx_instant,
-                expected_payload.into(),
-                medium,
-                TracerDirection::TX
-            ))
-        );
+        assert_eq!(last_event, Some((tx_instant, expected_payload.into(), medium, TracerDirection::TX)));
         let last_event = TRACE_EVENTS.with_borrow_mut(|events| events.pop_front());
         assert_eq!(last_event, None);
 
@@ -278,15 +231,7 @@ mod tests {
         assert_eq!(rx_pkt, expected_payload);
 
         let last_event = TRACE_EVENTS.with_borrow_mut(|events| events.pop_front());
-        assert_eq!(
-            last_event,
-            Some((
-                rx_instant,
-                expected_payload.into(),
-                medium,
-                TracerDirection::RX
-            ))
-        );
+        assert_eq!(last_event, Some((rx_instant, expected_payload.into(), medium, TracerDirection::RX)));
         let last_event = TRACE_EVENTS.with_borrow_mut(|events| events.pop_front());
         assert_eq!(last_event, None);
     }
@@ -309,17 +254,10 @@ mod tests {
             repr.emit(&mut frame);
         }
 
-        let pkt = TracerPacket {
-            buffer: &buffer,
-            medium: Medium::Ethernet,
-            direction: TracerDirection::RX,
-        };
+        let pkt = TracerPacket { buffer: &buffer, medium: Medium::Ethernet, direction: TracerDirection::RX };
 
         let pkt_pretty = pkt.to_string();
-        assert_eq!(
-            pkt_pretty,
-            "<- EthernetII src=00-01-02-03-04-05 dst=05-04-03-02-01-00 type=0x0000"
-        );
+        assert_eq!(pkt_pretty, "<- EthernetII src=00-01-02-03-04-05 dst=05-04-03-02-01-00 type=0x0000");
     }
 
     #[cfg(all(feature = "medium-ip", feature = "proto-ipv4"))]
@@ -343,11 +281,7 @@ mod tests {
             repr.emit(&mut packet, &ChecksumCapabilities::default());
         }
 
-        let pkt = TracerPacket {
-            buffer: &buffer,
-            medium: Medium::Ip,
-            direction: TracerDirection::TX,
-        };
+        let pkt = TracerPacket { buffer: &buffer, medium: Medium::Ip, direction: TracerDirection::TX };
 
         let pkt_pretty = pkt.to_string();
         assert_eq!(pkt_pretty, "-> IPv4 src=10.0.0.1 dst=10.0.0.2 proto=0xff");

@@ -30,11 +30,7 @@ impl TunTapInterface {
     pub fn new(name: &str, medium: Medium) -> io::Result<TunTapInterface> {
         let lower = sys::TunTapInterfaceDesc::new(name, medium)?;
         let mtu = lower.interface_mtu()?;
-        Ok(TunTapInterface {
-            lower: Rc::new(RefCell::new(lower)),
-            mtu,
-            medium,
-        })
+        Ok(TunTapInterface { lower: Rc::new(RefCell::new(lower)), mtu, medium })
     }
 
     /// Attaches to a TUN/TAP interface specified by file descriptor `fd`.
@@ -43,11 +39,7 @@ impl TunTapInterface {
     /// On these platforms, a TunTapInterface cannot be instantiated with a name.
     pub fn from_fd(fd: RawFd, medium: Medium, mtu: usize) -> io::Result<TunTapInterface> {
         let lower = sys::TunTapInterfaceDesc::from_fd(fd, mtu)?;
-        Ok(TunTapInterface {
-            lower: Rc::new(RefCell::new(lower)),
-            mtu,
-            medium,
-        })
+        Ok(TunTapInterface { lower: Rc::new(RefCell::new(lower)), mtu, medium })
     }
 }
 
@@ -70,9 +62,7 @@ impl Device for TunTapInterface {
             Ok(size) => {
                 buffer.resize(size, 0);
                 let rx = RxToken { buffer };
-                let tx = TxToken {
-                    lower: self.lower.clone(),
-                };
+                let tx = TxToken { lower: self.lower.clone() };
                 Some((rx, tx))
             }
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => None,
@@ -81,9 +71,7 @@ impl Device for TunTapInterface {
     }
 
     fn transmit(&mut self, _timestamp: Instant) -> Option<Self::TxToken<'_>> {
-        Some(TxToken {
-            lower: self.lower.clone(),
-        })
+        Some(TxToken { lower: self.lower.clone() })
     }
 }
 

@@ -5,9 +5,8 @@ use crate::iface::Context;
 use crate::time::{Duration, Instant};
 use crate::wire::dhcpv4::field as dhcpv4_field;
 use crate::wire::{
-    DHCP_CLIENT_PORT, DHCP_MAX_DNS_SERVER_COUNT, DHCP_SERVER_PORT, DhcpMessageType, DhcpPacket,
-    DhcpRepr, IpAddress, IpProtocol, Ipv4Address, Ipv4AddressExt, Ipv4Cidr, Ipv4Repr,
-    UDP_HEADER_LEN, UdpRepr,
+    DHCP_CLIENT_PORT, DHCP_MAX_DNS_SERVER_COUNT, DHCP_SERVER_PORT, DhcpMessageType, DhcpPacket, DhcpRepr,
+    IpAddress, IpProtocol, Ipv4Address, Ipv4AddressExt, Ipv4Cidr, Ipv4Repr, UDP_HEADER_LEN, UdpRepr,
 };
 use crate::wire::{DhcpOption, HardwareAddress};
 use heapless::Vec;
@@ -19,11 +18,8 @@ use super::PollAt;
 
 const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(120);
 
-const DEFAULT_PARAMETER_REQUEST_LIST: &[u8] = &[
-    dhcpv4_field::OPT_SUBNET_MASK,
-    dhcpv4_field::OPT_ROUTER,
-    dhcpv4_field::OPT_DOMAIN_NAME_SERVER,
-];
+const DEFAULT_PARAMETER_REQUEST_LIST: &[u8] =
+    &[dhcpv4_field::OPT_SUBNET_MASK, dhcpv4_field::OPT_ROUTER, dhcpv4_field::OPT_DOMAIN_NAME_SERVER];
 
 /// IPv4 configuration data provided by the DHCP server.
 #[derive(Debug, Eq, PartialEq, Clone)]
@@ -198,9 +194,7 @@ impl<'a> Socket<'a> {
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
         Socket {
-            state: ClientState::Discovering(DiscoverState {
-                retry_at: Instant::from_millis(0),
-            }),
+            state: ClientState::Discovering(DiscoverState { retry_at: Instant::from_millis(0) }),
             config_changed: true,
             transaction_id: 1,
             max_lease_duration: None,
@@ -292,23 +286,15 @@ impl<'a> Socket<'a> {
         let t = match &self.state {
             ClientState::Discovering(state) => state.retry_at,
             ClientState::Requesting(state) => state.retry_at,
-            ClientState::Renewing(state) => if state.rebinding {
-                state.rebind_at
-            } else {
-                state.renew_at.min(state.rebind_at)
+            ClientState::Renewing(state) => {
+                if state.rebinding { state.rebind_at } else { state.renew_at.min(state.rebind_at) }
+                    .min(state.expires_at)
             }
-            .min(state.expires_at),
         };
         PollAt::Time(t)
     }
 
-    pub(crate) fn process(
-        &mut self,
-        cx: &mut Context,
-        ip_repr: &Ipv4Repr,
-        repr: &UdpRepr,
-        payload: &[u8],
-    ) {
+    pub(crate) fn process(&mut self, cx: &mut Context, ip_repr: &Ipv4Repr, repr: &UdpRepr, payload: &[u8]) {
         let src_ip = ip_repr.src_addr;
 
         // This is enforced in interface.rs.
@@ -342,20 +328,12 @@ impl<'a> Socket<'a> {
         let server_identifier = match dhcp_repr.server_identifier {
             Some(server_identifier) => server_identifier,
             None => {
-                net_debug!(
-                    "DHCP ignoring {:?} because missing server_identifier",
-                    dhcp_repr.message_type
-                );
+                net_debug!("DHCP ignoring {:?} because missing server_identifier", dhcp_repr.message_type);
                 return;
             }
         };
 
-        net_debug!(
-            "DHCP recv {:?} from {}: {:?}",
-            dhcp_repr.message_type,
-            src_ip,
-            dhcp_repr
-        );
+        net_debug!("DHCP recv {:?} from {}: {:?}", dhcp_repr.message_type, src_ip, dhcp_repr);
 
         // Copy over the payload into the receive packet buffer.
         if let Some(buffer) = self.receive_packet_buffer.as_mut()
@@ -374,10 +352,7 @@ impl<'a> Socket<'a> {
                 self.state = ClientState::Requesting(RequestState {
                     retry_at: cx.now(),
                     retry: 0,
-                    server: ServerInfo {
-                        address: src_ip,
-                        identifier: server_identifier,
-                    },
+                    server: ServerInfo { address: src_ip, identifier: server_identifier },
                     requested_ip: dhcp_repr.your_ip, // use the offered ip
                 });
             }
@@ -401,12 +376,9 @@ impl<'a> Socket<'a> {
                 }
             }
             (ClientState::Renewing(state), DhcpMessageType::Ack) => {
-                if let Some((config, renew_at, rebind_at, expires_at)) = Self::parse_ack(
-                    cx.now(),
-                    &dhcp_repr,
-                    self.max_lease_duration,
-                    state.config.server,
-                ) {
+                if let Some((config, renew_at, rebind_at, expires_at)) =
+                    Self::parse_ack(cx.now(), &dhcp_repr, self.max_lease_duration, state.config.server)
+                {
                     state.renew_at = renew_at;
                     state.rebind_at = rebind_at;
                     state.rebinding = false;
@@ -416,8 +388,7 @@ impl<'a> Socket<'a> {
                     // will change it, so we indicate that the config has
                     // changed every time if the receive packet buffer is set,
                     // but we only write changes to the rest of the config now.
-                    let config_changed =
-                        state.config != config || self.receive_packet_buffer.is_some();
+                    let config_changed = state.config != config || self.receive_packet_buffer.is_some();
                     if state.config != config {
                         state.config = config;
                     }
@@ -432,10 +403,7 @@ impl<'a> Socket<'a> {
                 }
             }
             _ => {
-                net_debug!(
-                    "DHCP ignoring {:?}: unexpected in current state",
-                    dhcp_repr.message_type
-                );
+                net_debug!("DHCP ignoring {:?}: unexpected in current state", dhcp_repr.message_type);
             }
         }
     }
@@ -467,10 +435,8 @@ impl<'a> Socket<'a> {
             return None;
         }
 
-        let mut lease_duration = dhcp_repr
-            .lease_duration
-            .map(|d| Duration::from_secs(d as _))
-            .unwrap_or(DEFAULT_LEASE_DURATION);
+        let mut lease_duration =
+            dhcp_repr.lease_duration.map(|d| Duration::from_secs(d as _)).unwrap_or(DEFAULT_LEASE_DURATION);
         if let Some(max_lease_duration) = max_lease_duration {
             lease_duration = lease_duration.min(max_lease_duration);
         }
@@ -479,16 +445,11 @@ impl<'a> Socket<'a> {
         // TP-Link TD-W8970 sends 0.0.0.0 as second DNS server if there's only one configured :(
         let mut dns_servers = Vec::new();
 
-        dhcp_repr
-            .dns_servers
-            .iter()
-            .flatten()
-            .filter(|s| s.x_is_unicast())
-            .for_each(|a| {
-                // This will never produce an error, as both the arrays and `dns_servers`
-                // have length DHCP_MAX_DNS_SERVER_COUNT
-                dns_servers.push(*a).ok();
-            });
+        dhcp_repr.dns_servers.iter().flatten().filter(|s| s.x_is_unicast()).for_each(|a| {
+            // This will never produce an error, as both the arrays and `dns_servers`
+            // have length DHCP_MAX_DNS_SERVER_COUNT
+            dns_servers.push(*a).ok();
+        });
 
         let config = Config {
             server,
@@ -505,12 +466,8 @@ impl<'a> Socket<'a> {
         // When receiving T1 and T2, they must be in the order:
         // T1 < T2 < lease_duration
         let (renew_duration, rebind_duration) = match (
-            dhcp_repr
-                .renew_duration
-                .map(|d| Duration::from_secs(d as u64)),
-            dhcp_repr
-                .rebind_duration
-                .map(|d| Duration::from_secs(d as u64)),
+            dhcp_repr.renew_duration.map(|d| Duration::from_secs(d as u64)),
+            dhcp_repr.rebind_duration.map(|d| Duration::from_secs(d as u64)),
         ) {
             (Some(renew_duration), Some(rebind_duration))
                 if renew_duration < rebind_duration && rebind_duration < lease_duration =>
@@ -524,10 +481,9 @@ impl<'a> Socket<'a> {
             // between T1 and the duration of the lease. If T1 is set to
             // the default (0.5 * duration_of_lease), then T2 will also
             // be set to the default (0.875 * duration_of_lease).
-            (Some(renew_duration), None) if renew_duration < lease_duration => (
-                renew_duration,
-                renew_duration + (lease_duration - renew_duration) * 3 / 4,
-            ),
+            (Some(renew_duration), None) if renew_duration < lease_duration => {
+                (renew_duration, renew_duration + (lease_duration - renew_duration) * 3 / 4)
+            }
 
             // If only T2 is provided, then T1 will be set to be
             // whichever is smaller of the default (0.5 *
@@ -590,8 +546,7 @@ impl<'a> Socket<'a> {
             client_identifier: Some(ethernet_addr),
             server_identifier: None,
             parameter_request_list: Some(
-                self.parameter_request_list
-                    .unwrap_or(DEFAULT_PARAMETER_REQUEST_LIST),
+                self.parameter_request_list.unwrap_or(DEFAULT_PARAMETER_REQUEST_LIST),
             ),
             max_size: Some((cx.ip_mtu() - MAX_IPV4_HEADER_LEN - UDP_HEADER_LEN) as u16),
             lease_duration: None,
@@ -601,10 +556,7 @@ impl<'a> Socket<'a> {
             additional_options: self.outgoing_options,
         };
 
-        let udp_repr = UdpRepr {
-            src_port: self.client_port,
-            dst_port: self.server_port,
-        };
+        let udp_repr = UdpRepr { src_port: self.client_port, dst_port: self.server_port };
 
         let mut ipv4_repr = Ipv4Repr {
             src_addr: Ipv4Address::UNSPECIFIED,
@@ -624,11 +576,7 @@ impl<'a> Socket<'a> {
                 dhcp_repr.transaction_id = next_transaction_id;
 
                 // send packet
-                net_debug!(
-                    "DHCP send DISCOVER to {}: {:?}",
-                    ipv4_repr.dst_addr,
-                    dhcp_repr
-                );
+                net_debug!("DHCP send DISCOVER to {}: {:?}", ipv4_repr.dst_addr, dhcp_repr);
                 ipv4_repr.payload_len = udp_repr.header_len() + dhcp_repr.buffer_len();
                 emit(cx, (ipv4_repr, udp_repr, dhcp_repr))?;
 
@@ -652,17 +600,13 @@ impl<'a> Socket<'a> {
                 dhcp_repr.requested_ip = Some(state.requested_ip);
                 dhcp_repr.server_identifier = Some(state.server.identifier);
 
-                net_debug!(
-                    "DHCP send request to {}: {:?}",
-                    ipv4_repr.dst_addr,
-                    dhcp_repr
-                );
+                net_debug!("DHCP send request to {}: {:?}", ipv4_repr.dst_addr, dhcp_repr);
                 ipv4_repr.payload_len = udp_repr.header_len() + dhcp_repr.buffer_len();
                 emit(cx, (ipv4_repr, udp_repr, dhcp_repr))?;
 
                 // Exponential backoff: Double every 2 retries.
-                state.retry_at = cx.now()
-                    + (self.retry_config.initial_request_timeout << (state.retry as u32 / 2));
+                state.retry_at =
+                    cx.now() + (self.retry_config.initial_request_timeout << (state.retry as u32 / 2));
                 state.retry += 1;
 
                 Ok(())
@@ -734,9 +678,7 @@ impl<'a> Socket<'a> {
         if let ClientState::Renewing(_) = &self.state {
             self.config_changed();
         }
-        self.state = ClientState::Discovering(DiscoverState {
-            retry_at: Instant::from_millis(0),
-        });
+        self.state = ClientState::Discovering(DiscoverState { retry_at: Instant::from_millis(0) });
     }
 
     /// Query the socket for configuration changes.
@@ -753,10 +695,7 @@ impl<'a> Socket<'a> {
                 address: state.config.address,
                 router: state.config.router,
                 dns_servers: state.config.dns_servers.clone(),
-                packet: self
-                    .receive_packet_buffer
-                    .as_deref()
-                    .map(DhcpPacket::new_unchecked),
+                packet: self.receive_packet_buffer.as_deref().map(DhcpPacket::new_unchecked),
             }))
         } else {
             self.config_changed = false;
@@ -831,9 +770,7 @@ mod test {
         net_trace!("      {:?}", dhcp_repr);
 
         let mut payload = vec![0; dhcp_repr.buffer_len()];
-        dhcp_repr
-            .emit(&mut DhcpPacket::new_unchecked(&mut payload))
-            .unwrap();
+        dhcp_repr.emit(&mut DhcpPacket::new_unchecked(&mut payload)).unwrap();
 
         s.socket.process(&mut s.cx, &ip_repr, &udp_repr, &payload)
     }
@@ -844,30 +781,25 @@ mod test {
         let mut i = 0;
 
         while s.socket.poll_at(&mut s.cx) <= PollAt::Time(timestamp) {
-            let _ = s
-                .socket
-                .dispatch(&mut s.cx, |_, (mut ip_repr, udp_repr, dhcp_repr)| {
-                    assert_eq!(ip_repr.next_header, IpProtocol::Udp);
-                    assert_eq!(
-                        ip_repr.payload_len,
-                        udp_repr.header_len() + dhcp_repr.buffer_len()
-                    );
+            let _ = s.socket.dispatch(&mut s.cx, |_, (mut ip_repr, udp_repr, dhcp_repr)| {
+                assert_eq!(ip_repr.next_header, IpProtocol::Udp);
+                assert_eq!(ip_repr.payload_len, udp_repr.header_len() + dhcp_repr.buffer_len());
 
-                    // We validated the payload len, change it to 0 to make equality testing easier
-                    ip_repr.payload_len = 0;
+                // We validated the payload len, change it to 0 to make equality testing easier
+                ip_repr.payload_len = 0;
 
-                    net_trace!("recv: {:?}", ip_repr);
-                    net_trace!("      {:?}", udp_repr);
-                    net_trace!("      {:?}", dhcp_repr);
+                net_trace!("recv: {:?}", ip_repr);
+                net_trace!("      {:?}", udp_repr);
+                net_trace!("      {:?}", dhcp_repr);
 
-                    let got_repr = (ip_repr, udp_repr, dhcp_repr);
-                    match reprs.get(i) {
-                        Some(want_repr) => assert_eq!(want_repr, &got_repr),
-                        None => panic!("Too many reprs emitted"),
-                    }
-                    i += 1;
-                    Ok::<_, ()>(())
-                });
+                let got_repr = (ip_repr, udp_repr, dhcp_repr);
+                match reprs.get(i) {
+                    Some(want_repr) => assert_eq!(want_repr, &got_repr),
+                    None => panic!("Too many reprs emitted"),
+                }
+                i += 1;
+                Ok::<_, ()>(())
+            });
         }
 
         assert_eq!(i, reprs.len());
@@ -945,26 +877,16 @@ mod test {
         hop_limit: 64,
     };
 
-    const UDP_SEND: UdpRepr = UdpRepr {
-        src_port: DHCP_CLIENT_PORT,
-        dst_port: DHCP_SERVER_PORT,
-    };
-    const UDP_RECV: UdpRepr = UdpRepr {
-        src_port: DHCP_SERVER_PORT,
-        dst_port: DHCP_CLIENT_PORT,
-    };
+    const UDP_SEND: UdpRepr = UdpRepr { src_port: DHCP_CLIENT_PORT, dst_port: DHCP_SERVER_PORT };
+    const UDP_RECV: UdpRepr = UdpRepr { src_port: DHCP_SERVER_PORT, dst_port: DHCP_CLIENT_PORT };
 
     const DIFFERENT_CLIENT_PORT: u16 = 6800;
     const DIFFERENT_SERVER_PORT: u16 = 6700;
 
-    const UDP_SEND_DIFFERENT_PORT: UdpRepr = UdpRepr {
-        src_port: DIFFERENT_CLIENT_PORT,
-        dst_port: DIFFERENT_SERVER_PORT,
-    };
-    const UDP_RECV_DIFFERENT_PORT: UdpRepr = UdpRepr {
-        src_port: DIFFERENT_SERVER_PORT,
-        dst_port: DIFFERENT_CLIENT_PORT,
-    };
+    const UDP_SEND_DIFFERENT_PORT: UdpRepr =
+        UdpRepr { src_port: DIFFERENT_CLIENT_PORT, dst_port: DIFFERENT_SERVER_PORT };
+    const UDP_RECV_DIFFERENT_PORT: UdpRepr =
+        UdpRepr { src_port: DIFFERENT_SERVER_PORT, dst_port: DIFFERENT_CLIENT_PORT };
 
     const DHCP_DEFAULT: DhcpRepr = DhcpRepr {
         message_type: DhcpMessageType::Unknown(99),
@@ -1083,10 +1005,7 @@ mod test {
         let (iface, _, _) = setup(medium);
         let mut s = Socket::new();
         assert_eq!(s.poll(), Some(Event::Deconfigured));
-        TestSocket {
-            socket: s,
-            cx: iface.inner,
-        }
+        TestSocket { socket: s, cx: iface.inner }
     }
 
     fn socket_different_port(medium: Medium) -> TestSocket {
@@ -1095,20 +1014,14 @@ mod test {
         s.set_ports(DIFFERENT_SERVER_PORT, DIFFERENT_CLIENT_PORT);
 
         assert_eq!(s.poll(), Some(Event::Deconfigured));
-        TestSocket {
-            socket: s,
-            cx: iface.inner,
-        }
+        TestSocket { socket: s, cx: iface.inner }
     }
 
     fn socket_bound(medium: Medium) -> TestSocket {
         let mut s = socket(medium);
         s.state = ClientState::Renewing(RenewState {
             config: Config {
-                server: ServerInfo {
-                    address: SERVER_IP,
-                    identifier: SERVER_IP,
-                },
+                server: ServerInfo { address: SERVER_IP, identifier: SERVER_IP },
                 address: Ipv4Cidr::new(MY_IP, 24),
                 dns_servers: Vec::from_slice(DNS_IPS).unwrap(),
                 router: Some(SERVER_IP),
@@ -1140,10 +1053,7 @@ mod test {
         assert_eq!(
             s.poll(),
             Some(Event::Configured(Config {
-                server: ServerInfo {
-                    address: SERVER_IP,
-                    identifier: SERVER_IP,
-                },
+                server: ServerInfo { address: SERVER_IP, identifier: SERVER_IP },
                 address: Ipv4Cidr::new(MY_IP, 24),
                 dns_servers: Vec::from_slice(DNS_IPS).unwrap(),
                 router: Some(SERVER_IP),
@@ -1178,10 +1088,7 @@ mod test {
         assert_eq!(
             s.poll(),
             Some(Event::Configured(Config {
-                server: ServerInfo {
-                    address: SERVER_IP,
-                    identifier: SERVER_IP,
-                },
+                server: ServerInfo { address: SERVER_IP, identifier: SERVER_IP },
                 address: Ipv4Cidr::new(MY_IP, 24),
                 dns_servers: Vec::from_slice(DNS_IPS).unwrap(),
                 router: Some(SERVER_IP),

@@ -22,9 +22,8 @@ const RETRANSMIT_TIMEOUT: Duration = Duration::from_millis(10_000); // Should ge
 
 #[cfg(feature = "proto-ipv6")]
 #[allow(unused)]
-const MDNS_IPV6_ADDR: IpAddress = IpAddress::Ipv6(crate::wire::Ipv6Address::new(
-    0xff02, 0, 0, 0, 0, 0, 0, 0xfb,
-));
+const MDNS_IPV6_ADDR: IpAddress =
+    IpAddress::Ipv6(crate::wire::Ipv6Address::new(0xff02, 0, 0, 0, 0, 0, 0, 0xfb));
 
 #[cfg(feature = "proto-ipv4")]
 #[allow(unused)]
@@ -262,18 +261,12 @@ impl<'a> Socket<'a> {
             }
 
             // Push label
-            raw_name
-                .push(s.len() as u8)
-                .map_err(|_| StartQueryError::NameTooLong)?;
-            raw_name
-                .extend_from_slice(s)
-                .map_err(|_| StartQueryError::NameTooLong)?;
+            raw_name.push(s.len() as u8).map_err(|_| StartQueryError::NameTooLong)?;
+            raw_name.extend_from_slice(s).map_err(|_| StartQueryError::NameTooLong)?;
         }
 
         // Push terminator.
-        raw_name
-            .push(0x00)
-            .map_err(|_| StartQueryError::NameTooLong)?;
+        raw_name.push(0x00).map_err(|_| StartQueryError::NameTooLong)?;
 
         self.start_query_raw(cx, &raw_name, query_type, mdns)
     }
@@ -359,19 +352,11 @@ impl<'a> Socket<'a> {
     /// Panics if the QueryHandle corresponds to an already free slot.
     #[cfg(feature = "async")]
     pub fn register_query_waker(&mut self, handle: QueryHandle, waker: &Waker) {
-        self.queries[handle.0]
-            .as_mut()
-            .unwrap()
-            .waker
-            .register(waker);
+        self.queries[handle.0].as_mut().unwrap().waker.register(waker);
     }
 
     pub(crate) fn accepts(&self, ip_repr: &IpRepr, udp_repr: &UdpRepr) -> bool {
-        (udp_repr.src_port == DNS_PORT
-            && self
-                .servers
-                .iter()
-                .any(|server| *server == ip_repr.src_addr()))
+        (udp_repr.src_port == DNS_PORT && self.servers.iter().any(|server| *server == ip_repr.src_addr()))
             || (udp_repr.src_port == MDNS_DNS_PORT)
     }
 
@@ -386,12 +371,7 @@ impl<'a> Socket<'a> {
 
         let size = payload.len();
 
-        net_trace!(
-            "receiving {} octets from {:?}:{}",
-            size,
-            ip_repr.src_addr(),
-            udp_repr.dst_port
-        );
+        net_trace!("receiving {} octets from {:?}:{}", size, ip_repr.src_addr(), udp_repr.dst_port);
 
         let p = match Packet::new_checked(payload) {
             Ok(x) => x,
@@ -592,10 +572,7 @@ impl<'a> Socket<'a> {
                     transaction_id: pq.txid,
                     flags: Flags::RECURSION_DESIRED,
                     opcode: Opcode::Query,
-                    question: Question {
-                        name: &pq.name,
-                        type_: pq.type_,
-                    },
+                    question: Question { name: &pq.name, type_: pq.type_ },
                 };
 
                 let mut payload = [0u8; 512];
@@ -608,10 +585,7 @@ impl<'a> Socket<'a> {
                     MulticastDns::Disabled => DNS_PORT,
                 };
 
-                let udp_repr = UdpRepr {
-                    src_port: pq.port,
-                    dst_port,
-                };
+                let udp_repr = UdpRepr { src_port: pq.port, dst_port };
 
                 let dst_addr = servers[pq.server_idx];
                 let src_addr = match cx.get_source_address(&dst_addr) {

@@ -333,10 +333,7 @@ impl<'a> Socket<'a> {
             return Err(SendError::Unaddressable);
         }
 
-        let packet_buf = self
-            .tx_buffer
-            .enqueue(size, endpoint)
-            .map_err(|_| SendError::BufferFull)?;
+        let packet_buf = self.tx_buffer.enqueue(size, endpoint).map_err(|_| SendError::BufferFull)?;
 
         net_trace!("icmp:{}: buffer to send {} octets", endpoint, size);
         Ok(packet_buf)
@@ -347,12 +344,7 @@ impl<'a> Socket<'a> {
     /// into the buffer.
     ///
     /// Also see [send](#method.send).
-    pub fn send_with<F>(
-        &mut self,
-        max_size: usize,
-        endpoint: IpAddress,
-        f: F,
-    ) -> Result<usize, SendError>
+    pub fn send_with<F>(&mut self, max_size: usize, endpoint: IpAddress, f: F) -> Result<usize, SendError>
     where
         F: FnOnce(&mut [u8]) -> usize,
     {
@@ -385,11 +377,7 @@ impl<'a> Socket<'a> {
     pub fn recv(&mut self) -> Result<(&[u8], IpAddress), RecvError> {
         let (endpoint, packet_buf) = self.rx_buffer.dequeue().map_err(|_| RecvError::Exhausted)?;
 
-        net_trace!(
-            "icmp:{}: receive {} buffered octets",
-            endpoint,
-            packet_buf.len()
-        );
+        net_trace!("icmp:{}: receive {} buffered octets", endpoint, packet_buf.len());
         Ok((packet_buf, endpoint))
     }
 
@@ -426,12 +414,7 @@ impl<'a> Socket<'a> {
     /// Accepted packets are enqueued into the socket's receive buffer.
     #[cfg(feature = "proto-ipv4")]
     #[inline]
-    pub(crate) fn accepts_v4(
-        &self,
-        cx: &mut Context,
-        ip_repr: &Ipv4Repr,
-        icmp_repr: &Icmpv4Repr,
-    ) -> bool {
+    pub(crate) fn accepts_v4(&self, cx: &mut Context, ip_repr: &Ipv4Repr, icmp_repr: &Icmpv4Repr) -> bool {
         match (&self.endpoint, icmp_repr) {
             // If we are bound to ICMP errors associated to a UDP port, only
             // accept Destination Unreachable or Time Exceeded messages with
@@ -477,9 +460,7 @@ impl<'a> Socket<'a> {
             // Echo Request/Reply with the identifier field matching the endpoint
             // port.
             (&Endpoint::Ident(bound_ident), &Icmpv4Repr::EchoRequest { ident, .. })
-            | (&Endpoint::Ident(bound_ident), &Icmpv4Repr::EchoReply { ident, .. }) => {
-                ident == bound_ident
-            }
+            | (&Endpoint::Ident(bound_ident), &Icmpv4Repr::EchoReply { ident, .. }) => ident == bound_ident,
             _ => false,
         }
     }
@@ -488,12 +469,7 @@ impl<'a> Socket<'a> {
     /// Accepted packets are enqueued into the socket's receive buffer.
     #[cfg(feature = "proto-ipv6")]
     #[inline]
-    pub(crate) fn accepts_v6(
-        &self,
-        cx: &mut Context,
-        ip_repr: &Ipv6Repr,
-        icmp_repr: &Icmpv6Repr,
-    ) -> bool {
+    pub(crate) fn accepts_v6(&self, cx: &mut Context, ip_repr: &Ipv6Repr, icmp_repr: &Icmpv6Repr) -> bool {
         match (&self.endpoint, icmp_repr) {
             // If we are bound to ICMP errors associated to a UDP port, only
             // accept Destination Unreachable or Time Exceeded messages with
@@ -547,23 +523,13 @@ impl<'a> Socket<'a> {
     }
 
     #[cfg(feature = "proto-ipv4")]
-    pub(crate) fn process_v4(
-        &mut self,
-        _cx: &mut Context,
-        ip_repr: &Ipv4Repr,
-        icmp_repr: &Icmpv4Repr,
-    ) {
+    pub(crate) fn process_v4(&mut self, _cx: &mut Context, ip_repr: &Ipv4Repr, icmp_repr: &Icmpv4Repr) {
         net_trace!("icmp: receiving {} octets", icmp_repr.buffer_len());
 
-        match self
-            .rx_buffer
-            .enqueue(icmp_repr.buffer_len(), ip_repr.src_addr.into())
-        {
+        match self.rx_buffer.enqueue(icmp_repr.buffer_len(), ip_repr.src_addr.into()) {
             Ok(packet_buf) => {
-                icmp_repr.emit(
-                    &mut Icmpv4Packet::new_unchecked(packet_buf),
-                    &ChecksumCapabilities::default(),
-                );
+                icmp_repr
+                    .emit(&mut Icmpv4Packet::new_unchecked(packet_buf), &ChecksumCapabilities::default());
             }
             Err(_) => net_trace!("icmp: buffer full, dropped incoming packet"),
         }
@@ -573,18 +539,10 @@ impl<'a> Socket<'a> {
     }
 
     #[cfg(feature = "proto-ipv6")]
-    pub(crate) fn process_v6(
-        &mut self,
-        _cx: &mut Context,
-        ip_repr: &Ipv6Repr,
-        icmp_repr: &Icmpv6Repr,
-    ) {
+    pub(crate) fn process_v6(&mut self, _cx: &mut Context, ip_repr: &Ipv6Repr, icmp_repr: &Icmpv6Repr) {
         net_trace!("icmp: receiving {} octets", icmp_repr.buffer_len());
 
-        match self
-            .rx_buffer
-            .enqueue(icmp_repr.buffer_len(), ip_repr.src_addr.into())
-        {
+        match self.rx_buffer.enqueue(icmp_repr.buffer_len(), ip_repr.src_addr.into()) {
             Ok(packet_buf) => icmp_repr.emit(
                 &ip_repr.src_addr,
                 &ip_repr.dst_addr,
@@ -604,11 +562,7 @@ impl<'a> Socket<'a> {
     {
         let hop_limit = self.hop_limit.unwrap_or(64);
         let res = self.tx_buffer.dequeue_with(|remote_endpoint, packet_buf| {
-            net_trace!(
-                "icmp:{}: sending {} octets",
-                remote_endpoint,
-                packet_buf.len()
-            );
+            net_trace!("icmp:{}: sending {} octets", remote_endpoint, packet_buf.len());
             match *remote_endpoint {
                 #[cfg(feature = "proto-ipv4")]
                 IpAddress::Ipv4(dst_addr) => {
@@ -626,10 +580,7 @@ impl<'a> Socket<'a> {
                     let repr = match Icmpv4Repr::parse(&packet, &ChecksumCapabilities::ignored()) {
                         Ok(x) => x,
                         Err(_) => {
-                            net_trace!(
-                                "icmp:{}: malformed packet in queue, dropping",
-                                remote_endpoint
-                            );
+                            net_trace!("icmp:{}: malformed packet in queue, dropping", remote_endpoint);
                             return Ok(());
                         }
                     };
@@ -655,10 +606,7 @@ impl<'a> Socket<'a> {
                     ) {
                         Ok(x) => x,
                         Err(_) => {
-                            net_trace!(
-                                "icmp:{}: malformed packet in queue, dropping",
-                                remote_endpoint
-                            );
+                            net_trace!("icmp:{}: malformed packet in queue, dropping", remote_endpoint);
                             return Ok(());
                         }
                     };
@@ -685,11 +633,7 @@ impl<'a> Socket<'a> {
     }
 
     pub(crate) fn poll_at(&self, _cx: &mut Context) -> PollAt {
-        if self.tx_buffer.is_empty() {
-            PollAt::Ingress
-        } else {
-            PollAt::Now
-        }
+        if self.tx_buffer.is_empty() { PollAt::Ingress } else { PollAt::Now }
     }
 }
 
@@ -702,19 +646,13 @@ mod tests_common {
         PacketBuffer::new(vec![PacketMetadata::EMPTY; packets], vec![0; 66 * packets])
     }
 
-    pub fn socket(
-        rx_buffer: PacketBuffer<'static>,
-        tx_buffer: PacketBuffer<'static>,
-    ) -> Socket<'static> {
+    pub fn socket(rx_buffer: PacketBuffer<'static>, tx_buffer: PacketBuffer<'static>) -> Socket<'static> {
         Socket::new(rx_buffer, tx_buffer)
     }
 
     pub const LOCAL_PORT: u16 = 53;
 
-    pub static UDP_REPR: UdpRepr = UdpRepr {
-        src_port: 53,
-        dst_port: 9090,
-    };
+    pub static UDP_REPR: UdpRepr = UdpRepr { src_port: 53, dst_port: 9090 };
 
     pub static UDP_PAYLOAD: &[u8] = &[0xff; 10];
 }
@@ -730,16 +668,10 @@ mod test_ipv4 {
 
     const REMOTE_IPV4: Ipv4Address = Ipv4Address::new(192, 168, 1, 2);
     const LOCAL_IPV4: Ipv4Address = Ipv4Address::new(192, 168, 1, 1);
-    const LOCAL_END_V4: IpEndpoint = IpEndpoint {
-        addr: IpAddress::Ipv4(LOCAL_IPV4),
-        port: LOCAL_PORT,
-    };
+    const LOCAL_END_V4: IpEndpoint = IpEndpoint { addr: IpAddress::Ipv4(LOCAL_IPV4), port: LOCAL_PORT };
 
-    static ECHOV4_REPR: Icmpv4Repr = Icmpv4Repr::EchoRequest {
-        ident: 0x1234,
-        seq_no: 0x5678,
-        data: &[0xff; 16],
-    };
+    static ECHOV4_REPR: Icmpv4Repr =
+        Icmpv4Repr::EchoRequest { ident: 0x1234, seq_no: 0x5678, data: &[0xff; 16] };
 
     static LOCAL_IPV4_REPR: IpRepr = IpRepr::Ipv4(Ipv4Repr {
         src_addr: LOCAL_IPV4,
@@ -780,24 +712,15 @@ mod test_ipv4 {
         assert_eq!(socket.dispatch(cx, |_, _| unreachable!()), Ok::<_, ()>(()));
 
         // This buffer is too long
-        assert_eq!(
-            socket.send_slice(&[0xff; 67], REMOTE_IPV4.into()),
-            Err(SendError::BufferFull)
-        );
+        assert_eq!(socket.send_slice(&[0xff; 67], REMOTE_IPV4.into()), Err(SendError::BufferFull));
         assert!(socket.can_send());
 
         let mut bytes = [0xff; 24];
         let mut packet = Icmpv4Packet::new_unchecked(&mut bytes);
         ECHOV4_REPR.emit(&mut packet, &checksum);
 
-        assert_eq!(
-            socket.send_slice(&*packet.into_inner(), REMOTE_IPV4.into()),
-            Ok(())
-        );
-        assert_eq!(
-            socket.send_slice(b"123456", REMOTE_IPV4.into()),
-            Err(SendError::BufferFull)
-        );
+        assert_eq!(socket.send_slice(&*packet.into_inner(), REMOTE_IPV4.into()), Ok(()));
+        assert_eq!(socket.send_slice(b"123456", REMOTE_IPV4.into()), Err(SendError::BufferFull));
         assert!(!socket.can_send());
 
         assert_eq!(
@@ -839,10 +762,7 @@ mod test_ipv4 {
 
         s.set_hop_limit(Some(0x2a));
 
-        assert_eq!(
-            s.send_slice(&*packet.into_inner(), REMOTE_IPV4.into()),
-            Ok(())
-        );
+        assert_eq!(s.send_slice(&*packet.into_inner(), REMOTE_IPV4.into()), Ok(()));
         assert_eq!(
             s.dispatch(cx, |_, (ip_repr, _)| {
                 assert_eq!(
@@ -905,11 +825,7 @@ mod test_ipv4 {
         let checksum = ChecksumCapabilities::default();
         let mut bytes = [0xff; 20];
         let mut packet = Icmpv4Packet::new_unchecked(&mut bytes);
-        let icmp_repr = Icmpv4Repr::EchoRequest {
-            ident: 0x4321,
-            seq_no: 0x5678,
-            data: &[0xff; 16],
-        };
+        let icmp_repr = Icmpv4Repr::EchoRequest { ident: 0x4321, seq_no: 0x5678, data: &[0xff; 16] };
         icmp_repr.emit(&mut packet, &checksum);
 
         // Ensure that a packet with an identifier that isn't the bound
@@ -972,10 +888,7 @@ mod test_ipv4 {
         let mut bytes = [0x00; 46];
         let mut packet = Icmpv4Packet::new_unchecked(&mut bytes[..]);
         icmp_repr.emit(&mut packet, &checksum);
-        assert_eq!(
-            socket.recv(),
-            Ok((&*packet.into_inner(), REMOTE_IPV4.into()))
-        );
+        assert_eq!(socket.recv(), Ok((&*packet.into_inner(), REMOTE_IPV4.into())));
         assert!(!socket.can_recv());
     }
 }
@@ -992,15 +905,9 @@ mod test_ipv6 {
 
     const REMOTE_IPV6: Ipv6Address = Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 2);
     const LOCAL_IPV6: Ipv6Address = Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 1);
-    const LOCAL_END_V6: IpEndpoint = IpEndpoint {
-        addr: IpAddress::Ipv6(LOCAL_IPV6),
-        port: LOCAL_PORT,
-    };
-    static ECHOV6_REPR: Icmpv6Repr = Icmpv6Repr::EchoRequest {
-        ident: 0x1234,
-        seq_no: 0x5678,
-        data: &[0xff; 16],
-    };
+    const LOCAL_END_V6: IpEndpoint = IpEndpoint { addr: IpAddress::Ipv6(LOCAL_IPV6), port: LOCAL_PORT };
+    static ECHOV6_REPR: Icmpv6Repr =
+        Icmpv6Repr::EchoRequest { ident: 0x1234, seq_no: 0x5678, data: &[0xff; 16] };
 
     static LOCAL_IPV6_REPR: Ipv6Repr = Ipv6Repr {
         src_addr: LOCAL_IPV6,
@@ -1041,24 +948,15 @@ mod test_ipv6 {
         assert_eq!(socket.dispatch(cx, |_, _| unreachable!()), Ok::<_, ()>(()));
 
         // This buffer is too long
-        assert_eq!(
-            socket.send_slice(&[0xff; 67], REMOTE_IPV6.into()),
-            Err(SendError::BufferFull)
-        );
+        assert_eq!(socket.send_slice(&[0xff; 67], REMOTE_IPV6.into()), Err(SendError::BufferFull));
         assert!(socket.can_send());
 
         let mut bytes = vec![0xff; 24];
         let mut packet = Icmpv6Packet::new_unchecked(&mut bytes);
         ECHOV6_REPR.emit(&LOCAL_IPV6, &REMOTE_IPV6, &mut packet, &checksum);
 
-        assert_eq!(
-            socket.send_slice(&*packet.into_inner(), REMOTE_IPV6.into()),
-            Ok(())
-        );
-        assert_eq!(
-            socket.send_slice(b"123456", REMOTE_IPV6.into()),
-            Err(SendError::BufferFull)
-        );
+        assert_eq!(socket.send_slice(&*packet.into_inner(), REMOTE_IPV6.into()), Ok(()));
+        assert_eq!(socket.send_slice(b"123456", REMOTE_IPV6.into()), Err(SendError::BufferFull));
         assert!(!socket.can_send());
 
         assert_eq!(
@@ -1100,10 +998,7 @@ mod test_ipv6 {
 
         s.set_hop_limit(Some(0x2a));
 
-        assert_eq!(
-            s.send_slice(&*packet.into_inner(), REMOTE_IPV6.into()),
-            Ok(())
-        );
+        assert_eq!(s.send_slice(&*packet.into_inner(), REMOTE_IPV6.into()), Ok(()));
         assert_eq!(
             s.dispatch(cx, |_, (ip_repr, _)| {
                 assert_eq!(
@@ -1177,10 +1072,7 @@ mod test_ipv6 {
         socket.process_v6(cx, &REMOTE_IPV6_REPR, &ECHOV6_REPR);
 
         let mut buffer = [0u8; 1];
-        assert_eq!(
-            socket.recv_slice(&mut buffer[..]),
-            Err(RecvError::Truncated)
-        );
+        assert_eq!(socket.recv_slice(&mut buffer[..]), Err(RecvError::Truncated));
         assert!(!socket.can_recv());
     }
 
@@ -1197,11 +1089,7 @@ mod test_ipv6 {
         let checksum = ChecksumCapabilities::default();
         let mut bytes = [0xff; 20];
         let mut packet = Icmpv6Packet::new_unchecked(&mut bytes);
-        let icmp_repr = Icmpv6Repr::EchoRequest {
-            ident: 0x4321,
-            seq_no: 0x5678,
-            data: &[0xff; 16],
-        };
+        let icmp_repr = Icmpv6Repr::EchoRequest { ident: 0x4321, seq_no: 0x5678, data: &[0xff; 16] };
         icmp_repr.emit(&LOCAL_IPV6, &REMOTE_IPV6, &mut packet, &checksum);
 
         // Ensure that a packet with an identifier that isn't the bound
@@ -1264,10 +1152,7 @@ mod test_ipv6 {
         let mut bytes = [0x00; 66];
         let mut packet = Icmpv6Packet::new_unchecked(&mut bytes[..]);
         icmp_repr.emit(&LOCAL_IPV6, &REMOTE_IPV6, &mut packet, &checksum);
-        assert_eq!(
-            socket.recv(),
-            Ok((&*packet.into_inner(), REMOTE_IPV6.into()))
-        );
+        assert_eq!(socket.recv(), Ok((&*packet.into_inner(), REMOTE_IPV6.into())));
         assert!(!socket.can_recv());
     }
 }

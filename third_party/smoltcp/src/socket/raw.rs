@@ -207,10 +207,7 @@ impl<'a> Socket<'a> {
     /// **Note:** The IP header is parsed and re-serialized, and may not match
     /// the header actually transmitted bit for bit.
     pub fn send(&mut self, size: usize) -> Result<&mut [u8], SendError> {
-        let packet_buf = self
-            .tx_buffer
-            .enqueue(size, ())
-            .map_err(|_| SendError::BufferFull)?;
+        let packet_buf = self.tx_buffer.enqueue(size, ()).map_err(|_| SendError::BufferFull)?;
 
         net_trace!(
             "raw:{:?}:{:?}: buffer to send {} octets",
@@ -229,17 +226,10 @@ impl<'a> Socket<'a> {
     where
         F: FnOnce(&mut [u8]) -> usize,
     {
-        let size = self
-            .tx_buffer
-            .enqueue_with_infallible(max_size, (), f)
-            .map_err(|_| SendError::BufferFull)?;
+        let size =
+            self.tx_buffer.enqueue_with_infallible(max_size, (), f).map_err(|_| SendError::BufferFull)?;
 
-        net_trace!(
-            "raw:{:?}:{:?}: buffer to send {} octets",
-            self.ip_version,
-            self.ip_protocol,
-            size
-        );
+        net_trace!("raw:{:?}:{:?}: buffer to send {} octets", self.ip_version, self.ip_protocol, size);
 
         Ok(size)
     }
@@ -335,17 +325,11 @@ impl<'a> Socket<'a> {
     }
 
     pub(crate) fn accepts(&self, ip_repr: &IpRepr) -> bool {
-        if self
-            .ip_version
-            .is_some_and(|version| version != ip_repr.version())
-        {
+        if self.ip_version.is_some_and(|version| version != ip_repr.version()) {
             return false;
         }
 
-        if self
-            .ip_protocol
-            .is_some_and(|next_header| next_header != ip_repr.next_header())
-        {
+        if self.ip_protocol.is_some_and(|next_header| next_header != ip_repr.next_header()) {
             return false;
         }
 
@@ -358,12 +342,7 @@ impl<'a> Socket<'a> {
         let header_len = ip_repr.header_len();
         let total_len = header_len + payload.len();
 
-        net_trace!(
-            "raw:{:?}:{:?}: receiving {} octets",
-            self.ip_version,
-            self.ip_protocol,
-            total_len
-        );
+        net_trace!("raw:{:?}:{:?}: receiving {} octets", self.ip_version, self.ip_protocol, total_len);
 
         match self.rx_buffer.enqueue(total_len, ()) {
             Ok(buf) => {
@@ -465,11 +444,7 @@ impl<'a> Socket<'a> {
     }
 
     pub(crate) fn poll_at(&self, _cx: &mut Context) -> PollAt {
-        if self.tx_buffer.is_empty() {
-            PollAt::Ingress
-        } else {
-            PollAt::Now
-        }
+        if self.tx_buffer.is_empty() { PollAt::Ingress } else { PollAt::Now }
     }
 }
 
@@ -494,16 +469,8 @@ mod test {
     mod ipv4_locals {
         use super::*;
 
-        pub fn socket(
-            rx_buffer: PacketBuffer<'static>,
-            tx_buffer: PacketBuffer<'static>,
-        ) -> Socket<'static> {
-            Socket::new(
-                Some(IpVersion::Ipv4),
-                Some(IpProtocol::Unknown(IP_PROTO)),
-                rx_buffer,
-                tx_buffer,
-            )
+        pub fn socket(rx_buffer: PacketBuffer<'static>, tx_buffer: PacketBuffer<'static>) -> Socket<'static> {
+            Socket::new(Some(IpVersion::Ipv4), Some(IpProtocol::Unknown(IP_PROTO)), rx_buffer, tx_buffer)
         }
 
         pub const IP_PROTO: u8 = 63;
@@ -515,8 +482,8 @@ mod test {
             hop_limit: 64,
         });
         pub const PACKET_BYTES: [u8; 24] = [
-            0x45, 0x00, 0x00, 0x18, 0x00, 0x00, 0x40, 0x00, 0x40, 0x3f, 0x00, 0x00, 0x0a, 0x00,
-            0x00, 0x01, 0x0a, 0x00, 0x00, 0x02, 0xaa, 0x00, 0x00, 0xff,
+            0x45, 0x00, 0x00, 0x18, 0x00, 0x00, 0x40, 0x00, 0x40, 0x3f, 0x00, 0x00, 0x0a, 0x00, 0x00, 0x01,
+            0x0a, 0x00, 0x00, 0x02, 0xaa, 0x00, 0x00, 0xff,
         ];
         pub const PACKET_PAYLOAD: [u8; 4] = [0xaa, 0x00, 0x00, 0xff];
     }
@@ -525,16 +492,8 @@ mod test {
     mod ipv6_locals {
         use super::*;
 
-        pub fn socket(
-            rx_buffer: PacketBuffer<'static>,
-            tx_buffer: PacketBuffer<'static>,
-        ) -> Socket<'static> {
-            Socket::new(
-                Some(IpVersion::Ipv6),
-                Some(IpProtocol::Unknown(IP_PROTO)),
-                rx_buffer,
-                tx_buffer,
-            )
+        pub fn socket(rx_buffer: PacketBuffer<'static>, tx_buffer: PacketBuffer<'static>) -> Socket<'static> {
+            Socket::new(Some(IpVersion::Ipv6), Some(IpProtocol::Unknown(IP_PROTO)), rx_buffer, tx_buffer)
         }
 
         pub const IP_PROTO: u8 = 63;
@@ -547,10 +506,9 @@ mod test {
         });
 
         pub const PACKET_BYTES: [u8; 44] = [
-            0x60, 0x00, 0x00, 0x00, 0x00, 0x04, 0x3f, 0x40, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00,
-            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xfe, 0x80, 0x00, 0x00,
-            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xaa, 0x00,
-            0x00, 0xff,
+            0x60, 0x00, 0x00, 0x00, 0x00, 0x04, 0x3f, 0x40, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xaa, 0x00, 0x00, 0xff,
         ];
 
         pub const PACKET_PAYLOAD: [u8; 4] = [0xaa, 0x00, 0x00, 0xff];
@@ -580,10 +538,7 @@ mod test {
                     let mut socket = $socket(buffer(0), buffer(1));
 
                     assert!(socket.can_send());
-                    assert_eq!(
-                        socket.dispatch(&mut cx, |_, _| unreachable!()),
-                        Ok::<_, ()>(())
-                    );
+                    assert_eq!(socket.dispatch(&mut cx, |_, _| unreachable!()), Ok::<_, ()>(()));
 
                     assert_eq!(socket.send_slice(&$packet[..]), Ok(()));
                     assert_eq!(socket.send_slice(b""), Err(SendError::BufferFull));

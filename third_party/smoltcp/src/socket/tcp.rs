@@ -14,8 +14,8 @@ use crate::socket::{Context, PollAt};
 use crate::storage::{Assembler, RingBuffer};
 use crate::time::{Duration, Instant};
 use crate::wire::{
-    IpAddress, IpEndpoint, IpListenEndpoint, IpProtocol, IpRepr, TCP_HEADER_LEN, TcpControl,
-    TcpRepr, TcpSeqNumber, TcpTimestampGenerator, TcpTimestampRepr,
+    IpAddress, IpEndpoint, IpListenEndpoint, IpProtocol, IpRepr, TCP_HEADER_LEN, TcpControl, TcpRepr,
+    TcpSeqNumber, TcpTimestampGenerator, TcpTimestampRepr,
 };
 
 mod checkpoint;
@@ -231,11 +231,7 @@ impl RttEstimator {
     }
 
     fn on_send(&mut self, timestamp: Instant, seq: TcpSeqNumber) {
-        if self
-            .max_seq_sent
-            .map(|max_seq_sent| seq > max_seq_sent)
-            .unwrap_or(true)
-        {
+        if self.max_seq_sent.map(|max_seq_sent| seq > max_seq_sent).unwrap_or(true) {
             self.max_seq_sent = Some(seq);
             if self.timestamp.is_none() {
                 self.timestamp = Some((timestamp, seq));
@@ -284,20 +280,11 @@ impl RttEstimator {
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum Timer {
-    Idle {
-        keep_alive_at: Option<Instant>,
-    },
-    Retransmit {
-        expires_at: Instant,
-    },
+    Idle { keep_alive_at: Option<Instant> },
+    Retransmit { expires_at: Instant },
     FastRetransmit,
-    ZeroWindowProbe {
-        expires_at: Instant,
-        delay: Duration,
-    },
-    Close {
-        expires_at: Instant,
-    },
+    ZeroWindowProbe { expires_at: Instant, delay: Duration },
+    Close { expires_at: Instant },
 }
 
 const ACK_DELAY_DEFAULT: Duration = Duration::from_millis(10);
@@ -305,16 +292,12 @@ const CLOSE_DELAY: Duration = Duration::from_millis(10_000);
 
 impl Timer {
     fn new() -> Timer {
-        Timer::Idle {
-            keep_alive_at: None,
-        }
+        Timer::Idle { keep_alive_at: None }
     }
 
     fn should_keep_alive(&self, timestamp: Instant) -> bool {
         match *self {
-            Timer::Idle {
-                keep_alive_at: Some(keep_alive_at),
-            } if timestamp >= keep_alive_at => true,
+            Timer::Idle { keep_alive_at: Some(keep_alive_at) } if timestamp >= keep_alive_at => true,
             _ => false,
         }
     }
@@ -343,12 +326,8 @@ impl Timer {
 
     fn poll_at(&self) -> PollAt {
         match *self {
-            Timer::Idle {
-                keep_alive_at: Some(keep_alive_at),
-            } => PollAt::Time(keep_alive_at),
-            Timer::Idle {
-                keep_alive_at: None,
-            } => PollAt::Ingress,
+            Timer::Idle { keep_alive_at: Some(keep_alive_at) } => PollAt::Time(keep_alive_at),
+            Timer::Idle { keep_alive_at: None } => PollAt::Ingress,
             Timer::ZeroWindowProbe { expires_at, .. } => PollAt::Time(expires_at),
             Timer::Retransmit { expires_at, .. } => PollAt::Time(expires_at),
             Timer::FastRetransmit => PollAt::Now,
@@ -357,9 +336,7 @@ impl Timer {
     }
 
     fn set_for_idle(&mut self, timestamp: Instant, interval: Option<Duration>) {
-        *self = Timer::Idle {
-            keep_alive_at: interval.map(|interval| timestamp + interval),
-        }
+        *self = Timer::Idle { keep_alive_at: interval.map(|interval| timestamp + interval) }
     }
 
     fn set_keep_alive(&mut self) {
@@ -381,11 +358,7 @@ impl Timer {
             Timer::Idle { .. }
             | Timer::FastRetransmit
             | Timer::Retransmit { .. }
-            | Timer::ZeroWindowProbe { .. } => {
-                *self = Timer::Retransmit {
-                    expires_at: timestamp + delay,
-                }
-            }
+            | Timer::ZeroWindowProbe { .. } => *self = Timer::Retransmit { expires_at: timestamp + delay },
             Timer::Close { .. } => (),
         }
     }
@@ -395,25 +368,17 @@ impl Timer {
     }
 
     fn set_for_close(&mut self, timestamp: Instant) {
-        *self = Timer::Close {
-            expires_at: timestamp + CLOSE_DELAY,
-        }
+        *self = Timer::Close { expires_at: timestamp + CLOSE_DELAY }
     }
 
     fn set_for_zero_window_probe(&mut self, timestamp: Instant, delay: Duration) {
-        *self = Timer::ZeroWindowProbe {
-            expires_at: timestamp + delay,
-            delay,
-        }
+        *self = Timer::ZeroWindowProbe { expires_at: timestamp + delay, delay }
     }
 
     fn rewind_zero_window_probe(&mut self, timestamp: Instant) {
         if let Timer::ZeroWindowProbe { mut delay, .. } = *self {
             delay = (delay * 2).min(Duration::from_millis(RTTE_MAX_RTO as _));
-            *self = Timer::ZeroWindowProbe {
-                expires_at: timestamp + delay,
-                delay,
-            }
+            *self = Timer::ZeroWindowProbe { expires_at: timestamp + delay, delay }
         }
     }
 
@@ -905,8 +870,7 @@ impl<'a> Socket<'a> {
     }
 
     fn reset(&mut self) {
-        let rx_cap_log2 =
-            mem::size_of::<usize>() * 8 - self.rx_buffer.capacity().leading_zeros() as usize;
+        let rx_cap_log2 = mem::size_of::<usize>() * 8 - self.rx_buffer.capacity().leading_zeros() as usize;
 
         self.state = State::Closed;
         self.timer = Timer::new();
@@ -1045,9 +1009,7 @@ impl<'a> Socket<'a> {
                     }
                     addr
                 }
-                None => cx
-                    .get_source_address(&remote_endpoint.addr)
-                    .ok_or(ConnectError::Unaddressable)?,
+                None => cx.get_source_address(&remote_endpoint.addr).ok_or(ConnectError::Unaddressable)?,
             },
             port: local_endpoint.port,
         };
@@ -1057,10 +1019,7 @@ impl<'a> Socket<'a> {
         }
 
         self.reset();
-        self.tuple = Some(Tuple {
-            local: local_endpoint,
-            remote: remote_endpoint,
-        });
+        self.tuple = Some(Tuple { local: local_endpoint, remote: remote_endpoint });
         self.set_state(State::SynSent);
 
         let seq = Self::random_seq_no(cx);
@@ -1268,11 +1227,7 @@ impl<'a> Socket<'a> {
             }
 
             #[cfg(any(test, feature = "verbose"))]
-            tcp_trace!(
-                "tx buffer: enqueueing {} octets (now {})",
-                size,
-                old_length + size
-            );
+            tcp_trace!("tx buffer: enqueueing {} octets (now {})", size, old_length + size);
         }
         Ok(result)
     }
@@ -1327,11 +1282,7 @@ impl<'a> Socket<'a> {
         self.remote_seq_no += size;
         if size > 0 {
             #[cfg(any(test, feature = "verbose"))]
-            tcp_trace!(
-                "rx buffer: dequeueing {} octets (now {})",
-                size,
-                _old_length - size
-            );
+            tcp_trace!("rx buffer: dequeueing {} octets (now {})", size, _old_length - size);
         }
         Ok(result)
     }
@@ -1402,10 +1353,7 @@ impl<'a> Socket<'a> {
     }
 
     fn cwnd_remaining(&self) -> usize {
-        self.congestion_controller
-            .inner()
-            .window()
-            .saturating_sub(self.flight_size())
+        self.congestion_controller.inner().window().saturating_sub(self.flight_size())
     }
 
     /// Return the amount of octets queued in the receive buffer. This value can be larger than
@@ -1449,13 +1397,8 @@ impl<'a> Socket<'a> {
             timestamp: None,
             payload: &[],
         };
-        let ip_reply_repr = IpRepr::new(
-            ip_repr.dst_addr(),
-            ip_repr.src_addr(),
-            IpProtocol::Tcp,
-            reply_repr.buffer_len(),
-            64,
-        );
+        let ip_reply_repr =
+            IpRepr::new(ip_repr.dst_addr(), ip_repr.src_addr(), IpProtocol::Tcp, reply_repr.buffer_len(), 64);
         (ip_reply_repr, reply_repr)
     }
 
@@ -1477,9 +1420,7 @@ impl<'a> Socket<'a> {
 
     fn ack_reply(&mut self, ip_repr: &IpRepr, repr: &TcpRepr) -> (IpRepr, TcpRepr<'static>) {
         let (mut ip_reply_repr, mut reply_repr) = Self::reply(ip_repr, repr);
-        reply_repr.timestamp = repr
-            .timestamp
-            .and_then(|tcp_ts| tcp_ts.generate_reply(self.tsval_generator));
+        reply_repr.timestamp = repr.timestamp.and_then(|tcp_ts| tcp_ts.generate_reply(self.tsval_generator));
 
         // From RFC 793:
         // [...] an empty acknowledgment segment containing the current send-sequence number
@@ -1563,9 +1504,7 @@ impl<'a> Socket<'a> {
         // If we're still listening for SYNs and the packet has an ACK or a RST,
         // it cannot be destined to this socket, but another one may well listen
         // on the same local endpoint.
-        if self.state == State::Listen
-            && (repr.ack_number.is_some() || repr.control == TcpControl::Rst)
-        {
+        if self.state == State::Listen && (repr.ack_number.is_some() || repr.control == TcpControl::Rst) {
             return false;
         }
 
@@ -1643,15 +1582,11 @@ impl<'a> Socket<'a> {
                 // servers, or a defense against reordering. Either way, if Linux
                 // does it, we do too.
                 if ack_number == self.local_seq_no + 1 {
-                    net_debug!(
-                        "expecting a SYN|ACK, received an ACK with the right ack_number, ignoring."
-                    );
+                    net_debug!("expecting a SYN|ACK, received an ACK with the right ack_number, ignoring.");
                     return None;
                 }
 
-                net_debug!(
-                    "expecting a SYN|ACK, received an ACK with the wrong ack_number, sending RST."
-                );
+                net_debug!("expecting a SYN|ACK, received an ACK with the wrong ack_number, sending RST.");
                 return Some(Self::rst_reply(ip_repr, repr));
             }
             // Anything else in the SYN-SENT state is invalid.
@@ -1685,22 +1620,12 @@ impl<'a> Socket<'a> {
                 }
 
                 if ack_number < ack_min {
-                    net_debug!(
-                        "duplicate ACK ({} not in {}...{})",
-                        ack_number,
-                        ack_min,
-                        ack_max
-                    );
+                    net_debug!("duplicate ACK ({} not in {}...{})", ack_number, ack_min, ack_max);
                     return None;
                 }
 
                 if ack_number > ack_max {
-                    net_debug!(
-                        "unacceptable ACK ({} not in {}...{})",
-                        ack_number,
-                        ack_min,
-                        ack_max
-                    );
+                    net_debug!("unacceptable ACK ({} not in {}...{})", ack_number, ack_min, ack_max);
                     return self.challenge_ack_reply(cx, ip_repr, repr);
                 }
             }
@@ -1720,14 +1645,9 @@ impl<'a> Socket<'a> {
             State::Listen | State::SynSent => (&[][..], 0),
             _ => {
                 // https://www.rfc-editor.org/rfc/rfc9293.html#name-segment-acceptability-tests
-                let segment_in_window = match (
-                    segment_start == segment_end,
-                    window_start == window_end,
-                ) {
+                let segment_in_window = match (segment_start == segment_end, window_start == window_end) {
                     (true, _) if segment_end == window_start - 1 => {
-                        net_debug!(
-                            "received a keep-alive or window probe packet, will send an ACK"
-                        );
+                        net_debug!("received a keep-alive or window probe packet, will send an ACK");
                         false
                     }
                     (true, true) => {
@@ -1749,9 +1669,7 @@ impl<'a> Socket<'a> {
                         }
                     }
                     (false, true) => {
-                        net_debug!(
-                            "non-zero-length segment with zero receive window, will only send an ACK"
-                        );
+                        net_debug!("non-zero-length segment with zero receive window, will only send an ACK");
                         false
                     }
                     (false, false) => {
@@ -1822,10 +1740,7 @@ impl<'a> Socket<'a> {
                     // the challenge exchange, since it retransmits its SYN on
                     // its own timer.
                     if !repr.payload.is_empty()
-                        && matches!(
-                            repr.control,
-                            TcpControl::None | TcpControl::Psh | TcpControl::Fin
-                        )
+                        && matches!(repr.control, TcpControl::None | TcpControl::Psh | TcpControl::Fin)
                     {
                         return Some(self.ack_reply(ip_repr, repr));
                     }
@@ -1909,9 +1824,7 @@ impl<'a> Socket<'a> {
                     // Treat a zero MSS as if the option were absent, like Linux does.
                     if max_seg_size != 0 {
                         self.remote_mss = (max_seg_size as usize).max(MIN_REMOTE_MSS);
-                        self.congestion_controller
-                            .inner_mut()
-                            .set_mss(self.remote_mss);
+                        self.congestion_controller.inner_mut().set_mss(self.remote_mss);
                     }
                 }
 
@@ -1962,9 +1875,7 @@ impl<'a> Socket<'a> {
                     // Treat a zero MSS as if the option were absent, like Linux does.
                     if max_seg_size != 0 {
                         self.remote_mss = (max_seg_size as usize).max(MIN_REMOTE_MSS);
-                        self.congestion_controller
-                            .inner_mut()
-                            .set_mss(self.remote_mss);
+                        self.congestion_controller.inner_mut().set_mss(self.remote_mss);
                     }
                 }
 
@@ -2072,18 +1983,12 @@ impl<'a> Socket<'a> {
         let is_window_update = new_remote_win_len != self.remote_win_len;
         self.remote_win_len = new_remote_win_len;
 
-        self.congestion_controller
-            .inner_mut()
-            .set_remote_window(new_remote_win_len);
+        self.congestion_controller.inner_mut().set_remote_window(new_remote_win_len);
 
         if ack_len > 0 {
             // Dequeue acknowledged octets.
             debug_assert!(self.tx_buffer.len() >= ack_len);
-            tcp_trace!(
-                "tx buffer: dequeueing {} octets (now {})",
-                ack_len,
-                self.tx_buffer.len() - ack_len
-            );
+            tcp_trace!("tx buffer: dequeueing {} octets (now {})", ack_len, self.tx_buffer.len() - ack_len);
             self.tx_buffer.dequeue_allocated(ack_len);
 
             // There's new room available in tx_buffer, wake the waiting task if any.
@@ -2112,11 +2017,7 @@ impl<'a> Socket<'a> {
                         "received duplicate ACK for seq {} (duplicate nr {}{})",
                         ack_number,
                         self.local_rx_dup_acks,
-                        if self.local_rx_dup_acks == u8::MAX {
-                            "+"
-                        } else {
-                            ""
-                        }
+                        if self.local_rx_dup_acks == u8::MAX { "+" } else { "" }
                     );
 
                     if self.local_rx_dup_acks == 3 {
@@ -2126,11 +2027,7 @@ impl<'a> Socket<'a> {
 
                     // Notify of duplicate ACK
                     let in_flight = self.flight_size();
-                    self.congestion_controller.inner_mut().on_dup_ack(
-                        cx.now(),
-                        self.remote_mss,
-                        in_flight,
-                    );
+                    self.congestion_controller.inner_mut().on_dup_ack(cx.now(), self.remote_mss, in_flight);
                 }
 
                 // No duplicate ACK means we reset the duplicate ACK count
@@ -2193,10 +2090,7 @@ impl<'a> Socket<'a> {
         }
 
         // start/stop the Zero Window Probe timer.
-        if self.remote_win_len == 0
-            && !self.tx_buffer.is_empty()
-            && (self.timer.is_idle() || ack_len > 0)
-        {
+        if self.remote_win_len == 0 && !self.tx_buffer.is_empty() && (self.timer.is_idle() || ack_len > 0) {
             let delay = self.rtte.retransmission_timeout();
             tcp_trace!("starting zero-window-probe timer for t+{}", delay);
             self.timer.set_for_zero_window_probe(cx.now(), delay);
@@ -2214,10 +2108,7 @@ impl<'a> Socket<'a> {
         let assembler_was_empty = self.assembler.is_empty();
 
         // Try adding payload octets to the assembler.
-        let Ok(contig_len) = self
-            .assembler
-            .add_then_remove_front(payload_offset, payload_len)
-        else {
+        let Ok(contig_len) = self.assembler.add_then_remove_front(payload_offset, payload_len) else {
             net_debug!(
                 "assembler: too many holes to add {} octets at offset {}",
                 payload_len,
@@ -2227,11 +2118,7 @@ impl<'a> Socket<'a> {
         };
 
         // Place payload octets into the buffer.
-        tcp_trace!(
-            "rx buffer: receiving {} octets at offset {}",
-            payload_len,
-            payload_offset
-        );
+        tcp_trace!("rx buffer: receiving {} octets at offset {}", payload_len, payload_offset);
         let len_written = self.rx_buffer.write_unallocated(payload_offset, payload);
         debug_assert!(len_written == payload_len);
 
@@ -2313,11 +2200,7 @@ impl<'a> Socket<'a> {
         };
 
         // The effective max segment size, taking into account the options and the local and remote limits.
-        let options_len = if self.tsval_generator.is_some() {
-            12
-        } else {
-            0
-        };
+        let options_len = if self.tsval_generator.is_some() { 12 } else { 0 };
 
         let local_mss = cx.ip_mtu() - ip_header_len - TCP_HEADER_LEN;
         let effective_mss = local_mss.min(self.remote_mss).saturating_sub(options_len);
@@ -2331,15 +2214,11 @@ impl<'a> Socket<'a> {
         }
 
         // max sequence number we can send.
-        let max_send_seq =
-            self.local_seq_no + core::cmp::min(self.remote_win_len, self.tx_buffer.len());
+        let max_send_seq = self.local_seq_no + core::cmp::min(self.remote_win_len, self.tx_buffer.len());
 
         // Max amount of octets we can send.
-        let capped_send_seq = if max_send_seq >= self.remote_last_seq {
-            max_send_seq - self.remote_last_seq
-        } else {
-            0
-        };
+        let capped_send_seq =
+            if max_send_seq >= self.remote_last_seq { max_send_seq - self.remote_last_seq } else { 0 };
 
         // compare max bytes allowed by cwnd with max bytes allowed by remote
         let max_send = capped_send_seq.min(self.cwnd_remaining());
@@ -2443,11 +2322,7 @@ impl<'a> Socket<'a> {
     /// <https://elixir.bootlin.com/linux/v6.9.9/source/net/ipv4/tcp.c#L1472>.
     fn window_to_update(&self) -> bool {
         match self.state {
-            State::SynSent
-            | State::SynReceived
-            | State::Established
-            | State::FinWait1
-            | State::FinWait2 => {
+            State::SynSent | State::SynReceived | State::Established | State::FinWait1 | State::FinWait2 => {
                 let new_win = self.scaled_window();
                 if let Some(last_win) = self.last_scaled_window() {
                     new_win > 0 && new_win / 2 >= last_win
@@ -2491,9 +2366,7 @@ impl<'a> Socket<'a> {
             self.remote_last_ts = Some(cx.now());
         }
 
-        self.congestion_controller
-            .inner_mut()
-            .pre_transmit(cx.now());
+        self.congestion_controller.inner_mut().pre_transmit(cx.now());
 
         // Check if any state needs to be changed because of a timer.
         if self.timed_out(cx.now()) {
@@ -2507,9 +2380,7 @@ impl<'a> Socket<'a> {
 
                 // Inform the congestion controller that we're retransmitting and should enter the slow start state
                 let in_flight = self.flight_size();
-                self.congestion_controller
-                    .inner_mut()
-                    .on_rto(cx.now(), in_flight);
+                self.congestion_controller.inner_mut().on_rto(cx.now(), in_flight);
 
                 // Rewind "last sequence number sent", as if we never
                 // had sent them. This will cause all data in the queue
@@ -2524,9 +2395,7 @@ impl<'a> Socket<'a> {
 
                 // Inform the congestion controller that we're doing a fast retransmit and should enter the fast recovery state
                 let in_flight = self.flight_size();
-                self.congestion_controller
-                    .inner_mut()
-                    .on_loss(cx.now(), in_flight);
+                self.congestion_controller.inner_mut().on_loss(cx.now(), in_flight);
 
                 self.pending_fast_retransmit = true;
             }
@@ -2645,11 +2514,7 @@ impl<'a> Socket<'a> {
 
             // We transmit data in all states where we may have data in the buffer,
             // or the transmit half of the connection is still open.
-            State::Established
-            | State::FinWait1
-            | State::Closing
-            | State::CloseWait
-            | State::LastAck => {
+            State::Established | State::FinWait1 | State::Closing | State::CloseWait | State::LastAck => {
                 // Extract as much data as the remote side can receive in this packet
                 // from the transmit buffer.
 
@@ -2754,9 +2619,7 @@ impl<'a> Socket<'a> {
                 // flags, depending on whether the transmit half of the connection is open.
                 if offset + repr.payload.len() == self.tx_buffer.len() {
                     match self.state {
-                        State::FinWait1 | State::LastAck | State::Closing => {
-                            repr.control = TcpControl::Fin
-                        }
+                        State::FinWait1 | State::LastAck | State::Closing => repr.control = TcpControl::Fin,
                         State::Established | State::CloseWait if !repr.payload.is_empty() => {
                             repr.control = TcpControl::Psh
                         }
@@ -2786,11 +2649,7 @@ impl<'a> Socket<'a> {
         if is_keep_alive {
             tcp_trace!("sending a keep-alive");
         } else if !repr.payload.is_empty() {
-            tcp_trace!(
-                "tx buffer: sending {} octets at offset {}",
-                repr.payload.len(),
-                self.flight_size()
-            );
+            tcp_trace!("tx buffer: sending {} octets at offset {}", repr.payload.len(), self.flight_size());
         }
         if repr.control != TcpControl::None || repr.payload.is_empty() {
             let flags = match (repr.control, repr.ack_number) {
@@ -2852,18 +2711,13 @@ impl<'a> Socket<'a> {
         // We've sent a packet successfully, so we can update the internal state now.
         // Use max() so a fast-retransmit segment (whose seq_number is local_seq_no, well
         // behind the current frontier) doesn't rewind the tracked "highest sent" sequence.
-        self.remote_last_seq = self
-            .remote_last_seq
-            .max(repr.seq_number + repr.segment_len());
+        self.remote_last_seq = self.remote_last_seq.max(repr.seq_number + repr.segment_len());
         self.remote_last_ack = repr.ack_number;
         self.remote_last_win = repr.window_len;
 
         if repr.segment_len() > 0 {
-            self.rtte
-                .on_send(cx.now(), repr.seq_number + repr.segment_len());
-            self.congestion_controller
-                .inner_mut()
-                .post_transmit(cx.now(), repr.segment_len());
+            self.rtte.on_send(cx.now(), repr.seq_number + repr.segment_len());
+            self.congestion_controller.inner_mut().post_transmit(cx.now(), repr.segment_len());
         }
 
         if repr.segment_len() > 0 && !self.timer.is_retransmit() {
@@ -2940,11 +2794,7 @@ impl<'a> Socket<'a> {
 impl<'a> fmt::Write for Socket<'a> {
     fn write_str(&mut self, slice: &str) -> fmt::Result {
         let slice = slice.as_bytes();
-        if self.send_slice(slice) == Ok(slice.len()) {
-            Ok(())
-        } else {
-            Err(fmt::Error)
-        }
+        if self.send_slice(slice) == Ok(slice.len()) { Ok(()) } else { Err(fmt::Error) }
     }
 }
 
@@ -2965,14 +2815,8 @@ mod test {
 
     const LOCAL_PORT: u16 = 80;
     const REMOTE_PORT: u16 = 49500;
-    const LISTEN_END: IpListenEndpoint = IpListenEndpoint {
-        addr: None,
-        port: LOCAL_PORT,
-    };
-    const TUPLE: Tuple = Tuple {
-        local: LOCAL_END,
-        remote: REMOTE_END,
-    };
+    const LISTEN_END: IpListenEndpoint = IpListenEndpoint { addr: None, port: LOCAL_PORT };
+    const TUPLE: Tuple = Tuple { local: LOCAL_END, remote: REMOTE_END };
     const LOCAL_SEQ: TcpSeqNumber = TcpSeqNumber(10000);
     const REMOTE_SEQ: TcpSeqNumber = TcpSeqNumber(-10001);
 
@@ -3084,11 +2928,7 @@ mod test {
     }
 
     #[track_caller]
-    fn send(
-        socket: &mut TestSocket,
-        timestamp: Instant,
-        repr: &TcpRepr,
-    ) -> Option<TcpRepr<'static>> {
+    fn send(socket: &mut TestSocket, timestamp: Instant, repr: &TcpRepr) -> Option<TcpRepr<'static>> {
         socket.cx.set_now(timestamp);
 
         let ip_repr = IpReprIpvX(IpvXRepr {
@@ -3119,18 +2959,16 @@ mod test {
         socket.cx.set_now(timestamp);
 
         let mut sent = 0;
-        let result = socket
-            .socket
-            .dispatch(&mut socket.cx, |_, _, (ip_repr, tcp_repr)| {
-                assert_eq!(ip_repr.next_header(), IpProtocol::Tcp);
-                assert_eq!(ip_repr.src_addr(), LOCAL_ADDR.into());
-                assert_eq!(ip_repr.dst_addr(), REMOTE_ADDR.into());
-                assert_eq!(ip_repr.payload_len(), tcp_repr.buffer_len());
+        let result = socket.socket.dispatch(&mut socket.cx, |_, _, (ip_repr, tcp_repr)| {
+            assert_eq!(ip_repr.next_header(), IpProtocol::Tcp);
+            assert_eq!(ip_repr.src_addr(), LOCAL_ADDR.into());
+            assert_eq!(ip_repr.dst_addr(), REMOTE_ADDR.into());
+            assert_eq!(ip_repr.payload_len(), tcp_repr.buffer_len());
 
-                net_trace!("recv: {}", tcp_repr);
-                sent += 1;
-                Ok(f(Ok(tcp_repr)))
-            });
+            net_trace!("recv: {}", tcp_repr);
+            sent += 1;
+            Ok(f(Ok(tcp_repr)))
+        });
         match result {
             Ok(()) => assert_eq!(sent, 1, "Exactly one packet should be sent"),
             Err(e) => f(Err(e)),
@@ -3223,10 +3061,7 @@ mod test {
         let tx_buffer = SocketBuffer::new(vec![0; tx_len]);
         let mut socket = Socket::new(rx_buffer, tx_buffer);
         socket.set_ack_delay(None);
-        TestSocket {
-            socket,
-            cx: iface.inner,
-        }
+        TestSocket { socket, cx: iface.inner }
     }
 
     fn socket_syn_received_with_buffer_sizes(tx_len: usize, rx_len: usize) -> TestSocket {
@@ -3290,9 +3125,7 @@ mod test {
         s.state = State::Closing;
         s.remote_last_seq = LOCAL_SEQ + 1 + 1;
         s.remote_seq_no = REMOTE_SEQ + 1 + 1;
-        s.timer = Timer::Retransmit {
-            expires_at: Instant::from_millis_const(1000),
-        };
+        s.timer = Timer::Retransmit { expires_at: Instant::from_millis_const(1000) };
         s
     }
 
@@ -3303,9 +3136,7 @@ mod test {
         if from_closing {
             s.remote_last_ack = Some(REMOTE_SEQ + 1 + 1);
         }
-        s.timer = Timer::Close {
-            expires_at: Instant::from_secs(1) + CLOSE_DELAY,
-        };
+        s.timer = Timer::Close { expires_at: Instant::from_secs(1) + CLOSE_DELAY };
         s
     }
 
@@ -3354,10 +3185,7 @@ mod test {
         let mut s = socket();
         assert_eq!(s.state, State::Closed);
 
-        let tcp_repr = TcpRepr {
-            control: TcpControl::Syn,
-            ..SEND_TEMPL
-        };
+        let tcp_repr = TcpRepr { control: TcpControl::Syn, ..SEND_TEMPL };
         assert!(!s.socket.accepts(&mut s.cx, &SEND_IP_TEMPL, &tcp_repr));
     }
 
@@ -3367,10 +3195,7 @@ mod test {
         s.listen(LOCAL_END).unwrap();
         s.close();
 
-        let tcp_repr = TcpRepr {
-            control: TcpControl::Syn,
-            ..SEND_TEMPL
-        };
+        let tcp_repr = TcpRepr { control: TcpControl::Syn, ..SEND_TEMPL };
         assert!(!s.socket.accepts(&mut s.cx, &SEND_IP_TEMPL, &tcp_repr));
     }
 
@@ -3549,12 +3374,7 @@ mod test {
         let mut s = socket_listen();
         send!(
             s,
-            TcpRepr {
-                control: TcpControl::Syn,
-                seq_number: REMOTE_SEQ,
-                ack_number: None,
-                ..SEND_TEMPL
-            }
+            TcpRepr { control: TcpControl::Syn, seq_number: REMOTE_SEQ, ack_number: None, ..SEND_TEMPL }
         );
         sanity!(s, socket_syn_received());
     }
@@ -3577,12 +3397,8 @@ mod test {
     #[test]
     fn test_listen_rst() {
         let mut s = socket_listen();
-        let tcp_repr = TcpRepr {
-            control: TcpControl::Rst,
-            seq_number: REMOTE_SEQ,
-            ack_number: None,
-            ..SEND_TEMPL
-        };
+        let tcp_repr =
+            TcpRepr { control: TcpControl::Rst, seq_number: REMOTE_SEQ, ack_number: None, ..SEND_TEMPL };
         assert!(!s.socket.accepts(&mut s.cx, &SEND_IP_TEMPL, &tcp_repr));
         assert_eq!(s.state, State::Listen);
     }
@@ -3611,14 +3427,7 @@ mod test {
                 ..RECV_TEMPL
             }]
         );
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL });
         assert_eq!(s.state, State::Established);
         sanity!(s, socket_established());
     }
@@ -3643,14 +3452,7 @@ mod test {
                 ..RECV_TEMPL
             }]
         );
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL });
         assert_eq!(s.state, State::Established);
     }
 
@@ -3789,12 +3591,7 @@ mod test {
         let mut s = socket_listen();
         send!(
             s,
-            TcpRepr {
-                control: TcpControl::Syn,
-                seq_number: REMOTE_SEQ,
-                ack_number: None,
-                ..SEND_TEMPL
-            }
+            TcpRepr { control: TcpControl::Syn, seq_number: REMOTE_SEQ, ack_number: None, ..SEND_TEMPL }
         );
         assert_eq!(s.state(), State::SynReceived);
         assert_eq!(s.tuple, Some(TUPLE));
@@ -3877,23 +3674,18 @@ mod test {
     fn test_connect_validation() {
         let mut s = socket();
         assert_eq!(
-            s.socket
-                .connect(&mut s.cx, REMOTE_END, (IpvXAddress::UNSPECIFIED, 0)),
+            s.socket.connect(&mut s.cx, REMOTE_END, (IpvXAddress::UNSPECIFIED, 0)),
             Err(ConnectError::Unaddressable)
         );
         assert_eq!(
-            s.socket
-                .connect(&mut s.cx, REMOTE_END, (IpvXAddress::UNSPECIFIED, 1024)),
+            s.socket.connect(&mut s.cx, REMOTE_END, (IpvXAddress::UNSPECIFIED, 1024)),
             Err(ConnectError::Unaddressable)
         );
         assert_eq!(
-            s.socket
-                .connect(&mut s.cx, (IpvXAddress::UNSPECIFIED, 0), LOCAL_END),
+            s.socket.connect(&mut s.cx, (IpvXAddress::UNSPECIFIED, 0), LOCAL_END),
             Err(ConnectError::Unaddressable)
         );
-        s.socket
-            .connect(&mut s.cx, REMOTE_END, LOCAL_END)
-            .expect("Connect failed with valid parameters");
+        s.socket.connect(&mut s.cx, REMOTE_END, LOCAL_END).expect("Connect failed with valid parameters");
         assert_eq!(s.tuple, Some(TUPLE));
     }
 
@@ -3901,9 +3693,7 @@ mod test {
     fn test_connect() {
         let mut s = socket();
         s.local_seq_no = LOCAL_SEQ;
-        s.socket
-            .connect(&mut s.cx, REMOTE_END, LOCAL_END.port)
-            .unwrap();
+        s.socket.connect(&mut s.cx, REMOTE_END, LOCAL_END.port).unwrap();
         assert_eq!(s.tuple, Some(TUPLE));
         recv!(
             s,
@@ -3935,9 +3725,7 @@ mod test {
     fn test_connect_synack_tiny_mss_is_clamped() {
         let mut s = socket();
         s.local_seq_no = LOCAL_SEQ;
-        s.socket
-            .connect(&mut s.cx, REMOTE_END, LOCAL_END.port)
-            .unwrap();
+        s.socket.connect(&mut s.cx, REMOTE_END, LOCAL_END.port).unwrap();
         recv!(
             s,
             [TcpRepr {
@@ -3969,9 +3757,7 @@ mod test {
     fn test_connect_synack_zero_mss_is_ignored() {
         let mut s = socket();
         s.local_seq_no = LOCAL_SEQ;
-        s.socket
-            .connect(&mut s.cx, REMOTE_END, LOCAL_END.port)
-            .unwrap();
+        s.socket.connect(&mut s.cx, REMOTE_END, LOCAL_END.port).unwrap();
         recv!(
             s,
             [TcpRepr {
@@ -4008,20 +3794,14 @@ mod test {
     #[test]
     fn test_connect_specified_local() {
         let mut s = socket();
-        assert_eq!(
-            s.socket.connect(&mut s.cx, REMOTE_END, (REMOTE_ADDR, 80)),
-            Ok(())
-        );
+        assert_eq!(s.socket.connect(&mut s.cx, REMOTE_END, (REMOTE_ADDR, 80)), Ok(()));
     }
 
     #[test]
     fn test_connect_twice() {
         let mut s = socket();
         assert_eq!(s.socket.connect(&mut s.cx, REMOTE_END, 80), Ok(()));
-        assert_eq!(
-            s.socket.connect(&mut s.cx, REMOTE_END, 80),
-            Err(ConnectError::InvalidState)
-        );
+        assert_eq!(s.socket.connect(&mut s.cx, REMOTE_END, 80), Err(ConnectError::InvalidState));
     }
 
     #[test]
@@ -4058,14 +3838,7 @@ mod test {
                 ..SEND_TEMPL
             }
         );
-        recv!(
-            s,
-            [TcpRepr {
-                seq_number: LOCAL_SEQ + 1,
-                ack_number: Some(REMOTE_SEQ + 1),
-                ..RECV_TEMPL
-            }]
-        );
+        recv!(s, [TcpRepr { seq_number: LOCAL_SEQ + 1, ack_number: Some(REMOTE_SEQ + 1), ..RECV_TEMPL }]);
         recv_nothing!(s, time 1000);
         assert_eq!(s.state, State::Established);
         sanity!(s, socket_established());
@@ -4242,12 +4015,7 @@ mod test {
         let mut s = socket_syn_sent();
         send!(
             s,
-            TcpRepr {
-                control: TcpControl::Rst,
-                seq_number: REMOTE_SEQ,
-                ack_number: None,
-                ..SEND_TEMPL
-            }
+            TcpRepr { control: TcpControl::Rst, seq_number: REMOTE_SEQ, ack_number: None, ..SEND_TEMPL }
         );
         assert_eq!(s.state, State::SynSent);
     }
@@ -4590,10 +4358,7 @@ mod test {
         let actually_peeked = s.peek_slice(&mut peeked_buf[..]).unwrap();
         let mut recv_buf = [0u8; BUF_SIZE];
         let actually_recvd = s.recv_slice(&mut recv_buf[..]).unwrap();
-        assert_eq!(
-            &mut peeked_buf[..actually_peeked],
-            &mut recv_buf[..actually_recvd]
-        );
+        assert_eq!(&mut peeked_buf[..actually_peeked], &mut recv_buf[..actually_recvd]);
     }
 
     #[test]
@@ -4612,10 +4377,7 @@ mod test {
         let actually_peeked = s.peek_slice(&mut peeked_buf[..]).unwrap();
         let mut recv_buf = [0u8; BUF_SIZE];
         let actually_recvd = s.recv_slice(&mut recv_buf[..]).unwrap();
-        assert_eq!(
-            &mut peeked_buf[..actually_peeked],
-            &mut recv_buf[..actually_recvd]
-        );
+        assert_eq!(&mut peeked_buf[..actually_peeked], &mut recv_buf[..actually_recvd]);
     }
 
     fn setup_rfc2018_cases() -> (TestSocket, Vec<u8>) {
@@ -4738,11 +4500,7 @@ mod test {
                 seq_number: LOCAL_SEQ + 1,
                 ack_number: Some(TcpSeqNumber(-4)),
                 window_len: 64,
-                sack_ranges: [
-                    Some(((-4_i32 + 10) as u32, (-4_i32 + 20) as u32,)),
-                    None,
-                    None,
-                ],
+                sack_ranges: [Some(((-4_i32 + 10) as u32, (-4_i32 + 20) as u32,)), None, None,],
                 ..RECV_TEMPL
             })
         );
@@ -4804,14 +4562,7 @@ mod test {
             }]
         );
         assert_eq!(s.tx_buffer.len(), 6);
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 6),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1 + 6), ..SEND_TEMPL });
         assert_eq!(s.tx_buffer.len(), 0);
         // Second roundtrip.
         s.send_slice(b"foobar").unwrap();
@@ -4826,11 +4577,7 @@ mod test {
         );
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 6 + 6),
-                ..SEND_TEMPL
-            }
+            TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1 + 6 + 6), ..SEND_TEMPL }
         );
         assert_eq!(s.tx_buffer.len(), 0);
     }
@@ -5039,14 +4786,7 @@ mod test {
     #[test]
     fn test_established_no_ack() {
         let mut s = socket_established();
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: None,
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: None, ..SEND_TEMPL });
     }
 
     #[test]
@@ -5065,16 +4805,8 @@ mod test {
         // Data not yet transmitted.
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 10),
-                ..SEND_TEMPL
-            },
-            Some(TcpRepr {
-                seq_number: LOCAL_SEQ + 1,
-                ack_number: Some(REMOTE_SEQ + 1),
-                ..RECV_TEMPL
-            })
+            TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 10), ..SEND_TEMPL },
+            Some(TcpRepr { seq_number: LOCAL_SEQ + 1, ack_number: Some(REMOTE_SEQ + 1), ..RECV_TEMPL })
         );
         assert_eq!(s.local_seq_no, LOCAL_SEQ + 1);
     }
@@ -5085,16 +4817,8 @@ mod test {
         // Data outside of receive window.
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1 + 256,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            },
-            Some(TcpRepr {
-                seq_number: LOCAL_SEQ + 1,
-                ack_number: Some(REMOTE_SEQ + 1),
-                ..RECV_TEMPL
-            })
+            TcpRepr { seq_number: REMOTE_SEQ + 1 + 256, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL },
+            Some(TcpRepr { seq_number: LOCAL_SEQ + 1, ack_number: Some(REMOTE_SEQ + 1), ..RECV_TEMPL })
         );
         assert_eq!(s.remote_seq_no, REMOTE_SEQ + 1);
 
@@ -5236,11 +4960,7 @@ mod test {
                 payload: &b"abcdef"[..],
                 ..SEND_TEMPL
             },
-            Some(TcpRepr {
-                seq_number: LOCAL_SEQ + 1,
-                ack_number: Some(REMOTE_SEQ + 1),
-                ..RECV_TEMPL
-            })
+            Some(TcpRepr { seq_number: LOCAL_SEQ + 1, ack_number: Some(REMOTE_SEQ + 1), ..RECV_TEMPL })
         );
 
         // The second one within the rate limit window gets no reply.
@@ -5314,9 +5034,7 @@ mod test {
         let mut s = socket();
         s.set_tsval_generator(Some(|| 1));
         s.local_seq_no = LOCAL_SEQ;
-        s.socket
-            .connect(&mut s.cx, REMOTE_END, LOCAL_END.port)
-            .unwrap();
+        s.socket.connect(&mut s.cx, REMOTE_END, LOCAL_END.port).unwrap();
         recv!(
             s,
             [TcpRepr {
@@ -5370,14 +5088,7 @@ mod test {
                 ..SEND_TEMPL
             }
         );
-        recv!(
-            s,
-            [TcpRepr {
-                seq_number: LOCAL_SEQ + 1,
-                ack_number: Some(REMOTE_SEQ + 1 + 1),
-                ..RECV_TEMPL
-            }]
-        );
+        recv!(s, [TcpRepr { seq_number: LOCAL_SEQ + 1, ack_number: Some(REMOTE_SEQ + 1 + 1), ..RECV_TEMPL }]);
         assert_eq!(s.state, State::CloseWait);
         sanity!(s, socket_close_wait());
     }
@@ -5394,11 +5105,7 @@ mod test {
                 payload: &b"123456"[..],
                 ..SEND_TEMPL
             },
-            Some(TcpRepr {
-                seq_number: LOCAL_SEQ + 1,
-                ack_number: Some(REMOTE_SEQ + 1),
-                ..RECV_TEMPL
-            })
+            Some(TcpRepr { seq_number: LOCAL_SEQ + 1, ack_number: Some(REMOTE_SEQ + 1), ..RECV_TEMPL })
         );
         assert_eq!(s.state, State::Established);
         send!(
@@ -5464,12 +5171,7 @@ mod test {
         let mut s = socket_established();
         send!(
             s,
-            TcpRepr {
-                control: TcpControl::Rst,
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: None,
-                ..SEND_TEMPL
-            }
+            TcpRepr { control: TcpControl::Rst, seq_number: REMOTE_SEQ + 1, ack_number: None, ..SEND_TEMPL }
         );
         assert_eq!(s.state, State::Closed);
     }
@@ -5540,11 +5242,7 @@ mod test {
                 ack_number: Some(LOCAL_SEQ + 1),
                 ..SEND_TEMPL
             },
-            Some(TcpRepr {
-                seq_number: LOCAL_SEQ + 1,
-                ack_number: Some(REMOTE_SEQ + 1),
-                ..RECV_TEMPL
-            })
+            Some(TcpRepr { seq_number: LOCAL_SEQ + 1, ack_number: Some(REMOTE_SEQ + 1), ..RECV_TEMPL })
         );
 
         assert_eq!(s.state, State::Established);
@@ -5596,14 +5294,7 @@ mod test {
                 ..RECV_TEMPL
             }]
         );
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 1),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1 + 1), ..SEND_TEMPL });
         assert_eq!(s.state, State::FinWait2);
         sanity!(s, socket_fin_wait_2());
     }
@@ -5648,14 +5339,7 @@ mod test {
                 ..RECV_TEMPL
             })
         );
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 6),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1 + 6), ..SEND_TEMPL });
         assert_eq!(s.state, State::FinWait1);
     }
 
@@ -5723,11 +5407,7 @@ mod test {
         .unwrap();
         recv!(
             s,
-            [TcpRepr {
-                seq_number: LOCAL_SEQ + 1 + 1,
-                ack_number: Some(REMOTE_SEQ + 1 + 3),
-                ..RECV_TEMPL
-            }]
+            [TcpRepr { seq_number: LOCAL_SEQ + 1 + 1, ack_number: Some(REMOTE_SEQ + 1 + 3), ..RECV_TEMPL }]
         );
     }
 
@@ -5747,11 +5427,7 @@ mod test {
         let mut s = socket_closing();
         recv!(
             s,
-            [TcpRepr {
-                seq_number: LOCAL_SEQ + 1 + 1,
-                ack_number: Some(REMOTE_SEQ + 1 + 1),
-                ..RECV_TEMPL
-            }]
+            [TcpRepr { seq_number: LOCAL_SEQ + 1 + 1, ack_number: Some(REMOTE_SEQ + 1 + 1), ..RECV_TEMPL }]
         );
         send!(s, time 1_000, TcpRepr {
             seq_number: REMOTE_SEQ + 1 + 1,
@@ -5778,11 +5454,7 @@ mod test {
         let mut s = socket_time_wait(false);
         recv!(
             s,
-            [TcpRepr {
-                seq_number: LOCAL_SEQ + 1 + 1,
-                ack_number: Some(REMOTE_SEQ + 1 + 1),
-                ..RECV_TEMPL
-            }]
+            [TcpRepr { seq_number: LOCAL_SEQ + 1 + 1, ack_number: Some(REMOTE_SEQ + 1 + 1), ..RECV_TEMPL }]
         );
     }
 
@@ -5804,11 +5476,7 @@ mod test {
         let mut s = socket_time_wait(false);
         recv!(
             s,
-            [TcpRepr {
-                seq_number: LOCAL_SEQ + 1 + 1,
-                ack_number: Some(REMOTE_SEQ + 1 + 1),
-                ..RECV_TEMPL
-            }]
+            [TcpRepr { seq_number: LOCAL_SEQ + 1 + 1, ack_number: Some(REMOTE_SEQ + 1 + 1), ..RECV_TEMPL }]
         );
         send!(s, time 5_000, TcpRepr {
             control: TcpControl::Fin,
@@ -5820,12 +5488,7 @@ mod test {
             ack_number: Some(REMOTE_SEQ + 1 + 1),
             ..RECV_TEMPL
         }));
-        assert_eq!(
-            s.timer,
-            Timer::Close {
-                expires_at: Instant::from_secs(5) + CLOSE_DELAY
-            }
-        );
+        assert_eq!(s.timer, Timer::Close { expires_at: Instant::from_secs(5) + CLOSE_DELAY });
     }
 
     #[test]
@@ -5833,11 +5496,7 @@ mod test {
         let mut s = socket_time_wait(false);
         recv!(
             s,
-            [TcpRepr {
-                seq_number: LOCAL_SEQ + 1 + 1,
-                ack_number: Some(REMOTE_SEQ + 1 + 1),
-                ..RECV_TEMPL
-            }]
+            [TcpRepr { seq_number: LOCAL_SEQ + 1 + 1, ack_number: Some(REMOTE_SEQ + 1 + 1), ..RECV_TEMPL }]
         );
         assert_eq!(s.state, State::TimeWait);
         recv_nothing!(s, time 60_000);
@@ -5863,11 +5522,7 @@ mod test {
         );
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1 + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 6),
-                ..SEND_TEMPL
-            }
+            TcpRepr { seq_number: REMOTE_SEQ + 1 + 1, ack_number: Some(LOCAL_SEQ + 1 + 6), ..SEND_TEMPL }
         );
     }
 
@@ -5897,11 +5552,7 @@ mod test {
         assert_eq!(s.state, State::LastAck);
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1 + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 1),
-                ..SEND_TEMPL
-            }
+            TcpRepr { seq_number: REMOTE_SEQ + 1 + 1, ack_number: Some(LOCAL_SEQ + 1 + 1), ..SEND_TEMPL }
         );
         assert_eq!(s.state, State::Closed);
     }
@@ -5924,11 +5575,7 @@ mod test {
         // challenge ACK per RFC 9293 §3.10.7.4 and must keep the state in LAST-ACK.
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1 + 1,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            },
+            TcpRepr { seq_number: REMOTE_SEQ + 1 + 1, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL },
             Some(TcpRepr {
                 seq_number: LOCAL_SEQ + 1 + 1,
                 ack_number: Some(REMOTE_SEQ + 1 + 1),
@@ -5940,11 +5587,7 @@ mod test {
         // ACK received of fin: socket should change to Closed.
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1 + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 1),
-                ..SEND_TEMPL
-            }
+            TcpRepr { seq_number: REMOTE_SEQ + 1 + 1, ack_number: Some(LOCAL_SEQ + 1 + 1), ..SEND_TEMPL }
         );
         assert_eq!(s.state, State::Closed);
     }
@@ -5971,11 +5614,7 @@ mod test {
         let challenge = send(
             &mut s,
             Instant::from_millis(0),
-            &TcpRepr {
-                seq_number: REMOTE_SEQ + 1 + 1,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            },
+            &TcpRepr { seq_number: REMOTE_SEQ + 1 + 1, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL },
         );
         assert_eq!(
             challenge,
@@ -5993,11 +5632,7 @@ mod test {
         // must still be correctly accepted regardless.
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1 + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 1),
-                ..SEND_TEMPL
-            }
+            TcpRepr { seq_number: REMOTE_SEQ + 1 + 1, ack_number: Some(LOCAL_SEQ + 1 + 1), ..SEND_TEMPL }
         );
         assert_eq!(s.state, State::Closed);
     }
@@ -6055,12 +5690,7 @@ mod test {
         let mut s = socket_listen();
         send!(
             s,
-            TcpRepr {
-                control: TcpControl::Syn,
-                seq_number: REMOTE_SEQ,
-                ack_number: None,
-                ..SEND_TEMPL
-            }
+            TcpRepr { control: TcpControl::Syn, seq_number: REMOTE_SEQ, ack_number: None, ..SEND_TEMPL }
         );
         assert_eq!(s.state(), State::SynReceived);
         assert_eq!(s.tuple, Some(TUPLE));
@@ -6074,14 +5704,7 @@ mod test {
                 ..RECV_TEMPL
             }]
         );
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL });
         assert_eq!(s.state(), State::Established);
         assert_eq!(s.local_seq_no, LOCAL_SEQ + 1);
         assert_eq!(s.remote_seq_no, REMOTE_SEQ + 1);
@@ -6100,14 +5723,7 @@ mod test {
             }
         );
         assert_eq!(s.state, State::CloseWait);
-        recv!(
-            s,
-            [TcpRepr {
-                seq_number: LOCAL_SEQ + 1,
-                ack_number: Some(REMOTE_SEQ + 1 + 1),
-                ..RECV_TEMPL
-            }]
-        );
+        recv!(s, [TcpRepr { seq_number: LOCAL_SEQ + 1, ack_number: Some(REMOTE_SEQ + 1 + 1), ..RECV_TEMPL }]);
         s.close();
         assert_eq!(s.state, State::LastAck);
         recv!(
@@ -6121,11 +5737,7 @@ mod test {
         );
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1 + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 1),
-                ..SEND_TEMPL
-            }
+            TcpRepr { seq_number: REMOTE_SEQ + 1 + 1, ack_number: Some(LOCAL_SEQ + 1 + 1), ..SEND_TEMPL }
         );
         assert_eq!(s.state, State::Closed);
     }
@@ -6144,14 +5756,7 @@ mod test {
                 ..RECV_TEMPL
             }]
         );
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 1),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1 + 1), ..SEND_TEMPL });
         assert_eq!(s.state, State::FinWait2);
         send!(
             s,
@@ -6165,11 +5770,7 @@ mod test {
         assert_eq!(s.state, State::TimeWait);
         recv!(
             s,
-            [TcpRepr {
-                seq_number: LOCAL_SEQ + 1 + 1,
-                ack_number: Some(REMOTE_SEQ + 1 + 1),
-                ..RECV_TEMPL
-            }]
+            [TcpRepr { seq_number: LOCAL_SEQ + 1 + 1, ack_number: Some(REMOTE_SEQ + 1 + 1), ..RECV_TEMPL }]
         );
     }
 
@@ -6200,20 +5801,12 @@ mod test {
         assert_eq!(s.state, State::Closing);
         recv!(
             s,
-            [TcpRepr {
-                seq_number: LOCAL_SEQ + 1 + 1,
-                ack_number: Some(REMOTE_SEQ + 1 + 1),
-                ..RECV_TEMPL
-            }]
+            [TcpRepr { seq_number: LOCAL_SEQ + 1 + 1, ack_number: Some(REMOTE_SEQ + 1 + 1), ..RECV_TEMPL }]
         );
         // ... at this point
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1 + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 1),
-                ..SEND_TEMPL
-            }
+            TcpRepr { seq_number: REMOTE_SEQ + 1 + 1, ack_number: Some(LOCAL_SEQ + 1 + 1), ..SEND_TEMPL }
         );
         assert_eq!(s.state, State::TimeWait);
         recv!(s, []);
@@ -6245,11 +5838,7 @@ mod test {
         assert_eq!(s.state, State::TimeWait);
         recv!(
             s,
-            [TcpRepr {
-                seq_number: LOCAL_SEQ + 1 + 1,
-                ack_number: Some(REMOTE_SEQ + 1 + 1),
-                ..RECV_TEMPL
-            }]
+            [TcpRepr { seq_number: LOCAL_SEQ + 1 + 1, ack_number: Some(REMOTE_SEQ + 1 + 1), ..RECV_TEMPL }]
         );
     }
 
@@ -6285,11 +5874,7 @@ mod test {
 
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1 + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 1),
-                ..SEND_TEMPL
-            }
+            TcpRepr { seq_number: REMOTE_SEQ + 1 + 1, ack_number: Some(LOCAL_SEQ + 1 + 1), ..SEND_TEMPL }
         );
         assert_eq!(s.state, State::TimeWait);
         recv!(s, []);
@@ -6329,11 +5914,7 @@ mod test {
 
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1 + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 6 + 1),
-                ..SEND_TEMPL
-            }
+            TcpRepr { seq_number: REMOTE_SEQ + 1 + 1, ack_number: Some(LOCAL_SEQ + 1 + 6 + 1), ..SEND_TEMPL }
         );
         assert_eq!(s.state, State::TimeWait);
         recv!(s, []);
@@ -6401,11 +5982,7 @@ mod test {
         );
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 6 + 1),
-                ..SEND_TEMPL
-            }
+            TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1 + 6 + 1), ..SEND_TEMPL }
         );
         assert_eq!(s.state, State::FinWait2);
         send!(
@@ -6755,14 +6332,7 @@ mod test {
             max_seg_size: Some(BASE_MSS),
             ..RECV_TEMPL
         }));
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL });
         assert_eq!(s.state(), State::Established);
         s.send_slice(b"abcdef").unwrap();
         recv!(
@@ -6790,14 +6360,7 @@ mod test {
         // Retransmit timer is on because all data was sent
         assert_eq!(s.tx_buffer.len(), 3);
         // ACK nothing new
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL });
         // Retransmit
         recv!(s, time 4000, Ok(TcpRepr {
             seq_number: LOCAL_SEQ + 1,
@@ -7072,32 +6635,11 @@ mod test {
         }));
 
         // Normal ACK of previously received segment
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL });
         // First duplicate
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL });
         // Second duplicate
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL });
 
         assert_eq!(s.local_rx_dup_acks, 2, "duplicate ACK counter is not set");
 
@@ -7123,10 +6665,7 @@ mod test {
             }]
         );
 
-        assert_eq!(
-            s.local_rx_dup_acks, 0,
-            "duplicate ACK counter is not reset when receiving data"
-        );
+        assert_eq!(s.local_rx_dup_acks, 0, "duplicate ACK counter is not reset when receiving data");
     }
 
     #[test]
@@ -7142,32 +6681,11 @@ mod test {
         }));
 
         // Normal ACK of previously received segment
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL });
         // First duplicate
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL });
         // Second duplicate
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL });
 
         assert_eq!(s.local_rx_dup_acks, 2, "duplicate ACK counter is not set");
 
@@ -7208,10 +6726,7 @@ mod test {
             ..SEND_TEMPL
         });
 
-        assert_eq!(
-            s.local_rx_dup_acks, 0,
-            "duplicate ACK counter is set but wound not transmit data"
-        );
+        assert_eq!(s.local_rx_dup_acks, 0, "duplicate ACK counter is set but wound not transmit data");
 
         // Send a long string of text divided into several packets
         // because of small remote_mss
@@ -7314,11 +6829,7 @@ mod test {
             ack_number: Some(LOCAL_SEQ + 1),
             ..SEND_TEMPL
         });
-        assert_eq!(
-            s.local_rx_dup_acks,
-            u8::MAX,
-            "duplicate ACK count should not overflow but saturate"
-        );
+        assert_eq!(s.local_rx_dup_acks, u8::MAX, "duplicate ACK count should not overflow but saturate");
     }
 
     #[test]
@@ -7608,12 +7119,8 @@ mod test {
         use crate::tests::segmentation_offload::MAX_SEGMENTABLE_SIZE;
         use crate::wire;
 
-        let (interface, _, _) =
-            crate::tests::segmentation_offload::setup_segmenting(crate::phy::Medium::Ip);
-        let mut s = TestSocket {
-            cx: interface.inner,
-            ..socket_listen()
-        };
+        let (interface, _, _) = crate::tests::segmentation_offload::setup_segmenting(crate::phy::Medium::Ip);
+        let mut s = TestSocket { cx: interface.inner, ..socket_listen() };
         s.tx_buffer = SocketBuffer::new(vec![0; 2 * MAX_SEGMENTABLE_SIZE]);
 
         send!(
@@ -8403,8 +7910,7 @@ mod test {
         // Arm the probe timer. (Set directly because the ACK above carries no
         // new data; in real traffic this state is reached e.g. when the
         // controller shrinks cwnd below the flight size while probing.)
-        s.timer
-            .set_for_zero_window_probe(Instant::from_millis(10), Duration::from_millis(100));
+        s.timer.set_for_zero_window_probe(Instant::from_millis(10), Duration::from_millis(100));
 
         // The probe must carry 1 byte of data past the window edge even though
         // the congestion window is exhausted: an empty probe occupies no
@@ -8609,9 +8115,7 @@ mod test {
     fn test_connect_timeout() {
         let mut s = socket();
         s.local_seq_no = LOCAL_SEQ;
-        s.socket
-            .connect(&mut s.cx, REMOTE_END, LOCAL_END.port)
-            .unwrap();
+        s.socket.connect(&mut s.cx, REMOTE_END, LOCAL_END.port).unwrap();
         s.set_timeout(Some(Duration::from_millis(100)));
         recv!(s, time 150, Ok(TcpRepr {
             control:    TcpControl::Syn,
@@ -8623,10 +8127,7 @@ mod test {
             ..RECV_TEMPL
         }));
         assert_eq!(s.state, State::SynSent);
-        assert_eq!(
-            s.socket.poll_at(&mut s.cx),
-            PollAt::Time(Instant::from_millis(250))
-        );
+        assert_eq!(s.socket.poll_at(&mut s.cx), PollAt::Time(Instant::from_millis(250)));
         recv!(s, time 250, Ok(TcpRepr {
             control:    TcpControl::Rst,
             seq_number: LOCAL_SEQ + 1,
@@ -8642,10 +8143,7 @@ mod test {
         let mut s = socket_established();
         s.set_timeout(Some(Duration::from_millis(2000)));
         recv_nothing!(s, time 250);
-        assert_eq!(
-            s.socket.poll_at(&mut s.cx),
-            PollAt::Time(Instant::from_millis(2250))
-        );
+        assert_eq!(s.socket.poll_at(&mut s.cx), PollAt::Time(Instant::from_millis(2250)));
         s.send_slice(b"abcdef").unwrap();
         assert_eq!(s.socket.poll_at(&mut s.cx), PollAt::Now);
         recv!(s, time 255, Ok(TcpRepr {
@@ -8654,20 +8152,14 @@ mod test {
             payload:    &b"abcdef"[..],
             ..RECV_TEMPL
         }));
-        assert_eq!(
-            s.socket.poll_at(&mut s.cx),
-            PollAt::Time(Instant::from_millis(1255))
-        );
+        assert_eq!(s.socket.poll_at(&mut s.cx), PollAt::Time(Instant::from_millis(1255)));
         recv!(s, time 1255, Ok(TcpRepr {
             seq_number: LOCAL_SEQ + 1,
             ack_number: Some(REMOTE_SEQ + 1),
             payload:    &b"abcdef"[..],
             ..RECV_TEMPL
         }));
-        assert_eq!(
-            s.socket.poll_at(&mut s.cx),
-            PollAt::Time(Instant::from_millis(2255))
-        );
+        assert_eq!(s.socket.poll_at(&mut s.cx), PollAt::Time(Instant::from_millis(2255)));
         recv!(s, time 2255, Ok(TcpRepr {
             control:    TcpControl::Rst,
             seq_number: LOCAL_SEQ + 1 + 6,
@@ -8689,19 +8181,13 @@ mod test {
             ..RECV_TEMPL
         }));
         recv_nothing!(s, time 100);
-        assert_eq!(
-            s.socket.poll_at(&mut s.cx),
-            PollAt::Time(Instant::from_millis(150))
-        );
+        assert_eq!(s.socket.poll_at(&mut s.cx), PollAt::Time(Instant::from_millis(150)));
         send!(s, time 105, TcpRepr {
             seq_number: REMOTE_SEQ + 1,
             ack_number: Some(LOCAL_SEQ + 1),
             ..SEND_TEMPL
         });
-        assert_eq!(
-            s.socket.poll_at(&mut s.cx),
-            PollAt::Time(Instant::from_millis(155))
-        );
+        assert_eq!(s.socket.poll_at(&mut s.cx), PollAt::Time(Instant::from_millis(155)));
         recv!(s, time 155, Ok(TcpRepr {
             seq_number: LOCAL_SEQ,
             ack_number: Some(REMOTE_SEQ + 1),
@@ -8709,10 +8195,7 @@ mod test {
             ..RECV_TEMPL
         }));
         recv_nothing!(s, time 155);
-        assert_eq!(
-            s.socket.poll_at(&mut s.cx),
-            PollAt::Time(Instant::from_millis(205))
-        );
+        assert_eq!(s.socket.poll_at(&mut s.cx), PollAt::Time(Instant::from_millis(205)));
         recv_nothing!(s, time 200);
         recv!(s, time 205, Ok(TcpRepr {
             control:    TcpControl::Rst,
@@ -8787,16 +8270,8 @@ mod test {
         let mut s = socket_established();
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            },
-            Some(TcpRepr {
-                seq_number: LOCAL_SEQ + 1,
-                ack_number: Some(REMOTE_SEQ + 1),
-                ..RECV_TEMPL
-            })
+            TcpRepr { seq_number: REMOTE_SEQ, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL },
+            Some(TcpRepr { seq_number: LOCAL_SEQ + 1, ack_number: Some(REMOTE_SEQ + 1), ..RECV_TEMPL })
         );
     }
 
@@ -8814,10 +8289,7 @@ mod test {
             ..RECV_TEMPL
         }));
 
-        assert_eq!(
-            s.socket.poll_at(&mut s.cx),
-            PollAt::Time(Instant::from_millis(100))
-        );
+        assert_eq!(s.socket.poll_at(&mut s.cx), PollAt::Time(Instant::from_millis(100)));
         recv_nothing!(s, time 95);
         recv!(s, time 100, Ok(TcpRepr {
             seq_number: LOCAL_SEQ,
@@ -8826,10 +8298,7 @@ mod test {
             ..RECV_TEMPL
         }));
 
-        assert_eq!(
-            s.socket.poll_at(&mut s.cx),
-            PollAt::Time(Instant::from_millis(200))
-        );
+        assert_eq!(s.socket.poll_at(&mut s.cx), PollAt::Time(Instant::from_millis(200)));
         recv_nothing!(s, time 195);
         recv!(s, time 200, Ok(TcpRepr {
             seq_number: LOCAL_SEQ,
@@ -8843,10 +8312,7 @@ mod test {
             ack_number: Some(LOCAL_SEQ + 1),
             ..SEND_TEMPL
         });
-        assert_eq!(
-            s.socket.poll_at(&mut s.cx),
-            PollAt::Time(Instant::from_millis(350))
-        );
+        assert_eq!(s.socket.poll_at(&mut s.cx), PollAt::Time(Instant::from_millis(350)));
         recv_nothing!(s, time 345);
         recv!(s, time 350, Ok(TcpRepr {
             seq_number: LOCAL_SEQ,
@@ -8901,11 +8367,7 @@ mod test {
                 payload: &b"def"[..],
                 ..SEND_TEMPL
             },
-            Some(TcpRepr {
-                seq_number: LOCAL_SEQ + 1,
-                ack_number: Some(REMOTE_SEQ + 1),
-                ..RECV_TEMPL
-            })
+            Some(TcpRepr { seq_number: LOCAL_SEQ + 1, ack_number: Some(REMOTE_SEQ + 1), ..RECV_TEMPL })
         );
         s.recv(|buffer| {
             assert_eq!(buffer, b"");
@@ -9438,11 +8900,7 @@ mod test {
         // Data gets ACKd, so there's no longer data in flight
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 6 + 6 + 6),
-                ..SEND_TEMPL
-            }
+            TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1 + 6 + 6 + 6), ..SEND_TEMPL }
         );
 
         // Now non-full segment gets sent.
@@ -9610,8 +9068,8 @@ mod test {
         let mut r = RttEstimator::default();
 
         let rtos = &[
-            6000, 5000, 4252, 3692, 3272, 2956, 2720, 2540, 2408, 2308, 2232, 2176, 2132, 2100,
-            2076, 2060, 2048, 2036, 2028, 2024, 2020, 2016, 2012, 2012,
+            6000, 5000, 4252, 3692, 3272, 2956, 2720, 2540, 2408, 2308, 2232, 2176, 2132, 2100, 2076, 2060,
+            2048, 2036, 2028, 2024, 2020, 2016, 2012, 2012,
         ];
 
         for &rto in rtos {
@@ -9688,11 +9146,7 @@ mod test {
         );
         send!(
             s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1 + 6 + 6),
-                ..SEND_TEMPL
-            }
+            TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1 + 6 + 6), ..SEND_TEMPL }
         );
         assert_eq!(s.tx_buffer.len(), 0);
     }
@@ -9704,12 +9158,7 @@ mod test {
         assert!(s.timestamp_enabled());
         send!(
             s,
-            TcpRepr {
-                control: TcpControl::Syn,
-                seq_number: REMOTE_SEQ,
-                ack_number: None,
-                ..SEND_TEMPL
-            }
+            TcpRepr { control: TcpControl::Syn, seq_number: REMOTE_SEQ, ack_number: None, ..SEND_TEMPL }
         );
         assert_eq!(s.state(), State::SynReceived);
         assert_eq!(s.tuple, Some(TUPLE));
@@ -9724,14 +9173,7 @@ mod test {
                 ..RECV_TEMPL
             }]
         );
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL });
         assert_eq!(s.state(), State::Established);
         assert_eq!(s.local_seq_no, LOCAL_SEQ + 1);
         assert_eq!(s.remote_seq_no, REMOTE_SEQ + 1);
@@ -9765,14 +9207,7 @@ mod test {
                 ..RECV_TEMPL
             }]
         );
-        send!(
-            s,
-            TcpRepr {
-                seq_number: REMOTE_SEQ + 1,
-                ack_number: Some(LOCAL_SEQ + 1),
-                ..SEND_TEMPL
-            }
-        );
+        send!(s, TcpRepr { seq_number: REMOTE_SEQ + 1, ack_number: Some(LOCAL_SEQ + 1), ..SEND_TEMPL });
         assert_eq!(s.state(), State::Established);
         assert_eq!(s.local_seq_no, LOCAL_SEQ + 1);
         assert_eq!(s.remote_seq_no, REMOTE_SEQ + 1);
@@ -9784,9 +9219,7 @@ mod test {
         s.set_tsval_generator(Some(|| 1));
         assert!(s.timestamp_enabled());
         s.local_seq_no = LOCAL_SEQ;
-        s.socket
-            .connect(&mut s.cx, REMOTE_END, LOCAL_END.port)
-            .unwrap();
+        s.socket.connect(&mut s.cx, REMOTE_END, LOCAL_END.port).unwrap();
         assert_eq!(s.tuple, Some(TUPLE));
         recv!(
             s,
@@ -9833,9 +9266,7 @@ mod test {
         // s.set_timestamp(false); // commented to alert if the default state changes
         assert!(!s.timestamp_enabled());
         s.local_seq_no = LOCAL_SEQ;
-        s.socket
-            .connect(&mut s.cx, REMOTE_END, LOCAL_END.port)
-            .unwrap();
+        s.socket.connect(&mut s.cx, REMOTE_END, LOCAL_END.port).unwrap();
         assert_eq!(s.tuple, Some(TUPLE));
         recv!(
             s,

@@ -28,11 +28,7 @@ pub struct UdpMetadata {
 
 impl<T: Into<IpEndpoint>> From<T> for UdpMetadata {
     fn from(value: T) -> Self {
-        Self {
-            endpoint: value.into(),
-            local_address: None,
-            meta: PacketMeta::default(),
-        }
+        Self { endpoint: value.into(), local_address: None, meta: PacketMeta::default() }
     }
 }
 
@@ -300,11 +296,7 @@ impl<'a> Socket<'a> {
     /// `Err(Error::Unaddressable)` if local or remote port, or remote address are unspecified,
     /// and `Err(Error::Truncated)` if there is not enough transmit buffer capacity
     /// to ever send this packet.
-    pub fn send(
-        &mut self,
-        size: usize,
-        meta: impl Into<UdpMetadata>,
-    ) -> Result<&mut [u8], SendError> {
+    pub fn send(&mut self, size: usize, meta: impl Into<UdpMetadata>) -> Result<&mut [u8], SendError> {
         let meta = meta.into();
         if self.endpoint.port == 0 {
             return Err(SendError::Unaddressable);
@@ -316,17 +308,9 @@ impl<'a> Socket<'a> {
             return Err(SendError::Unaddressable);
         }
 
-        let payload_buf = self
-            .tx_buffer
-            .enqueue(size, meta)
-            .map_err(|_| SendError::BufferFull)?;
+        let payload_buf = self.tx_buffer.enqueue(size, meta).map_err(|_| SendError::BufferFull)?;
 
-        net_trace!(
-            "udp:{}:{}: buffer to send {} octets",
-            self.endpoint,
-            meta.endpoint,
-            size
-        );
+        net_trace!("udp:{}:{}: buffer to send {} octets", self.endpoint, meta.endpoint, size);
         Ok(payload_buf)
     }
 
@@ -355,28 +339,17 @@ impl<'a> Socket<'a> {
             return Err(SendError::Unaddressable);
         }
 
-        let size = self
-            .tx_buffer
-            .enqueue_with_infallible(max_size, meta, f)
-            .map_err(|_| SendError::BufferFull)?;
+        let size =
+            self.tx_buffer.enqueue_with_infallible(max_size, meta, f).map_err(|_| SendError::BufferFull)?;
 
-        net_trace!(
-            "udp:{}:{}: buffer to send {} octets",
-            self.endpoint,
-            meta.endpoint,
-            size
-        );
+        net_trace!("udp:{}:{}: buffer to send {} octets", self.endpoint, meta.endpoint, size);
         Ok(size)
     }
 
     /// Enqueue a packet to be sent to a given remote endpoint, and fill it from a slice.
     ///
     /// See also [send](#method.send).
-    pub fn send_slice(
-        &mut self,
-        data: &[u8],
-        meta: impl Into<UdpMetadata>,
-    ) -> Result<(), SendError> {
+    pub fn send_slice(&mut self, data: &[u8], meta: impl Into<UdpMetadata>) -> Result<(), SendError> {
         self.send(data.len(), meta)?.copy_from_slice(data);
         Ok(())
     }
@@ -386,8 +359,7 @@ impl<'a> Socket<'a> {
     ///
     /// This function returns `Err(Error::Exhausted)` if the receive buffer is empty.
     pub fn recv(&mut self) -> Result<(&[u8], UdpMetadata), RecvError> {
-        let (remote_endpoint, payload_buf) =
-            self.rx_buffer.dequeue().map_err(|_| RecvError::Exhausted)?;
+        let (remote_endpoint, payload_buf) = self.rx_buffer.dequeue().map_err(|_| RecvError::Exhausted)?;
 
         net_trace!(
             "udp:{}:{}: receive {} buffered octets",
@@ -424,17 +396,15 @@ impl<'a> Socket<'a> {
     /// It returns `Err(Error::Exhausted)` if the receive buffer is empty.
     pub fn peek(&mut self) -> Result<(&[u8], &UdpMetadata), RecvError> {
         let endpoint = self.endpoint;
-        self.rx_buffer.peek().map_err(|_| RecvError::Exhausted).map(
-            |(remote_endpoint, payload_buf)| {
-                net_trace!(
-                    "udp:{}:{}: peek {} buffered octets",
-                    endpoint,
-                    remote_endpoint.endpoint,
-                    payload_buf.len()
-                );
-                (payload_buf, remote_endpoint)
-            },
-        )
+        self.rx_buffer.peek().map_err(|_| RecvError::Exhausted).map(|(remote_endpoint, payload_buf)| {
+            net_trace!(
+                "udp:{}:{}: peek {} buffered octets",
+                endpoint,
+                remote_endpoint.endpoint,
+                payload_buf.len()
+            );
+            (payload_buf, remote_endpoint)
+        })
     }
 
     /// Peek at a packet received from a remote endpoint, copy the payload into the given slice,
@@ -501,31 +471,18 @@ impl<'a> Socket<'a> {
 
         let size = payload.len();
 
-        let remote_endpoint = IpEndpoint {
-            addr: ip_repr.src_addr(),
-            port: repr.src_port,
-        };
+        let remote_endpoint = IpEndpoint { addr: ip_repr.src_addr(), port: repr.src_port };
 
-        net_trace!(
-            "udp:{}:{}: receiving {} octets",
-            self.endpoint,
-            remote_endpoint,
-            size
-        );
+        net_trace!("udp:{}:{}: receiving {} octets", self.endpoint, remote_endpoint, size);
 
-        let metadata = UdpMetadata {
-            endpoint: remote_endpoint,
-            local_address: Some(ip_repr.dst_addr()),
-            meta,
-        };
+        let metadata =
+            UdpMetadata { endpoint: remote_endpoint, local_address: Some(ip_repr.dst_addr()), meta };
 
         match self.rx_buffer.enqueue(size, metadata) {
             Ok(buf) => buf.copy_from_slice(payload),
-            Err(_) => net_trace!(
-                "udp:{}:{}: buffer full, dropped incoming packet",
-                self.endpoint,
-                remote_endpoint
-            ),
+            Err(_) => {
+                net_trace!("udp:{}:{}: buffer full, dropped incoming packet", self.endpoint, remote_endpoint)
+            }
         }
 
         #[cfg(feature = "async")]
@@ -559,17 +516,9 @@ impl<'a> Socket<'a> {
                 }
             };
 
-            net_trace!(
-                "udp:{}:{}: sending {} octets",
-                endpoint,
-                packet_meta.endpoint,
-                payload_buf.len()
-            );
+            net_trace!("udp:{}:{}: sending {} octets", endpoint, packet_meta.endpoint, payload_buf.len());
 
-            let repr = UdpRepr {
-                src_port: endpoint.port,
-                dst_port: packet_meta.endpoint.port,
-            };
+            let repr = UdpRepr { src_port: endpoint.port, dst_port: packet_meta.endpoint.port };
             let ip_repr = IpRepr::new(
                 src_addr,
                 packet_meta.endpoint.addr,
@@ -592,11 +541,7 @@ impl<'a> Socket<'a> {
     }
 
     pub(crate) fn poll_at(&self, _cx: &mut Context) -> PollAt {
-        if self.tx_buffer.is_empty() {
-            PollAt::Ingress
-        } else {
-            PollAt::Now
-        }
+        if self.tx_buffer.is_empty() { PollAt::Ingress } else { PollAt::Now }
     }
 }
 
@@ -611,17 +556,12 @@ mod test {
 
     fn buffer(packets: usize) -> PacketBuffer<'static> {
         PacketBuffer::new(
-            (0..packets)
-                .map(|_| PacketMetadata::EMPTY)
-                .collect::<Vec<_>>(),
+            (0..packets).map(|_| PacketMetadata::EMPTY).collect::<Vec<_>>(),
             vec![0; 16 * packets],
         )
     }
 
-    fn socket(
-        rx_buffer: PacketBuffer<'static>,
-        tx_buffer: PacketBuffer<'static>,
-    ) -> Socket<'static> {
+    fn socket(rx_buffer: PacketBuffer<'static>, tx_buffer: PacketBuffer<'static>) -> Socket<'static> {
         Socket::new(rx_buffer, tx_buffer)
     }
 
@@ -668,10 +608,7 @@ mod test {
 
     fn remote_metadata_with_local() -> UdpMetadata {
         // Would be great as a const once we have const `.into()`.
-        UdpMetadata {
-            local_address: Some(LOCAL_ADDR.into()),
-            ..REMOTE_END.into()
-        }
+        UdpMetadata { local_address: Some(LOCAL_ADDR.into()), ..REMOTE_END.into() }
     }
 
     pub const LOCAL_IP_REPR: IpRepr = IpReprIpvX(IpvXRepr {
@@ -698,15 +635,9 @@ mod test {
         hop_limit: 64,
     });
 
-    const LOCAL_UDP_REPR: UdpRepr = UdpRepr {
-        src_port: LOCAL_PORT,
-        dst_port: REMOTE_PORT,
-    };
+    const LOCAL_UDP_REPR: UdpRepr = UdpRepr { src_port: LOCAL_PORT, dst_port: REMOTE_PORT };
 
-    const REMOTE_UDP_REPR: UdpRepr = UdpRepr {
-        src_port: REMOTE_PORT,
-        dst_port: LOCAL_PORT,
-    };
+    const REMOTE_UDP_REPR: UdpRepr = UdpRepr { src_port: REMOTE_PORT, dst_port: LOCAL_PORT };
 
     const PAYLOAD: &[u8] = b"abcdef";
 
@@ -734,29 +665,14 @@ mod test {
     fn test_send_unaddressable() {
         let mut socket = socket(buffer(0), buffer(1));
 
-        assert_eq!(
-            socket.send_slice(b"abcdef", REMOTE_END),
-            Err(SendError::Unaddressable)
-        );
+        assert_eq!(socket.send_slice(b"abcdef", REMOTE_END), Err(SendError::Unaddressable));
         assert_eq!(socket.bind(LOCAL_PORT), Ok(()));
         assert_eq!(
-            socket.send_slice(
-                b"abcdef",
-                IpEndpoint {
-                    addr: IpvXAddress::UNSPECIFIED.into(),
-                    ..REMOTE_END
-                }
-            ),
+            socket.send_slice(b"abcdef", IpEndpoint { addr: IpvXAddress::UNSPECIFIED.into(), ..REMOTE_END }),
             Err(SendError::Unaddressable)
         );
         assert_eq!(
-            socket.send_slice(
-                b"abcdef",
-                IpEndpoint {
-                    port: 0,
-                    ..REMOTE_END
-                }
-            ),
+            socket.send_slice(b"abcdef", IpEndpoint { port: 0, ..REMOTE_END }),
             Err(SendError::Unaddressable)
         );
         assert_eq!(socket.send_slice(b"abcdef", REMOTE_END), Ok(()));
@@ -767,10 +683,7 @@ mod test {
         let mut socket = socket(buffer(0), buffer(1));
 
         assert_eq!(socket.bind(LOCAL_PORT), Ok(()));
-        assert_eq!(
-            socket.send_slice(b"abcdef", remote_metadata_with_local()),
-            Ok(())
-        );
+        assert_eq!(socket.send_slice(b"abcdef", remote_metadata_with_local()), Ok(()));
     }
 
     #[rstest]
@@ -788,16 +701,10 @@ mod test {
         assert_eq!(socket.bind(LOCAL_END), Ok(()));
 
         assert!(socket.can_send());
-        assert_eq!(
-            socket.dispatch(cx, |_, _, _| unreachable!()),
-            Ok::<_, ()>(())
-        );
+        assert_eq!(socket.dispatch(cx, |_, _, _| unreachable!()), Ok::<_, ()>(()));
 
         assert_eq!(socket.send_slice(b"abcdef", REMOTE_END), Ok(()));
-        assert_eq!(
-            socket.send_slice(b"123456", REMOTE_END),
-            Err(SendError::BufferFull)
-        );
+        assert_eq!(socket.send_slice(b"123456", REMOTE_END), Err(SendError::BufferFull));
         assert!(!socket.can_send());
 
         assert_eq!(
@@ -842,28 +749,13 @@ mod test {
         assert_eq!(socket.recv(), Err(RecvError::Exhausted));
 
         assert!(socket.accepts(cx, &REMOTE_IP_REPR, &REMOTE_UDP_REPR));
-        socket.process(
-            cx,
-            PacketMeta::default(),
-            &REMOTE_IP_REPR,
-            &REMOTE_UDP_REPR,
-            PAYLOAD,
-        );
+        socket.process(cx, PacketMeta::default(), &REMOTE_IP_REPR, &REMOTE_UDP_REPR, PAYLOAD);
         assert!(socket.can_recv());
 
         assert!(socket.accepts(cx, &REMOTE_IP_REPR, &REMOTE_UDP_REPR));
-        socket.process(
-            cx,
-            PacketMeta::default(),
-            &REMOTE_IP_REPR,
-            &REMOTE_UDP_REPR,
-            PAYLOAD,
-        );
+        socket.process(cx, PacketMeta::default(), &REMOTE_IP_REPR, &REMOTE_UDP_REPR, PAYLOAD);
 
-        assert_eq!(
-            socket.recv(),
-            Ok((&b"abcdef"[..], remote_metadata_with_local()))
-        );
+        assert_eq!(socket.recv(), Ok((&b"abcdef"[..], remote_metadata_with_local())));
         assert!(!socket.can_recv());
     }
 
@@ -884,21 +776,9 @@ mod test {
 
         assert_eq!(socket.peek(), Err(RecvError::Exhausted));
 
-        socket.process(
-            cx,
-            PacketMeta::default(),
-            &REMOTE_IP_REPR,
-            &REMOTE_UDP_REPR,
-            PAYLOAD,
-        );
-        assert_eq!(
-            socket.peek(),
-            Ok((&b"abcdef"[..], &remote_metadata_with_local(),))
-        );
-        assert_eq!(
-            socket.recv(),
-            Ok((&b"abcdef"[..], remote_metadata_with_local(),))
-        );
+        socket.process(cx, PacketMeta::default(), &REMOTE_IP_REPR, &REMOTE_UDP_REPR, PAYLOAD);
+        assert_eq!(socket.peek(), Ok((&b"abcdef"[..], &remote_metadata_with_local(),)));
+        assert_eq!(socket.recv(), Ok((&b"abcdef"[..], remote_metadata_with_local(),)));
         assert_eq!(socket.peek(), Err(RecvError::Exhausted));
     }
 
@@ -918,13 +798,7 @@ mod test {
         assert_eq!(socket.bind(LOCAL_PORT), Ok(()));
 
         assert!(socket.accepts(cx, &REMOTE_IP_REPR, &REMOTE_UDP_REPR));
-        socket.process(
-            cx,
-            PacketMeta::default(),
-            &REMOTE_IP_REPR,
-            &REMOTE_UDP_REPR,
-            PAYLOAD,
-        );
+        socket.process(cx, PacketMeta::default(), &REMOTE_IP_REPR, &REMOTE_UDP_REPR, PAYLOAD);
 
         let mut slice = [0; 4];
         assert_eq!(socket.recv_slice(&mut slice[..]), Err(RecvError::Truncated));
@@ -945,13 +819,7 @@ mod test {
 
         assert_eq!(socket.bind(LOCAL_PORT), Ok(()));
 
-        socket.process(
-            cx,
-            PacketMeta::default(),
-            &REMOTE_IP_REPR,
-            &REMOTE_UDP_REPR,
-            PAYLOAD,
-        );
+        socket.process(cx, PacketMeta::default(), &REMOTE_IP_REPR, &REMOTE_UDP_REPR, PAYLOAD);
 
         let mut slice = [0; 4];
         assert_eq!(socket.peek_slice(&mut slice[..]), Err(RecvError::Truncated));
@@ -1042,10 +910,7 @@ mod test {
         assert_eq!(socket.bind(LOCAL_END), Ok(()));
 
         let too_large = b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdefx";
-        assert_eq!(
-            socket.send_slice(too_large, REMOTE_END),
-            Err(SendError::BufferFull)
-        );
+        assert_eq!(socket.send_slice(too_large, REMOTE_END), Err(SendError::BufferFull));
         assert_eq!(socket.send_slice(&too_large[..16 * 4], REMOTE_END), Ok(()));
     }
 
@@ -1066,10 +931,7 @@ mod test {
 
         assert_eq!(socket.bind(LOCAL_PORT), Ok(()));
 
-        let repr = UdpRepr {
-            src_port: REMOTE_PORT,
-            dst_port: LOCAL_PORT,
-        };
+        let repr = UdpRepr { src_port: REMOTE_PORT, dst_port: LOCAL_PORT };
         socket.process(cx, PacketMeta::default(), &REMOTE_IP_REPR, &repr, &[]);
         assert_eq!(socket.recv(), Ok((&[][..], remote_metadata_with_local())));
     }

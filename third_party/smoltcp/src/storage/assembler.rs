@@ -52,17 +52,11 @@ impl defmt::Format for Contig {
 
 impl Contig {
     const fn empty() -> Contig {
-        Contig {
-            hole_size: 0,
-            data_size: 0,
-        }
+        Contig { hole_size: 0, data_size: 0 }
     }
 
     fn hole_and_data(hole_size: usize, data_size: usize) -> Contig {
-        Contig {
-            hole_size,
-            data_size,
-        }
+        Contig { hole_size, data_size }
     }
 
     fn has_hole(&self) -> bool {
@@ -134,9 +128,7 @@ impl Assembler {
     /// Create a new buffer assembler.
     pub const fn new() -> Assembler {
         const EMPTY: Contig = Contig::empty();
-        Assembler {
-            contigs: [EMPTY; ASSEMBLER_MAX_SEGMENT_COUNT],
-        }
+        Assembler { contigs: [EMPTY; ASSEMBLER_MAX_SEGMENT_COUNT] }
     }
 
     pub fn clear(&mut self) {
@@ -255,11 +247,7 @@ impl Assembler {
                     break;
                 }
 
-                self.contigs[x] = self
-                    .contigs
-                    .get(x + shift)
-                    .copied()
-                    .unwrap_or_else(Contig::empty);
+                self.contigs[x] = self.contigs.get(x + shift).copied().unwrap_or_else(Contig::empty);
             }
         }
 
@@ -296,11 +284,7 @@ impl Assembler {
     /// except it's guaranteed to not fail when offset = 0.
     /// This is required for TCP: we must never drop the next expected segment, or
     /// the protocol might get stuck.
-    pub fn add_then_remove_front(
-        &mut self,
-        offset: usize,
-        size: usize,
-    ) -> Result<usize, TooManyHolesError> {
+    pub fn add_then_remove_front(&mut self, offset: usize, size: usize) -> Result<usize, TooManyHolesError> {
         // This is the only case where a segment at offset=0 would cause the
         // total amount of contigs to rise (and therefore can potentially cause
         // a TooManyHolesError). Handle it in a way that is guaranteed to succeed.
@@ -329,11 +313,7 @@ impl Assembler {
             let left = offset;
             offset += contig.data_size;
             let right = offset;
-            if left < right {
-                Some((left, right))
-            } else {
-                None
-            }
+            if left < right { Some((left, right)) } else { None }
         })
     }
 }
@@ -349,10 +329,7 @@ mod test {
 
             let mut contigs = [EMPTY; ASSEMBLER_MAX_SEGMENT_COUNT];
             for (i, &(hole_size, data_size)) in vec.iter().enumerate() {
-                contigs[i] = Contig {
-                    hole_size,
-                    data_size,
-                };
+                contigs[i] = Contig { hole_size, data_size };
             }
             Assembler { contigs }
         }

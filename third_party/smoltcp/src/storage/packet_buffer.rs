@@ -14,23 +14,14 @@ pub struct PacketMetadata<H> {
 
 impl<H> PacketMetadata<H> {
     /// Empty packet description.
-    pub const EMPTY: PacketMetadata<H> = PacketMetadata {
-        size: 0,
-        header: None,
-    };
+    pub const EMPTY: PacketMetadata<H> = PacketMetadata { size: 0, header: None };
 
     fn padding(size: usize) -> PacketMetadata<H> {
-        PacketMetadata {
-            size: size,
-            header: None,
-        }
+        PacketMetadata { size: size, header: None }
     }
 
     fn packet(size: usize, header: H) -> PacketMetadata<H> {
-        PacketMetadata {
-            size: size,
-            header: Some(header),
-        }
+        PacketMetadata { size: size, header: Some(header) }
     }
 
     fn is_padding(&self) -> bool {
@@ -157,9 +148,7 @@ impl<'a, H> PacketBuffer<'a, H> {
         let metadata_slot = self.metadata_ring.enqueue_one()?;
 
         // Only call f once we know that we will succeed
-        let (size, _) = self
-            .payload_ring
-            .enqueue_many_with(|data| (f(&mut data[..max_size]), ()));
+        let (size, _) = self.payload_ring.enqueue_many_with(|data| (f(&mut data[..max_size]), ()));
 
         *metadata_slot = PacketMetadata::packet(size, header);
 
@@ -191,10 +180,7 @@ impl<'a, H> PacketBuffer<'a, H> {
                 .dequeue_many_with(|payload_buf| {
                     debug_assert!(payload_buf.len() >= metadata.size);
 
-                    match f(
-                        metadata.header.as_mut().unwrap(),
-                        &mut payload_buf[..metadata.size],
-                    ) {
+                    match f(metadata.header.as_mut().unwrap(), &mut payload_buf[..metadata.size]) {
                         Ok(val) => (metadata.size, Ok(val)),
                         Err(err) => (0, Err(err)),
                     }
@@ -223,10 +209,7 @@ impl<'a, H> PacketBuffer<'a, H> {
         self.dequeue_padding();
 
         if let Some(metadata) = self.metadata_ring.get_allocated(0, 1).first() {
-            Ok((
-                metadata.header.as_ref().unwrap(),
-                self.payload_ring.get_allocated(0, metadata.size),
-            ))
+            Ok((metadata.header.as_ref().unwrap(), self.payload_ring.get_allocated(0, metadata.size)))
         } else {
             Err(Empty)
         }
@@ -303,10 +286,7 @@ mod test {
         let mut buffer = buffer();
         assert!(buffer.enqueue(12, ()).is_ok());
         assert!(buffer.dequeue().is_ok());
-        buffer
-            .enqueue(12, ())
-            .unwrap()
-            .copy_from_slice(b"abcdefghijkl");
+        buffer.enqueue(12, ()).unwrap().copy_from_slice(b"abcdefghijkl");
     }
 
     #[test]
@@ -319,10 +299,7 @@ mod test {
         assert_eq!(buffer.metadata_ring.len(), 3);
         assert!(buffer.dequeue().is_ok());
 
-        assert!(matches!(
-            buffer.dequeue_with(|_, _| Result::<(), u32>::Err(123)),
-            Ok(Err(_))
-        ));
+        assert!(matches!(buffer.dequeue_with(|_, _| Result::<(), u32>::Err(123)), Ok(Err(_))));
         assert_eq!(buffer.metadata_ring.len(), 1);
 
         assert!(

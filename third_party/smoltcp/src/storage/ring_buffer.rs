@@ -38,11 +38,7 @@ impl<'a, T: 'a> RingBuffer<'a, T> {
     where
         S: Into<ManagedSlice<'a, T>>,
     {
-        RingBuffer {
-            storage: storage.into(),
-            read_at: 0,
-            length: 0,
-        }
+        RingBuffer { storage: storage.into(), read_at: 0, length: 0 }
     }
 
     /// Clear the ring buffer.
@@ -97,11 +93,7 @@ impl<'a, T: 'a> RingBuffer<'a, T> {
     /// additional check to ensure that the capacity is not zero.
     fn get_idx(&self, idx: usize) -> usize {
         let len = self.capacity();
-        if len > 0 {
-            (self.read_at + idx) % len
-        } else {
-            0
-        }
+        if len > 0 { (self.read_at + idx) % len } else { 0 }
     }
 
     /// Shorthand for `(self.read + idx) % self.capacity()` with no
@@ -244,11 +236,7 @@ impl<'a, T: 'a> RingBuffer<'a, T> {
         let max_size = cmp::min(self.len(), capacity - self.read_at);
         let (size, result) = f(&mut self.storage[self.read_at..self.read_at + max_size]);
         assert!(size <= max_size);
-        self.read_at = if capacity > 0 {
-            (self.read_at + size) % capacity
-        } else {
-            0
-        };
+        self.read_at = if capacity > 0 { (self.read_at + size) % capacity } else { 0 };
         self.length -= size;
         (size, result)
     }
@@ -438,38 +426,24 @@ mod test {
     #[test]
     fn test_buffer_enqueue_dequeue_one_with() {
         let mut ring = RingBuffer::new(vec![0; 5]);
-        assert_eq!(
-            ring.dequeue_one_with(|_| -> Result::<(), ()> { unreachable!() }),
-            Err(Empty)
-        );
+        assert_eq!(ring.dequeue_one_with(|_| -> Result::<(), ()> { unreachable!() }), Err(Empty));
 
         ring.enqueue_one_with(Ok::<_, ()>).unwrap().unwrap();
         assert!(!ring.is_empty());
         assert!(!ring.is_full());
 
         for i in 1..5 {
-            ring.enqueue_one_with(|e| Ok::<_, ()>(*e = i))
-                .unwrap()
-                .unwrap();
+            ring.enqueue_one_with(|e| Ok::<_, ()>(*e = i)).unwrap().unwrap();
             assert!(!ring.is_empty());
         }
         assert!(ring.is_full());
-        assert_eq!(
-            ring.enqueue_one_with(|_| -> Result::<(), ()> { unreachable!() }),
-            Err(Full)
-        );
+        assert_eq!(ring.enqueue_one_with(|_| -> Result::<(), ()> { unreachable!() }), Err(Full));
 
         for i in 0..5 {
-            assert_eq!(
-                ring.dequeue_one_with(|e| Ok::<_, ()>(*e)).unwrap().unwrap(),
-                i
-            );
+            assert_eq!(ring.dequeue_one_with(|e| Ok::<_, ()>(*e)).unwrap().unwrap(), i);
             assert!(!ring.is_full());
         }
-        assert_eq!(
-            ring.dequeue_one_with(|_| -> Result::<(), ()> { unreachable!() }),
-            Err(Empty)
-        );
+        assert_eq!(ring.dequeue_one_with(|_| -> Result::<(), ()> { unreachable!() }), Err(Empty));
         assert!(ring.is_empty());
     }
 

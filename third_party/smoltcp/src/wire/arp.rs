@@ -272,12 +272,7 @@ impl Repr {
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Repr> {
         packet.check_len()?;
 
-        match (
-            packet.hardware_type(),
-            packet.protocol_type(),
-            packet.hardware_len(),
-            packet.protocol_len(),
-        ) {
+        match (packet.hardware_type(), packet.protocol_type(), packet.hardware_len(), packet.protocol_len()) {
             (Hardware::Ethernet, Protocol::Ipv4, 6, 4) => Ok(Repr::EthernetIpv4 {
                 operation: packet.operation(),
                 source_hardware_addr: EthernetAddress::from_bytes(packet.source_hardware_addr()),
@@ -392,8 +387,8 @@ mod test {
     use super::*;
 
     static PACKET_BYTES: [u8; 28] = [
-        0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x21,
-        0x22, 0x23, 0x24, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x41, 0x42, 0x43, 0x44,
+        0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x21, 0x22, 0x23,
+        0x24, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x41, 0x42, 0x43, 0x44,
     ];
 
     #[test]
@@ -404,15 +399,9 @@ mod test {
         assert_eq!(packet.hardware_len(), 6);
         assert_eq!(packet.protocol_len(), 4);
         assert_eq!(packet.operation(), Operation::Request);
-        assert_eq!(
-            packet.source_hardware_addr(),
-            &[0x11, 0x12, 0x13, 0x14, 0x15, 0x16]
-        );
+        assert_eq!(packet.source_hardware_addr(), &[0x11, 0x12, 0x13, 0x14, 0x15, 0x16]);
         assert_eq!(packet.source_protocol_addr(), &[0x21, 0x22, 0x23, 0x24]);
-        assert_eq!(
-            packet.target_hardware_addr(),
-            &[0x31, 0x32, 0x33, 0x34, 0x35, 0x36]
-        );
+        assert_eq!(packet.target_hardware_addr(), &[0x31, 0x32, 0x33, 0x34, 0x35, 0x36]);
         assert_eq!(packet.target_protocol_addr(), &[0x41, 0x42, 0x43, 0x44]);
     }
 
@@ -435,13 +424,9 @@ mod test {
     fn packet_repr() -> Repr {
         Repr::EthernetIpv4 {
             operation: Operation::Request,
-            source_hardware_addr: EthernetAddress::from_bytes(&[
-                0x11, 0x12, 0x13, 0x14, 0x15, 0x16,
-            ]),
+            source_hardware_addr: EthernetAddress::from_bytes(&[0x11, 0x12, 0x13, 0x14, 0x15, 0x16]),
             source_protocol_addr: Ipv4Address::from_octets([0x21, 0x22, 0x23, 0x24]),
-            target_hardware_addr: EthernetAddress::from_bytes(&[
-                0x31, 0x32, 0x33, 0x34, 0x35, 0x36,
-            ]),
+            target_hardware_addr: EthernetAddress::from_bytes(&[0x31, 0x32, 0x33, 0x34, 0x35, 0x36]),
             target_protocol_addr: Ipv4Address::from_octets([0x41, 0x42, 0x43, 0x44]),
         }
     }

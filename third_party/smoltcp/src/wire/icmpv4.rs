@@ -206,11 +206,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// [set_header_len]: #method.set_header_len
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
-        if len < field::HEADER_END {
-            Err(Error)
-        } else {
-            Ok(())
-        }
+        if len < field::HEADER_END { Err(Error) } else { Ok(()) }
     }
 
     /// Consume the packet, returning the underlying buffer.
@@ -367,35 +363,16 @@ impl<T: AsRef<[u8]>> AsRef<[u8]> for Packet<T> {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Repr<'a> {
-    EchoRequest {
-        ident: u16,
-        seq_no: u16,
-        data: &'a [u8],
-    },
-    EchoReply {
-        ident: u16,
-        seq_no: u16,
-        data: &'a [u8],
-    },
-    DstUnreachable {
-        reason: DstUnreachable,
-        header: Ipv4Repr,
-        data: &'a [u8],
-    },
-    TimeExceeded {
-        reason: TimeExceeded,
-        header: Ipv4Repr,
-        data: &'a [u8],
-    },
+    EchoRequest { ident: u16, seq_no: u16, data: &'a [u8] },
+    EchoReply { ident: u16, seq_no: u16, data: &'a [u8] },
+    DstUnreachable { reason: DstUnreachable, header: Ipv4Repr, data: &'a [u8] },
+    TimeExceeded { reason: TimeExceeded, header: Ipv4Repr, data: &'a [u8] },
 }
 
 impl<'a> Repr<'a> {
     /// Parse an Internet Control Message Protocol version 4 packet and return
     /// a high-level representation.
-    pub fn parse<T>(
-        packet: &Packet<&'a T>,
-        checksum_caps: &ChecksumCapabilities,
-    ) -> Result<Repr<'a>>
+    pub fn parse<T>(packet: &Packet<&'a T>, checksum_caps: &ChecksumCapabilities) -> Result<Repr<'a>>
     where
         T: AsRef<[u8]> + ?Sized,
     {
@@ -475,8 +452,7 @@ impl<'a> Repr<'a> {
             &Repr::EchoRequest { data, .. } | &Repr::EchoReply { data, .. } => {
                 field::ECHO_SEQNO.end + data.len()
             }
-            &Repr::DstUnreachable { header, data, .. }
-            | &Repr::TimeExceeded { header, data, .. } => {
+            &Repr::DstUnreachable { header, data, .. } | &Repr::TimeExceeded { header, data, .. } => {
                 field::UNUSED.end + header.buffer_len() + data.len()
             }
         }
@@ -490,11 +466,7 @@ impl<'a> Repr<'a> {
     {
         packet.set_msg_code(0);
         match *self {
-            Repr::EchoRequest {
-                ident,
-                seq_no,
-                data,
-            } => {
+            Repr::EchoRequest { ident, seq_no, data } => {
                 packet.set_msg_type(Message::EchoRequest);
                 packet.set_msg_code(0);
                 packet.set_echo_ident(ident);
@@ -503,11 +475,7 @@ impl<'a> Repr<'a> {
                 packet.data_mut()[..data_len].copy_from_slice(&data[..data_len])
             }
 
-            Repr::EchoReply {
-                ident,
-                seq_no,
-                data,
-            } => {
+            Repr::EchoReply { ident, seq_no, data } => {
                 packet.set_msg_type(Message::EchoReply);
                 packet.set_msg_code(0);
                 packet.set_echo_ident(ident);
@@ -516,11 +484,7 @@ impl<'a> Repr<'a> {
                 packet.data_mut()[..data_len].copy_from_slice(&data[..data_len])
             }
 
-            Repr::DstUnreachable {
-                reason,
-                header,
-                data,
-            } => {
+            Repr::DstUnreachable { reason, header, data } => {
                 packet.set_msg_type(Message::DstUnreachable);
                 packet.set_msg_code(reason.into());
 
@@ -530,11 +494,7 @@ impl<'a> Repr<'a> {
                 payload.copy_from_slice(data)
             }
 
-            Repr::TimeExceeded {
-                reason,
-                header,
-                data,
-            } => {
+            Repr::TimeExceeded { reason, header, data } => {
                 packet.set_msg_type(Message::TimeExceeded);
                 packet.set_msg_code(reason.into());
 
@@ -579,28 +539,12 @@ impl<T: AsRef<[u8]> + ?Sized> fmt::Display for Packet<&T> {
 impl<'a> fmt::Display for Repr<'a> {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match *self {
-            Repr::EchoRequest {
-                ident,
-                seq_no,
-                data,
-            } => write!(
-                f,
-                "ICMPv4 echo request id={} seq={} len={}",
-                ident,
-                seq_no,
-                data.len()
-            ),
-            Repr::EchoReply {
-                ident,
-                seq_no,
-                data,
-            } => write!(
-                f,
-                "ICMPv4 echo reply id={} seq={} len={}",
-                ident,
-                seq_no,
-                data.len()
-            ),
+            Repr::EchoRequest { ident, seq_no, data } => {
+                write!(f, "ICMPv4 echo request id={} seq={} len={}", ident, seq_no, data.len())
+            }
+            Repr::EchoReply { ident, seq_no, data } => {
+                write!(f, "ICMPv4 echo reply id={} seq={} len={}", ident, seq_no, data.len())
+            }
             Repr::DstUnreachable { reason, .. } => {
                 write!(f, "ICMPv4 destination unreachable ({reason})")
             }
@@ -639,9 +583,8 @@ impl<T: AsRef<[u8]>> PrettyPrint for Packet<T> {
 mod test {
     use super::*;
 
-    static ECHO_PACKET_BYTES: [u8; 12] = [
-        0x08, 0x00, 0x8e, 0xfe, 0x12, 0x34, 0xab, 0xcd, 0xaa, 0x00, 0x00, 0xff,
-    ];
+    static ECHO_PACKET_BYTES: [u8; 12] =
+        [0x08, 0x00, 0x8e, 0xfe, 0x12, 0x34, 0xab, 0xcd, 0xaa, 0x00, 0x00, 0xff];
 
     static ECHO_DATA_BYTES: [u8; 4] = [0xaa, 0x00, 0x00, 0xff];
 
@@ -671,11 +614,7 @@ mod test {
     }
 
     fn echo_packet_repr() -> Repr<'static> {
-        Repr::EchoRequest {
-            ident: 0x1234,
-            seq_no: 0xabcd,
-            data: &ECHO_DATA_BYTES,
-        }
+        Repr::EchoRequest { ident: 0x1234, seq_no: 0xabcd, data: &ECHO_DATA_BYTES }
     }
 
     #[test]

@@ -132,10 +132,9 @@ impl fmt::Display for DstUnreachable {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match *self {
             DstUnreachable::NoRoute => write!(f, "no route to destination"),
-            DstUnreachable::AdminProhibit => write!(
-                f,
-                "communication with destination administratively prohibited"
-            ),
+            DstUnreachable::AdminProhibit => {
+                write!(f, "communication with destination administratively prohibited")
+            }
             DstUnreachable::BeyondScope => write!(f, "beyond scope of source address"),
             DstUnreachable::AddrUnreachable => write!(f, "address unreachable"),
             DstUnreachable::PortUnreachable => write!(f, "port unreachable"),
@@ -540,12 +539,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         let checksum = {
             let data = self.buffer.as_ref();
             !checksum::combine(&[
-                checksum::pseudo_header_v6(
-                    src_addr,
-                    dst_addr,
-                    IpProtocol::Icmpv6,
-                    data.len() as u32,
-                ),
+                checksum::pseudo_header_v6(src_addr, dst_addr, IpProtocol::Icmpv6, data.len() as u32),
                 checksum::data(data),
             ])
         };
@@ -655,27 +649,15 @@ impl<'a> Repr<'a> {
         match (packet.msg_type(), packet.msg_code()) {
             (Message::DstUnreachable, code) => {
                 let (payload, repr) = create_packet_from_payload(packet)?;
-                Ok(Repr::DstUnreachable {
-                    reason: DstUnreachable::from(code),
-                    header: repr,
-                    data: payload,
-                })
+                Ok(Repr::DstUnreachable { reason: DstUnreachable::from(code), header: repr, data: payload })
             }
             (Message::PktTooBig, 0) => {
                 let (payload, repr) = create_packet_from_payload(packet)?;
-                Ok(Repr::PktTooBig {
-                    mtu: packet.pkt_too_big_mtu(),
-                    header: repr,
-                    data: payload,
-                })
+                Ok(Repr::PktTooBig { mtu: packet.pkt_too_big_mtu(), header: repr, data: payload })
             }
             (Message::TimeExceeded, code) => {
                 let (payload, repr) = create_packet_from_payload(packet)?;
-                Ok(Repr::TimeExceeded {
-                    reason: TimeExceeded::from(code),
-                    header: repr,
-                    data: payload,
-                })
+                Ok(Repr::TimeExceeded { reason: TimeExceeded::from(code), header: repr, data: payload })
             }
             (Message::ParamProblem, code) => {
                 let (payload, repr) = create_packet_from_payload(packet)?;
@@ -711,10 +693,9 @@ impl<'a> Repr<'a> {
             &Repr::DstUnreachable { header, data, .. }
             | &Repr::PktTooBig { header, data, .. }
             | &Repr::TimeExceeded { header, data, .. }
-            | &Repr::ParamProblem { header, data, .. } => cmp::min(
-                field::UNUSED.end + header.buffer_len() + data.len(),
-                MAX_ERROR_PACKET_LEN,
-            ),
+            | &Repr::ParamProblem { header, data, .. } => {
+                cmp::min(field::UNUSED.end + header.buffer_len() + data.len(), MAX_ERROR_PACKET_LEN)
+            }
             &Repr::EchoRequest { data, .. } | &Repr::EchoReply { data, .. } => {
                 field::ECHO_SEQNO.end + data.len()
             }
@@ -747,19 +728,12 @@ impl<'a> Repr<'a> {
             let payload = &mut ip_packet.into_inner()[header.buffer_len()..];
             // FIXME: this should rather be checked at link level, as we can't know in advance how
             // much space we have for the packet due to IPv6 options and etc
-            let payload_len = cmp::min(
-                data.len(),
-                MAX_ERROR_PACKET_LEN - icmp_header_len - IPV6_HEADER_LEN,
-            );
+            let payload_len = cmp::min(data.len(), MAX_ERROR_PACKET_LEN - icmp_header_len - IPV6_HEADER_LEN);
             payload[..payload_len].copy_from_slice(&data[..payload_len]);
         }
 
         match *self {
-            Repr::DstUnreachable {
-                reason,
-                header,
-                data,
-            } => {
+            Repr::DstUnreachable { reason, header, data } => {
                 packet.set_msg_type(Message::DstUnreachable);
                 packet.set_msg_code(reason.into());
 
@@ -774,23 +748,14 @@ impl<'a> Repr<'a> {
                 emit_contained_packet(packet, header, data);
             }
 
-            Repr::TimeExceeded {
-                reason,
-                header,
-                data,
-            } => {
+            Repr::TimeExceeded { reason, header, data } => {
                 packet.set_msg_type(Message::TimeExceeded);
                 packet.set_msg_code(reason.into());
 
                 emit_contained_packet(packet, header, data);
             }
 
-            Repr::ParamProblem {
-                reason,
-                pointer,
-                header,
-                data,
-            } => {
+            Repr::ParamProblem { reason, pointer, header, data } => {
                 packet.set_msg_type(Message::ParamProblem);
                 packet.set_msg_code(reason.into());
                 packet.set_param_problem_ptr(pointer);
@@ -798,11 +763,7 @@ impl<'a> Repr<'a> {
                 emit_contained_packet(packet, header, data);
             }
 
-            Repr::EchoRequest {
-                ident,
-                seq_no,
-                data,
-            } => {
+            Repr::EchoRequest { ident, seq_no, data } => {
                 packet.set_msg_type(Message::EchoRequest);
                 packet.set_msg_code(0);
                 packet.set_echo_ident(ident);
@@ -811,11 +772,7 @@ impl<'a> Repr<'a> {
                 packet.payload_mut()[..data_len].copy_from_slice(&data[..data_len])
             }
 
-            Repr::EchoReply {
-                ident,
-                seq_no,
-                data,
-            } => {
+            Repr::EchoReply { ident, seq_no, data } => {
                 packet.set_msg_type(Message::EchoReply);
                 packet.set_msg_code(0);
                 packet.set_echo_ident(ident);
@@ -850,36 +807,30 @@ mod test {
     const MOCK_IP_ADDR_1: Ipv6Address = Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 1);
     const MOCK_IP_ADDR_2: Ipv6Address = Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 2);
 
-    static ECHO_PACKET_BYTES: [u8; 12] = [
-        0x80, 0x00, 0x19, 0xb3, 0x12, 0x34, 0xab, 0xcd, 0xaa, 0x00, 0x00, 0xff,
-    ];
+    static ECHO_PACKET_BYTES: [u8; 12] =
+        [0x80, 0x00, 0x19, 0xb3, 0x12, 0x34, 0xab, 0xcd, 0xaa, 0x00, 0x00, 0xff];
 
     static ECHO_PACKET_PAYLOAD: [u8; 4] = [0xaa, 0x00, 0x00, 0xff];
 
     static PKT_TOO_BIG_BYTES: [u8; 60] = [
-        0x02, 0x00, 0x0f, 0xc9, 0x00, 0x00, 0x05, 0xdc, 0x60, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x11,
-        0x40, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x01, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x02, 0xbf, 0x00, 0x00, 0x35, 0x00, 0x0c, 0x12, 0x4d, 0xaa, 0x00, 0x00, 0xff,
+        0x02, 0x00, 0x0f, 0xc9, 0x00, 0x00, 0x05, 0xdc, 0x60, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x11, 0x40, 0xfe,
+        0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xfe, 0x80,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xbf, 0x00, 0x00,
+        0x35, 0x00, 0x0c, 0x12, 0x4d, 0xaa, 0x00, 0x00, 0xff,
     ];
 
     static PKT_TOO_BIG_IP_PAYLOAD: [u8; 52] = [
-        0x60, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x11, 0x40, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xbf, 0x00, 0x00, 0x35, 0x00,
-        0x0c, 0x12, 0x4d, 0xaa, 0x00, 0x00, 0xff,
+        0x60, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x11, 0x40, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xbf, 0x00, 0x00, 0x35, 0x00, 0x0c, 0x12, 0x4d, 0xaa, 0x00, 0x00,
+        0xff,
     ];
 
-    static PKT_TOO_BIG_UDP_PAYLOAD: [u8; 12] = [
-        0xbf, 0x00, 0x00, 0x35, 0x00, 0x0c, 0x12, 0x4d, 0xaa, 0x00, 0x00, 0xff,
-    ];
+    static PKT_TOO_BIG_UDP_PAYLOAD: [u8; 12] =
+        [0xbf, 0x00, 0x00, 0x35, 0x00, 0x0c, 0x12, 0x4d, 0xaa, 0x00, 0x00, 0xff];
 
     fn echo_packet_repr() -> Repr<'static> {
-        Repr::EchoRequest {
-            ident: 0x1234,
-            seq_no: 0xabcd,
-            data: &ECHO_PACKET_PAYLOAD,
-        }
+        Repr::EchoRequest { ident: 0x1234, seq_no: 0xabcd, data: &ECHO_PACKET_PAYLOAD }
     }
 
     fn too_big_packet_repr() -> Repr<'static> {
@@ -917,9 +868,7 @@ mod test {
         packet.set_msg_code(0);
         packet.set_echo_ident(0x1234);
         packet.set_echo_seq_no(0xabcd);
-        packet
-            .payload_mut()
-            .copy_from_slice(&ECHO_PACKET_PAYLOAD[..]);
+        packet.payload_mut().copy_from_slice(&ECHO_PACKET_PAYLOAD[..]);
         packet.fill_checksum(&MOCK_IP_ADDR_1, &MOCK_IP_ADDR_2);
         assert_eq!(&*packet.into_inner(), &ECHO_PACKET_BYTES[..]);
     }
@@ -927,13 +876,8 @@ mod test {
     #[test]
     fn test_echo_repr_parse() {
         let packet = Packet::new_unchecked(&ECHO_PACKET_BYTES[..]);
-        let repr = Repr::parse(
-            &MOCK_IP_ADDR_1,
-            &MOCK_IP_ADDR_2,
-            &packet,
-            &ChecksumCapabilities::default(),
-        )
-        .unwrap();
+        let repr =
+            Repr::parse(&MOCK_IP_ADDR_1, &MOCK_IP_ADDR_2, &packet, &ChecksumCapabilities::default()).unwrap();
         assert_eq!(repr, echo_packet_repr());
     }
 
@@ -942,12 +886,7 @@ mod test {
         let repr = echo_packet_repr();
         let mut bytes = vec![0xa5; repr.buffer_len()];
         let mut packet = Packet::new_unchecked(&mut bytes);
-        repr.emit(
-            &MOCK_IP_ADDR_1,
-            &MOCK_IP_ADDR_2,
-            &mut packet,
-            &ChecksumCapabilities::default(),
-        );
+        repr.emit(&MOCK_IP_ADDR_1, &MOCK_IP_ADDR_2, &mut packet, &ChecksumCapabilities::default());
         assert_eq!(&*packet.into_inner(), &ECHO_PACKET_BYTES[..]);
     }
 
@@ -970,9 +909,7 @@ mod test {
         packet.set_msg_type(Message::PktTooBig);
         packet.set_msg_code(0);
         packet.set_pkt_too_big_mtu(1500);
-        packet
-            .payload_mut()
-            .copy_from_slice(&PKT_TOO_BIG_IP_PAYLOAD[..]);
+        packet.payload_mut().copy_from_slice(&PKT_TOO_BIG_IP_PAYLOAD[..]);
         packet.fill_checksum(&MOCK_IP_ADDR_1, &MOCK_IP_ADDR_2);
         assert_eq!(&*packet.into_inner(), &PKT_TOO_BIG_BYTES[..]);
     }
@@ -980,13 +917,8 @@ mod test {
     #[test]
     fn test_too_big_repr_parse() {
         let packet = Packet::new_unchecked(&PKT_TOO_BIG_BYTES[..]);
-        let repr = Repr::parse(
-            &MOCK_IP_ADDR_1,
-            &MOCK_IP_ADDR_2,
-            &packet,
-            &ChecksumCapabilities::default(),
-        )
-        .unwrap();
+        let repr =
+            Repr::parse(&MOCK_IP_ADDR_1, &MOCK_IP_ADDR_2, &packet, &ChecksumCapabilities::default()).unwrap();
         assert_eq!(repr, too_big_packet_repr());
     }
 
@@ -995,12 +927,7 @@ mod test {
         let repr = too_big_packet_repr();
         let mut bytes = vec![0xa5; repr.buffer_len()];
         let mut packet = Packet::new_unchecked(&mut bytes);
-        repr.emit(
-            &MOCK_IP_ADDR_1,
-            &MOCK_IP_ADDR_2,
-            &mut packet,
-            &ChecksumCapabilities::default(),
-        );
+        repr.emit(&MOCK_IP_ADDR_1, &MOCK_IP_ADDR_2, &mut packet, &ChecksumCapabilities::default());
         assert_eq!(&*packet.into_inner(), &PKT_TOO_BIG_BYTES[..]);
     }
 
@@ -1046,21 +973,11 @@ mod test {
         };
         let mut data = vec![0; MAX_ERROR_PACKET_LEN];
         let mut packet = Packet::new_unchecked(&mut data);
-        repr1.emit(
-            &MOCK_IP_ADDR_1,
-            &MOCK_IP_ADDR_2,
-            &mut packet,
-            &ChecksumCapabilities::default(),
-        );
+        repr1.emit(&MOCK_IP_ADDR_1, &MOCK_IP_ADDR_2, &mut packet, &ChecksumCapabilities::default());
 
         let packet = Packet::new_unchecked(&data);
-        let repr2 = Repr::parse(
-            &MOCK_IP_ADDR_1,
-            &MOCK_IP_ADDR_2,
-            &packet,
-            &ChecksumCapabilities::default(),
-        )
-        .unwrap();
+        let repr2 =
+            Repr::parse(&MOCK_IP_ADDR_1, &MOCK_IP_ADDR_2, &packet, &ChecksumCapabilities::default()).unwrap();
 
         assert_eq!(repr1, repr2);
     }
@@ -1070,21 +987,11 @@ mod test {
         let repr = too_big_packet_repr();
         let mut bytes = vec![0xa5; repr.buffer_len()];
         let mut packet = Packet::new_unchecked(&mut bytes);
-        repr.emit(
-            &MOCK_IP_ADDR_1,
-            &MOCK_IP_ADDR_2,
-            &mut packet,
-            &ChecksumCapabilities::default(),
-        );
+        repr.emit(&MOCK_IP_ADDR_1, &MOCK_IP_ADDR_2, &mut packet, &ChecksumCapabilities::default());
         let packet = Packet::new_unchecked(&bytes[..field::HEADER_END + IPV6_HEADER_LEN - 1]);
         assert!(
-            Repr::parse(
-                &MOCK_IP_ADDR_1,
-                &MOCK_IP_ADDR_2,
-                &packet,
-                &ChecksumCapabilities::ignored(),
-            )
-            .is_err()
+            Repr::parse(&MOCK_IP_ADDR_1, &MOCK_IP_ADDR_2, &packet, &ChecksumCapabilities::ignored(),)
+                .is_err()
         );
     }
 }

@@ -289,10 +289,8 @@ impl<T: AsRef<[u8]>> Frame<T> {
         }
 
         // We don't handle absent addressing mode with PAN ID compression for older frame versions.
-        if matches!(
-            packet.frame_version(),
-            FrameVersion::Ieee802154_2003 | FrameVersion::Ieee802154_2006
-        ) && packet.pan_id_compression()
+        if matches!(packet.frame_version(), FrameVersion::Ieee802154_2003 | FrameVersion::Ieee802154_2006)
+            && packet.pan_id_compression()
             && matches!(packet.dst_addressing_mode(), AddressingMode::Absent)
             && matches!(packet.src_addressing_mode(), AddressingMode::Absent)
         {
@@ -316,8 +314,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
         }
 
         let mut offset = field::ADDRESSING.start
-            + if let Some((dst_pan_id, dst_addr, src_pan_id, src_addr)) = self.addr_present_flags()
-            {
+            + if let Some((dst_pan_id, dst_addr, src_pan_id, src_addr)) = self.addr_present_flags() {
                 let mut offset = if dst_pan_id { 2 } else { 0 };
                 offset += dst_addr.size();
                 offset += if src_pan_id { 2 } else { 0 };
@@ -417,10 +414,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
     #[inline]
     fn addressing_fields(&self) -> Option<&[u8]> {
         match self.frame_type() {
-            FrameType::Beacon
-            | FrameType::Data
-            | FrameType::MacCommand
-            | FrameType::Multipurpose => (),
+            FrameType::Beacon | FrameType::Data | FrameType::MacCommand | FrameType::Multipurpose => (),
             FrameType::Acknowledgement if self.frame_version() == FrameVersion::Ieee802154 => (),
             FrameType::Acknowledgement
             | FrameType::Extended
@@ -458,25 +452,23 @@ impl<T: AsRef<[u8]>> Frame<T> {
                     _ => None,
                 }
             }
-            FrameVersion::Ieee802154 => {
-                Some(match (dst_addr_mode, src_addr_mode, pan_id_compression) {
-                    (Absent, Absent, false) => (false, Absent, false, Absent),
-                    (Absent, Absent, true) => (true, Absent, false, Absent),
-                    (dst, Absent, false) if !matches!(dst, Absent) => (true, dst, false, Absent),
-                    (dst, Absent, true) if !matches!(dst, Absent) => (false, dst, false, Absent),
-                    (Absent, src, false) if !matches!(src, Absent) => (false, Absent, true, src),
-                    (Absent, src, true) if !matches!(src, Absent) => (false, Absent, true, src),
-                    (Extended, Extended, false) => (true, Extended, false, Extended),
-                    (Extended, Extended, true) => (false, Extended, false, Extended),
-                    (Short, Short, false) => (true, Short, true, Short),
-                    (Short, Extended, false) => (true, Short, true, Extended),
-                    (Extended, Short, false) => (true, Extended, true, Short),
-                    (Short, Extended, true) => (true, Short, false, Extended),
-                    (Extended, Short, true) => (true, Extended, false, Short),
-                    (Short, Short, true) => (true, Short, false, Short),
-                    _ => return None,
-                })
-            }
+            FrameVersion::Ieee802154 => Some(match (dst_addr_mode, src_addr_mode, pan_id_compression) {
+                (Absent, Absent, false) => (false, Absent, false, Absent),
+                (Absent, Absent, true) => (true, Absent, false, Absent),
+                (dst, Absent, false) if !matches!(dst, Absent) => (true, dst, false, Absent),
+                (dst, Absent, true) if !matches!(dst, Absent) => (false, dst, false, Absent),
+                (Absent, src, false) if !matches!(src, Absent) => (false, Absent, true, src),
+                (Absent, src, true) if !matches!(src, Absent) => (false, Absent, true, src),
+                (Extended, Extended, false) => (true, Extended, false, Extended),
+                (Extended, Extended, true) => (false, Extended, false, Extended),
+                (Short, Short, false) => (true, Short, true, Short),
+                (Short, Extended, false) => (true, Short, true, Extended),
+                (Extended, Short, false) => (true, Extended, true, Short),
+                (Short, Extended, true) => (true, Short, false, Extended),
+                (Extended, Short, true) => (true, Extended, false, Short),
+                (Short, Short, true) => (true, Short, false, Short),
+                _ => return None,
+            }),
             _ => None,
         }
     }
@@ -527,9 +519,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
             let mut offset = if dst_pan_id { 2 } else { 0 };
             offset += dst_addr.size();
             let addressing_fields = self.addressing_fields()?;
-            Some(Pan(LittleEndian::read_u16(
-                &addressing_fields[offset..][..2],
-            )))
+            Some(Pan(LittleEndian::read_u16(&addressing_fields[offset..][..2])))
         } else {
             None
         }
@@ -569,27 +559,15 @@ impl<T: AsRef<[u8]>> Frame<T> {
     fn aux_security_header_start(&self) -> usize {
         // We start with 3, because 2 bytes for frame control and the sequence number.
         let mut index = 3;
-        index += if let Some(addrs) = self.addressing_fields() {
-            addrs.len()
-        } else {
-            0
-        };
+        index += if let Some(addrs) = self.addressing_fields() { addrs.len() } else { 0 };
         index
     }
 
     /// Return the size of the security header.
     fn security_header_len(&self) -> usize {
         let mut size = 1;
-        size += if self.frame_counter_suppressed() {
-            0
-        } else {
-            4
-        };
-        size += if let Some(len) = self.key_identifier_length() {
-            len as usize
-        } else {
-            0
-        };
+        size += if self.frame_counter_suppressed() { 0 } else { 4 };
+        size += if let Some(len) = self.key_identifier_length() { len as usize } else { 0 };
         size
     }
 
@@ -651,11 +629,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
     fn key_identifier(&self) -> &[u8] {
         let index = self.aux_security_header_start();
         let b = &self.buffer.as_ref()[index..];
-        let length = if let Some(len) = self.key_identifier_length() {
-            len as usize
-        } else {
-            0
-        };
+        let length = if let Some(len) = self.key_identifier_length() { len as usize } else { 0 };
         &b[5..][..length]
     }
 
@@ -1023,9 +997,7 @@ mod test {
             dst_pan_id: Some(Pan(0xabcd)),
             dst_addr: Some(Address::BROADCAST),
             src_pan_id: None,
-            src_addr: Some(Address::Extended([
-                0xc7, 0xd9, 0xb5, 0x14, 0x00, 0x4b, 0x12, 0x00,
-            ])),
+            src_addr: Some(Address::Extended([0xc7, 0xd9, 0xb5, 0x14, 0x00, 0x4b, 0x12, 0x00])),
         };
 
         let buffer_len = repr.buffer_len();
@@ -1047,9 +1019,7 @@ mod test {
         assert_eq!(frame.src_pan_id(), None);
         assert_eq!(
             frame.src_addr(),
-            Some(Address::Extended([
-                0xc7, 0xd9, 0xb5, 0x14, 0x00, 0x4b, 0x12, 0x00
-            ]))
+            Some(Address::Extended([0xc7, 0xd9, 0xb5, 0x14, 0x00, 0x4b, 0x12, 0x00]))
         );
     }
 

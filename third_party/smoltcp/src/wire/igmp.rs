@@ -72,11 +72,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Returns `Err(Error)` if the buffer is too short.
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
-        if len < field::GROUP_ADDRESS.end {
-            Err(Error)
-        } else {
-            Ok(())
-        }
+        if len < field::GROUP_ADDRESS.end { Err(Error) } else { Ok(()) }
     }
 
     /// Consume the packet, returning the underlying buffer.
@@ -174,18 +170,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 #[derive(Debug, PartialEq, Eq, Clone)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Repr {
-    MembershipQuery {
-        max_resp_time: Duration,
-        group_addr: Ipv4Address,
-        version: IgmpVersion,
-    },
-    MembershipReport {
-        group_addr: Ipv4Address,
-        version: IgmpVersion,
-    },
-    LeaveGroup {
-        group_addr: Ipv4Address,
-    },
+    MembershipQuery { max_resp_time: Duration, group_addr: Ipv4Address, version: IgmpVersion },
+    MembershipReport { group_addr: Ipv4Address, version: IgmpVersion },
+    LeaveGroup { group_addr: Ipv4Address },
 }
 
 /// Type of IGMP membership report version
@@ -218,30 +205,17 @@ impl Repr {
             Message::MembershipQuery => {
                 let max_resp_time = max_resp_code_to_duration(packet.max_resp_code());
                 // See RFC 3376: 7.1. Query Version Distinctions
-                let version = if packet.max_resp_code() == 0 {
-                    IgmpVersion::Version1
-                } else {
-                    IgmpVersion::Version2
-                };
-                Ok(Repr::MembershipQuery {
-                    max_resp_time,
-                    group_addr: addr,
-                    version,
-                })
+                let version =
+                    if packet.max_resp_code() == 0 { IgmpVersion::Version1 } else { IgmpVersion::Version2 };
+                Ok(Repr::MembershipQuery { max_resp_time, group_addr: addr, version })
             }
-            Message::MembershipReportV2 => Ok(Repr::MembershipReport {
-                group_addr: packet.group_addr(),
-                version: IgmpVersion::Version2,
-            }),
-            Message::LeaveGroup => Ok(Repr::LeaveGroup {
-                group_addr: packet.group_addr(),
-            }),
+            Message::MembershipReportV2 => {
+                Ok(Repr::MembershipReport { group_addr: packet.group_addr(), version: IgmpVersion::Version2 })
+            }
+            Message::LeaveGroup => Ok(Repr::LeaveGroup { group_addr: packet.group_addr() }),
             Message::MembershipReportV1 => {
                 // for backwards compatibility with IGMPv1
-                Ok(Repr::MembershipReport {
-                    group_addr: packet.group_addr(),
-                    version: IgmpVersion::Version1,
-                })
+                Ok(Repr::MembershipReport { group_addr: packet.group_addr(), version: IgmpVersion::Version1 })
             }
             _ => Err(Error),
         }
@@ -259,11 +233,7 @@ impl Repr {
         T: AsRef<[u8]> + AsMut<[u8]> + ?Sized,
     {
         match *self {
-            Repr::MembershipQuery {
-                max_resp_time,
-                group_addr,
-                version,
-            } => {
+            Repr::MembershipQuery { max_resp_time, group_addr, version } => {
                 packet.set_msg_type(Message::MembershipQuery);
                 match version {
                     IgmpVersion::Version1 => packet.set_max_resp_code(0),
@@ -273,10 +243,7 @@ impl Repr {
                 }
                 packet.set_group_address(group_addr);
             }
-            Repr::MembershipReport {
-                group_addr,
-                version,
-            } => {
+            Repr::MembershipReport { group_addr, version } => {
                 match version {
                     IgmpVersion::Version1 => packet.set_msg_type(Message::MembershipReportV1),
                     IgmpVersion::Version2 => packet.set_msg_type(Message::MembershipReportV2),
@@ -335,21 +302,13 @@ impl<T: AsRef<[u8]> + ?Sized> fmt::Display for Packet<&T> {
 impl fmt::Display for Repr {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match *self {
-            Repr::MembershipQuery {
-                max_resp_time,
-                group_addr,
-                version,
-            } => write!(
+            Repr::MembershipQuery { max_resp_time, group_addr, version } => write!(
                 f,
                 "IGMP membership query max_resp_time={max_resp_time} group_addr={group_addr} version={version:?}"
             ),
-            Repr::MembershipReport {
-                group_addr,
-                version,
-            } => write!(
-                f,
-                "IGMP membership report group_addr={group_addr} version={version:?}"
-            ),
+            Repr::MembershipReport { group_addr, version } => {
+                write!(f, "IGMP membership report group_addr={group_addr} version={version:?}")
+            }
             Repr::LeaveGroup { group_addr } => {
                 write!(f, "IGMP leave group group_addr={group_addr})")
             }
@@ -385,10 +344,7 @@ mod test {
         assert_eq!(packet.msg_type(), Message::LeaveGroup);
         assert_eq!(packet.max_resp_code(), 0);
         assert_eq!(packet.checksum(), 0x269);
-        assert_eq!(
-            packet.group_addr(),
-            Ipv4Address::from_octets([224, 0, 6, 150])
-        );
+        assert_eq!(packet.group_addr(), Ipv4Address::from_octets([224, 0, 6, 150]));
         assert!(packet.verify_checksum());
     }
 
@@ -398,10 +354,7 @@ mod test {
         assert_eq!(packet.msg_type(), Message::MembershipReportV2);
         assert_eq!(packet.max_resp_code(), 0);
         assert_eq!(packet.checksum(), 0x08da);
-        assert_eq!(
-            packet.group_addr(),
-            Ipv4Address::from_octets([225, 0, 0, 37])
-        );
+        assert_eq!(packet.group_addr(), Ipv4Address::from_octets([225, 0, 0, 37]));
         assert!(packet.verify_checksum());
     }
 

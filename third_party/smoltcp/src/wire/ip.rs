@@ -104,16 +104,7 @@ impl Address {
     /// Create an address wrapping an IPv6 address with the given octets.
     #[cfg(feature = "proto-ipv6")]
     #[allow(clippy::too_many_arguments)]
-    pub const fn v6(
-        a0: u16,
-        a1: u16,
-        a2: u16,
-        a3: u16,
-        a4: u16,
-        a5: u16,
-        a6: u16,
-        a7: u16,
-    ) -> Address {
+    pub const fn v6(a0: u16, a1: u16, a2: u16, a3: u16, a4: u16, a5: u16, a6: u16, a7: u16) -> Address {
         Address::Ipv6(Ipv6Address::new(a0, a1, a2, a3, a4, a5, a6, a7))
     }
 
@@ -367,30 +358,21 @@ impl Endpoint {
 #[cfg(all(feature = "proto-ipv4", feature = "proto-ipv6"))]
 impl From<::core::net::SocketAddr> for Endpoint {
     fn from(x: ::core::net::SocketAddr) -> Endpoint {
-        Endpoint {
-            addr: x.ip().into(),
-            port: x.port(),
-        }
+        Endpoint { addr: x.ip().into(), port: x.port() }
     }
 }
 
 #[cfg(feature = "proto-ipv4")]
 impl From<::core::net::SocketAddrV4> for Endpoint {
     fn from(x: ::core::net::SocketAddrV4) -> Endpoint {
-        Endpoint {
-            addr: (*x.ip()).into(),
-            port: x.port(),
-        }
+        Endpoint { addr: (*x.ip()).into(), port: x.port() }
     }
 }
 
 #[cfg(feature = "proto-ipv6")]
 impl From<::core::net::SocketAddrV6> for Endpoint {
     fn from(x: ::core::net::SocketAddrV6) -> Endpoint {
-        Endpoint {
-            addr: (*x.ip()).into(),
-            port: x.port(),
-        }
+        Endpoint { addr: (*x.ip()).into(), port: x.port() }
     }
 }
 
@@ -415,10 +397,7 @@ impl defmt::Format for Endpoint {
 
 impl<T: Into<Address>> From<(T, u16)> for Endpoint {
     fn from((addr, port): (T, u16)) -> Endpoint {
-        Endpoint {
-            addr: addr.into(),
-            port,
-        }
+        Endpoint { addr: addr.into(), port }
     }
 }
 
@@ -444,30 +423,21 @@ impl ListenEndpoint {
 #[cfg(all(feature = "proto-ipv4", feature = "proto-ipv6"))]
 impl From<::core::net::SocketAddr> for ListenEndpoint {
     fn from(x: ::core::net::SocketAddr) -> ListenEndpoint {
-        ListenEndpoint {
-            addr: Some(x.ip().into()),
-            port: x.port(),
-        }
+        ListenEndpoint { addr: Some(x.ip().into()), port: x.port() }
     }
 }
 
 #[cfg(feature = "proto-ipv4")]
 impl From<::core::net::SocketAddrV4> for ListenEndpoint {
     fn from(x: ::core::net::SocketAddrV4) -> ListenEndpoint {
-        ListenEndpoint {
-            addr: Some((*x.ip()).into()),
-            port: x.port(),
-        }
+        ListenEndpoint { addr: Some((*x.ip()).into()), port: x.port() }
     }
 }
 
 #[cfg(feature = "proto-ipv6")]
 impl From<::core::net::SocketAddrV6> for ListenEndpoint {
     fn from(x: ::core::net::SocketAddrV6) -> ListenEndpoint {
-        ListenEndpoint {
-            addr: Some((*x.ip()).into()),
-            port: x.port(),
-        }
+        ListenEndpoint { addr: Some((*x.ip()).into()), port: x.port() }
     }
 }
 
@@ -496,19 +466,13 @@ impl From<u16> for ListenEndpoint {
 
 impl From<Endpoint> for ListenEndpoint {
     fn from(endpoint: Endpoint) -> ListenEndpoint {
-        ListenEndpoint {
-            addr: Some(endpoint.addr),
-            port: endpoint.port,
-        }
+        ListenEndpoint { addr: Some(endpoint.addr), port: endpoint.port }
     }
 }
 
 impl<T: Into<Address>> From<(T, u16)> for ListenEndpoint {
     fn from((addr, port): (T, u16)) -> ListenEndpoint {
-        ListenEndpoint {
-            addr: Some(addr.into()),
-            port,
-        }
+        ListenEndpoint { addr: Some(addr.into()), port }
     }
 }
 
@@ -574,11 +538,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn check_len(&self) -> Result<()> {
         // Both IPv4 and IPv6 headers contain Internet Protocol version in the upper nibble of the
         // first packet byte
-        if self.buffer.as_ref().len() < field::VER.end {
-            Err(Error)
-        } else {
-            Ok(())
-        }
+        if self.buffer.as_ref().len() < field::VER.end { Err(Error) } else { Ok(()) }
     }
 
     /// Consume the packet, returning the underlying buffer
@@ -608,21 +568,13 @@ impl Repr {
     ) -> Self {
         match (src_addr, dst_addr) {
             #[cfg(feature = "proto-ipv4")]
-            (Address::Ipv4(src_addr), Address::Ipv4(dst_addr)) => Self::Ipv4(Ipv4Repr {
-                src_addr,
-                dst_addr,
-                next_header,
-                payload_len,
-                hop_limit,
-            }),
+            (Address::Ipv4(src_addr), Address::Ipv4(dst_addr)) => {
+                Self::Ipv4(Ipv4Repr { src_addr, dst_addr, next_header, payload_len, hop_limit })
+            }
             #[cfg(feature = "proto-ipv6")]
-            (Address::Ipv6(src_addr), Address::Ipv6(dst_addr)) => Self::Ipv6(Ipv6Repr {
-                src_addr,
-                dst_addr,
-                next_header,
-                payload_len,
-                hop_limit,
-            }),
+            (Address::Ipv6(src_addr), Address::Ipv6(dst_addr)) => {
+                Self::Ipv6(Ipv6Repr { src_addr, dst_addr, next_header, payload_len, hop_limit })
+            }
             #[allow(unreachable_patterns)]
             _ => panic!("IP version mismatch: src={src_addr:?} dst={dst_addr:?}"),
         }
@@ -737,11 +689,7 @@ impl Repr {
     }
 
     /// Emit this high-level representation into a buffer.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
-        &self,
-        buffer: T,
-        _checksum_caps: &ChecksumCapabilities,
-    ) {
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, buffer: T, _checksum_caps: &ChecksumCapabilities) {
         match *self {
             #[cfg(feature = "proto-ipv4")]
             Repr::Ipv4(repr) => repr.emit(&mut Ipv4Packet::new_unchecked(buffer), _checksum_caps),
@@ -823,11 +771,7 @@ pub mod checksum {
         proto_len[1] = next_header.into();
         NetworkEndian::write_u16(&mut proto_len[2..4], length as u16);
 
-        combine(&[
-            data(&src_addr.octets()),
-            data(&dst_addr.octets()),
-            data(&proto_len[..]),
-        ])
+        combine(&[data(&src_addr.octets()), data(&dst_addr.octets()), data(&proto_len[..])])
     }
 
     #[cfg(feature = "proto-ipv6")]
@@ -841,19 +785,10 @@ pub mod checksum {
         proto_len[1] = next_header.into();
         NetworkEndian::write_u16(&mut proto_len[2..4], length as u16);
 
-        combine(&[
-            data(&src_addr.octets()),
-            data(&dst_addr.octets()),
-            data(&proto_len[..]),
-        ])
+        combine(&[data(&src_addr.octets()), data(&dst_addr.octets()), data(&proto_len[..])])
     }
 
-    pub fn pseudo_header(
-        src_addr: &Address,
-        dst_addr: &Address,
-        next_header: Protocol,
-        length: u32,
-    ) -> u16 {
+    pub fn pseudo_header(src_addr: &Address, dst_addr: &Address, next_header: Protocol, length: u32) -> u16 {
         match (src_addr, dst_addr) {
             #[cfg(feature = "proto-ipv4")]
             (Address::Ipv4(src_addr), Address::Ipv4(dst_addr)) => {
@@ -914,25 +849,13 @@ pub fn pretty_print_ip_payload<T: Into<Repr>>(
             match UdpPacket::<&[u8]>::new_checked(payload) {
                 Err(err) => write!(f, "{indent}({err})"),
                 Ok(udp_packet) => {
-                    match UdpRepr::parse(
-                        &udp_packet,
-                        &repr.src_addr(),
-                        &repr.dst_addr(),
-                        &checksum_caps,
-                    ) {
+                    match UdpRepr::parse(&udp_packet, &repr.src_addr(), &repr.dst_addr(), &checksum_caps) {
                         Err(err) => write!(f, "{indent}{udp_packet} ({err})"),
                         Ok(udp_repr) => {
-                            write!(
-                                f,
-                                "{}{} len={}",
-                                indent,
-                                udp_repr,
-                                udp_packet.payload().len()
-                            )?;
-                            let valid =
-                                udp_packet.verify_checksum(&repr.src_addr(), &repr.dst_addr());
-                            let partially_valid = udp_packet
-                                .verify_partial_checksum(&repr.src_addr(), &repr.dst_addr());
+                            write!(f, "{}{} len={}", indent, udp_repr, udp_packet.payload().len())?;
+                            let valid = udp_packet.verify_checksum(&repr.src_addr(), &repr.dst_addr());
+                            let partially_valid =
+                                udp_packet.verify_partial_checksum(&repr.src_addr(), &repr.dst_addr());
 
                             format_checksum(f, valid, partially_valid)
                         }
@@ -945,19 +868,13 @@ pub fn pretty_print_ip_payload<T: Into<Repr>>(
             match TcpPacket::<&[u8]>::new_checked(payload) {
                 Err(err) => write!(f, "{indent}({err})"),
                 Ok(tcp_packet) => {
-                    match TcpRepr::parse(
-                        &tcp_packet,
-                        &repr.src_addr(),
-                        &repr.dst_addr(),
-                        &checksum_caps,
-                    ) {
+                    match TcpRepr::parse(&tcp_packet, &repr.src_addr(), &repr.dst_addr(), &checksum_caps) {
                         Err(err) => write!(f, "{indent}{tcp_packet} ({err})"),
                         Ok(tcp_repr) => {
                             write!(f, "{indent}{tcp_repr}")?;
-                            let valid =
-                                tcp_packet.verify_checksum(&repr.src_addr(), &repr.dst_addr());
-                            let partially_valid = tcp_packet
-                                .verify_partial_checksum(&repr.src_addr(), &repr.dst_addr());
+                            let valid = tcp_packet.verify_checksum(&repr.src_addr(), &repr.dst_addr());
+                            let partially_valid =
+                                tcp_packet.verify_partial_checksum(&repr.src_addr(), &repr.dst_addr());
 
                             format_checksum(f, valid, partially_valid)
                         }
@@ -1023,10 +940,7 @@ pub(crate) mod test {
     #[test]
     #[cfg(feature = "proto-ipv4")]
     fn to_prefix_len_ipv4_error() {
-        assert_eq!(
-            None,
-            IpAddress::from(Ipv4Address::new(255, 255, 255, 1)).prefix_len()
-        );
+        assert_eq!(None, IpAddress::from(Ipv4Address::new(255, 255, 255, 1)).prefix_len());
     }
 
     #[test]
@@ -1037,12 +951,7 @@ pub(crate) mod test {
         }
 
         test_eq(0, Ipv6Address::new(0, 0, 0, 0, 0, 0, 0, 0));
-        test_eq(
-            128,
-            Ipv6Address::new(
-                0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff,
-            ),
-        );
+        test_eq(128, Ipv6Address::new(0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff));
     }
 
     #[test]
@@ -1050,10 +959,8 @@ pub(crate) mod test {
     fn to_prefix_len_ipv6_error() {
         assert_eq!(
             None,
-            IpAddress::from(Ipv6Address::new(
-                0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0, 1
-            ))
-            .prefix_len()
+            IpAddress::from(Ipv6Address::new(0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0, 1))
+                .prefix_len()
         );
     }
 
@@ -1061,8 +968,8 @@ pub(crate) mod test {
     #[cfg(all(feature = "proto-ipv4", feature = "proto-ipv6"))]
     fn parse_ipv4_packet() {
         let ipv4_packet_bytes: [u8; 20] = [
-            0x45, 0x00, 0x00, 0x14, 0x00, 0x01, 0x40, 0x00, 0x40, 0x01, 0xd2, 0x7c, 0x11, 0x12,
-            0x13, 0x14, 0x21, 0x22, 0x23, 0x24,
+            0x45, 0x00, 0x00, 0x14, 0x00, 0x01, 0x40, 0x00, 0x40, 0x01, 0xd2, 0x7c, 0x11, 0x12, 0x13, 0x14,
+            0x21, 0x22, 0x23, 0x24,
         ];
 
         let expected = Ipv4Repr {
@@ -1087,9 +994,8 @@ pub(crate) mod test {
     #[cfg(all(feature = "proto-ipv4", feature = "proto-ipv6"))]
     fn parse_ipv4_packet_error() {
         let ipv4_packet_bytes: [u8; 29] = [
-            0x45, 0x00, 0x00, 0x1e, 0x01, 0x02, 0x62, 0x03, 0x1a, 0x01, 0xd5, 0x6e, 0x11, 0x12,
-            0x13, 0x14, 0x21, 0x22, 0x23, 0x24, 0xaa, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-            0x00,
+            0x45, 0x00, 0x00, 0x1e, 0x01, 0x02, 0x62, 0x03, 0x1a, 0x01, 0xd5, 0x6e, 0x11, 0x12, 0x13, 0x14,
+            0x21, 0x22, 0x23, 0x24, 0xaa, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
         ];
 
         let packet = Packet::new_unchecked(&ipv4_packet_bytes[..]);
@@ -1101,10 +1007,10 @@ pub(crate) mod test {
     #[cfg(all(feature = "proto-ipv4", feature = "proto-ipv6"))]
     fn parse_ipv6_packet() {
         let ipv6_packet_bytes: [u8; 52] = [
-            0x60, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x11, 0x40, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00,
-            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x02, 0x00, 0x00,
-            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01,
-            0x00, 0x02, 0x00, 0x0c, 0x02, 0x4e, 0xff, 0xff, 0xff, 0xff,
+            0x60, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x11, 0x40, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x02, 0x00, 0x0c, 0x02, 0x4e,
+            0xff, 0xff, 0xff, 0xff,
         ];
 
         let expected = Ipv6Repr {
@@ -1129,10 +1035,10 @@ pub(crate) mod test {
     #[cfg(all(feature = "proto-ipv4", feature = "proto-ipv6"))]
     fn parse_ipv6_packet_error() {
         let ipv6_packet_bytes: [u8; 51] = [
-            0x60, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x11, 0x40, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00,
-            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x02, 0x00, 0x00,
-            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01,
-            0x00, 0x02, 0x00, 0x0c, 0x02, 0x4e, 0xff, 0xff, 0xff,
+            0x60, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x11, 0x40, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x02, 0x00, 0x0c, 0x02, 0x4e,
+            0xff, 0xff, 0xff,
         ];
 
         let packet = Packet::new_unchecked(&ipv6_packet_bytes[..]);

@@ -99,20 +99,14 @@ impl Cidr {
     /// This function panics if the prefix length is larger than 32.
     pub const fn new(address: Address, prefix_len: u8) -> Cidr {
         assert!(prefix_len <= 32);
-        Cidr {
-            address,
-            prefix_len,
-        }
+        Cidr { address, prefix_len }
     }
 
     /// Create an IPv4 CIDR block from the given address and network mask.
     pub fn from_netmask(addr: Address, netmask: Address) -> Result<Cidr> {
         let netmask = netmask.to_bits();
         if netmask.leading_zeros() == 0 && netmask.trailing_zeros() == netmask.count_zeros() {
-            Ok(Cidr {
-                address: addr,
-                prefix_len: netmask.count_ones() as u8,
-            })
+            Ok(Cidr { address: addr, prefix_len: netmask.count_ones() as u8 })
         } else {
             Err(Error)
         }
@@ -162,8 +156,7 @@ impl Cidr {
     /// Query whether the subnetwork described by this IPv4 CIDR block contains
     /// the given address.
     pub fn contains_addr(&self, addr: &Address) -> bool {
-        self.address.to_bits() & self.netmask().to_bits()
-            == addr.to_bits() & self.netmask().to_bits()
+        self.address.to_bits() & self.netmask().to_bits() == addr.to_bits() & self.netmask().to_bits()
     }
 
     /// Query whether the subnetwork described by this IPv4 CIDR block contains
@@ -668,11 +661,7 @@ impl<T: AsRef<[u8]> + ?Sized> fmt::Display for Packet<&T> {
 
 impl fmt::Display for Repr {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(
-            f,
-            "IPv4 src={} dst={} proto={}",
-            self.src_addr, self.dst_addr, self.next_header
-        )
+        write!(f, "IPv4 src={} dst={} proto={}", self.src_addr, self.dst_addr, self.next_header)
     }
 }
 
@@ -731,8 +720,8 @@ pub(crate) mod test {
     pub(crate) const MOCK_UNSPECIFIED: Address = Address::UNSPECIFIED;
 
     static PACKET_BYTES: [u8; 30] = [
-        0x45, 0x00, 0x00, 0x1e, 0x01, 0x02, 0x62, 0x03, 0x1a, 0x01, 0xd5, 0x6e, 0x11, 0x12, 0x13,
-        0x14, 0x21, 0x22, 0x23, 0x24, 0xaa, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff,
+        0x45, 0x00, 0x00, 0x1e, 0x01, 0x02, 0x62, 0x03, 0x1a, 0x01, 0xd5, 0x6e, 0x11, 0x12, 0x13, 0x14, 0x21,
+        0x22, 0x23, 0x24, 0xaa, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff,
     ];
 
     static PAYLOAD_BYTES: [u8; 10] = [0xaa, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff];
@@ -787,14 +776,8 @@ pub(crate) mod test {
         bytes.extend(&PACKET_BYTES[..]);
         bytes.push(0);
 
-        assert_eq!(
-            Packet::new_unchecked(&bytes).payload().len(),
-            PAYLOAD_BYTES.len()
-        );
-        assert_eq!(
-            Packet::new_unchecked(&mut bytes).payload_mut().len(),
-            PAYLOAD_BYTES.len()
-        );
+        assert_eq!(Packet::new_unchecked(&bytes).payload().len(), PAYLOAD_BYTES.len());
+        assert_eq!(Packet::new_unchecked(&mut bytes).payload_mut().len(), PAYLOAD_BYTES.len());
     }
 
     #[test]
@@ -807,8 +790,8 @@ pub(crate) mod test {
     }
 
     static REPR_PACKET_BYTES: [u8; 24] = [
-        0x45, 0x00, 0x00, 0x18, 0x00, 0x00, 0x40, 0x00, 0x40, 0x01, 0xd2, 0x79, 0x11, 0x12, 0x13,
-        0x14, 0x21, 0x22, 0x23, 0x24, 0xaa, 0x00, 0x00, 0xff,
+        0x45, 0x00, 0x00, 0x18, 0x00, 0x00, 0x40, 0x00, 0x40, 0x01, 0xd2, 0x79, 0x11, 0x12, 0x13, 0x14, 0x21,
+        0x22, 0x23, 0x24, 0xaa, 0x00, 0x00, 0xff,
     ];
 
     static REPR_PAYLOAD_BYTES: [u8; 4] = [0xaa, 0x00, 0x00, 0xff];
@@ -838,10 +821,7 @@ pub(crate) mod test {
         packet.set_version(6);
         packet.fill_checksum();
         let packet = Packet::new_unchecked(&*packet.into_inner());
-        assert_eq!(
-            Repr::parse(&packet, &ChecksumCapabilities::default()),
-            Err(Error)
-        );
+        assert_eq!(Repr::parse(&packet, &ChecksumCapabilities::default()), Err(Error));
     }
 
     #[test]
@@ -911,18 +891,10 @@ pub(crate) mod test {
             [255, 255, 255, 255],
         ];
 
-        let subnets = [
-            ([192, 168, 1, 0], 32),
-            ([192, 168, 1, 255], 24),
-            ([192, 168, 1, 10], 30),
-        ];
+        let subnets = [([192, 168, 1, 0], 32), ([192, 168, 1, 255], 24), ([192, 168, 1, 10], 30)];
 
-        let not_subnets = [
-            ([192, 168, 1, 10], 23),
-            ([127, 0, 0, 1], 8),
-            ([192, 168, 1, 0], 0),
-            ([192, 168, 0, 255], 32),
-        ];
+        let not_subnets =
+            [([192, 168, 1, 10], 23), ([127, 0, 0, 1], 8), ([192, 168, 1, 0], 0), ([192, 168, 0, 255], 32)];
 
         for addr in inside_subnet.iter().map(|a| Address::from_octets(*a)) {
             assert!(cidr.contains_addr(&addr));
@@ -932,17 +904,11 @@ pub(crate) mod test {
             assert!(!cidr.contains_addr(&addr));
         }
 
-        for subnet in subnets
-            .iter()
-            .map(|&(a, p)| Cidr::new(Address::new(a[0], a[1], a[2], a[3]), p))
-        {
+        for subnet in subnets.iter().map(|&(a, p)| Cidr::new(Address::new(a[0], a[1], a[2], a[3]), p)) {
             assert!(cidr.contains_subnet(&subnet));
         }
 
-        for subnet in not_subnets
-            .iter()
-            .map(|&(a, p)| Cidr::new(Address::new(a[0], a[1], a[2], a[3]), p))
-        {
+        for subnet in not_subnets.iter().map(|&(a, p)| Cidr::new(Address::new(a[0], a[1], a[2], a[3]), p)) {
             assert!(!cidr.contains_subnet(&subnet));
         }
 
@@ -967,61 +933,26 @@ pub(crate) mod test {
             Cidr::new(Address::new(172, 16, 0, 1), 12)
         );
         assert_eq!(
-            Cidr::from_netmask(
-                Address::new(255, 255, 255, 1),
-                Address::new(255, 255, 255, 0)
-            )
-            .unwrap(),
+            Cidr::from_netmask(Address::new(255, 255, 255, 1), Address::new(255, 255, 255, 0)).unwrap(),
             Cidr::new(Address::new(255, 255, 255, 1), 24)
         );
         assert_eq!(
-            Cidr::from_netmask(
-                Address::new(255, 255, 255, 255),
-                Address::new(255, 255, 255, 255)
-            )
-            .unwrap(),
+            Cidr::from_netmask(Address::new(255, 255, 255, 255), Address::new(255, 255, 255, 255)).unwrap(),
             Cidr::new(Address::new(255, 255, 255, 255), 32)
         );
     }
 
     #[test]
     fn test_cidr_netmask() {
-        assert_eq!(
-            Cidr::new(Address::new(0, 0, 0, 0), 0).netmask(),
-            Address::new(0, 0, 0, 0)
-        );
-        assert_eq!(
-            Cidr::new(Address::new(0, 0, 0, 1), 24).netmask(),
-            Address::new(255, 255, 255, 0)
-        );
-        assert_eq!(
-            Cidr::new(Address::new(0, 0, 0, 0), 32).netmask(),
-            Address::new(255, 255, 255, 255)
-        );
-        assert_eq!(
-            Cidr::new(Address::new(127, 0, 0, 0), 8).netmask(),
-            Address::new(255, 0, 0, 0)
-        );
-        assert_eq!(
-            Cidr::new(Address::new(192, 168, 0, 0), 16).netmask(),
-            Address::new(255, 255, 0, 0)
-        );
-        assert_eq!(
-            Cidr::new(Address::new(192, 168, 1, 1), 16).netmask(),
-            Address::new(255, 255, 0, 0)
-        );
-        assert_eq!(
-            Cidr::new(Address::new(192, 168, 1, 1), 17).netmask(),
-            Address::new(255, 255, 128, 0)
-        );
-        assert_eq!(
-            Cidr::new(Address::new(172, 16, 0, 0), 12).netmask(),
-            Address::new(255, 240, 0, 0)
-        );
-        assert_eq!(
-            Cidr::new(Address::new(255, 255, 255, 1), 24).netmask(),
-            Address::new(255, 255, 255, 0)
-        );
+        assert_eq!(Cidr::new(Address::new(0, 0, 0, 0), 0).netmask(), Address::new(0, 0, 0, 0));
+        assert_eq!(Cidr::new(Address::new(0, 0, 0, 1), 24).netmask(), Address::new(255, 255, 255, 0));
+        assert_eq!(Cidr::new(Address::new(0, 0, 0, 0), 32).netmask(), Address::new(255, 255, 255, 255));
+        assert_eq!(Cidr::new(Address::new(127, 0, 0, 0), 8).netmask(), Address::new(255, 0, 0, 0));
+        assert_eq!(Cidr::new(Address::new(192, 168, 0, 0), 16).netmask(), Address::new(255, 255, 0, 0));
+        assert_eq!(Cidr::new(Address::new(192, 168, 1, 1), 16).netmask(), Address::new(255, 255, 0, 0));
+        assert_eq!(Cidr::new(Address::new(192, 168, 1, 1), 17).netmask(), Address::new(255, 255, 128, 0));
+        assert_eq!(Cidr::new(Address::new(172, 16, 0, 0), 12).netmask(), Address::new(255, 240, 0, 0));
+        assert_eq!(Cidr::new(Address::new(255, 255, 255, 1), 24).netmask(), Address::new(255, 255, 255, 0));
         assert_eq!(
             Cidr::new(Address::new(255, 255, 255, 255), 32).netmask(),
             Address::new(255, 255, 255, 255)
@@ -1034,63 +965,39 @@ pub(crate) mod test {
             Cidr::new(Address::new(0, 0, 0, 0), 0).broadcast().unwrap(),
             Address::new(255, 255, 255, 255)
         );
-        assert_eq!(
-            Cidr::new(Address::new(0, 0, 0, 1), 24).broadcast().unwrap(),
-            Address::new(0, 0, 0, 255)
-        );
+        assert_eq!(Cidr::new(Address::new(0, 0, 0, 1), 24).broadcast().unwrap(), Address::new(0, 0, 0, 255));
         assert_eq!(Cidr::new(Address::new(0, 0, 0, 0), 32).broadcast(), None);
         assert_eq!(
-            Cidr::new(Address::new(127, 0, 0, 0), 8)
-                .broadcast()
-                .unwrap(),
+            Cidr::new(Address::new(127, 0, 0, 0), 8).broadcast().unwrap(),
             Address::new(127, 255, 255, 255)
         );
         assert_eq!(
-            Cidr::new(Address::new(192, 168, 0, 0), 16)
-                .broadcast()
-                .unwrap(),
+            Cidr::new(Address::new(192, 168, 0, 0), 16).broadcast().unwrap(),
             Address::new(192, 168, 255, 255)
         );
         assert_eq!(
-            Cidr::new(Address::new(192, 168, 1, 1), 16)
-                .broadcast()
-                .unwrap(),
+            Cidr::new(Address::new(192, 168, 1, 1), 16).broadcast().unwrap(),
             Address::new(192, 168, 255, 255)
         );
         assert_eq!(
-            Cidr::new(Address::new(192, 168, 1, 1), 17)
-                .broadcast()
-                .unwrap(),
+            Cidr::new(Address::new(192, 168, 1, 1), 17).broadcast().unwrap(),
             Address::new(192, 168, 127, 255)
         );
         assert_eq!(
-            Cidr::new(Address::new(172, 16, 0, 1), 12)
-                .broadcast()
-                .unwrap(),
+            Cidr::new(Address::new(172, 16, 0, 1), 12).broadcast().unwrap(),
             Address::new(172, 31, 255, 255)
         );
         assert_eq!(
-            Cidr::new(Address::new(255, 255, 255, 1), 24)
-                .broadcast()
-                .unwrap(),
+            Cidr::new(Address::new(255, 255, 255, 1), 24).broadcast().unwrap(),
             Address::new(255, 255, 255, 255)
         );
-        assert_eq!(
-            Cidr::new(Address::new(255, 255, 255, 254), 31).broadcast(),
-            None
-        );
-        assert_eq!(
-            Cidr::new(Address::new(255, 255, 255, 255), 32).broadcast(),
-            None
-        );
+        assert_eq!(Cidr::new(Address::new(255, 255, 255, 254), 31).broadcast(), None);
+        assert_eq!(Cidr::new(Address::new(255, 255, 255, 255), 32).broadcast(), None);
     }
 
     #[test]
     fn test_cidr_network() {
-        assert_eq!(
-            Cidr::new(Address::new(0, 0, 0, 0), 0).network(),
-            Cidr::new(Address::new(0, 0, 0, 0), 0)
-        );
+        assert_eq!(Cidr::new(Address::new(0, 0, 0, 0), 0).network(), Cidr::new(Address::new(0, 0, 0, 0), 0));
         assert_eq!(
             Cidr::new(Address::new(0, 0, 0, 1), 24).network(),
             Cidr::new(Address::new(0, 0, 0, 0), 24)

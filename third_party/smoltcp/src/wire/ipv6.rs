@@ -79,10 +79,7 @@ pub use core::net::Ipv6Addr as Address;
 
 pub(crate) trait AddressExt {
     /// Create an IPv6 address based on the provided prefix and hardware identifier.
-    fn from_link_prefix(
-        link_prefix: &Cidr,
-        interface_identifier: HardwareAddress,
-    ) -> Option<Address>;
+    fn from_link_prefix(link_prefix: &Cidr, interface_identifier: HardwareAddress) -> Option<Address>;
 
     /// Query whether the IPv6 address is an [unicast address].
     ///
@@ -130,10 +127,7 @@ pub(crate) trait AddressExt {
 }
 
 impl AddressExt for Address {
-    fn from_link_prefix(
-        link_prefix: &Cidr,
-        interface_identifier: HardwareAddress,
-    ) -> Option<Address> {
+    fn from_link_prefix(link_prefix: &Cidr, interface_identifier: HardwareAddress) -> Option<Address> {
         if let Some(eui64) = interface_identifier.as_eui_64() {
             if link_prefix.prefix_len() != 64 {
                 return None;
@@ -178,8 +172,7 @@ impl AddressExt for Address {
         assert!(self.x_is_unicast());
         let o = self.octets();
         Address::from([
-            0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xFF, o[13],
-            o[14], o[15],
+            0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xFF, o[13], o[14], o[15],
         ])
     }
 
@@ -200,10 +193,7 @@ impl AddressExt for Address {
     }
 
     fn is_solicited_node_multicast(&self) -> bool {
-        self.octets()[0..13]
-            == [
-                0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xFF,
-            ]
+        self.octets()[0..13] == [0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xFF]
     }
 
     fn prefix_len(&self) -> Option<u8> {
@@ -243,16 +233,12 @@ impl Cidr {
     /// The [solicited node prefix].
     ///
     /// [solicited node prefix]: https://tools.ietf.org/html/rfc4291#section-2.7.1
-    pub const SOLICITED_NODE_PREFIX: Cidr = Cidr {
-        address: Address::new(0xff02, 0, 0, 0, 0, 1, 0xff00, 0),
-        prefix_len: 104,
-    };
+    pub const SOLICITED_NODE_PREFIX: Cidr =
+        Cidr { address: Address::new(0xff02, 0, 0, 0, 0, 1, 0xff00, 0), prefix_len: 104 };
 
     /// The link-local address prefix.
-    pub const LINK_LOCAL_PREFIX: Cidr = Cidr {
-        address: Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 0),
-        prefix_len: 10,
-    };
+    pub const LINK_LOCAL_PREFIX: Cidr =
+        Cidr { address: Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), prefix_len: 10 };
 
     /// Create an IPv6 CIDR block from the given address and prefix length.
     ///
@@ -260,17 +246,11 @@ impl Cidr {
     /// This function panics if the prefix length is larger than 128.
     pub const fn new(address: Address, prefix_len: u8) -> Cidr {
         assert!(prefix_len <= 128);
-        Cidr {
-            address,
-            prefix_len,
-        }
+        Cidr { address, prefix_len }
     }
 
     /// Create an IPv6 CIDR based on the provided prefix and hardware identifier.
-    pub fn from_link_prefix(
-        link_prefix: &Cidr,
-        interface_identifier: HardwareAddress,
-    ) -> Option<Self> {
+    pub fn from_link_prefix(link_prefix: &Cidr, interface_identifier: HardwareAddress) -> Option<Self> {
         Address::from_link_prefix(link_prefix, interface_identifier)
             .map(|address| Self::new(address, link_prefix.prefix_len()))
     }
@@ -399,11 +379,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     #[inline]
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
-        if len < field::DST_ADDR.end || len < self.total_len() {
-            Err(Error)
-        } else {
-            Ok(())
-        }
+        if len < field::DST_ADDR.end || len < self.total_len() { Err(Error) } else { Ok(()) }
     }
 
     /// Consume the packet, returning the underlying buffer.
@@ -793,30 +769,11 @@ pub(crate) mod test {
     #[test]
     fn test_mask() {
         let addr = Address::new(0x0123, 0x4567, 0x89ab, 0, 0, 0, 0, 1);
-        assert_eq!(
-            addr.mask(11),
-            [0x01, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
-        );
-        assert_eq!(
-            addr.mask(15),
-            [0x01, 0x22, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
-        );
-        assert_eq!(
-            addr.mask(26),
-            [0x01, 0x23, 0x45, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
-        );
-        assert_eq!(
-            addr.mask(128),
-            [
-                0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1
-            ]
-        );
-        assert_eq!(
-            addr.mask(127),
-            [
-                0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
-            ]
-        );
+        assert_eq!(addr.mask(11), [0x01, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(addr.mask(15), [0x01, 0x22, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(addr.mask(26), [0x01, 0x23, 0x45, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(addr.mask(128), [0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        assert_eq!(addr.mask(127), [0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     }
 
     #[test]
@@ -828,72 +785,48 @@ pub(crate) mod test {
 
         let inside_subnet = [
             // fe80::2
-            [
-                0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-                0x00, 0x02,
-            ],
+            [0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02],
             // fe80::1122:3344:5566:7788
-            [
-                0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66,
-                0x77, 0x88,
-            ],
+            [0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88],
             // fe80::ff00:0:0:0
-            [
-                0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00,
-                0x00, 0x00,
-            ],
+            [0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
             // fe80::ff
-            [
-                0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-                0x00, 0xff,
-            ],
+            [0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff],
         ];
 
         let outside_subnet = [
             // fe80:0:0:101::1
-            [
-                0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-                0x00, 0x01,
-            ],
+            [0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01],
             // ::1
-            [
-                0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-                0x00, 0x01,
-            ],
+            [0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01],
             // ff02::1
-            [
-                0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-                0x00, 0x01,
-            ],
+            [0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01],
             // ff02::2
-            [
-                0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-                0x00, 0x02,
-            ],
+            [0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02],
         ];
 
         let subnets = [
             // fe80::ffff:ffff:ffff:ffff/65
             (
                 [
-                    0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff,
-                    0xff, 0xff, 0xff,
+                    0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                    0xff,
                 ],
                 65,
             ),
             // fe80::1/128
             (
                 [
-                    0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-                    0x00, 0x00, 0x01,
+                    0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                    0x01,
                 ],
                 128,
             ),
             // fe80::1234:5678/96
             (
                 [
-                    0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x12,
-                    0x34, 0x56, 0x78,
+                    0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x12, 0x34, 0x56,
+                    0x78,
                 ],
                 96,
             ),
@@ -903,32 +836,32 @@ pub(crate) mod test {
             // fe80::101:ffff:ffff:ffff:ffff/55
             (
                 [
-                    0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff,
-                    0xff, 0xff, 0xff,
+                    0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                    0xff,
                 ],
                 55,
             ),
             // fe80::101:ffff:ffff:ffff:ffff/56
             (
                 [
-                    0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff,
-                    0xff, 0xff, 0xff,
+                    0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                    0xff,
                 ],
                 56,
             ),
             // fe80::101:ffff:ffff:ffff:ffff/57
             (
                 [
-                    0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff,
-                    0xff, 0xff, 0xff,
+                    0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                    0xff,
                 ],
                 57,
             ),
             // ::1/128
             (
                 [
-                    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-                    0x00, 0x00, 0x01,
+                    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                    0x01,
                 ],
                 128,
             ),
@@ -946,10 +879,7 @@ pub(crate) mod test {
             assert!(cidr.contains_subnet(&subnet));
         }
 
-        for subnet in not_subnets
-            .iter()
-            .map(|&(a, p)| Cidr::new(Address::from(a), p))
-        {
+        for subnet in not_subnets.iter().map(|&(a, p)| Cidr::new(Address::from(a), p)) {
             assert!(!cidr.contains_subnet(&subnet));
         }
 
@@ -966,9 +896,7 @@ pub(crate) mod test {
         let tests: std::vec::Vec<(HardwareAddress, Address)> = vec![
             #[cfg(feature = "medium-ethernet")]
             (
-                HardwareAddress::Ethernet(EthernetAddress::from_bytes(&[
-                    0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff,
-                ])),
+                HardwareAddress::Ethernet(EthernetAddress::from_bytes(&[0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff])),
                 Address::new(0x2001, 0xdb8, 0x3, 0x0, 0xa8bb, 0xccff, 0xfedd, 0xeeff),
             ),
             #[cfg(feature = "medium-ieee802154")]
@@ -1003,60 +931,32 @@ pub(crate) mod test {
             Address::new(0xff01, 0, 0, 0, 0, 0, 0, 1).x_multicast_scope(),
             MulticastScope::InterfaceLocal
         );
-        assert_eq!(
-            Address::new(0xff02, 0, 0, 0, 0, 0, 0, 1).x_multicast_scope(),
-            MulticastScope::LinkLocal
-        );
-        assert_eq!(
-            Address::new(0xff03, 0, 0, 0, 0, 0, 0, 1).x_multicast_scope(),
-            MulticastScope::Unknown
-        );
-        assert_eq!(
-            Address::new(0xff04, 0, 0, 0, 0, 0, 0, 1).x_multicast_scope(),
-            MulticastScope::AdminLocal
-        );
-        assert_eq!(
-            Address::new(0xff05, 0, 0, 0, 0, 0, 0, 1).x_multicast_scope(),
-            MulticastScope::SiteLocal
-        );
+        assert_eq!(Address::new(0xff02, 0, 0, 0, 0, 0, 0, 1).x_multicast_scope(), MulticastScope::LinkLocal);
+        assert_eq!(Address::new(0xff03, 0, 0, 0, 0, 0, 0, 1).x_multicast_scope(), MulticastScope::Unknown);
+        assert_eq!(Address::new(0xff04, 0, 0, 0, 0, 0, 0, 1).x_multicast_scope(), MulticastScope::AdminLocal);
+        assert_eq!(Address::new(0xff05, 0, 0, 0, 0, 0, 0, 1).x_multicast_scope(), MulticastScope::SiteLocal);
         assert_eq!(
             Address::new(0xff08, 0, 0, 0, 0, 0, 0, 1).x_multicast_scope(),
             MulticastScope::OrganizationLocal
         );
-        assert_eq!(
-            Address::new(0xff0e, 0, 0, 0, 0, 0, 0, 1).x_multicast_scope(),
-            MulticastScope::Global
-        );
+        assert_eq!(Address::new(0xff0e, 0, 0, 0, 0, 0, 0, 1).x_multicast_scope(), MulticastScope::Global);
 
-        assert_eq!(
-            LINK_LOCAL_ALL_NODES.x_multicast_scope(),
-            MulticastScope::LinkLocal
-        );
+        assert_eq!(LINK_LOCAL_ALL_NODES.x_multicast_scope(), MulticastScope::LinkLocal);
 
         // For source address selection, unicast addresses also have a scope:
-        assert_eq!(
-            LINK_LOCAL_ADDR.x_multicast_scope(),
-            MulticastScope::LinkLocal
-        );
-        assert_eq!(
-            GLOBAL_UNICAST_ADDR.x_multicast_scope(),
-            MulticastScope::Global
-        );
-        assert_eq!(
-            UNIQUE_LOCAL_ADDR.x_multicast_scope(),
-            MulticastScope::Global
-        );
+        assert_eq!(LINK_LOCAL_ADDR.x_multicast_scope(), MulticastScope::LinkLocal);
+        assert_eq!(GLOBAL_UNICAST_ADDR.x_multicast_scope(), MulticastScope::Global);
+        assert_eq!(UNIQUE_LOCAL_ADDR.x_multicast_scope(), MulticastScope::Global);
     }
 
     static REPR_PACKET_BYTES: [u8; 52] = [
-        0x60, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x11, 0x40, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x02, 0x00,
-        0x0c, 0x02, 0x4e, 0xff, 0xff, 0xff, 0xff,
+        0x60, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x11, 0x40, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x02, 0x00, 0x0c, 0x02, 0x4e, 0xff, 0xff, 0xff,
+        0xff,
     ];
-    static REPR_PAYLOAD_BYTES: [u8; 12] = [
-        0x00, 0x01, 0x00, 0x02, 0x00, 0x0c, 0x02, 0x4e, 0xff, 0xff, 0xff, 0xff,
-    ];
+    static REPR_PAYLOAD_BYTES: [u8; 12] =
+        [0x00, 0x01, 0x00, 0x02, 0x00, 0x0c, 0x02, 0x4e, 0xff, 0xff, 0xff, 0xff];
 
     const fn packet_repr() -> Repr {
         Repr {
@@ -1104,14 +1004,12 @@ pub(crate) mod test {
         packet.set_hop_limit(0xfe);
         packet.set_src_addr(LINK_LOCAL_ALL_ROUTERS);
         packet.set_dst_addr(LINK_LOCAL_ALL_NODES);
-        packet
-            .payload_mut()
-            .copy_from_slice(&REPR_PAYLOAD_BYTES[..]);
+        packet.payload_mut().copy_from_slice(&REPR_PAYLOAD_BYTES[..]);
         let mut expected_bytes = [
-            0x69, 0x95, 0x43, 0x21, 0x00, 0x0c, 0x11, 0xfe, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00,
-            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0x02, 0x00, 0x00,
-            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,
-            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x69, 0x95, 0x43, 0x21, 0x00, 0x0c, 0x11, 0xfe, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00,
         ];
         let start = expected_bytes.len() - REPR_PAYLOAD_BYTES.len();
         expected_bytes[start..].copy_from_slice(&REPR_PAYLOAD_BYTES[..]);
@@ -1125,14 +1023,8 @@ pub(crate) mod test {
         bytes.extend(&REPR_PACKET_BYTES[..]);
         bytes.push(0);
 
-        assert_eq!(
-            Packet::new_unchecked(&bytes).payload().len(),
-            REPR_PAYLOAD_BYTES.len()
-        );
-        assert_eq!(
-            Packet::new_unchecked(&mut bytes).payload_mut().len(),
-            REPR_PAYLOAD_BYTES.len()
-        );
+        assert_eq!(Packet::new_unchecked(&bytes).payload().len(), REPR_PAYLOAD_BYTES.len());
+        assert_eq!(Packet::new_unchecked(&mut bytes).payload_mut().len(), REPR_PAYLOAD_BYTES.len());
     }
 
     #[test]
@@ -1194,10 +1086,7 @@ pub(crate) mod test {
     #[test]
     fn test_pretty_print() {
         assert_eq!(
-            format!(
-                "{}",
-                PrettyPrinter::<Packet<&'static [u8]>>::new("\n", &&REPR_PACKET_BYTES[..])
-            ),
+            format!("{}", PrettyPrinter::<Packet<&'static [u8]>>::new("\n", &&REPR_PACKET_BYTES[..])),
             "\nIPv6 src=fe80::1 dst=ff02::1 nxt_hdr=UDP hop_limit=64\n \\ UDP src=1 dst=2 len=4"
         );
     }

@@ -54,11 +54,7 @@ impl<T: AsRef<[u8]>> Header<T> {
         let data = self.buffer.as_ref();
         let len = data.len();
 
-        if len < field::IDENT.end {
-            Err(Error)
-        } else {
-            Ok(())
-        }
+        if len < field::IDENT.end { Err(Error) } else { Ok(()) }
     }
 
     /// Consume the header, returning the underlying buffer.
@@ -158,11 +154,7 @@ impl Repr {
         T: AsRef<[u8]> + ?Sized,
     {
         header.check_len()?;
-        Ok(Repr {
-            frag_offset: header.frag_offset(),
-            more_frags: header.more_frags(),
-            ident: header.ident(),
-        })
+        Ok(Repr { frag_offset: header.frag_offset(), more_frags: header.more_frags(), ident: header.ident() })
     }
 
     /// Return the length, in bytes, of a header that will be emitted from this high-level
@@ -182,11 +174,7 @@ impl Repr {
 
 impl fmt::Display for Repr {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(
-            f,
-            "IPv6 Fragment offset={} more={} ident={}",
-            self.frag_offset, self.more_frags, self.ident
-        )
+        write!(f, "IPv6 Fragment offset={} more={} ident={}", self.frag_offset, self.more_frags, self.ident)
     }
 }
 
@@ -203,15 +191,9 @@ mod test {
     #[test]
     fn test_check_len() {
         // less than 6 bytes
-        assert_eq!(
-            Err(Error),
-            Header::new_unchecked(&BYTES_HEADER_MORE_FRAG[..5]).check_len()
-        );
+        assert_eq!(Err(Error), Header::new_unchecked(&BYTES_HEADER_MORE_FRAG[..5]).check_len());
         // valid
-        assert_eq!(
-            Ok(()),
-            Header::new_unchecked(&BYTES_HEADER_MORE_FRAG).check_len()
-        );
+        assert_eq!(Ok(()), Header::new_unchecked(&BYTES_HEADER_MORE_FRAG).check_len());
     }
 
     #[test]
@@ -231,44 +213,22 @@ mod test {
     fn test_repr_parse_valid() {
         let header = Header::new_unchecked(&BYTES_HEADER_MORE_FRAG);
         let repr = Repr::parse(&header).unwrap();
-        assert_eq!(
-            repr,
-            Repr {
-                frag_offset: 0,
-                more_frags: true,
-                ident: 12345
-            }
-        );
+        assert_eq!(repr, Repr { frag_offset: 0, more_frags: true, ident: 12345 });
 
         let header = Header::new_unchecked(&BYTES_HEADER_LAST_FRAG);
         let repr = Repr::parse(&header).unwrap();
-        assert_eq!(
-            repr,
-            Repr {
-                frag_offset: 320,
-                more_frags: false,
-                ident: 67890
-            }
-        );
+        assert_eq!(repr, Repr { frag_offset: 320, more_frags: false, ident: 67890 });
     }
 
     #[test]
     fn test_repr_emit() {
-        let repr = Repr {
-            frag_offset: 0,
-            more_frags: true,
-            ident: 12345,
-        };
+        let repr = Repr { frag_offset: 0, more_frags: true, ident: 12345 };
         let mut bytes = [0u8; 6];
         let mut header = Header::new_unchecked(&mut bytes);
         repr.emit(&mut header);
         assert_eq!(header.into_inner(), &BYTES_HEADER_MORE_FRAG[0..6]);
 
-        let repr = Repr {
-            frag_offset: 320,
-            more_frags: false,
-            ident: 67890,
-        };
+        let repr = Repr { frag_offset: 320, more_frags: false, ident: 67890 };
         let mut bytes = [0u8; 6];
         let mut header = Header::new_unchecked(&mut bytes);
         repr.emit(&mut header);

@@ -100,9 +100,7 @@ impl<'a> Repr<'a> {
         let mut buffer = header.options_mut();
 
         for opt in &self.options {
-            opt.emit(&mut Ipv6Option::new_unchecked(
-                &mut buffer[..opt.buffer_len()],
-            ));
+            opt.emit(&mut Ipv6Option::new_unchecked(&mut buffer[..opt.buffer_len()]));
             buffer = &mut buffer[opt.buffer_len()..];
         }
     }
@@ -110,11 +108,7 @@ impl<'a> Repr<'a> {
     /// The hop-by-hop header containing a MLDv2 router alert option
     pub fn mldv2_router_alert() -> Self {
         let mut options = Vec::new();
-        options
-            .push(Ipv6OptionRepr::RouterAlert(
-                RouterAlert::MulticastListenerDiscovery,
-            ))
-            .unwrap();
+        options.push(Ipv6OptionRepr::RouterAlert(RouterAlert::MulticastListenerDiscovery)).unwrap();
         Self { options }
     }
 
@@ -133,24 +127,17 @@ mod tests {
     static REPR_PACKET_PAD4: [u8; 6] = [0x1, 0x4, 0x0, 0x0, 0x0, 0x0];
 
     // A Hop-by-Hop Option header with a PadN option of option data length 12.
-    static REPR_PACKET_PAD12: [u8; 14] = [
-        0x1, 0x0C, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-    ];
+    static REPR_PACKET_PAD12: [u8; 14] =
+        [0x1, 0x0C, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0];
 
     #[test]
     fn test_check_len() {
         // zero byte buffer
-        assert_eq!(
-            Err(Error),
-            Header::new_unchecked(&REPR_PACKET_PAD4[..0]).check_len()
-        );
+        assert_eq!(Err(Error), Header::new_unchecked(&REPR_PACKET_PAD4[..0]).check_len());
         // valid
         assert_eq!(Ok(()), Header::new_unchecked(&REPR_PACKET_PAD4).check_len());
         // valid
-        assert_eq!(
-            Ok(()),
-            Header::new_unchecked(&REPR_PACKET_PAD12).check_len()
-        );
+        assert_eq!(Ok(()), Header::new_unchecked(&REPR_PACKET_PAD12).check_len());
     }
 
     #[test]

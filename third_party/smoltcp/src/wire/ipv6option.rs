@@ -301,21 +301,13 @@ impl<'a> Repr<'a> {
                 }
             }
             #[cfg(feature = "proto-rpl")]
-            Type::Rpl => Ok(Repr::Rpl(RplHopByHopRepr::parse(
-                &RplHopByHopPacket::new_checked(opt.data())?,
-            ))),
+            Type::Rpl => Ok(Repr::Rpl(RplHopByHopRepr::parse(&RplHopByHopPacket::new_checked(opt.data())?))),
             #[cfg(not(feature = "proto-rpl"))]
-            Type::Rpl => Ok(Repr::Unknown {
-                type_: Type::Rpl,
-                length: opt.data_len(),
-                data: opt.data(),
-            }),
+            Type::Rpl => Ok(Repr::Unknown { type_: Type::Rpl, length: opt.data_len(), data: opt.data() }),
 
-            unknown_type @ Type::Unknown(_) => Ok(Repr::Unknown {
-                type_: unknown_type,
-                length: opt.data_len(),
-                data: opt.data(),
-            }),
+            unknown_type @ Type::Unknown(_) => {
+                Ok(Repr::Unknown { type_: unknown_type, length: opt.data_len(), data: opt.data() })
+            }
         }
     }
 
@@ -352,15 +344,9 @@ impl<'a> Repr<'a> {
             Repr::Rpl(rpl) => {
                 opt.set_option_type(Type::Rpl);
                 opt.set_data_len(4);
-                rpl.emit(&mut crate::wire::RplHopByHopPacket::new_unchecked(
-                    opt.data_mut(),
-                ));
+                rpl.emit(&mut crate::wire::RplHopByHopPacket::new_unchecked(opt.data_mut()));
             }
-            Repr::Unknown {
-                type_,
-                length,
-                data,
-            } => {
+            Repr::Unknown { type_, length, data } => {
                 opt.set_option_type(type_);
                 opt.set_data_len(length);
                 opt.data_mut().copy_from_slice(&data[..length as usize]);
@@ -385,12 +371,7 @@ impl<'a> Ipv6OptionsIterator<'a> {
     /// header).
     pub fn new(data: &'a [u8]) -> Ipv6OptionsIterator<'a> {
         let length = data.len();
-        Ipv6OptionsIterator {
-            pos: 0,
-            hit_error: false,
-            length,
-            data,
-        }
+        Ipv6OptionsIterator { pos: 0, hit_error: false, length, data }
     }
 }
 
@@ -457,26 +438,14 @@ mod test {
     fn test_check_len() {
         let bytes = [0u8];
         // zero byte buffer
-        assert_eq!(
-            Err(Error),
-            Ipv6Option::new_unchecked(&bytes[..0]).check_len()
-        );
+        assert_eq!(Err(Error), Ipv6Option::new_unchecked(&bytes[..0]).check_len());
         // pad1
-        assert_eq!(
-            Ok(()),
-            Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_PAD1).check_len()
-        );
+        assert_eq!(Ok(()), Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_PAD1).check_len());
 
         // padn with truncated data
-        assert_eq!(
-            Err(Error),
-            Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_PADN[..2]).check_len()
-        );
+        assert_eq!(Err(Error), Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_PADN[..2]).check_len());
         // padn
-        assert_eq!(
-            Ok(()),
-            Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_PADN).check_len()
-        );
+        assert_eq!(Ok(()), Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_PADN).check_len());
 
         // router alert with truncated data
         assert_eq!(
@@ -484,32 +453,17 @@ mod test {
             Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_ROUTER_ALERT_MLD[..3]).check_len()
         );
         // router alert
-        assert_eq!(
-            Ok(()),
-            Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_ROUTER_ALERT_MLD).check_len()
-        );
+        assert_eq!(Ok(()), Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_ROUTER_ALERT_MLD).check_len());
 
         // unknown option type with truncated data
-        assert_eq!(
-            Err(Error),
-            Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_UNKNOWN[..4]).check_len()
-        );
-        assert_eq!(
-            Err(Error),
-            Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_UNKNOWN[..1]).check_len()
-        );
+        assert_eq!(Err(Error), Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_UNKNOWN[..4]).check_len());
+        assert_eq!(Err(Error), Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_UNKNOWN[..1]).check_len());
         // unknown type
-        assert_eq!(
-            Ok(()),
-            Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_UNKNOWN).check_len()
-        );
+        assert_eq!(Ok(()), Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_UNKNOWN).check_len());
 
         #[cfg(feature = "proto-rpl")]
         {
-            assert_eq!(
-                Ok(()),
-                Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_RPL).check_len()
-            );
+            assert_eq!(Ok(()), Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_RPL).check_len());
         }
     }
 
@@ -585,10 +539,7 @@ mod test {
         // router alert (MLD)
         let opt = Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_ROUTER_ALERT_MLD);
         let alert = Repr::parse(&opt).unwrap();
-        assert_eq!(
-            alert,
-            Repr::RouterAlert(RouterAlert::MulticastListenerDiscovery)
-        );
+        assert_eq!(alert, Repr::RouterAlert(RouterAlert::MulticastListenerDiscovery));
         assert_eq!(alert.buffer_len(), 4);
 
         // router alert (RSVP)
@@ -618,14 +569,7 @@ mod test {
         let data = [0u8; 3];
         let opt = Ipv6Option::new_unchecked(&IPV6OPTION_BYTES_UNKNOWN);
         let unknown = Repr::parse(&opt).unwrap();
-        assert_eq!(
-            unknown,
-            Repr::Unknown {
-                type_: Type::Unknown(255),
-                length: 3,
-                data: &data
-            }
-        );
+        assert_eq!(unknown, Repr::Unknown { type_: Type::Unknown(255), length: 3, data: &data });
 
         #[cfg(feature = "proto-rpl")]
         {
@@ -666,11 +610,7 @@ mod test {
         assert_eq!(opt.into_inner(), &IPV6OPTION_BYTES_ROUTER_ALERT_MLD);
 
         let data = [0u8; 3];
-        let repr = Repr::Unknown {
-            type_: Type::Unknown(255),
-            length: 3,
-            data: &data,
-        };
+        let repr = Repr::Unknown { type_: Type::Unknown(255), length: 3, data: &data };
         let mut bytes = [254u8; 5]; // don't assume bytes are initialized to zero
         let mut opt = Ipv6Option::new_unchecked(&mut bytes);
         repr.emit(&mut opt);
@@ -706,8 +646,8 @@ mod test {
     #[test]
     fn test_options_iter() {
         let options = [
-            0x00, 0x01, 0x01, 0x00, 0x01, 0x02, 0x00, 0x00, 0x01, 0x00, 0x00, 0x11, 0x00, 0x05,
-            0x02, 0x00, 0x01, 0x01, 0x08, 0x00,
+            0x00, 0x01, 0x01, 0x00, 0x01, 0x02, 0x00, 0x00, 0x01, 0x00, 0x00, 0x11, 0x00, 0x05, 0x02, 0x00,
+            0x01, 0x01, 0x08, 0x00,
         ];
 
         let iterator = Ipv6OptionsIterator::new(&options);
@@ -718,14 +658,7 @@ mod test {
                 (2, Ok(Repr::PadN(2))) => continue,
                 (3, Ok(Repr::PadN(0))) => continue,
                 (4, Ok(Repr::Pad1)) => continue,
-                (
-                    5,
-                    Ok(Repr::Unknown {
-                        type_: Type::Unknown(0x11),
-                        length: 0,
-                        ..
-                    }),
-                ) => continue,
+                (5, Ok(Repr::Unknown { type_: Type::Unknown(0x11), length: 0, .. })) => continue,
                 (6, Ok(Repr::RouterAlert(RouterAlert::Rsvp))) => continue,
                 (7, Err(Error)) => continue,
                 (i, res) => panic!("Unexpected option `{res:?}` at index {i}"),

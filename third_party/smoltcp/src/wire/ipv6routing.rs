@@ -378,10 +378,9 @@ impl<'a> Repr<'a> {
     {
         header.check_len()?;
         match header.routing_type() {
-            Type::Type2 => Ok(Repr::Type2 {
-                segments_left: header.segments_left(),
-                home_address: header.home_address(),
-            }),
+            Type::Type2 => {
+                Ok(Repr::Type2 { segments_left: header.segments_left(), home_address: header.home_address() })
+            }
             Type::Rpl => Ok(Repr::Rpl {
                 segments_left: header.segments_left(),
                 cmpr_i: header.cmpr_i(),
@@ -407,22 +406,13 @@ impl<'a> Repr<'a> {
     /// Emit a high-level representation into an IPv6 Routing Header.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, header: &mut Header<&mut T>) {
         match *self {
-            Repr::Type2 {
-                segments_left,
-                home_address,
-            } => {
+            Repr::Type2 { segments_left, home_address } => {
                 header.set_routing_type(Type::Type2);
                 header.set_segments_left(segments_left);
                 header.clear_reserved();
                 header.set_home_address(home_address);
             }
-            Repr::Rpl {
-                segments_left,
-                cmpr_i,
-                cmpr_e,
-                pad,
-                addresses,
-            } => {
+            Repr::Rpl { segments_left, cmpr_i, cmpr_e, pad, addresses } => {
                 header.set_routing_type(Type::Rpl);
                 header.set_segments_left(segments_left);
                 header.set_cmpr_i(cmpr_i);
@@ -438,10 +428,7 @@ impl<'a> Repr<'a> {
 impl<'a> fmt::Display for Repr<'a> {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match *self {
-            Repr::Type2 {
-                segments_left,
-                home_address,
-            } => {
+            Repr::Type2 { segments_left, home_address } => {
                 write!(
                     f,
                     "IPv6 Routing type={} seg_left={} home_address={}",
@@ -450,13 +437,7 @@ impl<'a> fmt::Display for Repr<'a> {
                     home_address
                 )
             }
-            Repr::Rpl {
-                segments_left,
-                cmpr_i,
-                cmpr_e,
-                pad,
-                ..
-            } => {
+            Repr::Rpl { segments_left, cmpr_i, cmpr_e, pad, .. } => {
                 write!(
                     f,
                     "IPv6 Routing type={} seg_left={} cmpr_i={} cmpr_e={} pad={}",
@@ -477,21 +458,17 @@ mod test {
 
     // A Type 2 Routing Header
     static BYTES_TYPE2: [u8; 22] = [
-        0x2, 0x1, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x1,
+        0x2, 0x1, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x1,
     ];
 
     // A representation of a Type 2 Routing header
-    static REPR_TYPE2: Repr = Repr::Type2 {
-        segments_left: 1,
-        home_address: Address::LOCALHOST,
-    };
+    static REPR_TYPE2: Repr = Repr::Type2 { segments_left: 1, home_address: Address::LOCALHOST };
 
     // A Source Routing Header with full IPv6 addresses in bytes
     static BYTES_SRH_FULL: [u8; 38] = [
-        0x3, 0x2, 0x0, 0x0, 0x0, 0x0, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x2, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x3, 0x1,
+        0x3, 0x2, 0x0, 0x0, 0x0, 0x0, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x2, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x3, 0x1,
     ];
 
     // A representation of a Source Routing Header with full IPv6 addresses
@@ -501,15 +478,14 @@ mod test {
         cmpr_e: 0,
         pad: 0,
         addresses: &[
-            0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0xfd,
-            0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x3, 0x1,
+            0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0x0, 0x0,
+            0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x3, 0x1,
         ],
     };
 
     // A Source Routing Header with elided IPv6 addresses in bytes
-    static BYTES_SRH_ELIDED: [u8; 14] = [
-        0x3, 0x2, 0xfe, 0x50, 0x0, 0x0, 0x2, 0x3, 0x1, 0x0, 0x0, 0x0, 0x0, 0x0,
-    ];
+    static BYTES_SRH_ELIDED: [u8; 14] =
+        [0x3, 0x2, 0xfe, 0x50, 0x0, 0x0, 0x2, 0x3, 0x1, 0x0, 0x0, 0x0, 0x0, 0x0];
 
     // A representation of a Source Routing Header with elided IPv6 addresses
     static REPR_SRH_ELIDED: Repr = Repr::Rpl {
@@ -523,28 +499,13 @@ mod test {
     #[test]
     fn test_check_len() {
         // less than min header size
-        assert_eq!(
-            Err(Error),
-            Header::new_unchecked(&BYTES_TYPE2[..3]).check_len()
-        );
-        assert_eq!(
-            Err(Error),
-            Header::new_unchecked(&BYTES_SRH_FULL[..3]).check_len()
-        );
-        assert_eq!(
-            Err(Error),
-            Header::new_unchecked(&BYTES_SRH_ELIDED[..3]).check_len()
-        );
+        assert_eq!(Err(Error), Header::new_unchecked(&BYTES_TYPE2[..3]).check_len());
+        assert_eq!(Err(Error), Header::new_unchecked(&BYTES_SRH_FULL[..3]).check_len());
+        assert_eq!(Err(Error), Header::new_unchecked(&BYTES_SRH_ELIDED[..3]).check_len());
         // valid
         assert_eq!(Ok(()), Header::new_unchecked(&BYTES_TYPE2[..]).check_len());
-        assert_eq!(
-            Ok(()),
-            Header::new_unchecked(&BYTES_SRH_FULL[..]).check_len()
-        );
-        assert_eq!(
-            Ok(()),
-            Header::new_unchecked(&BYTES_SRH_ELIDED[..]).check_len()
-        );
+        assert_eq!(Ok(()), Header::new_unchecked(&BYTES_SRH_FULL[..]).check_len());
+        assert_eq!(Ok(()), Header::new_unchecked(&BYTES_SRH_ELIDED[..]).check_len());
     }
 
     #[test]

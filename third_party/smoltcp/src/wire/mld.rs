@@ -191,11 +191,7 @@ impl<T: AsRef<[u8]>> AddressRecord<T> {
     /// Returns `Err(Error::Truncated)` if the buffer is too short.
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
-        if len < field::RECORD_MCAST_ADDR.end {
-            Err(Error)
-        } else {
-            Ok(())
-        }
+        if len < field::RECORD_MCAST_ADDR.end { Err(Error) } else { Ok(()) }
     }
 
     /// Consume the packet, returning the underlying buffer.
@@ -308,13 +304,7 @@ pub struct AddressRecordRepr<'a> {
 impl<'a> AddressRecordRepr<'a> {
     /// Create a new MLDv2 address record representation with an empty payload.
     pub const fn new(record_type: RecordType, mcast_addr: Ipv6Address) -> Self {
-        Self {
-            record_type,
-            aux_data_len: 0,
-            num_srcs: 0,
-            mcast_addr,
-            payload: &[],
-        }
+        Self { record_type, aux_data_len: 0, num_srcs: 0, mcast_addr, payload: &[] }
     }
 
     /// Parse an MLDv2 address record and return a high-level representation.
@@ -383,10 +373,9 @@ impl<'a> Repr<'a> {
                 num_srcs: packet.num_srcs(),
                 data: packet.payload(),
             }),
-            Message::MldReport => Ok(Repr::Report {
-                nr_mcast_addr_rcrds: packet.nr_mcast_addr_rcrds(),
-                data: packet.payload(),
-            }),
+            Message::MldReport => {
+                Ok(Repr::Report { nr_mcast_addr_rcrds: packet.nr_mcast_addr_rcrds(), data: packet.payload() })
+            }
             _ => Err(Error),
         }
     }
@@ -406,15 +395,7 @@ impl<'a> Repr<'a> {
         T: AsRef<[u8]> + AsMut<[u8]> + ?Sized,
     {
         match self {
-            Repr::Query {
-                max_resp_code,
-                mcast_addr,
-                s_flag,
-                qrv,
-                qqic,
-                num_srcs,
-                data,
-            } => {
+            Repr::Query { max_resp_code, mcast_addr, s_flag, qrv, qqic, num_srcs, data } => {
                 packet.set_msg_type(Message::MldQuery);
                 packet.set_msg_code(0);
                 packet.clear_reserved();
@@ -430,10 +411,7 @@ impl<'a> Repr<'a> {
                 packet.set_num_srcs(*num_srcs);
                 packet.payload_mut().copy_from_slice(&data[..]);
             }
-            Repr::Report {
-                nr_mcast_addr_rcrds,
-                data,
-            } => {
+            Repr::Report { nr_mcast_addr_rcrds, data } => {
                 packet.set_msg_type(Message::MldReport);
                 packet.set_msg_code(0);
                 packet.clear_reserved();
@@ -463,26 +441,24 @@ mod test {
     use crate::wire::{IPV6_LINK_LOCAL_ALL_NODES, IPV6_LINK_LOCAL_ALL_ROUTERS, Icmpv6Repr};
 
     static QUERY_PACKET_BYTES: [u8; 44] = [
-        0x82, 0x00, 0x73, 0x74, 0x04, 0x00, 0x00, 0x00, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x0a, 0x12, 0x00, 0x01, 0xff, 0x02,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02,
+        0x82, 0x00, 0x73, 0x74, 0x04, 0x00, 0x00, 0x00, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x0a, 0x12, 0x00, 0x01, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02,
     ];
 
-    static QUERY_PACKET_PAYLOAD: [u8; 16] = [
-        0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x02,
-    ];
+    static QUERY_PACKET_PAYLOAD: [u8; 16] =
+        [0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02];
 
     static REPORT_PACKET_BYTES: [u8; 44] = [
-        0x8f, 0x00, 0x73, 0x85, 0x00, 0x00, 0x00, 0x01, 0x01, 0x00, 0x00, 0x01, 0xff, 0x02, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x02,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02,
+        0x8f, 0x00, 0x73, 0x85, 0x00, 0x00, 0x00, 0x01, 0x01, 0x00, 0x00, 0x01, 0xff, 0x02, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02,
     ];
 
     static REPORT_PACKET_PAYLOAD: [u8; 36] = [
-        0x01, 0x00, 0x00, 0x01, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x02,
+        0x01, 0x00, 0x00, 0x01, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x01, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x02,
     ];
 
     fn create_repr<'a>(ty: Message) -> Icmpv6Repr<'a> {
@@ -496,10 +472,9 @@ mod test {
                 num_srcs: 0x01,
                 data: &QUERY_PACKET_PAYLOAD,
             }),
-            Message::MldReport => Icmpv6Repr::Mld(Repr::Report {
-                nr_mcast_addr_rcrds: 1,
-                data: &REPORT_PACKET_PAYLOAD,
-            }),
+            Message::MldReport => {
+                Icmpv6Repr::Mld(Repr::Report { nr_mcast_addr_rcrds: 1, data: &REPORT_PACKET_PAYLOAD })
+            }
             _ => {
                 panic!("Message type must be a MLDv2 message type");
             }
@@ -536,9 +511,7 @@ mod test {
         packet.set_qrv(0x02);
         packet.set_qqic(0x12);
         packet.set_num_srcs(0x01);
-        packet
-            .payload_mut()
-            .copy_from_slice(&IPV6_LINK_LOCAL_ALL_ROUTERS.octets());
+        packet.payload_mut().copy_from_slice(&IPV6_LINK_LOCAL_ALL_ROUTERS.octets());
         packet.clear_reserved();
         packet.fill_checksum(&IPV6_LINK_LOCAL_ALL_NODES, &IPV6_LINK_LOCAL_ALL_ROUTERS);
         assert_eq!(&*packet.into_inner(), &QUERY_PACKET_BYTES[..]);
@@ -576,9 +549,7 @@ mod test {
             addr_rcrd.set_aux_data_len(0);
             addr_rcrd.set_num_srcs(1);
             addr_rcrd.set_mcast_addr(IPV6_LINK_LOCAL_ALL_NODES);
-            addr_rcrd
-                .payload_mut()
-                .copy_from_slice(&IPV6_LINK_LOCAL_ALL_ROUTERS.octets());
+            addr_rcrd.payload_mut().copy_from_slice(&IPV6_LINK_LOCAL_ALL_ROUTERS.octets());
         }
         packet.fill_checksum(&IPV6_LINK_LOCAL_ALL_NODES, &IPV6_LINK_LOCAL_ALL_ROUTERS);
         assert_eq!(&*packet.into_inner(), &REPORT_PACKET_BYTES[..]);

@@ -112,15 +112,9 @@ mod ipv6option;
 mod ipv6routing;
 #[cfg(feature = "proto-ipv6")]
 mod mld;
-#[cfg(all(
-    feature = "proto-ipv6",
-    any(feature = "medium-ethernet", feature = "medium-ieee802154")
-))]
+#[cfg(all(feature = "proto-ipv6", any(feature = "medium-ethernet", feature = "medium-ieee802154")))]
 mod ndisc;
-#[cfg(all(
-    feature = "proto-ipv6",
-    any(feature = "medium-ethernet", feature = "medium-ieee802154")
-))]
+#[cfg(all(feature = "proto-ipv6", any(feature = "medium-ethernet", feature = "medium-ieee802154")))]
 mod ndiscoption;
 #[cfg(feature = "proto-rpl")]
 mod rpl;
@@ -155,8 +149,7 @@ pub use self::arp::{
 #[cfg(feature = "proto-rpl")]
 pub use self::rpl::{
     InstanceId as RplInstanceId, Repr as RplRepr, data::HopByHopOption as RplHopByHopRepr,
-    data::Packet as RplHopByHopPacket, options::Packet as RplOptionPacket,
-    options::Repr as RplOptionRepr,
+    data::Packet as RplHopByHopPacket, options::Packet as RplOptionPacket, options::Repr as RplOptionRepr,
 };
 
 #[cfg(all(feature = "proto-sixlowpan", feature = "medium-ieee802154"))]
@@ -173,16 +166,15 @@ pub use self::sixlowpan::{
 
 #[cfg(feature = "medium-ieee802154")]
 pub use self::ieee802154::{
-    Address as Ieee802154Address, AddressingMode as Ieee802154AddressingMode,
-    Frame as Ieee802154Frame, FrameType as Ieee802154FrameType,
-    FrameVersion as Ieee802154FrameVersion, Pan as Ieee802154Pan, Repr as Ieee802154Repr,
+    Address as Ieee802154Address, AddressingMode as Ieee802154AddressingMode, Frame as Ieee802154Frame,
+    FrameType as Ieee802154FrameType, FrameVersion as Ieee802154FrameVersion, Pan as Ieee802154Pan,
+    Repr as Ieee802154Repr,
 };
 
 pub use self::ip::checksum;
 pub use self::ip::{
-    Address as IpAddress, Cidr as IpCidr, Endpoint as IpEndpoint,
-    ListenEndpoint as IpListenEndpoint, Protocol as IpProtocol, Repr as IpRepr,
-    Version as IpVersion,
+    Address as IpAddress, Cidr as IpCidr, Endpoint as IpEndpoint, ListenEndpoint as IpListenEndpoint,
+    Protocol as IpProtocol, Repr as IpRepr, Version as IpVersion,
 };
 
 #[cfg(feature = "proto-ipv4")]
@@ -199,10 +191,9 @@ pub(crate) use self::ipv4::AddressExt as Ipv4AddressExt;
 pub use self::ipv6::{
     Address as Ipv6Address, Cidr as Ipv6Cidr, HEADER_LEN as IPV6_HEADER_LEN,
     LINK_LOCAL_ALL_MLDV2_ROUTERS as IPV6_LINK_LOCAL_ALL_MLDV2_ROUTERS,
-    LINK_LOCAL_ALL_NODES as IPV6_LINK_LOCAL_ALL_NODES,
-    LINK_LOCAL_ALL_ROUTERS as IPV6_LINK_LOCAL_ALL_ROUTERS,
-    LINK_LOCAL_ALL_RPL_NODES as IPV6_LINK_LOCAL_ALL_RPL_NODES, MIN_MTU as IPV6_MIN_MTU,
-    Packet as Ipv6Packet, Repr as Ipv6Repr,
+    LINK_LOCAL_ALL_NODES as IPV6_LINK_LOCAL_ALL_NODES, LINK_LOCAL_ALL_ROUTERS as IPV6_LINK_LOCAL_ALL_ROUTERS,
+    LINK_LOCAL_ALL_RPL_NODES as IPV6_LINK_LOCAL_ALL_RPL_NODES, MIN_MTU as IPV6_MIN_MTU, Packet as Ipv6Packet,
+    Repr as Ipv6Repr,
 };
 #[cfg(feature = "proto-ipv6")]
 pub(crate) use self::ipv6::{AddressExt as Ipv6AddressExt, MulticastScope as Ipv6MulticastScope};
@@ -223,9 +214,7 @@ pub use self::ipv6fragment::{Header as Ipv6FragmentHeader, Repr as Ipv6FragmentR
 pub use self::ipv6hbh::{Header as Ipv6HopByHopHeader, Repr as Ipv6HopByHopRepr};
 
 #[cfg(feature = "proto-ipv6")]
-pub use self::ipv6routing::{
-    Header as Ipv6RoutingHeader, Repr as Ipv6RoutingRepr, Type as Ipv6RoutingType,
-};
+pub use self::ipv6routing::{Header as Ipv6RoutingHeader, Repr as Ipv6RoutingRepr, Type as Ipv6RoutingType};
 
 #[cfg(feature = "proto-ipv4")]
 pub use self::icmpv4::{
@@ -246,22 +235,15 @@ pub use self::icmpv6::{
 #[cfg(any(feature = "proto-ipv4", feature = "proto-ipv6"))]
 pub use self::icmp::Repr as IcmpRepr;
 
-#[cfg(all(
-    feature = "proto-ipv6",
-    any(feature = "medium-ethernet", feature = "medium-ieee802154")
-))]
+#[cfg(all(feature = "proto-ipv6", any(feature = "medium-ethernet", feature = "medium-ieee802154")))]
 pub use self::ndisc::{
     NeighborFlags as NdiscNeighborFlags, Repr as NdiscRepr, RouterFlags as NdiscRouterFlags,
 };
 
-#[cfg(all(
-    feature = "proto-ipv6",
-    any(feature = "medium-ethernet", feature = "medium-ieee802154")
-))]
+#[cfg(all(feature = "proto-ipv6", any(feature = "medium-ethernet", feature = "medium-ieee802154")))]
 pub use self::ndiscoption::{
-    NdiscOption, PrefixInfoFlags as NdiscPrefixInfoFlags,
-    PrefixInformation as NdiscPrefixInformation, RedirectedHeader as NdiscRedirectedHeader,
-    Repr as NdiscOptionRepr, Type as NdiscOptionType,
+    NdiscOption, PrefixInfoFlags as NdiscPrefixInfoFlags, PrefixInformation as NdiscPrefixInformation,
+    RedirectedHeader as NdiscRedirectedHeader, Repr as NdiscOptionRepr, Type as NdiscOptionType,
 };
 
 #[cfg(feature = "proto-ipv6")]
@@ -280,15 +262,14 @@ pub use self::tcp::{
 #[cfg(feature = "proto-dhcpv4")]
 pub use self::dhcpv4::{
     CLIENT_PORT as DHCP_CLIENT_PORT, DhcpOption, DhcpOptionWriter, Flags as DhcpFlags,
-    MAX_DNS_SERVER_COUNT as DHCP_MAX_DNS_SERVER_COUNT, MessageType as DhcpMessageType,
-    OpCode as DhcpOpCode, Packet as DhcpPacket, Repr as DhcpRepr, SERVER_PORT as DHCP_SERVER_PORT,
+    MAX_DNS_SERVER_COUNT as DHCP_MAX_DNS_SERVER_COUNT, MessageType as DhcpMessageType, OpCode as DhcpOpCode,
+    Packet as DhcpPacket, Repr as DhcpRepr, SERVER_PORT as DHCP_SERVER_PORT,
 };
 
 #[cfg(feature = "proto-dns")]
 pub use self::dns::{
-    Flags as DnsFlags, Opcode as DnsOpcode, Packet as DnsPacket, Question as DnsQuestion,
-    Rcode as DnsRcode, Record as DnsRecord, RecordData as DnsRecordData, Repr as DnsRepr,
-    Type as DnsQueryType,
+    Flags as DnsFlags, Opcode as DnsOpcode, Packet as DnsPacket, Question as DnsQuestion, Rcode as DnsRcode,
+    Record as DnsRecord, RecordData as DnsRecordData, Repr as DnsRepr, Type as DnsQueryType,
 };
 
 #[cfg(feature = "proto-ipsec-ah")]
@@ -315,11 +296,7 @@ impl fmt::Display for Error {
 pub type Result<T> = core::result::Result<T, Error>;
 
 /// Representation of an hardware address, such as an Ethernet address or an IEEE802.15.4 address.
-#[cfg(any(
-    feature = "medium-ip",
-    feature = "medium-ethernet",
-    feature = "medium-ieee802154"
-))]
+#[cfg(any(feature = "medium-ip", feature = "medium-ethernet", feature = "medium-ieee802154"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum HardwareAddress {
@@ -331,11 +308,7 @@ pub enum HardwareAddress {
     Ieee802154(Ieee802154Address),
 }
 
-#[cfg(any(
-    feature = "medium-ip",
-    feature = "medium-ethernet",
-    feature = "medium-ieee802154"
-))]
+#[cfg(any(feature = "medium-ip", feature = "medium-ethernet", feature = "medium-ieee802154"))]
 #[cfg(test)]
 impl Default for HardwareAddress {
     fn default() -> Self {
@@ -355,11 +328,7 @@ impl Default for HardwareAddress {
     }
 }
 
-#[cfg(any(
-    feature = "medium-ip",
-    feature = "medium-ethernet",
-    feature = "medium-ieee802154"
-))]
+#[cfg(any(feature = "medium-ip", feature = "medium-ethernet", feature = "medium-ieee802154"))]
 impl HardwareAddress {
     pub const fn as_bytes(&self) -> &[u8] {
         match self {
@@ -438,11 +407,7 @@ impl HardwareAddress {
     }
 }
 
-#[cfg(any(
-    feature = "medium-ip",
-    feature = "medium-ethernet",
-    feature = "medium-ieee802154"
-))]
+#[cfg(any(feature = "medium-ip", feature = "medium-ethernet", feature = "medium-ieee802154"))]
 impl core::fmt::Display for HardwareAddress {
     fn fmt(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
         match self {
@@ -496,10 +461,7 @@ impl RawHardwareAddress {
         let mut data = [0u8; MAX_HARDWARE_ADDRESS_LEN];
         data[..addr.len()].copy_from_slice(addr);
 
-        Self {
-            len: addr.len() as u8,
-            data,
-        }
+        Self { len: addr.len() as u8, data }
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -521,18 +483,14 @@ impl RawHardwareAddress {
                 if self.len() != 6 {
                     return Err(Error);
                 }
-                Ok(HardwareAddress::Ethernet(EthernetAddress::from_bytes(
-                    self.as_bytes(),
-                )))
+                Ok(HardwareAddress::Ethernet(EthernetAddress::from_bytes(self.as_bytes())))
             }
             #[cfg(feature = "medium-ieee802154")]
             Medium::Ieee802154 => {
                 if self.len() != 8 {
                     return Err(Error);
                 }
-                Ok(HardwareAddress::Ieee802154(Ieee802154Address::from_bytes(
-                    self.as_bytes(),
-                )))
+                Ok(HardwareAddress::Ieee802154(Ieee802154Address::from_bytes(self.as_bytes())))
             }
             #[cfg(feature = "medium-ip")]
             Medium::Ip => unreachable!(),
@@ -592,10 +550,7 @@ mod tests {
     #[case((Medium::Ieee802154, &[1u8; 2][..]), Err(Error))]
     #[cfg(feature = "medium-ieee802154")]
     #[case((Medium::Ieee802154, &[1u8; 1][..]), Err(Error))]
-    fn parse_hardware_address(
-        #[case] input: (Medium, &[u8]),
-        #[case] expected: Result<HardwareAddress>,
-    ) {
+    fn parse_hardware_address(#[case] input: (Medium, &[u8]), #[case] expected: Result<HardwareAddress>) {
         let (medium, input) = input;
 
         // NOTE: we check the length since `RawHardwareAddress::parse()` panics if the length is

@@ -259,9 +259,7 @@ impl<'a> Repr<'a> {
         }
 
         match packet.msg_type() {
-            Message::RouterSolicit => Ok(Repr::RouterSolicit {
-                lladdr: src_ll_addr,
-            }),
+            Message::RouterSolicit => Ok(Repr::RouterSolicit { lladdr: src_ll_addr }),
             Message::RouterAdvert => Ok(Repr::RouterAdvert {
                 hop_limit: packet.current_hop_limit(),
                 flags: packet.router_flags(),
@@ -272,10 +270,9 @@ impl<'a> Repr<'a> {
                 mtu,
                 prefix_info,
             }),
-            Message::NeighborSolicit => Ok(Repr::NeighborSolicit {
-                target_addr: packet.target_addr(),
-                lladdr: src_ll_addr,
-            }),
+            Message::NeighborSolicit => {
+                Ok(Repr::NeighborSolicit { target_addr: packet.target_addr(), lladdr: src_ll_addr })
+            }
             Message::NeighborAdvert => Ok(Repr::NeighborAdvert {
                 flags: packet.neighbor_flags(),
                 target_addr: packet.target_addr(),
@@ -295,17 +292,10 @@ impl<'a> Repr<'a> {
     pub const fn buffer_len(&self) -> usize {
         match self {
             &Repr::RouterSolicit { lladdr } => match lladdr {
-                Some(addr) => {
-                    field::UNUSED.end + { NdiscOptionRepr::SourceLinkLayerAddr(addr).buffer_len() }
-                }
+                Some(addr) => field::UNUSED.end + { NdiscOptionRepr::SourceLinkLayerAddr(addr).buffer_len() },
                 None => field::UNUSED.end,
             },
-            &Repr::RouterAdvert {
-                lladdr,
-                mtu,
-                prefix_info,
-                ..
-            } => {
+            &Repr::RouterAdvert { lladdr, mtu, prefix_info, .. } => {
                 let mut offset = 0;
                 if let Some(lladdr) = lladdr {
                     offset += NdiscOptionRepr::TargetLinkLayerAddr(lladdr).buffer_len();
@@ -325,19 +315,14 @@ impl<'a> Repr<'a> {
                 }
                 offset
             }
-            &Repr::Redirect {
-                lladdr,
-                redirected_hdr,
-                ..
-            } => {
+            &Repr::Redirect { lladdr, redirected_hdr, .. } => {
                 let mut offset = field::DEST_ADDR.end;
                 if let Some(lladdr) = lladdr {
                     offset += NdiscOptionRepr::TargetLinkLayerAddr(lladdr).buffer_len();
                 }
                 if let Some(NdiscRedirectedHeader { header, data }) = redirected_hdr {
-                    offset +=
-                        NdiscOptionRepr::RedirectedHeader(NdiscRedirectedHeader { header, data })
-                            .buffer_len();
+                    offset += NdiscOptionRepr::RedirectedHeader(NdiscRedirectedHeader { header, data })
+                        .buffer_len();
                 }
                 offset
             }
@@ -384,22 +369,17 @@ impl<'a> Repr<'a> {
                     offset += opt.buffer_len();
                 }
                 if let Some(mtu) = mtu {
-                    let mut opt_pkt =
-                        NdiscOption::new_unchecked(&mut packet.payload_mut()[offset..]);
+                    let mut opt_pkt = NdiscOption::new_unchecked(&mut packet.payload_mut()[offset..]);
                     NdiscOptionRepr::Mtu(mtu).emit(&mut opt_pkt);
                     offset += NdiscOptionRepr::Mtu(mtu).buffer_len();
                 }
                 if let Some(prefix_info) = prefix_info {
-                    let mut opt_pkt =
-                        NdiscOption::new_unchecked(&mut packet.payload_mut()[offset..]);
+                    let mut opt_pkt = NdiscOption::new_unchecked(&mut packet.payload_mut()[offset..]);
                     NdiscOptionRepr::PrefixInformation(prefix_info).emit(&mut opt_pkt)
                 }
             }
 
-            Repr::NeighborSolicit {
-                target_addr,
-                lladdr,
-            } => {
+            Repr::NeighborSolicit { target_addr, lladdr } => {
                 packet.set_msg_type(Message::NeighborSolicit);
                 packet.set_msg_code(0);
                 packet.clear_reserved();
@@ -410,11 +390,7 @@ impl<'a> Repr<'a> {
                 }
             }
 
-            Repr::NeighborAdvert {
-                flags,
-                target_addr,
-                lladdr,
-            } => {
+            Repr::NeighborAdvert { flags, target_addr, lladdr } => {
                 packet.set_msg_type(Message::NeighborAdvert);
                 packet.set_msg_code(0);
                 packet.clear_reserved();
@@ -426,12 +402,7 @@ impl<'a> Repr<'a> {
                 }
             }
 
-            Repr::Redirect {
-                target_addr,
-                dest_addr,
-                lladdr,
-                redirected_hdr,
-            } => {
+            Repr::Redirect { target_addr, dest_addr, lladdr, redirected_hdr } => {
                 packet.set_msg_type(Message::Redirect);
                 packet.set_msg_code(0);
                 packet.clear_reserved();
@@ -446,8 +417,7 @@ impl<'a> Repr<'a> {
                     None => 0,
                 };
                 if let Some(redirected_hdr) = redirected_hdr {
-                    let mut opt_pkt =
-                        NdiscOption::new_unchecked(&mut packet.payload_mut()[offset..]);
+                    let mut opt_pkt = NdiscOption::new_unchecked(&mut packet.payload_mut()[offset..]);
                     NdiscOptionRepr::RedirectedHeader(redirected_hdr).emit(&mut opt_pkt);
                 }
             }
@@ -467,8 +437,8 @@ mod test {
     const MOCK_IP_ADDR_2: Ipv6Address = Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 2);
 
     static ROUTER_ADVERT_BYTES: [u8; 24] = [
-        0x86, 0x00, 0xa9, 0xde, 0x40, 0x80, 0x03, 0x84, 0x00, 0x00, 0x03, 0x84, 0x00, 0x00, 0x03,
-        0x84, 0x01, 0x01, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56,
+        0x86, 0x00, 0xa9, 0xde, 0x40, 0x80, 0x03, 0x84, 0x00, 0x00, 0x03, 0x84, 0x00, 0x00, 0x03, 0x84, 0x01,
+        0x01, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56,
     ];
     static SOURCE_LINK_LAYER_OPT: [u8; 8] = [0x01, 0x01, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56];
 
@@ -509,9 +479,7 @@ mod test {
         packet.set_router_lifetime(Duration::from_secs(900));
         packet.set_reachable_time(Duration::from_millis(900));
         packet.set_retrans_time(Duration::from_millis(900));
-        packet
-            .payload_mut()
-            .copy_from_slice(&SOURCE_LINK_LAYER_OPT[..]);
+        packet.payload_mut().copy_from_slice(&SOURCE_LINK_LAYER_OPT[..]);
         packet.fill_checksum(&MOCK_IP_ADDR_1, &MOCK_IP_ADDR_2);
         assert_eq!(&*packet.into_inner(), &ROUTER_ADVERT_BYTES[..]);
     }
@@ -520,13 +488,8 @@ mod test {
     fn test_router_advert_repr_parse() {
         let packet = Packet::new_unchecked(&ROUTER_ADVERT_BYTES[..]);
         assert_eq!(
-            Icmpv6Repr::parse(
-                &MOCK_IP_ADDR_1,
-                &MOCK_IP_ADDR_2,
-                &packet,
-                &ChecksumCapabilities::default()
-            )
-            .unwrap(),
+            Icmpv6Repr::parse(&MOCK_IP_ADDR_1, &MOCK_IP_ADDR_2, &packet, &ChecksumCapabilities::default())
+                .unwrap(),
             create_repr()
         );
     }
@@ -535,12 +498,7 @@ mod test {
     fn test_router_advert_repr_emit() {
         let mut bytes = [0x2a; 24];
         let mut packet = Packet::new_unchecked(&mut bytes[..]);
-        create_repr().emit(
-            &MOCK_IP_ADDR_1,
-            &MOCK_IP_ADDR_2,
-            &mut packet,
-            &ChecksumCapabilities::default(),
-        );
+        create_repr().emit(&MOCK_IP_ADDR_1, &MOCK_IP_ADDR_2, &mut packet, &ChecksumCapabilities::default());
         assert_eq!(&*packet.into_inner(), &ROUTER_ADVERT_BYTES[..]);
     }
 
@@ -558,21 +516,12 @@ mod test {
 
         let mut bytes = vec![0u8; repr.buffer_len()];
         let mut packet = Packet::new_unchecked(&mut bytes[..]);
-        repr.emit(
-            &MOCK_IP_ADDR_1,
-            &MOCK_IP_ADDR_2,
-            &mut packet,
-            &ChecksumCapabilities::default(),
-        );
+        repr.emit(&MOCK_IP_ADDR_1, &MOCK_IP_ADDR_2, &mut packet, &ChecksumCapabilities::default());
 
         let packet = Packet::new_unchecked(&bytes[..]);
-        let parsed = Icmpv6Repr::parse(
-            &MOCK_IP_ADDR_1,
-            &MOCK_IP_ADDR_2,
-            &packet,
-            &ChecksumCapabilities::default(),
-        )
-        .unwrap();
+        let parsed =
+            Icmpv6Repr::parse(&MOCK_IP_ADDR_1, &MOCK_IP_ADDR_2, &packet, &ChecksumCapabilities::default())
+                .unwrap();
         assert_eq!(parsed, repr);
     }
 }

@@ -428,11 +428,7 @@ pub enum Repr<'a> {
     PrefixInformation(PrefixInformation),
     RedirectedHeader(RedirectedHeader<'a>),
     Mtu(u32),
-    Unknown {
-        type_: u8,
-        length: u8,
-        data: &'a [u8],
-    },
+    Unknown { type_: u8, length: u8, data: &'a [u8] },
 }
 
 impl<'a> Repr<'a> {
@@ -499,11 +495,7 @@ impl<'a> Repr<'a> {
             Type::Unknown(id) => {
                 // A length of 0 is invalid.
                 if opt.data_len() != 0 {
-                    Ok(Repr::Unknown {
-                        type_: id,
-                        length: opt.data_len(),
-                        data: opt.data(),
-                    })
+                    Ok(Repr::Unknown { type_: id, length: opt.data_len(), data: opt.data() })
                 } else {
                     Err(Error)
                 }
@@ -578,11 +570,7 @@ impl<'a> Repr<'a> {
                 opt.set_data_len(1);
                 opt.set_mtu(mtu);
             }
-            Repr::Unknown {
-                type_: id,
-                length,
-                data,
-            } => {
+            Repr::Unknown { type_: id, length, data } => {
                 opt.set_option_type(Type::Unknown(id));
                 opt.set_data_len(length);
                 opt.data_mut().copy_from_slice(data);
@@ -601,9 +589,7 @@ impl<'a> fmt::Display for Repr<'a> {
             Repr::TargetLinkLayerAddr(addr) => {
                 write!(f, "TargetLinkLayer addr={addr}")
             }
-            Repr::PrefixInformation(PrefixInformation {
-                prefix, prefix_len, ..
-            }) => {
+            Repr::PrefixInformation(PrefixInformation { prefix, prefix_len, .. }) => {
                 write!(f, "PrefixInformation prefix={prefix}/{prefix_len}")
             }
             Repr::RedirectedHeader(RedirectedHeader { header, .. }) => {
@@ -612,9 +598,7 @@ impl<'a> fmt::Display for Repr<'a> {
             Repr::Mtu(mtu) => {
                 write!(f, "MTU mtu={mtu}")
             }
-            Repr::Unknown {
-                type_: id, length, ..
-            } => {
+            Repr::Unknown { type_: id, length, .. } => {
                 write!(f, "Unknown({id}) length={length}")
             }
         }
@@ -655,9 +639,8 @@ mod test {
     use crate::wire::Ieee802154Address;
 
     static PREFIX_OPT_BYTES: [u8; 32] = [
-        0x03, 0x04, 0x40, 0xc0, 0x00, 0x00, 0x03, 0x84, 0x00, 0x00, 0x03, 0xe8, 0x00, 0x00, 0x00,
-        0x00, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x01,
+        0x03, 0x04, 0x40, 0xc0, 0x00, 0x00, 0x03, 0x84, 0x00, 0x00, 0x03, 0xe8, 0x00, 0x00, 0x00, 0x00, 0xfe,
+        0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01,
     ];
 
     #[test]
@@ -666,10 +649,7 @@ mod test {
         assert_eq!(opt.option_type(), Type::PrefixInformation);
         assert_eq!(opt.data_len(), 4);
         assert_eq!(opt.prefix_len(), 64);
-        assert_eq!(
-            opt.prefix_flags(),
-            PrefixInfoFlags::ON_LINK | PrefixInfoFlags::ADDRCONF
-        );
+        assert_eq!(opt.prefix_flags(), PrefixInfoFlags::ON_LINK | PrefixInfoFlags::ADDRCONF);
         assert_eq!(opt.valid_lifetime(), Duration::from_secs(900));
         assert_eq!(opt.preferred_lifetime(), Duration::from_secs(1000));
         assert_eq!(opt.prefix(), Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 1));
@@ -719,10 +699,8 @@ mod test {
     #[cfg(all(not(feature = "medium-ethernet"), feature = "medium-ieee802154"))]
     #[test]
     fn test_repr_parse_link_layer_opt_ieee802154() {
-        let mut bytes = [
-            0x01, 0x02, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x00, 0x00, 0x00, 0x00,
-            0x00, 0x00,
-        ];
+        let mut bytes =
+            [0x01, 0x02, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00];
         let addr = Ieee802154Address::Extended([0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08]);
         {
             assert_eq!(
@@ -748,10 +726,7 @@ mod test {
             preferred_lifetime: Duration::from_secs(1000),
             prefix: Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 1),
         });
-        assert_eq!(
-            Repr::parse(&NdiscOption::new_unchecked(&PREFIX_OPT_BYTES)),
-            Ok(repr)
-        );
+        assert_eq!(Repr::parse(&NdiscOption::new_unchecked(&PREFIX_OPT_BYTES)), Ok(repr));
     }
 
     #[test]
@@ -772,9 +747,6 @@ mod test {
     #[test]
     fn test_repr_parse_mtu() {
         let bytes = [0x05, 0x01, 0x00, 0x00, 0x00, 0x00, 0x05, 0xdc];
-        assert_eq!(
-            Repr::parse(&NdiscOption::new_unchecked(&bytes)),
-            Ok(Repr::Mtu(1500))
-        );
+        assert_eq!(Repr::parse(&NdiscOption::new_unchecked(&bytes)), Ok(Repr::Mtu(1500)));
     }
 }

@@ -100,22 +100,14 @@ pub struct PrettyPrinter<'a, T: PrettyPrint> {
 impl<'a, T: PrettyPrint> PrettyPrinter<'a, T> {
     /// Format the listing with the recorded parameters when Display::fmt is called.
     pub fn new(prefix: &'static str, buffer: &'a dyn AsRef<[u8]>) -> PrettyPrinter<'a, T> {
-        PrettyPrinter {
-            prefix: prefix,
-            buffer: buffer,
-            phantom: PhantomData,
-        }
+        PrettyPrinter { prefix: prefix, buffer: buffer, phantom: PhantomData }
     }
 }
 
 impl<'a, T: PrettyPrint + AsRef<[u8]>> PrettyPrinter<'a, T> {
     /// Create a `PrettyPrinter` which prints the given object.
     pub fn print(printable: &'a T) -> PrettyPrinter<'a, T> {
-        PrettyPrinter {
-            prefix: "",
-            buffer: printable,
-            phantom: PhantomData,
-        }
+        PrettyPrinter { prefix: "", buffer: printable, phantom: PhantomData }
     }
 }
 

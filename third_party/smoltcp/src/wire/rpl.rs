@@ -20,11 +20,7 @@ impl From<u8> for InstanceId {
     fn from(val: u8) -> Self {
         const MASK: u8 = 0b0111_1111;
 
-        if ((val >> 7) & 0xb1) == 0b0 {
-            Self::Global(val & MASK)
-        } else {
-            Self::Local(val & MASK)
-        }
+        if ((val >> 7) & 0xb1) == 0b0 { Self::Global(val & MASK) } else { Self::Local(val & MASK) }
     }
 }
 
@@ -128,10 +124,9 @@ impl core::fmt::Display for RplControlMessage {
             RplControlMessage::DestinationAdvertisementObject => {
                 write!(f, "destination advertisement object (DAO)")
             }
-            RplControlMessage::DestinationAdvertisementObjectAck => write!(
-                f,
-                "destination advertisement object acknowledgement (DAO-ACK)"
-            ),
+            RplControlMessage::DestinationAdvertisementObjectAck => {
+                write!(f, "destination advertisement object acknowledgement (DAO-ACK)")
+            }
             RplControlMessage::SecureDodagInformationSolicitation => {
                 write!(f, "secure DODAG information solicitation (DIS)")
             }
@@ -141,10 +136,9 @@ impl core::fmt::Display for RplControlMessage {
             RplControlMessage::SecureDestinationAdvertisementObject => {
                 write!(f, "secure destination advertisement object (DAO)")
             }
-            RplControlMessage::SecureDestinationAdvertisementObjectAck => write!(
-                f,
-                "secure destination advertisement object acknowledgement (DAO-ACK)"
-            ),
+            RplControlMessage::SecureDestinationAdvertisementObjectAck => {
+                write!(f, "secure destination advertisement object acknowledgement (DAO-ACK)")
+            }
             RplControlMessage::ConsistencyCheck => write!(f, "consistency check (CC)"),
             RplControlMessage::Unknown(id) => write!(f, "{}", id),
         }
@@ -183,9 +177,7 @@ impl<'p, T: AsRef<[u8]> + ?Sized> Packet<&'p T> {
             {
                 return Err(Error);
             }
-            RplControlMessage::DestinationAdvertisementObjectAck
-                if len < field::DAO_ACK_STATUS + 1 =>
-            {
+            RplControlMessage::DestinationAdvertisementObjectAck if len < field::DAO_ACK_STATUS + 1 => {
                 return Err(Error);
             }
             RplControlMessage::SecureDodagInformationSolicitation
@@ -205,14 +197,10 @@ impl<'p, T: AsRef<[u8]> + ?Sized> Packet<&'p T> {
                 &buffer[field::DAO_DODAG_ID.end..]
             }
             RplControlMessage::DestinationAdvertisementObject => &buffer[field::DAO_SEQUENCE + 1..],
-            RplControlMessage::DestinationAdvertisementObjectAck
-                if self.dao_ack_dodag_id_present() =>
-            {
+            RplControlMessage::DestinationAdvertisementObjectAck if self.dao_ack_dodag_id_present() => {
                 &buffer[field::DAO_ACK_DODAG_ID.end..]
             }
-            RplControlMessage::DestinationAdvertisementObjectAck => {
-                &buffer[field::DAO_ACK_STATUS + 1..]
-            }
+            RplControlMessage::DestinationAdvertisementObjectAck => &buffer[field::DAO_ACK_STATUS + 1..],
             RplControlMessage::SecureDodagInformationSolicitation
             | RplControlMessage::SecureDodagInformationObject
             | RplControlMessage::SecureDestinationAdvertisementObject
@@ -238,9 +226,7 @@ impl<'p, T: AsRef<[u8]> + AsMut<[u8]> + ?Sized> Packet<&'p mut T> {
             RplControlMessage::DodagInformationSolicitation => {
                 &mut self.buffer.as_mut()[field::DIS_RESERVED + 1..]
             }
-            RplControlMessage::DodagInformationObject => {
-                &mut self.buffer.as_mut()[field::DIO_DODAG_ID.end..]
-            }
+            RplControlMessage::DodagInformationObject => &mut self.buffer.as_mut()[field::DIO_DODAG_ID.end..],
             RplControlMessage::DestinationAdvertisementObject => {
                 if self.dao_dodag_id_present() {
                     &mut self.buffer.as_mut()[field::DAO_DODAG_ID.end..]
@@ -377,11 +363,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Return the DODAG id, which is an IPv6 address.
     #[inline]
     pub fn dio_dodag_id(&self) -> Address {
-        Address::from_octets(
-            self.buffer.as_ref()[field::DIO_DODAG_ID]
-                .try_into()
-                .unwrap(),
-        )
+        Address::from_octets(self.buffer.as_ref()[field::DIO_DODAG_ID].try_into().unwrap())
     }
 }
 
@@ -473,11 +455,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     #[inline]
     pub fn dao_dodag_id(&self) -> Option<Address> {
         if self.dao_dodag_id_present() {
-            Some(Address::from_octets(
-                self.buffer.as_ref()[field::DAO_DODAG_ID]
-                    .try_into()
-                    .unwrap(),
-            ))
+            Some(Address::from_octets(self.buffer.as_ref()[field::DAO_DODAG_ID].try_into().unwrap()))
         } else {
             None
         }
@@ -561,11 +539,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     #[inline]
     pub fn dao_ack_dodag_id(&self) -> Option<Address> {
         if self.dao_ack_dodag_id_present() {
-            Some(Address::from_octets(
-                self.buffer.as_ref()[field::DAO_ACK_DODAG_ID]
-                    .try_into()
-                    .unwrap(),
-            ))
+            Some(Address::from_octets(self.buffer.as_ref()[field::DAO_ACK_DODAG_ID].try_into().unwrap()))
         } else {
             None
         }
@@ -670,11 +644,7 @@ impl core::fmt::Display for Repr<'_> {
                 )?;
             }
             Repr::DestinationAdvertisementObject {
-                rpl_instance_id,
-                expect_ack,
-                sequence,
-                dodag_id,
-                ..
+                rpl_instance_id, expect_ack, sequence, dodag_id, ..
             } => {
                 write!(
                     f,
@@ -686,11 +656,7 @@ impl core::fmt::Display for Repr<'_> {
                 )?;
             }
             Repr::DestinationAdvertisementObjectAck {
-                rpl_instance_id,
-                sequence,
-                status,
-                dodag_id,
-                ..
+                rpl_instance_id, sequence, status, dodag_id, ..
             } => {
                 write!(
                     f,
@@ -738,15 +704,13 @@ impl<'p> Repr<'p> {
                 dodag_id: packet.dio_dodag_id(),
                 options,
             }),
-            RplControlMessage::DestinationAdvertisementObject => {
-                Ok(Repr::DestinationAdvertisementObject {
-                    rpl_instance_id: packet.rpl_instance_id(),
-                    expect_ack: packet.dao_ack_request(),
-                    sequence: packet.dao_dodag_sequence(),
-                    dodag_id: packet.dao_dodag_id(),
-                    options,
-                })
-            }
+            RplControlMessage::DestinationAdvertisementObject => Ok(Repr::DestinationAdvertisementObject {
+                rpl_instance_id: packet.rpl_instance_id(),
+                expect_ack: packet.dao_ack_request(),
+                sequence: packet.dao_dodag_sequence(),
+                dodag_id: packet.dao_dodag_id(),
+                options,
+            }),
             RplControlMessage::DestinationAdvertisementObjectAck => {
                 Ok(Repr::DestinationAdvertisementObjectAck {
                     rpl_instance_id: packet.rpl_instance_id(),
@@ -827,11 +791,7 @@ impl<'p> Repr<'p> {
                 packet.set_dio_dodag_id(*dodag_id);
             }
             Repr::DestinationAdvertisementObject {
-                rpl_instance_id,
-                expect_ack,
-                sequence,
-                dodag_id,
-                ..
+                rpl_instance_id, expect_ack, sequence, dodag_id, ..
             } => {
                 packet.set_msg_code(RplControlMessage::DestinationAdvertisementObject.into());
                 packet.set_rpl_instance_id((*rpl_instance_id).into());
@@ -840,11 +800,7 @@ impl<'p> Repr<'p> {
                 packet.set_dao_dodag_id(*dodag_id);
             }
             Repr::DestinationAdvertisementObjectAck {
-                rpl_instance_id,
-                sequence,
-                status,
-                dodag_id,
-                ..
+                rpl_instance_id, sequence, status, dodag_id, ..
             } => {
                 packet.set_msg_code(RplControlMessage::DestinationAdvertisementObjectAck.into());
                 packet.set_rpl_instance_id((*rpl_instance_id).into());
@@ -1507,9 +1463,7 @@ pub mod options {
         pub fn parent_address(&self) -> Option<Address> {
             if self.option_length() > 5 {
                 Some(Address::from_octets(
-                    self.buffer.as_ref()[field::TRANSIT_INFO_PARENT_ADDRESS]
-                        .try_into()
-                        .unwrap(),
+                    self.buffer.as_ref()[field::TRANSIT_INFO_PARENT_ADDRESS].try_into().unwrap(),
                 ))
             } else {
                 None
@@ -1559,8 +1513,7 @@ pub mod options {
         /// Set the Parent Address field.
         #[inline]
         pub fn set_transit_info_parent_address(&mut self, address: Address) {
-            self.buffer.as_mut()[field::TRANSIT_INFO_PARENT_ADDRESS]
-                .copy_from_slice(&address.octets());
+            self.buffer.as_mut()[field::TRANSIT_INFO_PARENT_ADDRESS].copy_from_slice(&address.octets());
         }
     }
 
@@ -1629,11 +1582,7 @@ pub mod options {
         /// Return the DODAG ID field.
         #[inline]
         pub fn dodag_id(&self) -> Address {
-            Address::from_octets(
-                self.buffer.as_ref()[field::SOLICITED_INFO_DODAG_ID]
-                    .try_into()
-                    .unwrap(),
-            )
+            Address::from_octets(self.buffer.as_ref()[field::SOLICITED_INFO_DODAG_ID].try_into().unwrap())
         }
 
         /// Return the Version Number field.
@@ -1981,12 +1930,7 @@ pub mod options {
                 Repr::Pad1 => write!(f, "Pad1"),
                 Repr::PadN(n) => write!(f, "PadN({n})"),
                 Repr::DagMetricContainer => todo!(),
-                Repr::RouteInformation {
-                    prefix_length,
-                    preference,
-                    lifetime,
-                    prefix,
-                } => {
+                Repr::RouteInformation { prefix_length, preference, lifetime, prefix } => {
                     write!(
                         f,
                         "ROUTE INFO \
@@ -2020,10 +1964,7 @@ pub mod options {
                         LifeUnit={lifetime_unit}"
                     )
                 }
-                Repr::RplTarget {
-                    prefix_length,
-                    prefix,
-                } => {
+                Repr::RplTarget { prefix_length, prefix } => {
                     write!(
                         f,
                         "RPL Target \
@@ -2119,9 +2060,7 @@ pub mod options {
                 }),
                 OptionType::RplTarget => Ok(Repr::RplTarget {
                     prefix_length: packet.target_prefix_length(),
-                    prefix: crate::wire::Ipv6Address::from_octets(
-                        packet.target_prefix().try_into().unwrap(),
-                    ),
+                    prefix: crate::wire::Ipv6Address::from_octets(packet.target_prefix().try_into().unwrap()),
                 }),
                 OptionType::TransitInformation => Ok(Repr::TransitInformation {
                     external: packet.is_external(),
@@ -2147,9 +2086,9 @@ pub mod options {
                     preferred_lifetime: packet.preferred_lifetime(),
                     destination_prefix: packet.destination_prefix(),
                 }),
-                OptionType::RplTargetDescriptor => Ok(Repr::RplTargetDescriptor {
-                    descriptor: packet.descriptor(),
-                }),
+                OptionType::RplTargetDescriptor => {
+                    Ok(Repr::RplTargetDescriptor { descriptor: packet.descriptor() })
+                }
                 OptionType::Unknown(_) => Err(Error),
             }
         }
@@ -2190,12 +2129,7 @@ pub mod options {
                 Repr::DagMetricContainer => {
                     unimplemented!();
                 }
-                Repr::RouteInformation {
-                    prefix_length,
-                    preference,
-                    lifetime,
-                    prefix,
-                } => {
+                Repr::RouteInformation { prefix_length, preference, lifetime, prefix } => {
                     packet.clear_route_info_reserved();
                     packet.set_route_info_prefix_length(*prefix_length);
                     packet.set_route_info_route_preference(*preference);
@@ -2226,10 +2160,7 @@ pub mod options {
                     packet.set_dodag_conf_default_lifetime(*default_lifetime);
                     packet.set_dodag_conf_lifetime_unit(*lifetime_unit);
                 }
-                Repr::RplTarget {
-                    prefix_length,
-                    prefix,
-                } => {
+                Repr::RplTarget { prefix_length, prefix } => {
                     packet.clear_rpl_target_flags();
                     packet.set_rpl_target_prefix_length(*prefix_length);
                     packet.set_rpl_target_prefix(&prefix.octets());
@@ -2279,9 +2210,8 @@ pub mod options {
                     packet.clear_prefix_info_reserved();
                     packet.set_prefix_info_prefix_length(*prefix_length);
                     packet.set_prefix_info_on_link(*on_link);
-                    packet.set_prefix_info_autonomous_address_configuration(
-                        *autonomous_address_configuration,
-                    );
+                    packet
+                        .set_prefix_info_autonomous_address_configuration(*autonomous_address_configuration);
                     packet.set_prefix_info_router_address(*router_address);
                     packet.set_prefix_info_valid_lifetime(*valid_lifetime);
                     packet.set_prefix_info_preferred_lifetime(*preferred_lifetime);
@@ -2340,11 +2270,7 @@ pub mod data {
 
         #[inline]
         pub fn check_len(&self) -> Result<()> {
-            if self.buffer.as_ref().len() == 4 {
-                Ok(())
-            } else {
-                Err(crate::wire::Error)
-            }
+            if self.buffer.as_ref().len() == 4 { Ok(()) } else { Err(crate::wire::Error) }
         }
 
         #[inline]
@@ -2446,11 +2372,7 @@ pub mod data {
             write!(
                 f,
                 "down={} rank_error={} forw_error={} IID={:?} sender_rank={}",
-                self.down,
-                self.rank_error,
-                self.forwarding_error,
-                self.instance_id,
-                self.sender_rank
+                self.down, self.rank_error, self.forwarding_error, self.instance_id, self.sender_rank
             )
         }
     }
@@ -2475,10 +2397,7 @@ mod tests {
     fn short_option_is_rejected() {
         // A 2-byte RPL Target option (type 0x05) must be rejected, not read
         // byte 3 out of bounds.
-        assert_eq!(
-            OptionRepr::parse(&OptionPacket::new_unchecked(&[0x05, 0x00][..])),
-            Err(Error)
-        );
+        assert_eq!(OptionRepr::parse(&OptionPacket::new_unchecked(&[0x05, 0x00][..])), Err(Error));
         assert!(OptionPacket::new_checked(&[0x05, 0x00][..]).is_err());
     }
 
@@ -2495,14 +2414,12 @@ mod tests {
     fn dis_packet() {
         let data = [0x7a, 0x3b, 0x3a, 0x1a, 0x9b, 0x00, 0x00, 0x00, 0x00, 0x00];
 
-        let ll_src_address =
-            Ieee802154Address::Extended([0x9e, 0xd3, 0xa2, 0x9c, 0x57, 0x1a, 0x4f, 0xe4]);
+        let ll_src_address = Ieee802154Address::Extended([0x9e, 0xd3, 0xa2, 0x9c, 0x57, 0x1a, 0x4f, 0xe4]);
         let ll_dst_address = Ieee802154Address::Short([0xff, 0xff]);
 
         let packet = SixlowpanIphcPacket::new_checked(&data).unwrap();
         let repr =
-            SixlowpanIphcRepr::parse(&packet, Some(ll_src_address), Some(ll_dst_address), &[])
-                .unwrap();
+            SixlowpanIphcRepr::parse(&packet, Some(ll_src_address), Some(ll_dst_address), &[]).unwrap();
 
         let icmp_repr = match repr.next_header {
             SixlowpanNextHeader::Uncompressed(IpProtocol::Icmpv6) => {
@@ -2513,9 +2430,7 @@ mod tests {
                     &icmp_packet,
                     &ChecksumCapabilities::ignored(),
                 ) {
-                    Ok(icmp @ Icmpv6Repr::Rpl(RplRepr::DodagInformationSolicitation { .. })) => {
-                        icmp
-                    }
+                    Ok(icmp @ Icmpv6Repr::Rpl(RplRepr::DodagInformationSolicitation { .. })) => icmp,
                     _ => unreachable!(),
                 }
             }
@@ -2524,15 +2439,11 @@ mod tests {
 
         // We also try to emit the packet:
         let mut buffer = vec![0u8; repr.buffer_len() + icmp_repr.buffer_len()];
-        repr.emit(&mut SixlowpanIphcPacket::new_unchecked(
-            &mut buffer[..repr.buffer_len()],
-        ));
+        repr.emit(&mut SixlowpanIphcPacket::new_unchecked(&mut buffer[..repr.buffer_len()]));
         icmp_repr.emit(
             &repr.src_addr.into(),
             &repr.dst_addr.into(),
-            &mut Icmpv6Packet::new_unchecked(
-                &mut buffer[repr.buffer_len()..][..icmp_repr.buffer_len()],
-            ),
+            &mut Icmpv6Packet::new_unchecked(&mut buffer[repr.buffer_len()..][..icmp_repr.buffer_len()]),
             &ChecksumCapabilities::ignored(),
         );
 
@@ -2543,30 +2454,23 @@ mod tests {
     #[test]
     fn dio_packet() {
         let data = [
-            0x9b, 0x01, 0x00, 0x00, 0x00, 0xf0, 0x00, 0x80, 0x08, 0xf0, 0x00, 0x00, 0xfd, 0x00,
-            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01,
-            0x04, 0x0e, 0x00, 0x08, 0x0c, 0x00, 0x04, 0x00, 0x00, 0x80, 0x00, 0x01, 0x00, 0x1e,
-            0x00, 0x3c, 0x08, 0x1e, 0x40, 0x40, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-            0x00, 0x00, 0x00, 0x00, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-            0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x9b, 0x01, 0x00, 0x00, 0x00, 0xf0, 0x00, 0x80, 0x08, 0xf0, 0x00, 0x00, 0xfd, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x04, 0x0e, 0x00, 0x08,
+            0x0c, 0x00, 0x04, 0x00, 0x00, 0x80, 0x00, 0x01, 0x00, 0x1e, 0x00, 0x3c, 0x08, 0x1e, 0x40, 0x40,
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xfd, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
         ];
 
         let addr = Address::from_octets([
-            0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0x00, 0x01, 0x00, 0x01,
-            0x00, 0x01,
+            0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01,
         ]);
 
-        let dest_prefix = [
-            0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-            0x00, 0x00,
-        ];
+        let dest_prefix =
+            [0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00];
 
         let packet = Packet::new_checked(&data[..]).unwrap();
         assert_eq!(packet.msg_type(), Message::RplControl);
-        assert_eq!(
-            RplControlMessage::from(packet.msg_code()),
-            RplControlMessage::DodagInformationObject
-        );
+        assert_eq!(RplControlMessage::from(packet.msg_code()), RplControlMessage::DodagInformationObject);
 
         let mut dio_repr = RplRepr::parse(&packet).unwrap();
         match dio_repr {
@@ -2644,15 +2548,12 @@ mod tests {
             _ => unreachable!(),
         }
 
-        let mut options_buffer =
-            vec![0u8; dodag_conf_option.buffer_len() + prefix_info_option.buffer_len()];
+        let mut options_buffer = vec![0u8; dodag_conf_option.buffer_len() + prefix_info_option.buffer_len()];
 
-        dodag_conf_option.emit(&mut OptionPacket::new_unchecked(
-            &mut options_buffer[..dodag_conf_option.buffer_len()],
-        ));
+        dodag_conf_option
+            .emit(&mut OptionPacket::new_unchecked(&mut options_buffer[..dodag_conf_option.buffer_len()]));
         prefix_info_option.emit(&mut OptionPacket::new_unchecked(
-            &mut options_buffer[dodag_conf_option.buffer_len()..]
-                [..prefix_info_option.buffer_len()],
+            &mut options_buffer[dodag_conf_option.buffer_len()..][..prefix_info_option.buffer_len()],
         ));
 
         dio_repr.set_options(&options_buffer[..]);
@@ -2667,20 +2568,17 @@ mod tests {
     #[test]
     fn dao_packet() {
         let data = [
-            0x9b, 0x02, 0x00, 0x00, 0x00, 0x80, 0x00, 0xf1, 0x05, 0x12, 0x00, 0x80, 0xfd, 0x00,
-            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x02, 0x00, 0x02, 0x00, 0x02,
-            0x06, 0x14, 0x00, 0x00, 0x00, 0x1e, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-            0x02, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01,
+            0x9b, 0x02, 0x00, 0x00, 0x00, 0x80, 0x00, 0xf1, 0x05, 0x12, 0x00, 0x80, 0xfd, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x02, 0x00, 0x02, 0x00, 0x02, 0x06, 0x14, 0x00, 0x00,
+            0x00, 0x1e, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0x00, 0x01, 0x00, 0x01,
+            0x00, 0x01,
         ];
 
-        let target_prefix = [
-            0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x02, 0x00, 0x02,
-            0x00, 0x02,
-        ];
+        let target_prefix =
+            [0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x02, 0x00, 0x02, 0x00, 0x02];
 
         let parent_addr = Address::from_octets([
-            0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0x00, 0x01, 0x00, 0x01,
-            0x00, 0x01,
+            0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01,
         ]);
 
         let packet = Packet::new_checked(&data[..]).unwrap();
@@ -2705,10 +2603,7 @@ mod tests {
 
         let rpl_target_option = OptionRepr::parse(&option).unwrap();
         match rpl_target_option {
-            OptionRepr::RplTarget {
-                prefix_length,
-                prefix,
-            } => {
+            OptionRepr::RplTarget { prefix_length, prefix } => {
                 assert_eq!(prefix_length, 128);
                 assert_eq!(prefix.octets(), target_prefix);
             }
@@ -2734,15 +2629,12 @@ mod tests {
             _ => unreachable!(),
         }
 
-        let mut options_buffer =
-            vec![0u8; rpl_target_option.buffer_len() + transit_info_option.buffer_len()];
+        let mut options_buffer = vec![0u8; rpl_target_option.buffer_len() + transit_info_option.buffer_len()];
 
-        rpl_target_option.emit(&mut OptionPacket::new_unchecked(
-            &mut options_buffer[..rpl_target_option.buffer_len()],
-        ));
+        rpl_target_option
+            .emit(&mut OptionPacket::new_unchecked(&mut options_buffer[..rpl_target_option.buffer_len()]));
         transit_info_option.emit(&mut OptionPacket::new_unchecked(
-            &mut options_buffer[rpl_target_option.buffer_len()..]
-                [..transit_info_option.buffer_len()],
+            &mut options_buffer[rpl_target_option.buffer_len()..][..transit_info_option.buffer_len()],
         ));
 
         dao_repr.set_options(&options_buffer[..]);
@@ -2782,8 +2674,8 @@ mod tests {
         assert_eq!(&data[..], &buffer[..]);
 
         let data = [
-            0x9b, 0x03, 0x0, 0x0, 0x1e, 0x80, 0xf0, 0x00, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00,
-            0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01,
+            0x9b, 0x03, 0x0, 0x0, 0x1e, 0x80, 0xf0, 0x00, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01,
         ];
 
         let packet = Packet::new_checked(&data[..]).unwrap();
@@ -2799,10 +2691,7 @@ mod tests {
                 assert_eq!(rpl_instance_id, InstanceId::from(30));
                 assert_eq!(sequence, 240);
                 assert_eq!(status, 0x0);
-                assert_eq!(
-                    dodag_id,
-                    Some(Ipv6Address::new(0xfe80, 0, 0, 0, 0x0200, 0, 0, 1))
-                );
+                assert_eq!(dodag_id, Some(Ipv6Address::new(0xfe80, 0, 0, 0, 0x0200, 0, 0, 1)));
             }
             _ => unreachable!(),
         }

@@ -158,11 +158,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
             Err(Error)
         } else {
             let header_len = self.header_len() as usize;
-            if len < header_len || header_len < field::URGENT.end {
-                Err(Error)
-            } else {
-                Ok(())
-            }
+            if len < header_len || header_len < field::URGENT.end { Err(Error) } else { Ok(()) }
         }
     }
 
@@ -380,8 +376,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
         let data = self.buffer.as_ref();
 
-        checksum::pseudo_header(src_addr, dst_addr, IpProtocol::Tcp, data.len() as u32)
-            == self.checksum()
+        checksum::pseudo_header(src_addr, dst_addr, IpProtocol::Tcp, data.len() as u32) == self.checksum()
     }
 
     /// Validate the packet checksum.
@@ -466,11 +461,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_fin(&mut self, value: bool) {
         let data = self.buffer.as_mut();
         let raw = NetworkEndian::read_u16(&data[field::FLAGS]);
-        let raw = if value {
-            raw | field::FLG_FIN
-        } else {
-            raw & !field::FLG_FIN
-        };
+        let raw = if value { raw | field::FLG_FIN } else { raw & !field::FLG_FIN };
         NetworkEndian::write_u16(&mut data[field::FLAGS], raw)
     }
 
@@ -479,11 +470,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_syn(&mut self, value: bool) {
         let data = self.buffer.as_mut();
         let raw = NetworkEndian::read_u16(&data[field::FLAGS]);
-        let raw = if value {
-            raw | field::FLG_SYN
-        } else {
-            raw & !field::FLG_SYN
-        };
+        let raw = if value { raw | field::FLG_SYN } else { raw & !field::FLG_SYN };
         NetworkEndian::write_u16(&mut data[field::FLAGS], raw)
     }
 
@@ -492,11 +479,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_rst(&mut self, value: bool) {
         let data = self.buffer.as_mut();
         let raw = NetworkEndian::read_u16(&data[field::FLAGS]);
-        let raw = if value {
-            raw | field::FLG_RST
-        } else {
-            raw & !field::FLG_RST
-        };
+        let raw = if value { raw | field::FLG_RST } else { raw & !field::FLG_RST };
         NetworkEndian::write_u16(&mut data[field::FLAGS], raw)
     }
 
@@ -505,11 +488,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_psh(&mut self, value: bool) {
         let data = self.buffer.as_mut();
         let raw = NetworkEndian::read_u16(&data[field::FLAGS]);
-        let raw = if value {
-            raw | field::FLG_PSH
-        } else {
-            raw & !field::FLG_PSH
-        };
+        let raw = if value { raw | field::FLG_PSH } else { raw & !field::FLG_PSH };
         NetworkEndian::write_u16(&mut data[field::FLAGS], raw)
     }
 
@@ -518,11 +497,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_ack(&mut self, value: bool) {
         let data = self.buffer.as_mut();
         let raw = NetworkEndian::read_u16(&data[field::FLAGS]);
-        let raw = if value {
-            raw | field::FLG_ACK
-        } else {
-            raw & !field::FLG_ACK
-        };
+        let raw = if value { raw | field::FLG_ACK } else { raw & !field::FLG_ACK };
         NetworkEndian::write_u16(&mut data[field::FLAGS], raw)
     }
 
@@ -531,11 +506,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_urg(&mut self, value: bool) {
         let data = self.buffer.as_mut();
         let raw = NetworkEndian::read_u16(&data[field::FLAGS]);
-        let raw = if value {
-            raw | field::FLG_URG
-        } else {
-            raw & !field::FLG_URG
-        };
+        let raw = if value { raw | field::FLG_URG } else { raw & !field::FLG_URG };
         NetworkEndian::write_u16(&mut data[field::FLAGS], raw)
     }
 
@@ -544,11 +515,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_ece(&mut self, value: bool) {
         let data = self.buffer.as_mut();
         let raw = NetworkEndian::read_u16(&data[field::FLAGS]);
-        let raw = if value {
-            raw | field::FLG_ECE
-        } else {
-            raw & !field::FLG_ECE
-        };
+        let raw = if value { raw | field::FLG_ECE } else { raw & !field::FLG_ECE };
         NetworkEndian::write_u16(&mut data[field::FLAGS], raw)
     }
 
@@ -557,11 +524,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_cwr(&mut self, value: bool) {
         let data = self.buffer.as_mut();
         let raw = NetworkEndian::read_u16(&data[field::FLAGS]);
-        let raw = if value {
-            raw | field::FLG_CWR
-        } else {
-            raw & !field::FLG_CWR
-        };
+        let raw = if value { raw | field::FLG_CWR } else { raw & !field::FLG_CWR };
         NetworkEndian::write_u16(&mut data[field::FLAGS], raw)
     }
 
@@ -570,11 +533,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_ns(&mut self, value: bool) {
         let data = self.buffer.as_mut();
         let raw = NetworkEndian::read_u16(&data[field::FLAGS]);
-        let raw = if value {
-            raw | field::FLG_NS
-        } else {
-            raw & !field::FLG_NS
-        };
+        let raw = if value { raw | field::FLG_NS } else { raw & !field::FLG_NS };
         NetworkEndian::write_u16(&mut data[field::FLAGS], raw)
     }
 
@@ -691,9 +650,7 @@ impl<'a> TcpOption<'a> {
                 let data = buffer.get(2..length).ok_or(Error)?;
                 match (kind, length) {
                     (field::OPT_END, _) | (field::OPT_NOP, _) => unreachable!(),
-                    (field::OPT_MSS, 4) => {
-                        option = TcpOption::MaxSegmentSize(NetworkEndian::read_u16(data))
-                    }
+                    (field::OPT_MSS, 4) => option = TcpOption::MaxSegmentSize(NetworkEndian::read_u16(data)),
                     (field::OPT_MSS, _) => return Err(Error),
                     (field::OPT_WS, 3) => option = TcpOption::WindowScale(data[0]),
                     (field::OPT_WS, _) => return Err(Error),
@@ -791,26 +748,19 @@ impl<'a> TcpOption<'a> {
                     }
                     &TcpOption::SackRange(slice) => {
                         buffer[0] = field::OPT_SACKRNG;
-                        slice
-                            .iter()
-                            .filter(|s| s.is_some())
-                            .enumerate()
-                            .for_each(|(i, s)| {
-                                let (first, second) = *s.as_ref().unwrap();
-                                let pos = i * 8 + 2;
-                                NetworkEndian::write_u32(&mut buffer[pos..], first);
-                                NetworkEndian::write_u32(&mut buffer[pos + 4..], second);
-                            });
+                        slice.iter().filter(|s| s.is_some()).enumerate().for_each(|(i, s)| {
+                            let (first, second) = *s.as_ref().unwrap();
+                            let pos = i * 8 + 2;
+                            NetworkEndian::write_u32(&mut buffer[pos..], first);
+                            NetworkEndian::write_u32(&mut buffer[pos + 4..], second);
+                        });
                     }
                     &TcpOption::TimeStamp { tsval, tsecr } => {
                         buffer[0] = field::OPT_TSTAMP;
                         NetworkEndian::write_u32(&mut buffer[2..], tsval);
                         NetworkEndian::write_u32(&mut buffer[6..], tsecr);
                     }
-                    &TcpOption::Unknown {
-                        kind,
-                        data: provided,
-                    } => {
+                    &TcpOption::Unknown { kind, data: provided } => {
                         buffer[0] = kind;
                         buffer[2..].copy_from_slice(provided)
                     }
@@ -885,10 +835,7 @@ impl TcpTimestampRepr {
         Self::generate_reply_with_tsval(generator, self.tsval)
     }
 
-    pub fn generate_reply_with_tsval(
-        generator: Option<TcpTimestampGenerator>,
-        tsval: u32,
-    ) -> Option<Self> {
+    pub fn generate_reply_with_tsval(generator: Option<TcpTimestampGenerator>, tsval: u32) -> Option<Self> {
         Some(Self::new(generator?(), tsval))
     }
 }
@@ -1009,11 +956,7 @@ impl<'a> Repr<'a> {
         if self.timestamp.is_some() {
             length += 10;
         }
-        let sack_range_len: usize = self
-            .sack_ranges
-            .iter()
-            .map(|o| o.map(|_| 8).unwrap_or(0))
-            .sum();
+        let sack_range_len: usize = self.sack_ranges.iter().map(|o| o.map(|_| 8).unwrap_or(0)).sum();
         if sack_range_len > 0 {
             length += sack_range_len + 2;
         }
@@ -1072,11 +1015,7 @@ impl<'a> Repr<'a> {
             }
             if let Some(timestamp) = self.timestamp {
                 let tmp = options;
-                options = TcpOption::TimeStamp {
-                    tsval: timestamp.tsval,
-                    tsecr: timestamp.tsecr,
-                }
-                .emit(tmp);
+                options = TcpOption::TimeStamp { tsval: timestamp.tsval, tsecr: timestamp.tsecr }.emit(tmp);
             }
 
             if !options.is_empty() {
@@ -1158,9 +1097,7 @@ impl<T: AsRef<[u8]> + ?Sized> fmt::Display for Packet<&T> {
                 TcpOption::WindowScale(value) => write!(f, " ws={value}")?,
                 TcpOption::SackPermitted => write!(f, " sACK")?,
                 TcpOption::SackRange(slice) => write!(f, " sACKr{slice:?}")?, // debug print conveniently includes the []s
-                TcpOption::TimeStamp { tsval, tsecr } => {
-                    write!(f, " tsval {tsval:08x} tsecr {tsecr:08x}")?
-                }
+                TcpOption::TimeStamp { tsval, tsecr } => write!(f, " tsval {tsval:08x} tsecr {tsecr:08x}")?,
                 TcpOption::Unknown { kind, .. } => write!(f, " opt({kind})")?,
             }
             options = next_options;
@@ -1243,8 +1180,8 @@ mod test {
 
     #[cfg(feature = "proto-ipv4")]
     static PACKET_BYTES: [u8; 28] = [
-        0xbf, 0x00, 0x00, 0x50, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x60, 0x35, 0x01,
-        0x23, 0x01, 0xb6, 0x02, 0x01, 0x03, 0x03, 0x0c, 0x01, 0xaa, 0x00, 0x00, 0xff,
+        0xbf, 0x00, 0x00, 0x50, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x60, 0x35, 0x01, 0x23, 0x01,
+        0xb6, 0x02, 0x01, 0x03, 0x03, 0x0c, 0x01, 0xaa, 0x00, 0x00, 0xff,
     ];
 
     #[cfg(feature = "proto-ipv4")]
@@ -1319,8 +1256,8 @@ mod test {
 
     #[cfg(feature = "proto-ipv4")]
     static SYN_PACKET_BYTES: [u8; 24] = [
-        0xbf, 0x00, 0x00, 0x50, 0x01, 0x23, 0x45, 0x67, 0x00, 0x00, 0x00, 0x00, 0x50, 0x02, 0x01,
-        0x23, 0x7a, 0x8d, 0x00, 0x00, 0xaa, 0x00, 0x00, 0xff,
+        0xbf, 0x00, 0x00, 0x50, 0x01, 0x23, 0x45, 0x67, 0x00, 0x00, 0x00, 0x00, 0x50, 0x02, 0x01, 0x23, 0x7a,
+        0x8d, 0x00, 0x00, 0xaa, 0x00, 0x00, 0xff,
     ];
 
     #[cfg(feature = "proto-ipv4")]
@@ -1345,13 +1282,8 @@ mod test {
     #[cfg(feature = "proto-ipv4")]
     fn test_parse() {
         let packet = Packet::new_unchecked(&SYN_PACKET_BYTES[..]);
-        let repr = Repr::parse(
-            &packet,
-            &SRC_ADDR.into(),
-            &DST_ADDR.into(),
-            &ChecksumCapabilities::default(),
-        )
-        .unwrap();
+        let repr = Repr::parse(&packet, &SRC_ADDR.into(), &DST_ADDR.into(), &ChecksumCapabilities::default())
+            .unwrap();
         assert_eq!(repr, packet_repr());
     }
 
@@ -1361,12 +1293,7 @@ mod test {
         let repr = packet_repr();
         let mut bytes = vec![0xa5; repr.buffer_len()];
         let mut packet = Packet::new_unchecked(&mut bytes);
-        repr.emit(
-            &mut packet,
-            &SRC_ADDR.into(),
-            &DST_ADDR.into(),
-            &ChecksumCapabilities::default(),
-        );
+        repr.emit(&mut packet, &SRC_ADDR.into(), &DST_ADDR.into(), &ChecksumCapabilities::default());
         assert_eq!(&*packet.into_inner(), &SYN_PACKET_BYTES[..]);
     }
 
@@ -1401,8 +1328,8 @@ mod test {
         assert_option_parses!(
             TcpOption::SackRange([Some((875, 1225)), Some((1500, 2500)), None]),
             &[
-                0x05, 0x12, 0x00, 0x00, 0x03, 0x6b, 0x00, 0x00, 0x04, 0xc9, 0x00, 0x00, 0x05, 0xdc,
-                0x00, 0x00, 0x09, 0xc4
+                0x05, 0x12, 0x00, 0x00, 0x03, 0x6b, 0x00, 0x00, 0x04, 0xc9, 0x00, 0x00, 0x05, 0xdc, 0x00,
+                0x00, 0x09, 0xc4
             ]
         );
         assert_option_parses!(
@@ -1412,15 +1339,12 @@ mod test {
                 Some((876543210, 876654320))
             ]),
             &[
-                0x05, 0x1a, 0x00, 0x0d, 0x59, 0xf8, 0x00, 0x12, 0xb1, 0x28, 0x00, 0x16, 0xe3, 0x60,
-                0x00, 0x26, 0x25, 0xa0, 0x34, 0x3e, 0xfc, 0xea, 0x34, 0x40, 0xae, 0xf0
+                0x05, 0x1a, 0x00, 0x0d, 0x59, 0xf8, 0x00, 0x12, 0xb1, 0x28, 0x00, 0x16, 0xe3, 0x60, 0x00,
+                0x26, 0x25, 0xa0, 0x34, 0x3e, 0xfc, 0xea, 0x34, 0x40, 0xae, 0xf0
             ]
         );
         assert_option_parses!(
-            TcpOption::TimeStamp {
-                tsval: 5000000,
-                tsecr: 7000000
-            },
+            TcpOption::TimeStamp { tsval: 5000000, tsecr: 7000000 },
             &[
                 0x08, // data length
                 0x0a, // type
@@ -1429,10 +1353,7 @@ mod test {
             ]
         );
         assert_option_parses!(
-            TcpOption::Unknown {
-                kind: 12,
-                data: &[1, 2, 3][..]
-            },
+            TcpOption::Unknown { kind: 12, data: &[1, 2, 3][..] },
             &[0x0c, 0x05, 0x01, 0x02, 0x03]
         )
     }
@@ -1453,9 +1374,8 @@ mod test {
         let mut packet = Packet::new_unchecked(&mut bytes);
         packet.set_header_len(32);
         // MSS=1460 (4b: 02 04 05 b4), WS=7 (3b: 03 03 07), SACK_PERM (2b: 04 02), NOP (1b: 01), END (1b: 00)
-        let options_bytes: [u8; 12] = [
-            0x02, 0x04, 0x05, 0xb4, 0x03, 0x03, 0x07, 0x04, 0x02, 0x01, 0x00, 0x00,
-        ];
+        let options_bytes: [u8; 12] =
+            [0x02, 0x04, 0x05, 0xb4, 0x03, 0x03, 0x07, 0x04, 0x02, 0x01, 0x00, 0x00];
         packet.options_mut()[..12].copy_from_slice(&options_bytes);
 
         let summary = packet.options_summary().unwrap();

@@ -60,11 +60,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
             Err(Error)
         } else {
             let field_len = self.len() as usize;
-            if buffer_len < field_len || field_len < HEADER_LEN {
-                Err(Error)
-            } else {
-                Ok(())
-            }
+            if buffer_len < field_len || field_len < HEADER_LEN { Err(Error) } else { Ok(()) }
         }
     }
 
@@ -114,8 +110,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return true;
         }
 
-        checksum::pseudo_header(src_addr, dst_addr, IpProtocol::Udp, self.len() as u32)
-            == self.checksum()
+        checksum::pseudo_header(src_addr, dst_addr, IpProtocol::Udp, self.len() as u32) == self.checksum()
     }
 
     /// Validate the packet checksum.
@@ -256,10 +251,7 @@ impl Repr {
             }
         }
 
-        Ok(Repr {
-            src_port: packet.src_port(),
-            dst_port: packet.dst_port(),
-        })
+        Ok(Repr { src_port: packet.src_port(), dst_port: packet.dst_port() })
     }
 
     /// Return the length of the packet header that will be emitted from this high-level representation.
@@ -312,13 +304,7 @@ impl Repr {
 impl<T: AsRef<[u8]> + ?Sized> fmt::Display for Packet<&T> {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         // Cannot use Repr::parse because we don't have the IP addresses.
-        write!(
-            f,
-            "UDP src={} dst={} len={}",
-            self.src_port(),
-            self.dst_port(),
-            self.payload().len()
-        )
+        write!(f, "UDP src={} dst={} len={}", self.src_port(), self.dst_port(), self.payload().len())
     }
 }
 
@@ -376,14 +362,11 @@ mod test {
     const DST_ADDR: Ipv4Address = Ipv4Address::new(192, 168, 1, 2);
 
     #[cfg(feature = "proto-ipv4")]
-    static PACKET_BYTES: [u8; 12] = [
-        0xbf, 0x00, 0x00, 0x35, 0x00, 0x0c, 0x12, 0x4d, 0xaa, 0x00, 0x00, 0xff,
-    ];
+    static PACKET_BYTES: [u8; 12] = [0xbf, 0x00, 0x00, 0x35, 0x00, 0x0c, 0x12, 0x4d, 0xaa, 0x00, 0x00, 0xff];
 
     #[cfg(feature = "proto-ipv4")]
-    static NO_CHECKSUM_PACKET: [u8; 12] = [
-        0xbf, 0x00, 0x00, 0x35, 0x00, 0x0c, 0x00, 0x00, 0xaa, 0x00, 0x00, 0xff,
-    ];
+    static NO_CHECKSUM_PACKET: [u8; 12] =
+        [0xbf, 0x00, 0x00, 0x35, 0x00, 0x0c, 0x00, 0x00, 0xaa, 0x00, 0x00, 0xff];
 
     #[cfg(feature = "proto-ipv4")]
     static PAYLOAD_BYTES: [u8; 4] = [0xaa, 0x00, 0x00, 0xff];
@@ -448,23 +431,15 @@ mod test {
 
     #[cfg(feature = "proto-ipv4")]
     fn packet_repr() -> Repr {
-        Repr {
-            src_port: 48896,
-            dst_port: 53,
-        }
+        Repr { src_port: 48896, dst_port: 53 }
     }
 
     #[test]
     #[cfg(feature = "proto-ipv4")]
     fn test_parse() {
         let packet = Packet::new_unchecked(&PACKET_BYTES[..]);
-        let repr = Repr::parse(
-            &packet,
-            &SRC_ADDR.into(),
-            &DST_ADDR.into(),
-            &ChecksumCapabilities::default(),
-        )
-        .unwrap();
+        let repr = Repr::parse(&packet, &SRC_ADDR.into(), &DST_ADDR.into(), &ChecksumCapabilities::default())
+            .unwrap();
         assert_eq!(repr, packet_repr());
     }
 
@@ -489,13 +464,8 @@ mod test {
     #[cfg(feature = "proto-ipv4")]
     fn test_checksum_omitted() {
         let packet = Packet::new_unchecked(&NO_CHECKSUM_PACKET[..]);
-        let repr = Repr::parse(
-            &packet,
-            &SRC_ADDR.into(),
-            &DST_ADDR.into(),
-            &ChecksumCapabilities::default(),
-        )
-        .unwrap();
+        let repr = Repr::parse(&packet, &SRC_ADDR.into(), &DST_ADDR.into(), &ChecksumCapabilities::default())
+            .unwrap();
         assert_eq!(repr, packet_repr());
     }
 }

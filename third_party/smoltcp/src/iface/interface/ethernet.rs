@@ -25,14 +25,8 @@ impl InterfaceInner {
             EthernetProtocol::Ipv4 => {
                 let ipv4_packet = check!(Ipv4Packet::new_checked(eth_frame.payload()));
 
-                self.process_ipv4(
-                    sockets,
-                    meta,
-                    eth_frame.src_addr().into(),
-                    &ipv4_packet,
-                    fragments,
-                )
-                .map(EthernetPacket::Ip)
+                self.process_ipv4(sockets, meta, eth_frame.src_addr().into(), &ipv4_packet, fragments)
+                    .map(EthernetPacket::Ip)
             }
             #[cfg(feature = "proto-ipv6")]
             EthernetProtocol::Ipv6 => {

@@ -39,9 +39,7 @@ impl InterfaceInner {
         }
 
         match ieee802154_frame.payload() {
-            Some(payload) => {
-                self.process_sixlowpan(sockets, meta, &ieee802154_repr, payload, _fragments)
-            }
+            Some(payload) => self.process_sixlowpan(sockets, meta, &ieee802154_repr, payload, _fragments),
             None => None,
         }
     }
@@ -75,11 +73,7 @@ impl InterfaceInner {
     }
 
     #[cfg(feature = "proto-sixlowpan-fragmentation")]
-    pub(super) fn dispatch_ieee802154_frag<Tx: TxToken>(
-        &mut self,
-        tx_token: Tx,
-        frag: &mut Fragmenter,
-    ) {
+    pub(super) fn dispatch_ieee802154_frag<Tx: TxToken>(&mut self, tx_token: Tx, frag: &mut Fragmenter) {
         // Create the IEEE802.15.4 header.
         let ieee_repr = Ieee802154Repr {
             frame_type: Ieee802154FrameType::Data,

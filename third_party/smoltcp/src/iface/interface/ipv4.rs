@@ -21,8 +21,7 @@ impl Interface {
         if pkt.packet_len > pkt.sent_bytes
             && let Some(tx_token) = device.transmit(self.inner.now)
         {
-            self.inner
-                .dispatch_ipv4_frag(tx_token, &mut self.fragmenter);
+            self.inner.dispatch_ipv4_frag(tx_token, &mut self.fragmenter);
         }
     }
 }
@@ -156,13 +155,10 @@ impl InterfaceInner {
         {
             use crate::socket::dhcpv4::Socket as Dhcpv4Socket;
 
-            if ipv4_repr.next_header == IpProtocol::Udp
-                && matches!(self.caps.medium, Medium::Ethernet)
-            {
+            if ipv4_repr.next_header == IpProtocol::Udp && matches!(self.caps.medium, Medium::Ethernet) {
                 let udp_packet = check!(UdpPacket::new_checked(ip_payload));
-                if let Some(dhcp_socket) = sockets
-                    .items_mut()
-                    .find_map(|i| Dhcpv4Socket::downcast_mut(&mut i.socket))
+                if let Some(dhcp_socket) =
+                    sockets.items_mut().find_map(|i| Dhcpv4Socket::downcast_mut(&mut i.socket))
                 {
                     // First check for source and dest ports, then do `UdpRepr::parse` if they match.
                     // This way we avoid validating the UDP checksum twice for all non-DHCP UDP packets (one here, one in `process_udp`)
@@ -189,10 +185,7 @@ impl InterfaceInner {
             // Ignore IP packets not directed at us, or broadcast, or any of the multicast groups.
 
             if !ipv4_repr.dst_addr.x_is_unicast() {
-                net_trace!(
-                    "Rejecting IPv4 packet; {} is not a unicast address",
-                    ipv4_repr.dst_addr
-                );
+                net_trace!("Rejecting IPv4 packet; {} is not a unicast address", ipv4_repr.dst_addr);
                 return None;
             }
 
@@ -226,14 +219,10 @@ impl InterfaceInner {
             IpProtocol::Igmp => self.process_igmp(ipv4_repr, ip_payload),
 
             #[cfg(any(feature = "socket-udp", feature = "socket-dns"))]
-            IpProtocol::Udp => {
-                self.process_udp(sockets, meta, handled_by_raw_socket, ip_repr, ip_payload)
-            }
+            IpProtocol::Udp => self.process_udp(sockets, meta, handled_by_raw_socket, ip_repr, ip_payload),
 
             #[cfg(feature = "socket-tcp")]
-            IpProtocol::Tcp => {
-                self.process_tcp(sockets, handled_by_raw_socket, ip_repr, ip_payload)
-            }
+            IpProtocol::Tcp => self.process_tcp(sockets, handled_by_raw_socket, ip_repr, ip_payload),
 
             _ if handled_by_raw_socket => None,
 
@@ -294,11 +283,7 @@ impl InterfaceInner {
                 // We fill from requests too because if someone is requesting our address they
                 // are probably going to talk to us, so we avoid having to request their address
                 // when we later reply to them.
-                self.neighbor_cache.fill(
-                    source_protocol_addr.into(),
-                    source_hardware_addr.into(),
-                    timestamp,
-                );
+                self.neighbor_cache.fill(source_protocol_addr.into(), source_hardware_addr.into(), timestamp);
 
                 if operation == ArpOperation::Request {
                     let src_hardware_addr = self.hardware_addr.ethernet_or_panic();
@@ -330,10 +315,7 @@ impl InterfaceInner {
         let mut handled_by_icmp_socket = false;
 
         #[cfg(all(feature = "socket-icmp", feature = "proto-ipv4"))]
-        for icmp_socket in _sockets
-            .items_mut()
-            .filter_map(|i| icmp::Socket::downcast_mut(&mut i.socket))
-        {
+        for icmp_socket in _sockets.items_mut().filter_map(|i| icmp::Socket::downcast_mut(&mut i.socket)) {
             if icmp_socket.accepts_v4(self, &ip_repr, &icmp_repr) {
                 icmp_socket.process_v4(self, &ip_repr, &icmp_repr);
                 handled_by_icmp_socket = true;
@@ -343,16 +325,8 @@ impl InterfaceInner {
         match icmp_repr {
             // Respond to echo requests.
             #[cfg(all(feature = "proto-ipv4", feature = "auto-icmp-echo-reply"))]
-            Icmpv4Repr::EchoRequest {
-                ident,
-                seq_no,
-                data,
-            } => {
-                let icmp_reply_repr = Icmpv4Repr::EchoReply {
-                    ident,
-                    seq_no,
-                    data,
-                };
+            Icmpv4Repr::EchoRequest { ident, seq_no, data } => {
+                let icmp_reply_repr = Icmpv4Repr::EchoReply { ident, seq_no, data };
                 self.icmpv4_reply(ip_repr, icmp_reply_repr)
             }
 
@@ -387,10 +361,7 @@ impl InterfaceInner {
                 payload_len: icmp_repr.buffer_len(),
                 hop_limit: 64,
             };
-            Some(Packet::new_ipv4(
-                ipv4_reply_repr,
-                IpPayload::Icmpv4(icmp_repr),
-            ))
+            Some(Packet::new_ipv4(ipv4_reply_repr, IpPayload::Icmpv4(icmp_repr)))
         } else if self.is_broadcast_v4(ipv4_repr.dst_addr) {
             // Only reply to broadcasts for echo replies and not other ICMP messages
             match icmp_repr {
@@ -403,10 +374,7 @@ impl InterfaceInner {
                             payload_len: icmp_repr.buffer_len(),
                             hop_limit: 64,
                         };
-                        Some(Packet::new_ipv4(
-                            ipv4_reply_repr,
-                            IpPayload::Icmpv4(icmp_repr),
-                        ))
+                        Some(Packet::new_ipv4(ipv4_reply_repr, IpPayload::Icmpv4(icmp_repr)))
                     }
                     None => None,
                 },
@@ -459,8 +427,7 @@ impl InterfaceInner {
                 tx_buffer = &mut tx_buffer[EthernetFrame::<&[u8]>::header_len()..];
             }
 
-            let mut packet =
-                Ipv4Packet::new_unchecked(&mut tx_buffer[..frag.ipv4.repr.buffer_len()]);
+            let mut packet = Ipv4Packet::new_unchecked(&mut tx_buffer[..frag.ipv4.repr.buffer_len()]);
             frag.ipv4.repr.emit(&mut packet, &caps.checksum);
             packet.set_ident(frag.ipv4.ident);
             packet.set_more_frags(more_frags);
@@ -472,8 +439,7 @@ impl InterfaceInner {
             }
 
             tx_buffer[frag.ipv4.repr.buffer_len()..][..payload_len].copy_from_slice(
-                &frag.buffer[frag.ipv4.frag_offset as usize + frag.ipv4.repr.buffer_len()..]
-                    [..payload_len],
+                &frag.buffer[frag.ipv4.frag_offset as usize + frag.ipv4.repr.buffer_len()..][..payload_len],
             );
 
             // Update the frag offset for the next fragment.

@@ -77,12 +77,7 @@ impl InterfaceInner {
         // If the destination address is a loopback address, or when there are no IPv6 addresses in
         // the interface, then the loopback address is the only candidate source address.
         if dst_addr.is_loopback()
-            || self
-                .ip_addrs
-                .iter()
-                .filter(|a| matches!(a, IpCidr::Ipv6(_)))
-                .count()
-                == 0
+            || self.ip_addrs.iter().filter(|a| matches!(a, IpCidr::Ipv6(_))).count() == 0
         {
             return Ipv6Address::LOCALHOST;
         }
@@ -113,17 +108,11 @@ impl InterfaceInner {
             }
 
             // Rule 2: prefer appropriate scope.
-            if (candidate.address().x_multicast_scope() as u8)
-                < (addr.address().x_multicast_scope() as u8)
-            {
-                if (candidate.address().x_multicast_scope() as u8)
-                    < (dst_addr.x_multicast_scope() as u8)
-                {
+            if (candidate.address().x_multicast_scope() as u8) < (addr.address().x_multicast_scope() as u8) {
+                if (candidate.address().x_multicast_scope() as u8) < (dst_addr.x_multicast_scope() as u8) {
                     candidate = addr;
                 }
-            } else if (addr.address().x_multicast_scope() as u8)
-                > (dst_addr.x_multicast_scope() as u8)
-            {
+            } else if (addr.address().x_multicast_scope() as u8) > (dst_addr.x_multicast_scope() as u8) {
                 candidate = addr;
             }
 
@@ -177,11 +166,7 @@ impl InterfaceInner {
             #[cfg(feature = "proto-ipv6")]
             IpCidr::Ipv6(cidr) => {
                 let addr = cidr.address();
-                if addr.is_link_local() {
-                    Some(addr)
-                } else {
-                    None
-                }
+                if addr.is_link_local() { Some(addr) } else { None }
             }
         })
     }
@@ -215,10 +200,7 @@ impl InterfaceInner {
             && !ipv6_repr.dst_addr.is_loopback()
         {
             if !ipv6_repr.dst_addr.x_is_unicast() {
-                net_trace!(
-                    "Rejecting IPv6 packet; {} is not a unicast address",
-                    ipv6_repr.dst_addr
-                );
+                net_trace!("Rejecting IPv6 packet; {} is not a unicast address", ipv6_repr.dst_addr);
                 return None;
             }
 
@@ -250,14 +232,7 @@ impl InterfaceInner {
             );
         }
 
-        self.process_nxt_hdr(
-            sockets,
-            meta,
-            ipv6_repr,
-            next_header,
-            handled_by_raw_socket,
-            ip_payload,
-        )
+        self.process_nxt_hdr(sockets, meta, ipv6_repr, next_header, handled_by_raw_socket, ip_payload)
     }
 
     fn process_hopbyhop<'frame>(
@@ -266,8 +241,7 @@ impl InterfaceInner {
         ip_payload: &'frame [u8],
     ) -> HopByHopResponse<'frame> {
         let param_problem = || {
-            let payload_len =
-                icmp_reply_payload_len(ip_payload.len(), IPV6_MIN_MTU, ipv6_repr.buffer_len());
+            let payload_len = icmp_reply_payload_len(ip_payload.len(), IPV6_MIN_MTU, ipv6_repr.buffer_len());
             self.icmpv6_reply(
                 ipv6_repr,
                 Icmpv6Repr::ParamProblem {
@@ -286,29 +260,26 @@ impl InterfaceInner {
 
         for opt_repr in &hbh_repr.options {
             match opt_repr {
-                Ipv6OptionRepr::Pad1 | Ipv6OptionRepr::PadN(_) | Ipv6OptionRepr::RouterAlert(_) => {
-                }
+                Ipv6OptionRepr::Pad1 | Ipv6OptionRepr::PadN(_) | Ipv6OptionRepr::RouterAlert(_) => {}
                 #[cfg(feature = "proto-rpl")]
                 Ipv6OptionRepr::Rpl(_) => {}
 
-                Ipv6OptionRepr::Unknown { type_, .. } => {
-                    match Ipv6OptionFailureType::from(*type_) {
-                        Ipv6OptionFailureType::Skip => (),
-                        Ipv6OptionFailureType::Discard => {
+                Ipv6OptionRepr::Unknown { type_, .. } => match Ipv6OptionFailureType::from(*type_) {
+                    Ipv6OptionFailureType::Skip => (),
+                    Ipv6OptionFailureType::Discard => {
+                        return HopByHopResponse::Discard(None);
+                    }
+                    Ipv6OptionFailureType::DiscardSendAll => {
+                        return HopByHopResponse::Discard(param_problem());
+                    }
+                    Ipv6OptionFailureType::DiscardSendUnicast => {
+                        if !ipv6_repr.dst_addr.is_multicast() {
+                            return HopByHopResponse::Discard(param_problem());
+                        } else {
                             return HopByHopResponse::Discard(None);
                         }
-                        Ipv6OptionFailureType::DiscardSendAll => {
-                            return HopByHopResponse::Discard(param_problem());
-                        }
-                        Ipv6OptionFailureType::DiscardSendUnicast => {
-                            if !ipv6_repr.dst_addr.is_multicast() {
-                                return HopByHopResponse::Discard(param_problem());
-                            } else {
-                                return HopByHopResponse::Discard(None);
-                            }
-                        }
                     }
-                }
+                },
             }
         }
 
@@ -333,18 +304,12 @@ impl InterfaceInner {
             IpProtocol::Icmpv6 => self.process_icmpv6(sockets, ipv6_repr, ip_payload),
 
             #[cfg(any(feature = "socket-udp", feature = "socket-dns"))]
-            IpProtocol::Udp => self.process_udp(
-                sockets,
-                meta,
-                handled_by_raw_socket,
-                ipv6_repr.into(),
-                ip_payload,
-            ),
+            IpProtocol::Udp => {
+                self.process_udp(sockets, meta, handled_by_raw_socket, ipv6_repr.into(), ip_payload)
+            }
 
             #[cfg(feature = "socket-tcp")]
-            IpProtocol::Tcp => {
-                self.process_tcp(sockets, handled_by_raw_socket, ipv6_repr.into(), ip_payload)
-            }
+            IpProtocol::Tcp => self.process_tcp(sockets, handled_by_raw_socket, ipv6_repr.into(), ip_payload),
 
             #[cfg(feature = "socket-raw")]
             _ if handled_by_raw_socket => None,
@@ -385,10 +350,7 @@ impl InterfaceInner {
         #[cfg(feature = "socket-icmp")]
         {
             use crate::socket::icmp::Socket as IcmpSocket;
-            for icmp_socket in _sockets
-                .items_mut()
-                .filter_map(|i| IcmpSocket::downcast_mut(&mut i.socket))
-            {
+            for icmp_socket in _sockets.items_mut().filter_map(|i| IcmpSocket::downcast_mut(&mut i.socket)) {
                 if icmp_socket.accepts_v6(self, &ip_repr, &icmp_repr) {
                     icmp_socket.process_v6(self, &ip_repr, &icmp_repr);
                     handled_by_icmp_socket = true;
@@ -399,16 +361,8 @@ impl InterfaceInner {
         match icmp_repr {
             // Respond to echo requests.
             #[cfg(feature = "auto-icmp-echo-reply")]
-            Icmpv6Repr::EchoRequest {
-                ident,
-                seq_no,
-                data,
-            } => {
-                let icmp_reply_repr = Icmpv6Repr::EchoReply {
-                    ident,
-                    seq_no,
-                    data,
-                };
+            Icmpv6Repr::EchoRequest { ident, seq_no, data } => {
+                let icmp_reply_repr = Icmpv6Repr::EchoReply { ident, seq_no, data };
                 self.icmpv6_reply(ip_repr, icmp_reply_repr)
             }
 
@@ -428,9 +382,7 @@ impl InterfaceInner {
             #[cfg(feature = "multicast")]
             Icmpv6Repr::Mld(repr) => match repr {
                 // [RFC 3810 § 6.2], reception checks
-                MldRepr::Query { .. }
-                    if ip_repr.hop_limit == 1 && ip_repr.src_addr.is_link_local() =>
-                {
+                MldRepr::Query { .. } if ip_repr.hop_limit == 1 && ip_repr.src_addr.is_link_local() => {
                     self.process_mldv2(ip_repr, repr)
                 }
                 _ => None,
@@ -454,11 +406,7 @@ impl InterfaceInner {
         repr: NdiscRepr<'frame>,
     ) -> Option<Packet<'frame>> {
         match repr {
-            NdiscRepr::NeighborAdvert {
-                lladdr,
-                target_addr,
-                flags,
-            } => {
+            NdiscRepr::NeighborAdvert { lladdr, target_addr, flags } => {
                 let ip_addr = ip_repr.src_addr.into();
                 if let Some(lladdr) = lladdr {
                     let lladdr = check!(lladdr.parse(self.caps.medium));
@@ -473,18 +421,13 @@ impl InterfaceInner {
                 }
                 None
             }
-            NdiscRepr::NeighborSolicit {
-                target_addr,
-                lladdr,
-                ..
-            } => {
+            NdiscRepr::NeighborSolicit { target_addr, lladdr, .. } => {
                 if let Some(lladdr) = lladdr {
                     let lladdr = check!(lladdr.parse(self.caps.medium));
                     if !lladdr.is_unicast() || !target_addr.x_is_unicast() {
                         return None;
                     }
-                    self.neighbor_cache
-                        .fill(ip_repr.src_addr.into(), lladdr, self.now);
+                    self.neighbor_cache.fill(ip_repr.src_addr.into(), lladdr, self.now);
                 }
 
                 if self.has_solicited_node(ip_repr.dst_addr) && self.has_ip_addr(target_addr) {
@@ -518,8 +461,7 @@ impl InterfaceInner {
                 prefix_info,
             } if self.slaac_enabled => {
                 if ip_repr.src_addr.is_link_local()
-                    && (ip_repr.dst_addr == IPV6_LINK_LOCAL_ALL_NODES
-                        || ip_repr.dst_addr.is_link_local())
+                    && (ip_repr.dst_addr == IPV6_LINK_LOCAL_ALL_NODES || ip_repr.dst_addr.is_link_local())
                     && ip_repr.hop_limit == 255
                 {
                     self.slaac.process_advertisement(
@@ -543,11 +485,8 @@ impl InterfaceInner {
         let src_addr = ipv6_repr.dst_addr;
         let dst_addr = ipv6_repr.src_addr;
 
-        let src_addr = if src_addr.x_is_unicast() {
-            src_addr
-        } else {
-            self.get_source_address_ipv6(&dst_addr)
-        };
+        let src_addr =
+            if src_addr.x_is_unicast() { src_addr } else { self.get_source_address_ipv6(&dst_addr) };
 
         let ipv6_reply_repr = Ipv6Repr {
             src_addr,
@@ -556,10 +495,7 @@ impl InterfaceInner {
             payload_len: icmp_repr.buffer_len(),
             hop_limit: 64,
         };
-        Some(Packet::new_ipv6(
-            ipv6_reply_repr,
-            IpPayload::Icmpv6(icmp_repr),
-        ))
+        Some(Packet::new_ipv6(ipv6_reply_repr, IpPayload::Icmpv6(icmp_repr)))
     }
 
     pub(super) fn mldv2_report_packet<'any>(
@@ -569,9 +505,7 @@ impl InterfaceInner {
         // Per [RFC 3810 § 5.2.13], source addresses must be link-local, falling
         // back to the unspecified address if we haven't acquired one.
         // [RFC 3810 § 5.2.13]: https://tools.ietf.org/html/rfc3810#section-5.2.13
-        let src_addr = self
-            .link_local_ipv6_address()
-            .unwrap_or(Ipv6Address::UNSPECIFIED);
+        let src_addr = self.link_local_ipv6_address().unwrap_or(Ipv6Address::UNSPECIFIED);
 
         // Per [RFC 3810 § 5.2.14], all MLDv2 reports are sent to ff02::16.
         // [RFC 3810 § 5.2.14]: https://tools.ietf.org/html/rfc3810#section-5.2.14
@@ -579,20 +513,13 @@ impl InterfaceInner {
 
         // Create a dummy IPv6 extension header so we can calculate the total length of the packet.
         // The actual extension header will be created later by Packet::emit_payload().
-        let dummy_ext_hdr = Ipv6ExtHeaderRepr {
-            next_header: IpProtocol::Unknown(0),
-            length: 0,
-            data: &[],
-        };
+        let dummy_ext_hdr = Ipv6ExtHeaderRepr { next_header: IpProtocol::Unknown(0), length: 0, data: &[] };
 
         let mut hbh_repr = Ipv6HopByHopRepr::mldv2_router_alert();
         hbh_repr.push_padn_option(0);
 
         let mld_repr = MldRepr::ReportRecordReprs(records);
-        let records_len = records
-            .iter()
-            .map(MldAddressRecordRepr::buffer_len)
-            .sum::<usize>();
+        let records_len = records.iter().map(MldAddressRecordRepr::buffer_len).sum::<usize>();
 
         // All MLDv2 messages must be sent with an IPv6 Hop limit of 1.
         Some(Packet::new_ipv6(
@@ -649,34 +576,21 @@ impl Interface {
                 }
             }
             addresses.retain(|address| {
-                if let IpCidr::Ipv6(address) = address {
-                    !removed_addresses.contains(address)
-                } else {
-                    true
-                }
+                if let IpCidr::Ipv6(address) = address { !removed_addresses.contains(address) } else { true }
             });
         });
 
         {
-            let required_routes = self
-                .inner
-                .slaac
-                .routes()
-                .into_iter()
-                .filter(|required| required.is_valid(timestamp));
+            let required_routes =
+                self.inner.slaac.routes().into_iter().filter(|required| required.is_valid(timestamp));
 
-            let removed_routes = self
-                .inner
-                .slaac
-                .routes()
-                .into_iter()
-                .filter(|r| !r.is_valid(timestamp));
+            let removed_routes = self.inner.slaac.routes().into_iter().filter(|r| !r.is_valid(timestamp));
 
             self.inner.routes.update(|routes| {
                 routes.retain(|r| match (&r.cidr, &r.via_router) {
-                    (IpCidr::Ipv6(cidr), IpAddress::Ipv6(via_router)) => !removed_routes
-                        .clone()
-                        .any(|f| f.same_route(cidr, via_router)),
+                    (IpCidr::Ipv6(cidr), IpAddress::Ipv6(via_router)) => {
+                        !removed_routes.clone().any(|f| f.same_route(cidr, via_router))
+                    }
                     _ => true,
                 });
 
@@ -713,9 +627,8 @@ impl Interface {
         if !self.inner.slaac.rs_required(self.inner.now) {
             return;
         }
-        let rs_repr = Icmpv6Repr::Ndisc(NdiscRepr::RouterSolicit {
-            lladdr: Some(self.hardware_addr().into()),
-        });
+        let rs_repr =
+            Icmpv6Repr::Ndisc(NdiscRepr::RouterSolicit { lladdr: Some(self.hardware_addr().into()) });
         let ipv6_repr = Ipv6Repr {
             src_addr: self.inner.link_local_ipv6_address().unwrap(),
             dst_addr: IPV6_LINK_LOCAL_ALL_ROUTERS,
@@ -728,14 +641,7 @@ impl Interface {
             return;
         };
         // NOTE(unwrap): packet destination is multicast, which is always routable and doesn't require neighbor discovery.
-        self.inner
-            .dispatch_ip(
-                tx_token,
-                PacketMeta::default(),
-                packet,
-                &mut self.fragmenter,
-            )
-            .unwrap();
+        self.inner.dispatch_ip(tx_token, PacketMeta::default(), packet, &mut self.fragmenter).unwrap();
         self.inner.slaac.rs_sent(self.inner.now);
     }
 }

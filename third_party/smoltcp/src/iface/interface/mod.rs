@@ -140,8 +140,7 @@ pub struct InterfaceInner {
     #[cfg(feature = "proto-ipv4-fragmentation")]
     ipv4_id: u16,
     #[cfg(feature = "proto-sixlowpan")]
-    sixlowpan_address_context:
-        Vec<SixlowpanAddressContext, IFACE_MAX_SIXLOWPAN_ADDRESS_CONTEXT_COUNT>,
+    sixlowpan_address_context: Vec<SixlowpanAddressContext, IFACE_MAX_SIXLOWPAN_ADDRESS_CONTEXT_COUNT>,
     #[cfg(feature = "proto-sixlowpan-fragmentation")]
     tag: u16,
     ip_addrs: Vec<IpCidr, IFACE_MAX_ADDR_COUNT>,
@@ -214,14 +213,8 @@ impl Interface {
 
         #[cfg(feature = "segmentation-offload")]
         // Segmentation offload requires checksum offload.
-        if [caps.segmentation.tcpv4, caps.segmentation.tcpv6]
-            .iter()
-            .any(Option::is_some)
-        {
-            assert!(
-                !caps.checksum.tcp.tx(),
-                "Device capabilities are inconsistent."
-            )
+        if [caps.segmentation.tcpv4, caps.segmentation.tcpv6].iter().any(Option::is_some) {
+            assert!(!caps.checksum.tcp.tx(), "Device capabilities are inconsistent.")
         }
 
         let mut rand = Rand::new(config.random_seed);
@@ -320,10 +313,7 @@ impl Interface {
         assert!(self.inner.caps.medium == Medium::Ieee802154);
 
         #[cfg(all(feature = "medium-ieee802154", feature = "medium-ethernet"))]
-        assert!(
-            self.inner.caps.medium == Medium::Ethernet
-                || self.inner.caps.medium == Medium::Ieee802154
-        );
+        assert!(self.inner.caps.medium == Medium::Ethernet || self.inner.caps.medium == Medium::Ieee802154);
 
         self.inner.hardware_addr
     }
@@ -341,10 +331,7 @@ impl Interface {
         assert!(self.inner.caps.medium == Medium::Ieee802154);
 
         #[cfg(all(feature = "medium-ieee802154", feature = "medium-ethernet"))]
-        assert!(
-            self.inner.caps.medium == Medium::Ethernet
-                || self.inner.caps.medium == Medium::Ieee802154
-        );
+        assert!(self.inner.caps.medium == Medium::Ethernet || self.inner.caps.medium == Medium::Ieee802154);
 
         InterfaceInner::check_hardware_addr(&addr);
         self.inner.hardware_addr = addr;
@@ -400,11 +387,7 @@ impl Interface {
         InterfaceInner::flush_neighbor_cache(&mut self.inner);
         InterfaceInner::check_ip_addrs(&self.inner.ip_addrs);
 
-        #[cfg(all(
-            feature = "proto-ipv6",
-            feature = "multicast",
-            feature = "medium-ethernet"
-        ))]
+        #[cfg(all(feature = "proto-ipv6", feature = "multicast", feature = "medium-ethernet"))]
         if self.inner.caps.medium == Medium::Ethernet {
             self.update_solicited_node_groups();
         }
@@ -659,19 +642,15 @@ impl Interface {
                 #[cfg(feature = "medium-ethernet")]
                 Medium::Ethernet => {
                     if let Some(packet) =
-                        self.inner
-                            .process_ethernet(sockets, rx_meta, frame, &mut self.fragments)
-                        && let Err(err) =
-                            self.inner.dispatch(tx_token, packet, &mut self.fragmenter)
+                        self.inner.process_ethernet(sockets, rx_meta, frame, &mut self.fragments)
+                        && let Err(err) = self.inner.dispatch(tx_token, packet, &mut self.fragmenter)
                     {
                         net_debug!("Failed to send response: {:?}", err);
                     }
                 }
                 #[cfg(feature = "medium-ip")]
                 Medium::Ip => {
-                    if let Some(packet) =
-                        self.inner
-                            .process_ip(sockets, rx_meta, frame, &mut self.fragments)
+                    if let Some(packet) = self.inner.process_ip(sockets, rx_meta, frame, &mut self.fragments)
                         && let Err(err) = self.inner.dispatch_ip(
                             tx_token,
                             PacketMeta::default(),
@@ -685,8 +664,7 @@ impl Interface {
                 #[cfg(feature = "medium-ieee802154")]
                 Medium::Ieee802154 => {
                     if let Some(packet) =
-                        self.inner
-                            .process_ieee802154(sockets, rx_meta, frame, &mut self.fragments)
+                        self.inner.process_ieee802154(sockets, rx_meta, frame, &mut self.fragments)
                         && let Err(err) = self.inner.dispatch_ip(
                             tx_token,
                             PacketMeta::default(),
@@ -723,10 +701,7 @@ impl Interface {
 
         let mut result = PollResult::None;
         for item in sockets.items_mut() {
-            if !item
-                .meta
-                .egress_permitted(self.inner.now, |ip_addr| self.inner.has_neighbor(&ip_addr))
-            {
+            if !item.meta.egress_permitted(self.inner.now, |ip_addr| self.inner.has_neighbor(&ip_addr)) {
                 continue;
             }
 
@@ -750,60 +725,40 @@ impl Interface {
             let result = match &mut item.socket {
                 #[cfg(feature = "socket-raw")]
                 Socket::Raw(socket) => socket.dispatch(&mut self.inner, |inner, (ip, raw)| {
-                    respond(
-                        inner,
-                        PacketMeta::default(),
-                        Packet::new(ip, IpPayload::Raw(raw)),
-                    )
+                    respond(inner, PacketMeta::default(), Packet::new(ip, IpPayload::Raw(raw)))
                 }),
                 #[cfg(feature = "socket-icmp")]
-                Socket::Icmp(socket) => {
-                    socket.dispatch(&mut self.inner, |inner, response| match response {
-                        #[cfg(feature = "proto-ipv4")]
-                        (IpRepr::Ipv4(ipv4_repr), IcmpRepr::Ipv4(icmpv4_repr)) => respond(
-                            inner,
-                            PacketMeta::default(),
-                            Packet::new_ipv4(ipv4_repr, IpPayload::Icmpv4(icmpv4_repr)),
-                        ),
-                        #[cfg(feature = "proto-ipv6")]
-                        (IpRepr::Ipv6(ipv6_repr), IcmpRepr::Ipv6(icmpv6_repr)) => respond(
-                            inner,
-                            PacketMeta::default(),
-                            Packet::new_ipv6(ipv6_repr, IpPayload::Icmpv6(icmpv6_repr)),
-                        ),
-                        #[allow(unreachable_patterns)]
-                        _ => unreachable!(),
-                    })
-                }
-                #[cfg(feature = "socket-udp")]
-                Socket::Udp(socket) => {
-                    socket.dispatch(&mut self.inner, |inner, meta, (ip, udp, payload)| {
-                        respond(inner, meta, Packet::new(ip, IpPayload::Udp(udp, payload)))
-                    })
-                }
-                #[cfg(feature = "socket-tcp")]
-                Socket::Tcp(socket) => {
-                    socket.dispatch(&mut self.inner, |inner, meta, (ip, tcp)| {
-                        respond(inner, meta, Packet::new(ip, IpPayload::Tcp(tcp)))
-                    })
-                }
-                #[cfg(feature = "socket-dhcpv4")]
-                Socket::Dhcpv4(socket) => {
-                    socket.dispatch(&mut self.inner, |inner, (ip, udp, dhcp)| {
-                        respond(
-                            inner,
-                            PacketMeta::default(),
-                            Packet::new_ipv4(ip, IpPayload::Dhcpv4(udp, dhcp)),
-                        )
-                    })
-                }
-                #[cfg(feature = "socket-dns")]
-                Socket::Dns(socket) => socket.dispatch(&mut self.inner, |inner, (ip, udp, dns)| {
-                    respond(
+                Socket::Icmp(socket) => socket.dispatch(&mut self.inner, |inner, response| match response {
+                    #[cfg(feature = "proto-ipv4")]
+                    (IpRepr::Ipv4(ipv4_repr), IcmpRepr::Ipv4(icmpv4_repr)) => respond(
                         inner,
                         PacketMeta::default(),
-                        Packet::new(ip, IpPayload::Udp(udp, dns)),
-                    )
+                        Packet::new_ipv4(ipv4_repr, IpPayload::Icmpv4(icmpv4_repr)),
+                    ),
+                    #[cfg(feature = "proto-ipv6")]
+                    (IpRepr::Ipv6(ipv6_repr), IcmpRepr::Ipv6(icmpv6_repr)) => respond(
+                        inner,
+                        PacketMeta::default(),
+                        Packet::new_ipv6(ipv6_repr, IpPayload::Icmpv6(icmpv6_repr)),
+                    ),
+                    #[allow(unreachable_patterns)]
+                    _ => unreachable!(),
+                }),
+                #[cfg(feature = "socket-udp")]
+                Socket::Udp(socket) => socket.dispatch(&mut self.inner, |inner, meta, (ip, udp, payload)| {
+                    respond(inner, meta, Packet::new(ip, IpPayload::Udp(udp, payload)))
+                }),
+                #[cfg(feature = "socket-tcp")]
+                Socket::Tcp(socket) => socket.dispatch(&mut self.inner, |inner, meta, (ip, tcp)| {
+                    respond(inner, meta, Packet::new(ip, IpPayload::Tcp(tcp)))
+                }),
+                #[cfg(feature = "socket-dhcpv4")]
+                Socket::Dhcpv4(socket) => socket.dispatch(&mut self.inner, |inner, (ip, udp, dhcp)| {
+                    respond(inner, PacketMeta::default(), Packet::new_ipv4(ip, IpPayload::Dhcpv4(udp, dhcp)))
+                }),
+                #[cfg(feature = "socket-dns")]
+                Socket::Dns(socket) => socket.dispatch(&mut self.inner, |inner, (ip, udp, dns)| {
+                    respond(inner, PacketMeta::default(), Packet::new(ip, IpPayload::Udp(udp, dns)))
                 }),
             };
 
@@ -814,10 +769,8 @@ impl Interface {
                     // requests from the socket. However, without an additional rate limiting
                     // mechanism, we would spin on every socket that has yet to discover its
                     // neighbor.
-                    item.meta.neighbor_missing(
-                        self.inner.now,
-                        neighbor_addr.expect("non-IP response packet"),
-                    );
+                    item.meta
+                        .neighbor_missing(self.inner.now, neighbor_addr.expect("non-IP response packet"));
                 }
                 Ok(()) => {}
             }
@@ -929,9 +882,7 @@ impl InterfaceInner {
             #[cfg(feature = "proto-rpl")]
             IpAddress::Ipv6(IPV6_LINK_LOCAL_ALL_RPL_NODES) => true,
             #[cfg(feature = "proto-ipv6")]
-            IpAddress::Ipv6(key) => {
-                key == IPV6_LINK_LOCAL_ALL_NODES || self.has_solicited_node(key)
-            }
+            IpAddress::Ipv6(key) => key == IPV6_LINK_LOCAL_ALL_NODES || self.has_solicited_node(key),
             #[allow(unreachable_patterns)]
             _ => false,
         }
@@ -962,19 +913,11 @@ impl InterfaceInner {
     }
 
     #[cfg(feature = "socket-raw")]
-    fn raw_socket_filter(
-        &mut self,
-        sockets: &mut SocketSet,
-        ip_repr: &IpRepr,
-        ip_payload: &[u8],
-    ) -> bool {
+    fn raw_socket_filter(&mut self, sockets: &mut SocketSet, ip_repr: &IpRepr, ip_payload: &[u8]) -> bool {
         let mut handled_by_raw_socket = false;
 
         // Pass every IP packet to all raw sockets we have registered.
-        for raw_socket in sockets
-            .items_mut()
-            .filter_map(|i| raw::Socket::downcast_mut(&mut i.socket))
-        {
+        for raw_socket in sockets.items_mut().filter_map(|i| raw::Socket::downcast_mut(&mut i.socket)) {
             if raw_socket.accepts(ip_repr) {
                 raw_socket.process(self, ip_repr, ip_payload);
                 handled_by_raw_socket = true;
@@ -1008,10 +951,7 @@ impl InterfaceInner {
             #[cfg(feature = "proto-ipv4")]
             EthernetPacket::Arp(arp_repr) => {
                 let dst_hardware_addr = match arp_repr {
-                    ArpRepr::EthernetIpv4 {
-                        target_hardware_addr,
-                        ..
-                    } => target_hardware_addr,
+                    ArpRepr::EthernetIpv4 { target_hardware_addr, .. } => target_hardware_addr,
                 };
 
                 self.dispatch_ethernet(tx_token, arp_repr.buffer_len(), |mut frame| {
@@ -1022,9 +962,7 @@ impl InterfaceInner {
                     arp_repr.emit(&mut packet);
                 })
             }
-            EthernetPacket::Ip(packet) => {
-                self.dispatch_ip(tx_token, PacketMeta::default(), packet, frag)
-            }
+            EthernetPacket::Ip(packet) => self.dispatch_ip(tx_token, PacketMeta::default(), packet, frag),
         }
     }
 
@@ -1124,9 +1062,7 @@ impl InterfaceInner {
             return Ok((hardware_addr, tx_token));
         }
 
-        let dst_addr = self
-            .route(dst_addr, self.now)
-            .ok_or(DispatchError::NoRoute)?;
+        let dst_addr = self.route(dst_addr, self.now).ok_or(DispatchError::NoRoute)?;
 
         match self.neighbor_cache.lookup(&dst_addr, self.now) {
             NeighborAnswer::Found(hardware_addr) => return Ok((hardware_addr, tx_token)),
@@ -1137,10 +1073,7 @@ impl InterfaceInner {
         match dst_addr {
             #[cfg(all(feature = "medium-ethernet", feature = "proto-ipv4"))]
             IpAddress::Ipv4(dst_addr) if matches!(self.caps.medium, Medium::Ethernet) => {
-                net_debug!(
-                    "address {} not in neighbor cache, sending ARP request",
-                    dst_addr
-                );
+                net_debug!("address {} not in neighbor cache, sending ARP request", dst_addr);
                 let src_hardware_addr = self.hardware_addr.ethernet_or_panic();
 
                 let arp_repr = ArpRepr::EthernetIpv4 {
@@ -1153,14 +1086,12 @@ impl InterfaceInner {
                     target_protocol_addr: dst_addr,
                 };
 
-                if let Err(e) =
-                    self.dispatch_ethernet(tx_token, arp_repr.buffer_len(), |mut frame| {
-                        frame.set_dst_addr(EthernetAddress::BROADCAST);
-                        frame.set_ethertype(EthernetProtocol::Arp);
+                if let Err(e) = self.dispatch_ethernet(tx_token, arp_repr.buffer_len(), |mut frame| {
+                    frame.set_dst_addr(EthernetAddress::BROADCAST);
+                    frame.set_ethertype(EthernetProtocol::Arp);
 
-                        arp_repr.emit(&mut ArpPacket::new_unchecked(frame.payload_mut()))
-                    })
-                {
+                    arp_repr.emit(&mut ArpPacket::new_unchecked(frame.payload_mut()))
+                }) {
                     net_debug!("Failed to dispatch ARP request: {:?}", e);
                     return Err(DispatchError::NeighborPending);
                 }
@@ -1168,10 +1099,7 @@ impl InterfaceInner {
 
             #[cfg(feature = "proto-ipv6")]
             IpAddress::Ipv6(dst_addr) => {
-                net_debug!(
-                    "address {} not in neighbor cache, sending Neighbor Solicitation",
-                    dst_addr
-                );
+                net_debug!("address {} not in neighbor cache, sending Neighbor Solicitation", dst_addr);
 
                 let solicit = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
                     target_addr: dst_addr,
@@ -1189,9 +1117,7 @@ impl InterfaceInner {
                     IpPayload::Icmpv6(solicit),
                 );
 
-                if let Err(e) =
-                    self.dispatch_ip(tx_token, PacketMeta::default(), packet, fragmenter)
-                {
+                if let Err(e) = self.dispatch_ip(tx_token, PacketMeta::default(), packet, fragmenter) {
                     net_debug!("Failed to dispatch NDISC solicit: {:?}", e);
                     return Err(DispatchError::NeighborPending);
                 }
@@ -1227,8 +1153,7 @@ impl InterfaceInner {
 
         #[cfg(feature = "medium-ieee802154")]
         if matches!(self.caps.medium, Medium::Ieee802154) {
-            let (addr, tx_token) =
-                self.lookup_hardware_addr(tx_token, &ip_repr.dst_addr(), frag)?;
+            let (addr, tx_token) = self.lookup_hardware_addr(tx_token, &ip_repr.dst_addr(), frag)?;
             let addr = addr.ieee802154_or_panic();
 
             self.dispatch_ieee802154(addr, tx_token, meta, packet, frag);
@@ -1254,12 +1179,10 @@ impl InterfaceInner {
         // If the medium is Ethernet, then we need to retrieve the destination hardware address.
         #[cfg(feature = "medium-ethernet")]
         let (dst_hardware_addr, mut tx_token) = match self.caps.medium {
-            Medium::Ethernet => {
-                match self.lookup_hardware_addr(tx_token, &ip_repr.dst_addr(), frag)? {
-                    (HardwareAddress::Ethernet(addr), tx_token) => (addr, tx_token),
-                    (_, _) => unreachable!(),
-                }
-            }
+            Medium::Ethernet => match self.lookup_hardware_addr(tx_token, &ip_repr.dst_addr(), frag)? {
+                (HardwareAddress::Ethernet(addr), tx_token) => (addr, tx_token),
+                (_, _) => unreachable!(),
+            },
             _ => (EthernetAddress([0; 6]), tx_token),
         };
 
@@ -1310,8 +1233,7 @@ impl InterfaceInner {
                         // Calculate how much we will send now (including the Ethernet header).
 
                         let ip_header_len = repr.buffer_len();
-                        let first_frag_data_len =
-                            self.caps.max_ipv4_fragment_size(repr.buffer_len());
+                        let first_frag_data_len = self.caps.max_ipv4_fragment_size(repr.buffer_len());
                         let first_frag_ip_len = first_frag_data_len + ip_header_len;
                         let mut tx_len = first_frag_ip_len;
                         #[cfg(feature = "medium-ethernet")]
@@ -1371,8 +1293,7 @@ impl InterfaceInner {
                             frag.ipv4.frag_offset = (first_frag_ip_len - ip_header_len) as u16;
 
                             // Copy the IP header and the payload.
-                            tx_buffer[..first_frag_ip_len]
-                                .copy_from_slice(&frag.buffer[..first_frag_ip_len]);
+                            tx_buffer[..first_frag_ip_len].copy_from_slice(&frag.buffer[..first_frag_ip_len]);
                         });
 
                         Ok(())

@@ -37,13 +37,8 @@ pub(crate) enum IgmpReportState {
 #[cfg(feature = "proto-ipv6")]
 pub(crate) enum MldReportState {
     Inactive,
-    ToGeneralQuery {
-        timeout: crate::time::Instant,
-    },
-    ToSpecificQuery {
-        group: Ipv6Address,
-        timeout: crate::time::Instant,
-    },
+    ToGeneralQuery { timeout: crate::time::Instant },
+    ToSpecificQuery { group: Ipv6Address, timeout: crate::time::Instant },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,10 +96,7 @@ impl core::error::Error for MulticastError {}
 
 impl Interface {
     /// Add an address to a list of subscribed multicast IP addresses.
-    pub fn join_multicast_group<T: Into<IpAddress>>(
-        &mut self,
-        addr: T,
-    ) -> Result<(), MulticastError> {
+    pub fn join_multicast_group<T: Into<IpAddress>>(&mut self, addr: T) -> Result<(), MulticastError> {
         let addr = addr.into();
         if !addr.is_multicast() {
             return Err(MulticastError::Unaddressable);
@@ -127,10 +119,7 @@ impl Interface {
     }
 
     /// Remove an address from the subscribed multicast IP addresses.
-    pub fn leave_multicast_group<T: Into<IpAddress>>(
-        &mut self,
-        addr: T,
-    ) -> Result<(), MulticastError> {
+    pub fn leave_multicast_group<T: Into<IpAddress>>(&mut self, addr: T) -> Result<(), MulticastError> {
         let addr = addr.into();
         if !addr.is_multicast() {
             return Err(MulticastError::Unaddressable);
@@ -185,12 +174,8 @@ impl Interface {
     ///   timeouts, send IGMP membership reports.
     pub(crate) fn multicast_egress(&mut self, device: &mut (impl Device + ?Sized)) {
         // Process multicast joins.
-        while let Some((&addr, _)) = self
-            .inner
-            .multicast
-            .groups
-            .iter()
-            .find(|&(_, &state)| state == GroupState::Joining)
+        while let Some((&addr, _)) =
+            self.inner.multicast.groups.iter().find(|&(_, &state)| state == GroupState::Joining)
         {
             match addr {
                 #[cfg(feature = "proto-ipv4")]
@@ -225,20 +210,12 @@ impl Interface {
             }
 
             // NOTE(unwrap): this is always replacing an existing entry, so it can't fail due to the map being full.
-            self.inner
-                .multicast
-                .groups
-                .insert(addr, GroupState::Joined)
-                .unwrap();
+            self.inner.multicast.groups.insert(addr, GroupState::Joined).unwrap();
         }
 
         // Process multicast leaves.
-        while let Some((&addr, _)) = self
-            .inner
-            .multicast
-            .groups
-            .iter()
-            .find(|&(_, &state)| state == GroupState::Leaving)
+        while let Some((&addr, _)) =
+            self.inner.multicast.groups.iter().find(|&(_, &state)| state == GroupState::Leaving)
         {
             match addr {
                 #[cfg(feature = "proto-ipv4")]
@@ -277,11 +254,7 @@ impl Interface {
 
         #[cfg(feature = "proto-ipv4")]
         match self.inner.multicast.igmp_report_state {
-            IgmpReportState::ToSpecificQuery {
-                version,
-                timeout,
-                group,
-            } if self.inner.now >= timeout => {
+            IgmpReportState::ToSpecificQuery { version, timeout, group } if self.inner.now >= timeout => {
                 if let Some(pkt) = self.inner.igmp_report_packet(version, group) {
                     // Send initial membership report
                     if let Some(tx_token) = device.transmit(self.inner.now) {
@@ -293,12 +266,9 @@ impl Interface {
                     }
                 }
             }
-            IgmpReportState::ToGeneralQuery {
-                version,
-                timeout,
-                interval,
-                next_index,
-            } if self.inner.now >= timeout => {
+            IgmpReportState::ToGeneralQuery { version, timeout, interval, next_index }
+                if self.inner.now >= timeout =>
+            {
                 let addr = self
                     .inner
                     .multicast
@@ -318,22 +288,16 @@ impl Interface {
                             if let Some(tx_token) = device.transmit(self.inner.now) {
                                 // NOTE(unwrap): packet destination is multicast, which is always routable and doesn't require neighbor discovery.
                                 self.inner
-                                    .dispatch_ip(
-                                        tx_token,
-                                        PacketMeta::default(),
-                                        pkt,
-                                        &mut self.fragmenter,
-                                    )
+                                    .dispatch_ip(tx_token, PacketMeta::default(), pkt, &mut self.fragmenter)
                                     .unwrap();
 
                                 let next_timeout = (timeout + interval).max(self.inner.now);
-                                self.inner.multicast.igmp_report_state =
-                                    IgmpReportState::ToGeneralQuery {
-                                        version,
-                                        timeout: next_timeout,
-                                        interval,
-                                        next_index: next_index + 1,
-                                    };
+                                self.inner.multicast.igmp_report_state = IgmpReportState::ToGeneralQuery {
+                                    version,
+                                    timeout: next_timeout,
+                                    interval,
+                                    next_index: next_index + 1,
+                                };
                             }
                         }
                     }
@@ -353,10 +317,9 @@ impl Interface {
                     .groups
                     .iter()
                     .filter_map(|(addr, _)| match addr {
-                        IpAddress::Ipv6(addr) => Some(MldAddressRecordRepr::new(
-                            MldRecordType::ModeIsExclude,
-                            *addr,
-                        )),
+                        IpAddress::Ipv6(addr) => {
+                            Some(MldAddressRecordRepr::new(MldRecordType::ModeIsExclude, *addr))
+                        }
                         #[allow(unreachable_patterns)]
                         _ => None,
                     })
@@ -406,19 +369,11 @@ impl InterfaceInner {
 
         // FIXME: report membership after a delay
         match igmp_repr {
-            IgmpRepr::MembershipQuery {
-                group_addr,
-                version,
-                max_resp_time,
-            } => {
+            IgmpRepr::MembershipQuery { group_addr, version, max_resp_time } => {
                 // General query
                 if group_addr.is_unspecified() && ipv4_repr.dst_addr == IPV4_MULTICAST_ALL_SYSTEMS {
-                    let ipv4_multicast_group_count = self
-                        .multicast
-                        .groups
-                        .keys()
-                        .filter(|a| matches!(a, IpAddress::Ipv4(_)))
-                        .count();
+                    let ipv4_multicast_group_count =
+                        self.multicast.groups.keys().filter(|a| matches!(a, IpAddress::Ipv4(_))).count();
 
                     // Are we member in any groups?
                     if ipv4_multicast_group_count != 0 {
@@ -468,10 +423,7 @@ impl InterfaceInner {
         group_addr: Ipv4Address,
     ) -> Option<Packet<'any>> {
         let iface_addr = self.ipv4_addr()?;
-        let igmp_repr = IgmpRepr::MembershipReport {
-            group_addr,
-            version,
-        };
+        let igmp_repr = IgmpRepr::MembershipReport { group_addr, version };
         let pkt = Packet::new_ipv4(
             Ipv4Repr {
                 src_addr: iface_addr,
@@ -516,40 +468,24 @@ impl InterfaceInner {
         repr: MldRepr<'frame>,
     ) -> Option<Packet<'frame>> {
         match repr {
-            MldRepr::Query {
-                mcast_addr,
-                max_resp_code,
-                ..
-            } => {
+            MldRepr::Query { mcast_addr, max_resp_code, .. } => {
                 // Do not respond immediately to the query, but wait a random time
-                let delay = if max_resp_code > 0 {
-                    (self.rand.rand_u16() % max_resp_code).into()
-                } else {
-                    0
-                };
+                let delay = if max_resp_code > 0 { (self.rand.rand_u16() % max_resp_code).into() } else { 0 };
                 let delay = crate::time::Duration::from_millis(delay);
                 // General query
                 if mcast_addr.is_unspecified()
-                    && (ip_repr.dst_addr == IPV6_LINK_LOCAL_ALL_NODES
-                        || self.has_ip_addr(ip_repr.dst_addr))
+                    && (ip_repr.dst_addr == IPV6_LINK_LOCAL_ALL_NODES || self.has_ip_addr(ip_repr.dst_addr))
                 {
-                    let ipv6_multicast_group_count = self
-                        .multicast
-                        .groups
-                        .keys()
-                        .filter(|a| matches!(a, IpAddress::Ipv6(_)))
-                        .count();
+                    let ipv6_multicast_group_count =
+                        self.multicast.groups.keys().filter(|a| matches!(a, IpAddress::Ipv6(_))).count();
                     if ipv6_multicast_group_count != 0 {
-                        self.multicast.mld_report_state = MldReportState::ToGeneralQuery {
-                            timeout: self.now + delay,
-                        };
+                        self.multicast.mld_report_state =
+                            MldReportState::ToGeneralQuery { timeout: self.now + delay };
                     }
                 }
                 if self.has_multicast_group(mcast_addr) && ip_repr.dst_addr == mcast_addr {
-                    self.multicast.mld_report_state = MldReportState::ToSpecificQuery {
-                        group: mcast_addr,
-                        timeout: self.now + delay,
-                    };
+                    self.multicast.mld_report_state =
+                        MldReportState::ToSpecificQuery { group: mcast_addr, timeout: self.now + delay };
                 }
                 None
             }

@@ -22,8 +22,7 @@ impl Interface {
         if pkt.packet_len > pkt.sent_bytes
             && let Some(tx_token) = device.transmit(self.inner.now)
         {
-            self.inner
-                .dispatch_ieee802154_frag(tx_token, &mut self.fragmenter);
+            self.inner.dispatch_ieee802154_frag(tx_token, &mut self.fragmenter);
         }
     }
 
@@ -336,12 +335,7 @@ impl InterfaceInner {
 
                 let payload_length = packet.header.payload_len;
 
-                Self::ipv6_to_sixlowpan(
-                    &self.checksum_caps(),
-                    packet,
-                    &ieee_repr,
-                    &mut pkt.buffer[..],
-                );
+                Self::ipv6_to_sixlowpan(&self.checksum_caps(), packet, &ieee_repr, &mut pkt.buffer[..]);
 
                 pkt.sixlowpan.ll_dst_addr = ieee_repr.dst_addr.unwrap();
                 pkt.sixlowpan.ll_src_addr = ieee_repr.src_addr.unwrap();
@@ -356,15 +350,8 @@ impl InterfaceInner {
                 // multiple times.
                 pkt.sixlowpan.datagram_tag = tag;
 
-                let frag1 = SixlowpanFragRepr::FirstFragment {
-                    size: pkt.sixlowpan.datagram_size,
-                    tag,
-                };
-                let fragn = SixlowpanFragRepr::Fragment {
-                    size: pkt.sixlowpan.datagram_size,
-                    tag,
-                    offset: 0,
-                };
+                let frag1 = SixlowpanFragRepr::FirstFragment { size: pkt.sixlowpan.datagram_size, tag };
+                let fragn = SixlowpanFragRepr::Fragment { size: pkt.sixlowpan.datagram_size, tag, offset: 0 };
 
                 // We calculate how much data we can send in the first fragment and the other
                 // fragments. The eventual IPv6 sizes of these fragments need to be a multiple of eight
@@ -374,8 +361,7 @@ impl InterfaceInner {
                 // [RFC 4944 § 5.3]: https://datatracker.ietf.org/doc/html/rfc4944#section-5.3
 
                 let header_diff = uncompressed_size - compressed_size;
-                let frag1_size =
-                    (125 - ieee_len - frag1.buffer_len() + header_diff) / 8 * 8 - header_diff;
+                let frag1_size = (125 - ieee_len - frag1.buffer_len() + header_diff) / 8 * 8 - header_diff;
 
                 pkt.sixlowpan.fragn_size = (125 - ieee_len - fragn.buffer_len()) / 8 * 8;
                 pkt.sent_bytes = frag1_size;
@@ -400,9 +386,7 @@ impl InterfaceInner {
 
             #[cfg(not(feature = "proto-sixlowpan-fragmentation"))]
             {
-                net_debug!(
-                    "Enable the `proto-sixlowpan-fragmentation` feature for fragmentation support."
-                );
+                net_debug!("Enable the `proto-sixlowpan-fragmentation` feature for fragmentation support.");
                 return;
             }
         } else {
@@ -429,18 +413,12 @@ impl InterfaceInner {
         let next_header = last_header;
 
         #[cfg(feature = "proto-ipv6-hbh")]
-        let next_header = if packet.hop_by_hop.is_some() {
-            SixlowpanNextHeader::Compressed
-        } else {
-            next_header
-        };
+        let next_header =
+            if packet.hop_by_hop.is_some() { SixlowpanNextHeader::Compressed } else { next_header };
 
         #[cfg(feature = "proto-ipv6-routing")]
-        let next_header = if packet.routing.is_some() {
-            SixlowpanNextHeader::Compressed
-        } else {
-            next_header
-        };
+        let next_header =
+            if packet.routing.is_some() { SixlowpanNextHeader::Compressed } else { next_header };
 
         let iphc_repr = SixlowpanIphcRepr {
             src_addr: packet.header.src_addr,
@@ -454,9 +432,7 @@ impl InterfaceInner {
             flow_label: None,
         };
 
-        iphc_repr.emit(&mut SixlowpanIphcPacket::new_unchecked(
-            &mut buffer[..iphc_repr.buffer_len()],
-        ));
+        iphc_repr.emit(&mut SixlowpanIphcPacket::new_unchecked(&mut buffer[..iphc_repr.buffer_len()]));
         buffer = &mut buffer[iphc_repr.buffer_len()..];
 
         // Emit the Hop-by-Hop header
@@ -466,26 +442,19 @@ impl InterfaceInner {
             let next_header = last_header;
 
             #[cfg(feature = "proto-ipv6-routing")]
-            let next_header = if packet.routing.is_some() {
-                SixlowpanNextHeader::Compressed
-            } else {
-                last_header
-            };
+            let next_header =
+                if packet.routing.is_some() { SixlowpanNextHeader::Compressed } else { last_header };
 
             let ext_hdr = SixlowpanExtHeaderRepr {
                 ext_header_id: SixlowpanExtHeaderId::HopByHopHeader,
                 next_header,
                 length: hbh.options.iter().map(|o| o.buffer_len()).sum::<usize>() as u8,
             };
-            ext_hdr.emit(&mut SixlowpanExtHeaderPacket::new_unchecked(
-                &mut buffer[..ext_hdr.buffer_len()],
-            ));
+            ext_hdr.emit(&mut SixlowpanExtHeaderPacket::new_unchecked(&mut buffer[..ext_hdr.buffer_len()]));
             buffer = &mut buffer[ext_hdr.buffer_len()..];
 
             for opt in &hbh.options {
-                opt.emit(&mut Ipv6Option::new_unchecked(
-                    &mut buffer[..opt.buffer_len()],
-                ));
+                opt.emit(&mut Ipv6Option::new_unchecked(&mut buffer[..opt.buffer_len()]));
 
                 buffer = &mut buffer[opt.buffer_len()..];
             }
@@ -499,14 +468,10 @@ impl InterfaceInner {
                 next_header,
                 length: routing.buffer_len() as u8,
             };
-            ext_hdr.emit(&mut SixlowpanExtHeaderPacket::new_unchecked(
-                &mut buffer[..ext_hdr.buffer_len()],
-            ));
+            ext_hdr.emit(&mut SixlowpanExtHeaderPacket::new_unchecked(&mut buffer[..ext_hdr.buffer_len()]));
             buffer = &mut buffer[ext_hdr.buffer_len()..];
 
-            routing.emit(&mut Ipv6RoutingHeader::new_unchecked(
-                &mut buffer[..routing.buffer_len()],
-            ));
+            routing.emit(&mut Ipv6RoutingHeader::new_unchecked(&mut buffer[..routing.buffer_len()]));
             buffer = &mut buffer[routing.buffer_len()..];
         }
 
@@ -556,26 +521,17 @@ impl InterfaceInner {
     ///  - uncompressed header size: the size of the headers that are not compressed
     ///
     /// They are returned as a tuple in the same order.
-    fn compressed_packet_size(
-        packet: &PacketV6,
-        ieee_repr: &Ieee802154Repr,
-    ) -> (usize, usize, usize) {
+    fn compressed_packet_size(packet: &PacketV6, ieee_repr: &Ieee802154Repr) -> (usize, usize, usize) {
         let last_header = packet.payload.as_sixlowpan_next_header();
         let next_header = last_header;
 
         #[cfg(feature = "proto-ipv6-hbh")]
-        let next_header = if packet.hop_by_hop.is_some() {
-            SixlowpanNextHeader::Compressed
-        } else {
-            next_header
-        };
+        let next_header =
+            if packet.hop_by_hop.is_some() { SixlowpanNextHeader::Compressed } else { next_header };
 
         #[cfg(feature = "proto-ipv6-routing")]
-        let next_header = if packet.routing.is_some() {
-            SixlowpanNextHeader::Compressed
-        } else {
-            next_header
-        };
+        let next_header =
+            if packet.routing.is_some() { SixlowpanNextHeader::Compressed } else { next_header };
 
         let iphc = SixlowpanIphcRepr {
             src_addr: packet.header.src_addr,
@@ -600,11 +556,8 @@ impl InterfaceInner {
             let next_header = last_header;
 
             #[cfg(feature = "proto-ipv6-routing")]
-            let next_header = if packet.routing.is_some() {
-                SixlowpanNextHeader::Compressed
-            } else {
-                last_header
-            };
+            let next_header =
+                if packet.routing.is_some() { SixlowpanNextHeader::Compressed } else { last_header };
 
             let options_size = hbh.options.iter().map(|o| o.buffer_len()).sum::<usize>();
 
@@ -667,25 +620,21 @@ impl InterfaceInner {
         let ieee_len = ieee_repr.buffer_len();
         let frag_size = (frag.packet_len - frag.sent_bytes).min(frag.sixlowpan.fragn_size);
 
-        tx_token.consume(
-            ieee_repr.buffer_len() + fragn.buffer_len() + frag_size,
-            |mut tx_buf| {
-                let mut ieee_packet = Ieee802154Frame::new_unchecked(&mut tx_buf[..ieee_len]);
-                ieee_repr.emit(&mut ieee_packet);
-                tx_buf = &mut tx_buf[ieee_len..];
+        tx_token.consume(ieee_repr.buffer_len() + fragn.buffer_len() + frag_size, |mut tx_buf| {
+            let mut ieee_packet = Ieee802154Frame::new_unchecked(&mut tx_buf[..ieee_len]);
+            ieee_repr.emit(&mut ieee_packet);
+            tx_buf = &mut tx_buf[ieee_len..];
 
-                let mut frag_packet =
-                    SixlowpanFragPacket::new_unchecked(&mut tx_buf[..fragn.buffer_len()]);
-                fragn.emit(&mut frag_packet);
-                tx_buf = &mut tx_buf[fragn.buffer_len()..];
+            let mut frag_packet = SixlowpanFragPacket::new_unchecked(&mut tx_buf[..fragn.buffer_len()]);
+            fragn.emit(&mut frag_packet);
+            tx_buf = &mut tx_buf[fragn.buffer_len()..];
 
-                // Add the buffer part
-                tx_buf[..frag_size].copy_from_slice(&frag.buffer[frag.sent_bytes..][..frag_size]);
+            // Add the buffer part
+            tx_buf[..frag_size].copy_from_slice(&frag.buffer[frag.sent_bytes..][..frag_size]);
 
-                frag.sent_bytes += frag_size;
-                frag.sixlowpan.datagram_offset += frag_size;
-            },
-        );
+            frag.sent_bytes += frag_size;
+            frag.sixlowpan.datagram_offset += frag_size;
+        });
     }
 }
 
@@ -720,19 +669,13 @@ fn decompress_ext_hdr<'d>(
         &data[ext_repr.length as usize + ext_repr.buffer_len()..],
     )?;
     *next_header = Some(ext_repr.next_header);
-    let ipv6_ext_hdr = Ipv6ExtHeaderRepr {
-        next_header: nh,
-        length: ext_repr.length / 8,
-        data: ext_hdr.payload(),
-    };
+    let ipv6_ext_hdr =
+        Ipv6ExtHeaderRepr { next_header: nh, length: ext_repr.length / 8, data: ext_hdr.payload() };
     if ipv6_ext_hdr.header_len() + ipv6_ext_hdr.data.len() > buffer.len() {
         return Err(Error);
     }
-    ipv6_ext_hdr.emit(&mut Ipv6ExtHeader::new_unchecked(
-        &mut buffer[..ipv6_ext_hdr.header_len()],
-    ));
-    buffer[ipv6_ext_hdr.header_len()..][..ipv6_ext_hdr.data.len()]
-        .copy_from_slice(ipv6_ext_hdr.data);
+    ipv6_ext_hdr.emit(&mut Ipv6ExtHeader::new_unchecked(&mut buffer[..ipv6_ext_hdr.header_len()]));
+    buffer[ipv6_ext_hdr.header_len()..][..ipv6_ext_hdr.data.len()].copy_from_slice(ipv6_ext_hdr.data);
     buffer = &mut buffer[ipv6_ext_hdr.header_len() + ipv6_ext_hdr.data.len()..];
     *payload_len += ipv6_ext_hdr.header_len() + ipv6_ext_hdr.data.len();
     *decompressed_len += ipv6_ext_hdr.header_len() + ipv6_ext_hdr.data.len();
@@ -761,11 +704,8 @@ fn decompress_udp(
     if udp_repr.header_len() + payload.len() > buffer.len() {
         return Err(Error);
     }
-    let udp_payload_len = if let Some(total_len) = total_len {
-        total_len - *payload_len - 8
-    } else {
-        payload.len()
-    };
+    let udp_payload_len =
+        if let Some(total_len) = total_len { total_len - *payload_len - 8 } else { payload.len() };
     *payload_len += udp_payload_len + 8;
     *decompressed_len += udp_repr.0.header_len() + payload.len();
     let mut udp = UdpPacket::new_unchecked(&mut buffer[..payload.len() + 8]);
@@ -780,31 +720,27 @@ mod tests {
     use super::*;
 
     static SIXLOWPAN_COMPRESSED_RPL_DAO: [u8; 99] = [
-        0x61, 0xdc, 0x45, 0xcd, 0xab, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x03, 0x00,
-        0x03, 0x00, 0x03, 0x00, 0x03, 0x00, 0x7e, 0xf7, 0x00, 0xe0, 0x3a, 0x06, 0x63, 0x04, 0x00,
-        0x1e, 0x08, 0x00, 0x9b, 0x02, 0x3e, 0x63, 0x1e, 0x40, 0x00, 0xf1, 0xfd, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x05, 0x12, 0x00,
-        0x80, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x00, 0x03, 0x00, 0x03,
-        0x00, 0x03, 0x06, 0x14, 0x00, 0x00, 0x00, 0x1e, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x02, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01,
+        0x61, 0xdc, 0x45, 0xcd, 0xab, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x03, 0x00, 0x03, 0x00,
+        0x03, 0x00, 0x03, 0x00, 0x7e, 0xf7, 0x00, 0xe0, 0x3a, 0x06, 0x63, 0x04, 0x00, 0x1e, 0x08, 0x00, 0x9b,
+        0x02, 0x3e, 0x63, 0x1e, 0x40, 0x00, 0xf1, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x01,
+        0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x05, 0x12, 0x00, 0x80, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x02, 0x03, 0x00, 0x03, 0x00, 0x03, 0x00, 0x03, 0x06, 0x14, 0x00, 0x00, 0x00, 0x1e, 0xfd, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01,
     ];
 
     static SIXLOWPAN_UNCOMPRESSED_RPL_DAO: [u8; 114] = [
-        0x60, 0x00, 0x00, 0x00, 0x00, 0x4a, 0x00, 0x40, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x02, 0x03, 0x00, 0x03, 0x00, 0x03, 0x00, 0x03, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x02, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x3a, 0x00, 0x63, 0x04, 0x00,
-        0x1e, 0x08, 0x00, 0x9b, 0x02, 0x3e, 0x63, 0x1e, 0x40, 0x00, 0xf1, 0xfd, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x05, 0x12, 0x00,
-        0x80, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x00, 0x03, 0x00, 0x03,
-        0x00, 0x03, 0x06, 0x14, 0x00, 0x00, 0x00, 0x1e, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x02, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01,
+        0x60, 0x00, 0x00, 0x00, 0x00, 0x4a, 0x00, 0x40, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02,
+        0x03, 0x00, 0x03, 0x00, 0x03, 0x00, 0x03, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x01,
+        0x00, 0x01, 0x00, 0x01, 0x00, 0x01, 0x3a, 0x00, 0x63, 0x04, 0x00, 0x1e, 0x08, 0x00, 0x9b, 0x02, 0x3e,
+        0x63, 0x1e, 0x40, 0x00, 0xf1, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0x00, 0x01,
+        0x00, 0x01, 0x00, 0x01, 0x05, 0x12, 0x00, 0x80, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02,
+        0x03, 0x00, 0x03, 0x00, 0x03, 0x00, 0x03, 0x06, 0x14, 0x00, 0x00, 0x00, 0x1e, 0xfd, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01,
     ];
 
     #[test]
     fn test_sixlowpan_decompress_hop_by_hop_with_icmpv6() {
-        let address_context = [SixlowpanAddressContext([
-            0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        ])];
+        let address_context = [SixlowpanAddressContext([0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0])];
 
         let ieee_frame = Ieee802154Frame::new_checked(&SIXLOWPAN_COMPRESSED_RPL_DAO).unwrap();
         let ieee_repr = Ieee802154Repr::parse(&ieee_frame).unwrap();
@@ -840,12 +776,8 @@ mod tests {
 
         let mut ip_packet = PacketV6 {
             header: Ipv6Repr {
-                src_addr: Ipv6Address::from_octets([
-                    253, 0, 0, 0, 0, 0, 0, 0, 2, 3, 0, 3, 0, 3, 0, 3,
-                ]),
-                dst_addr: Ipv6Address::from_octets([
-                    253, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 1, 0, 1, 0, 1,
-                ]),
+                src_addr: Ipv6Address::from_octets([253, 0, 0, 0, 0, 0, 0, 0, 2, 3, 0, 3, 0, 3, 0, 3]),
+                dst_addr: Ipv6Address::from_octets([253, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 1, 0, 1, 0, 1]),
                 next_header: IpProtocol::Icmpv6,
                 payload_len: 66,
                 hop_limit: 64,
@@ -860,9 +792,7 @@ mod tests {
                 rpl_instance_id: RplInstanceId::Global(30),
                 expect_ack: false,
                 sequence: 241,
-                dodag_id: Some(Ipv6Address::from_octets([
-                    253, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 1, 0, 1, 0, 1,
-                ])),
+                dodag_id: Some(Ipv6Address::from_octets([253, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 1, 0, 1, 0, 1])),
                 options: &[],
             })),
         };
@@ -878,13 +808,12 @@ mod tests {
         );
 
         let result = [
-            0x7e, 0x0, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x3, 0x0, 0x3, 0x0, 0x3, 0x0,
-            0x3, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x1, 0x0, 0x1, 0x0, 0x1, 0x0, 0x1,
-            0xe0, 0x3a, 0x6, 0x63, 0x4, 0x0, 0x1e, 0x3, 0x0, 0x9b, 0x2, 0x3e, 0x63, 0x1e, 0x40,
-            0x0, 0xf1, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x1, 0x0, 0x1, 0x0, 0x1, 0x0,
-            0x1, 0x5, 0x12, 0x0, 0x80, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x3, 0x0, 0x3,
-            0x0, 0x3, 0x0, 0x3, 0x6, 0x14, 0x0, 0x0, 0x0, 0x1e, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-            0x0, 0x2, 0x1, 0x0, 0x1, 0x0, 0x1, 0x0, 0x1,
+            0x7e, 0x0, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x3, 0x0, 0x3, 0x0, 0x3, 0x0, 0x3, 0xfd,
+            0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x1, 0x0, 0x1, 0x0, 0x1, 0x0, 0x1, 0xe0, 0x3a, 0x6, 0x63,
+            0x4, 0x0, 0x1e, 0x3, 0x0, 0x9b, 0x2, 0x3e, 0x63, 0x1e, 0x40, 0x0, 0xf1, 0xfd, 0x0, 0x0, 0x0, 0x0,
+            0x0, 0x0, 0x0, 0x2, 0x1, 0x0, 0x1, 0x0, 0x1, 0x0, 0x1, 0x5, 0x12, 0x0, 0x80, 0xfd, 0x0, 0x0, 0x0,
+            0x0, 0x0, 0x0, 0x0, 0x2, 0x3, 0x0, 0x3, 0x0, 0x3, 0x0, 0x3, 0x6, 0x14, 0x0, 0x0, 0x0, 0x1e, 0xfd,
+            0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x1, 0x0, 0x1, 0x0, 0x1, 0x0, 0x1,
         ];
 
         assert_eq!(&result, &result);
@@ -907,8 +836,7 @@ mod tests {
         };
 
         let addr = Ipv6Address::from_octets([253, 0, 0, 0, 0, 0, 0, 0, 2, 3, 0, 3, 0, 3, 0, 3]);
-        let parent_address =
-            Ipv6Address::from_octets([253, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 1, 0, 1, 0, 1]);
+        let parent_address = Ipv6Address::from_octets([253, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 1, 0, 1, 0, 1]);
 
         let mut hbh_options = heapless::Vec::new();
         hbh_options
@@ -930,9 +858,7 @@ mod tests {
                 hop_limit: 64,
             },
             #[cfg(feature = "proto-ipv6-hbh")]
-            hop_by_hop: Some(Ipv6HopByHopRepr {
-                options: hbh_options,
-            }),
+            hop_by_hop: Some(Ipv6HopByHopRepr { options: hbh_options }),
             #[cfg(feature = "proto-ipv6-fragmentation")]
             fragment: None,
             #[cfg(feature = "proto-ipv6-routing")]
@@ -941,12 +867,10 @@ mod tests {
                 rpl_instance_id: RplInstanceId::Global(30),
                 expect_ack: false,
                 sequence: 241,
-                dodag_id: Some(Ipv6Address::from_octets([
-                    253, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 1, 0, 1, 0, 1,
-                ])),
+                dodag_id: Some(Ipv6Address::from_octets([253, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 1, 0, 1, 0, 1])),
                 options: &[
-                    5, 18, 0, 128, 253, 0, 0, 0, 0, 0, 0, 0, 2, 3, 0, 3, 0, 3, 0, 3, 6, 20, 0, 0,
-                    0, 30, 253, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 1, 0, 1, 0, 1,
+                    5, 18, 0, 128, 253, 0, 0, 0, 0, 0, 0, 0, 2, 3, 0, 3, 0, 3, 0, 3, 6, 20, 0, 0, 0, 30, 253,
+                    0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 1, 0, 1, 0, 1,
                 ],
             })),
         };
@@ -962,13 +886,12 @@ mod tests {
         );
 
         let result = [
-            0x7e, 0x0, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x3, 0x0, 0x3, 0x0, 0x3, 0x0,
-            0x3, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x1, 0x0, 0x1, 0x0, 0x1, 0x0, 0x1,
-            0xe0, 0x3a, 0x6, 0x63, 0x4, 0x0, 0x1e, 0x3, 0x0, 0x9b, 0x2, 0x3e, 0x63, 0x1e, 0x40,
-            0x0, 0xf1, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x1, 0x0, 0x1, 0x0, 0x1, 0x0,
-            0x1, 0x5, 0x12, 0x0, 0x80, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x3, 0x0, 0x3,
-            0x0, 0x3, 0x0, 0x3, 0x6, 0x14, 0x0, 0x0, 0x0, 0x1e, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-            0x0, 0x2, 0x1, 0x0, 0x1, 0x0, 0x1, 0x0, 0x1,
+            0x7e, 0x0, 0xfd, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x3, 0x0, 0x3, 0x0, 0x3, 0x0, 0x3, 0xfd,
+            0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x1, 0x0, 0x1, 0x0, 0x1, 0x0, 0x1, 0xe0, 0x3a, 0x6, 0x63,
+            0x4, 0x0, 0x1e, 0x3, 0x0, 0x9b, 0x2, 0x3e, 0x63, 0x1e, 0x40, 0x0, 0xf1, 0xfd, 0x0, 0x0, 0x0, 0x0,
+            0x0, 0x0, 0x0, 0x2, 0x1, 0x0, 0x1, 0x0, 0x1, 0x0, 0x1, 0x5, 0x12, 0x0, 0x80, 0xfd, 0x0, 0x0, 0x0,
+            0x0, 0x0, 0x0, 0x0, 0x2, 0x3, 0x0, 0x3, 0x0, 0x3, 0x0, 0x3, 0x6, 0x14, 0x0, 0x0, 0x0, 0x1e, 0xfd,
+            0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x1, 0x0, 0x1, 0x0, 0x1, 0x0, 0x1,
         ];
 
         assert_eq!(&buffer[..total_size], &result);

@@ -22,17 +22,9 @@ impl InterfaceInner {
         }
 
         let tcp_packet = check!(TcpPacket::new_checked(ip_payload));
-        let tcp_repr = check!(TcpRepr::parse(
-            &tcp_packet,
-            &src_addr,
-            &dst_addr,
-            &self.caps.checksum
-        ));
+        let tcp_repr = check!(TcpRepr::parse(&tcp_packet, &src_addr, &dst_addr, &self.caps.checksum));
 
-        for tcp_socket in sockets
-            .items_mut()
-            .filter_map(|i| Socket::downcast_mut(&mut i.socket))
-        {
+        for tcp_socket in sockets.items_mut().filter_map(|i| Socket::downcast_mut(&mut i.socket)) {
             if tcp_socket.accepts(self, &ip_repr, &tcp_repr) {
                 return tcp_socket
                     .process(self, &ip_repr, &tcp_repr)

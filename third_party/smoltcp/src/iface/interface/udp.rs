@@ -17,18 +17,10 @@ impl InterfaceInner {
     ) -> Option<Packet<'frame>> {
         let (src_addr, dst_addr) = (ip_repr.src_addr(), ip_repr.dst_addr());
         let udp_packet = check!(UdpPacket::new_checked(ip_payload));
-        let udp_repr = check!(UdpRepr::parse(
-            &udp_packet,
-            &src_addr,
-            &dst_addr,
-            &self.caps.checksum
-        ));
+        let udp_repr = check!(UdpRepr::parse(&udp_packet, &src_addr, &dst_addr, &self.caps.checksum));
 
         #[cfg(feature = "socket-udp")]
-        for udp_socket in sockets
-            .items_mut()
-            .filter_map(|i| UdpSocket::downcast_mut(&mut i.socket))
-        {
+        for udp_socket in sockets.items_mut().filter_map(|i| UdpSocket::downcast_mut(&mut i.socket)) {
             if udp_socket.accepts(self, &ip_repr, &udp_repr) {
                 udp_socket.process(self, meta, &ip_repr, &udp_repr, udp_packet.payload());
                 return None;
@@ -36,10 +28,7 @@ impl InterfaceInner {
         }
 
         #[cfg(feature = "socket-dns")]
-        for dns_socket in sockets
-            .items_mut()
-            .filter_map(|i| DnsSocket::downcast_mut(&mut i.socket))
-        {
+        for dns_socket in sockets.items_mut().filter_map(|i| DnsSocket::downcast_mut(&mut i.socket)) {
             if dns_socket.accepts(&ip_repr, &udp_repr) {
                 dns_socket.process(self, &ip_repr, &udp_repr, udp_packet.payload());
                 return None;

@@ -141,49 +141,22 @@ mod tests {
         assert!(SequenceCounter::new(240) == SequenceCounter::new(240));
         assert!(SequenceCounter::new(240 - 17) != SequenceCounter::new(240));
 
-        assert_eq!(
-            SequenceCounter::new(240).partial_cmp(&SequenceCounter::new(5)),
-            Some(Ordering::Greater)
-        );
-        assert_eq!(
-            SequenceCounter::new(250).partial_cmp(&SequenceCounter::new(5)),
-            Some(Ordering::Less)
-        );
-        assert_eq!(
-            SequenceCounter::new(5).partial_cmp(&SequenceCounter::new(250)),
-            Some(Ordering::Greater)
-        );
-        assert_eq!(
-            SequenceCounter::new(127).partial_cmp(&SequenceCounter::new(129)),
-            Some(Ordering::Less)
-        );
-        assert_eq!(
-            SequenceCounter::new(120).partial_cmp(&SequenceCounter::new(121)),
-            Some(Ordering::Less)
-        );
+        assert_eq!(SequenceCounter::new(240).partial_cmp(&SequenceCounter::new(5)), Some(Ordering::Greater));
+        assert_eq!(SequenceCounter::new(250).partial_cmp(&SequenceCounter::new(5)), Some(Ordering::Less));
+        assert_eq!(SequenceCounter::new(5).partial_cmp(&SequenceCounter::new(250)), Some(Ordering::Greater));
+        assert_eq!(SequenceCounter::new(127).partial_cmp(&SequenceCounter::new(129)), Some(Ordering::Less));
+        assert_eq!(SequenceCounter::new(120).partial_cmp(&SequenceCounter::new(121)), Some(Ordering::Less));
         assert_eq!(
             SequenceCounter::new(121).partial_cmp(&SequenceCounter::new(120)),
             Some(Ordering::Greater)
         );
-        assert_eq!(
-            SequenceCounter::new(240).partial_cmp(&SequenceCounter::new(241)),
-            Some(Ordering::Less)
-        );
+        assert_eq!(SequenceCounter::new(240).partial_cmp(&SequenceCounter::new(241)), Some(Ordering::Less));
         assert_eq!(
             SequenceCounter::new(241).partial_cmp(&SequenceCounter::new(240)),
             Some(Ordering::Greater)
         );
-        assert_eq!(
-            SequenceCounter::new(120).partial_cmp(&SequenceCounter::new(120)),
-            Some(Ordering::Equal)
-        );
-        assert_eq!(
-            SequenceCounter::new(240).partial_cmp(&SequenceCounter::new(240)),
-            Some(Ordering::Equal)
-        );
-        assert_eq!(
-            SequenceCounter::new(130).partial_cmp(&SequenceCounter::new(241)),
-            None
-        );
+        assert_eq!(SequenceCounter::new(120).partial_cmp(&SequenceCounter::new(120)), Some(Ordering::Equal));
+        assert_eq!(SequenceCounter::new(240).partial_cmp(&SequenceCounter::new(240)), Some(Ordering::Equal));
+        assert_eq!(SequenceCounter::new(130).partial_cmp(&SequenceCounter::new(241)), None);
     }
 }

@@ -21,8 +21,7 @@ impl ObjectiveFunction0 {
     const RANK_STEP: u16 = 3;
 
     fn rank_increase(parent_rank: Rank) -> u16 {
-        (Self::RANK_FACTOR * Self::RANK_STEP + Self::RANK_STRETCH)
-            * parent_rank.min_hop_rank_increase
+        (Self::RANK_FACTOR * Self::RANK_STEP + Self::RANK_STRETCH) * parent_rank.min_hop_rank_increase
     }
 }
 
@@ -32,10 +31,7 @@ impl ObjectiveFunction for ObjectiveFunction0 {
     fn rank(_: Rank, parent_rank: Rank) -> Rank {
         assert_ne!(parent_rank, Rank::INFINITE);
 
-        Rank::new(
-            parent_rank.value + Self::rank_increase(parent_rank),
-            parent_rank.min_hop_rank_increase,
-        )
+        Rank::new(parent_rank.value + Self::rank_increase(parent_rank), parent_rank.min_hop_rank_increase)
     }
 
     fn preferred_parent(parent_set: &ParentSet) -> Option<&Parent> {
@@ -67,10 +63,7 @@ mod tests {
 
         // 1024 + 3 * 256
         assert_eq!(
-            ObjectiveFunction0::rank(
-                Rank::INFINITE,
-                Rank::new(1024, DEFAULT_MIN_HOP_RANK_INCREASE)
-            ),
+            ObjectiveFunction0::rank(Rank::INFINITE, Rank::new(1024, DEFAULT_MIN_HOP_RANK_INCREASE)),
             Rank::new(1024 + 3 * 256, DEFAULT_MIN_HOP_RANK_INCREASE)
         );
     }
@@ -78,18 +71,12 @@ mod tests {
     #[test]
     #[should_panic]
     fn rank_increase_infinite() {
-        assert_eq!(
-            ObjectiveFunction0::rank(Rank::INFINITE, Rank::INFINITE),
-            Rank::INFINITE
-        );
+        assert_eq!(ObjectiveFunction0::rank(Rank::INFINITE, Rank::INFINITE), Rank::INFINITE);
     }
 
     #[test]
     fn empty_set() {
-        assert_eq!(
-            ObjectiveFunction0::preferred_parent(&ParentSet::default()),
-            None
-        );
+        assert_eq!(ObjectiveFunction0::preferred_parent(&ParentSet::default()), None);
     }
 
     #[test]
@@ -117,12 +104,7 @@ mod tests {
 
         assert_eq!(
             ObjectiveFunction0::preferred_parent(&parents),
-            Some(&Parent::new(
-                0,
-                Rank::ROOT,
-                Default::default(),
-                Ipv6Address::UNSPECIFIED,
-            ))
+            Some(&Parent::new(0, Rank::ROOT, Default::default(), Ipv6Address::UNSPECIFIED,))
         );
     }
 }

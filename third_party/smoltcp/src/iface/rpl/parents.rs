@@ -19,12 +19,7 @@ impl Parent {
         version_number: SequenceCounter,
         dodag_id: Ipv6Address,
     ) -> Self {
-        Self {
-            rank,
-            preference,
-            version_number,
-            dodag_id,
-        }
+        Self { rank, preference, version_number, dodag_id }
     }
 
     /// Return the Rank of the parent.
@@ -93,12 +88,7 @@ mod tests {
 
         assert_eq!(
             set.find(&Ipv6Address::UNSPECIFIED),
-            Some(&Parent::new(
-                0,
-                Rank::ROOT,
-                Default::default(),
-                Ipv6Address::UNSPECIFIED
-            ))
+            Some(&Parent::new(0, Rank::ROOT, Default::default(), Ipv6Address::UNSPECIFIED))
         );
     }
 
@@ -139,12 +129,7 @@ mod tests {
         let address = Ipv6Address::new(0, 0, 0, 0, 0, 0, 0, 8);
         set.add(
             address,
-            Parent::new(
-                0,
-                Rank::new(256 * 8, DEFAULT_MIN_HOP_RANK_INCREASE),
-                Default::default(),
-                address,
-            ),
+            Parent::new(0, Rank::new(256 * 8, DEFAULT_MIN_HOP_RANK_INCREASE), Default::default(), address),
         );
         assert_eq!(set.find(&address), None);
 
@@ -152,21 +137,11 @@ mod tests {
         let address = Ipv6Address::new(0, 0, 0, 0, 0, 0, 0, 9);
         set.add(
             address,
-            Parent::new(
-                0,
-                Rank::new(0, DEFAULT_MIN_HOP_RANK_INCREASE),
-                Default::default(),
-                address,
-            ),
+            Parent::new(0, Rank::new(0, DEFAULT_MIN_HOP_RANK_INCREASE), Default::default(), address),
         );
         assert_eq!(
             set.find(&address),
-            Some(&Parent::new(
-                0,
-                Rank::new(0, DEFAULT_MIN_HOP_RANK_INCREASE),
-                Default::default(),
-                address
-            ))
+            Some(&Parent::new(0, Rank::new(0, DEFAULT_MIN_HOP_RANK_INCREASE), Default::default(), address))
         );
         assert_eq!(set.find(&last_address), None);
     }

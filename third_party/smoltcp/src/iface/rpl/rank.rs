@@ -48,10 +48,7 @@ impl Rank {
     pub const fn new(value: u16, min_hop_rank_increase: u16) -> Self {
         assert!(min_hop_rank_increase > 0);
 
-        Self {
-            value,
-            min_hop_rank_increase,
-        }
+        Self { value, min_hop_rank_increase }
     }
 
     /// Return the integer part of the Rank.

@@ -18,25 +18,12 @@ pub struct Relations {
 impl Relations {
     /// Add a new relation to the buffer. If there was already a relation in the buffer, then
     /// update it.
-    pub fn add_relation(
-        &mut self,
-        destination: Ipv6Address,
-        next_hop: Ipv6Address,
-        expiration: Instant,
-    ) {
-        if let Some(r) = self
-            .relations
-            .iter_mut()
-            .find(|r| r.destination == destination)
-        {
+    pub fn add_relation(&mut self, destination: Ipv6Address, next_hop: Ipv6Address, expiration: Instant) {
+        if let Some(r) = self.relations.iter_mut().find(|r| r.destination == destination) {
             r.next_hop = next_hop;
             r.expiration = expiration;
         } else {
-            let relation = Relation {
-                destination,
-                next_hop,
-                expiration,
-            };
+            let relation = Relation { destination, next_hop, expiration };
 
             if let Err(e) = self.relations.push(relation) {
                 net_debug!("Unable to add relation, buffer is full");
@@ -51,13 +38,7 @@ impl Relations {
 
     /// Return the next hop for a specific IPv6 address, if there is one.
     pub fn find_next_hop(&mut self, destination: Ipv6Address) -> Option<Ipv6Address> {
-        self.relations.iter().find_map(|r| {
-            if r.destination == destination {
-                Some(r.next_hop)
-            } else {
-                None
-            }
-        })
+        self.relations.iter().find_map(|r| if r.destination == destination { Some(r.next_hop) } else { None })
     }
 
     /// Purge expired relations.
@@ -72,9 +53,7 @@ mod tests {
     use crate::time::Duration;
 
     fn addresses(count: usize) -> Vec<Ipv6Address> {
-        (0..count)
-            .map(|i| Ipv6Address::new(0, 0, 0, 0, 0, 0, 0, i as _))
-            .collect()
+        (0..count).map(|i| Ipv6Address::new(0, 0, 0, 0, 0, 0, 0, i as _)).collect()
     }
 
     #[test]

@@ -41,8 +41,7 @@ impl TrickleTimer {
     /// Contiki Trickle timer does.
     pub(crate) fn default(now: Instant, rand: &mut Rand) -> Self {
         use super::consts::{
-            DEFAULT_DIO_INTERVAL_DOUBLINGS, DEFAULT_DIO_INTERVAL_MIN,
-            DEFAULT_DIO_REDUNDANCY_CONSTANT,
+            DEFAULT_DIO_INTERVAL_DOUBLINGS, DEFAULT_DIO_INTERVAL_MIN, DEFAULT_DIO_REDUNDANCY_CONSTANT,
         };
 
         Self::new(
@@ -122,11 +121,7 @@ impl TrickleTimer {
     /// Reset the Trickle timer when the interval has expired.
     fn expire(&mut self, now: Instant, rand: &mut Rand) {
         let max_interval = Duration::from_millis(2u32.pow(self.i_max) as u64);
-        let i = if self.i >= max_interval {
-            max_interval
-        } else {
-            self.i + self.i
-        };
+        let i = if self.i >= max_interval { max_interval } else { self.i + self.i };
 
         self.reset(i, now, rand);
     }
@@ -149,8 +144,7 @@ impl TrickleTimer {
     fn set_t(&mut self, now: Instant, rand: &mut Rand) {
         let t = Duration::from_micros(
             self.i.total_micros() / 2
-                + (rand.rand_u32() as u64
-                    % (self.i.total_micros() - self.i.total_micros() / 2 + 1)),
+                + (rand.rand_u32() as u64 % (self.i.total_micros() - self.i.total_micros() / 2 + 1)),
         );
 
         self.t = t;
@@ -250,9 +244,7 @@ mod tests {
             }
 
             if now == Instant::from_secs(10_000) {
-                use super::super::consts::{
-                    DEFAULT_DIO_INTERVAL_DOUBLINGS, DEFAULT_DIO_REDUNDANCY_CONSTANT,
-                };
+                use super::super::consts::{DEFAULT_DIO_INTERVAL_DOUBLINGS, DEFAULT_DIO_REDUNDANCY_CONSTANT};
                 assert!(!trickle.poll(now, &mut rand));
                 assert!(trickle.counter > DEFAULT_DIO_REDUNDANCY_CONSTANT);
                 // We should never have transmitted since the counter was higher than the default

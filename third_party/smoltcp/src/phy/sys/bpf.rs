@@ -83,10 +83,7 @@ fn open_device() -> io::Result<libc::c_int> {
     unsafe {
         for i in 0..256 {
             let dev = format!("/dev/bpf{}\0", i);
-            match libc::open(
-                dev.as_ptr() as *const libc::c_char,
-                libc::O_RDWR | libc::O_NONBLOCK,
-            ) {
+            match libc::open(dev.as_ptr() as *const libc::c_char, libc::O_RDWR | libc::O_NONBLOCK) {
                 -1 => continue,
                 fd => return Ok(fd),
             };
@@ -98,10 +95,7 @@ fn open_device() -> io::Result<libc::c_int> {
 
 impl BpfDevice {
     pub fn new(name: &str, _medium: Medium) -> io::Result<BpfDevice> {
-        Ok(BpfDevice {
-            fd: open_device()?,
-            ifreq: ifreq_for(name),
-        })
+        Ok(BpfDevice { fd: open_device()?, ifreq: ifreq_for(name) })
     }
 
     pub fn bind_interface(&mut self) -> io::Result<()> {
@@ -141,11 +135,7 @@ impl BpfDevice {
 
     pub fn recv(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
         unsafe {
-            let len = libc::read(
-                self.fd,
-                buffer.as_mut_ptr() as *mut libc::c_void,
-                buffer.len(),
-            );
+            let len = libc::read(self.fd, buffer.as_mut_ptr() as *mut libc::c_void, buffer.len());
 
             if len == -1 || len < BPF_HDRLEN as isize {
                 return Err(io::Error::last_os_error());
@@ -165,11 +155,7 @@ impl BpfDevice {
 
     pub fn send(&mut self, buffer: &[u8]) -> io::Result<usize> {
         unsafe {
-            let len = libc::write(
-                self.fd,
-                buffer.as_ptr() as *const libc::c_void,
-                buffer.len(),
-            );
+            let len = libc::write(self.fd, buffer.as_ptr() as *const libc::c_void, buffer.len());
 
             if len == -1 {
                 panic!("{:?}", io::Error::last_os_error())

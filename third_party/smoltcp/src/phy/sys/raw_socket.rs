@@ -28,22 +28,15 @@ impl RawSocketDesc {
         };
 
         let lower = unsafe {
-            let lower = libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_NONBLOCK,
-                protocol.to_be() as i32,
-            );
+            let lower =
+                libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, protocol.to_be() as i32);
             if lower == -1 {
                 return Err(io::Error::last_os_error());
             }
             lower
         };
 
-        Ok(RawSocketDesc {
-            protocol,
-            lower,
-            ifreq: ifreq_for(name),
-        })
+        Ok(RawSocketDesc { protocol, lower, ifreq: ifreq_for(name) })
     }
 
     pub fn interface_mtu(&mut self) -> io::Result<usize> {
@@ -77,12 +70,7 @@ impl RawSocketDesc {
 
     pub fn recv(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
         unsafe {
-            let len = libc::recv(
-                self.lower,
-                buffer.as_mut_ptr() as *mut libc::c_void,
-                buffer.len(),
-                0,
-            );
+            let len = libc::recv(self.lower, buffer.as_mut_ptr() as *mut libc::c_void, buffer.len(), 0);
             if len == -1 {
                 return Err(io::Error::last_os_error());
             }
@@ -92,12 +80,7 @@ impl RawSocketDesc {
 
     pub fn send(&mut self, buffer: &[u8]) -> io::Result<usize> {
         unsafe {
-            let len = libc::send(
-                self.lower,
-                buffer.as_ptr() as *const libc::c_void,
-                buffer.len(),
-                0,
-            );
+            let len = libc::send(self.lower, buffer.as_ptr() as *const libc::c_void, buffer.len(), 0);
             if len == -1 {
                 return Err(io::Error::last_os_error());
             }

@@ -36,11 +36,7 @@ impl TunTapInterfaceDesc {
         Ok(TunTapInterfaceDesc { lower: fd, mtu })
     }
 
-    fn attach_interface_ifreq(
-        lower: libc::c_int,
-        medium: Medium,
-        ifr: &mut ifreq,
-    ) -> io::Result<()> {
+    fn attach_interface_ifreq(lower: libc::c_int, medium: Medium, ifr: &mut ifreq) -> io::Result<()> {
         let mode = match medium {
             #[cfg(feature = "medium-ip")]
             Medium::Ip => imp::IFF_TUN,
@@ -91,11 +87,7 @@ impl TunTapInterfaceDesc {
 
     pub fn recv(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
         unsafe {
-            let len = libc::read(
-                self.lower,
-                buffer.as_mut_ptr() as *mut libc::c_void,
-                buffer.len(),
-            );
+            let len = libc::read(self.lower, buffer.as_mut_ptr() as *mut libc::c_void, buffer.len());
             if len == -1 {
                 return Err(io::Error::last_os_error());
             }
@@ -105,11 +97,7 @@ impl TunTapInterfaceDesc {
 
     pub fn send(&mut self, buffer: &[u8]) -> io::Result<usize> {
         unsafe {
-            let len = libc::write(
-                self.lower,
-                buffer.as_ptr() as *const libc::c_void,
-                buffer.len(),
-            );
+            let len = libc::write(self.lower, buffer.as_ptr() as *const libc::c_void, buffer.len());
             if len == -1 {
                 return Err(io::Error::last_os_error());
             }

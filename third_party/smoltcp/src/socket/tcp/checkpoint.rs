@@ -35,7 +35,7 @@
 //! * the socket's configuration (buffers, timeout, keep-alive, Nagle, ACK
 //!   delay, hop limit, timestamp generator): the restored socket's own.
 
-use super::{congestion, AckDelayTimer, RttEstimator, Socket, State, Timer, Tuple};
+use super::{AckDelayTimer, RttEstimator, Socket, State, Timer, Tuple, congestion};
 use crate::socket::Context;
 use crate::storage::Assembler;
 use crate::time::Instant;

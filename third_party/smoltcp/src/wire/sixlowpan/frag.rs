@@ -95,9 +95,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
         match self.dispatch() {
             DISPATCH_FIRST_FRAGMENT_HEADER if buffer.len() >= FIRST_FRAGMENT_HEADER_SIZE => Ok(()),
-            DISPATCH_FIRST_FRAGMENT_HEADER if buffer.len() < FIRST_FRAGMENT_HEADER_SIZE => {
-                Err(Error)
-            }
+            DISPATCH_FIRST_FRAGMENT_HEADER if buffer.len() < FIRST_FRAGMENT_HEADER_SIZE => Err(Error),
             DISPATCH_FRAGMENT_HEADER if buffer.len() >= NEXT_FRAGMENT_HEADER_SIZE => Ok(()),
             DISPATCH_FRAGMENT_HEADER if buffer.len() < NEXT_FRAGMENT_HEADER_SIZE => Err(Error),
             _ => Err(Error),
@@ -240,11 +238,7 @@ impl Repr {
 
         match packet.dispatch() {
             DISPATCH_FIRST_FRAGMENT_HEADER => Ok(Self::FirstFragment { size, tag }),
-            DISPATCH_FRAGMENT_HEADER => Ok(Self::Fragment {
-                size,
-                tag,
-                offset: packet.datagram_offset(),
-            }),
+            DISPATCH_FRAGMENT_HEADER => Ok(Self::Fragment { size, tag, offset: packet.datagram_offset() }),
             _ => Err(Error),
         }
     }

@@ -139,9 +139,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn hop_limit(&self) -> u8 {
         match self.hlim_field() {
             0b00 => {
-                let start = (self.ip_fields_start()
-                    + self.traffic_class_size()
-                    + self.next_header_size()) as usize;
+                let start =
+                    (self.ip_fields_start() + self.traffic_class_size() + self.next_header_size()) as usize;
 
                 let data = self.buffer.as_ref();
                 data[start..start + 1][0]
@@ -202,15 +201,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
         match self.tf_field() {
             0b00 => {
                 let start = self.ip_fields_start() as usize;
-                Some(NetworkEndian::read_u16(
-                    &self.buffer.as_ref()[start..][2..4],
-                ))
+                Some(NetworkEndian::read_u16(&self.buffer.as_ref()[start..][2..4]))
             }
             0b01 => {
                 let start = self.ip_fields_start() as usize;
-                Some(NetworkEndian::read_u16(
-                    &self.buffer.as_ref()[start..][1..3],
-                ))
+                Some(NetworkEndian::read_u16(&self.buffer.as_ref()[start..][1..3]))
             }
             0b10 | 0b11 => None,
             _ => unreachable!(),
@@ -226,20 +221,15 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
         let data = self.buffer.as_ref();
         match (self.sac_field(), self.sam_field()) {
-            (0, 0b00) => Ok(UnresolvedAddress::WithoutContext(AddressMode::FullInline(
-                &data[start..][..16],
-            ))),
-            (0, 0b01) => Ok(UnresolvedAddress::WithoutContext(
-                AddressMode::InLine64bits(&data[start..][..8]),
-            )),
-            (0, 0b10) => Ok(UnresolvedAddress::WithoutContext(
-                AddressMode::InLine16bits(&data[start..][..2]),
-            )),
+            (0, 0b00) => Ok(UnresolvedAddress::WithoutContext(AddressMode::FullInline(&data[start..][..16]))),
+            (0, 0b01) => {
+                Ok(UnresolvedAddress::WithoutContext(AddressMode::InLine64bits(&data[start..][..8])))
+            }
+            (0, 0b10) => {
+                Ok(UnresolvedAddress::WithoutContext(AddressMode::InLine16bits(&data[start..][..2])))
+            }
             (0, 0b11) => Ok(UnresolvedAddress::WithoutContext(AddressMode::FullyElided)),
-            (1, 0b00) => Ok(UnresolvedAddress::WithContext((
-                0,
-                AddressMode::Unspecified,
-            ))),
+            (1, 0b00) => Ok(UnresolvedAddress::WithContext((0, AddressMode::Unspecified))),
             (1, 0b01) => {
                 if let Some(id) = self.src_context_id() {
                     Ok(UnresolvedAddress::WithContext((
@@ -262,10 +252,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
             }
             (1, 0b11) => {
                 if let Some(id) = self.src_context_id() {
-                    Ok(UnresolvedAddress::WithContext((
-                        id as usize,
-                        AddressMode::FullyElided,
-                    )))
+                    Ok(UnresolvedAddress::WithContext((id as usize, AddressMode::FullyElided)))
                 } else {
                     Err(Error)
                 }
@@ -284,15 +271,15 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
         let data = self.buffer.as_ref();
         match (self.m_field(), self.dac_field(), self.dam_field()) {
-            (0, 0, 0b00) => Ok(UnresolvedAddress::WithoutContext(AddressMode::FullInline(
-                &data[start..][..16],
-            ))),
-            (0, 0, 0b01) => Ok(UnresolvedAddress::WithoutContext(
-                AddressMode::InLine64bits(&data[start..][..8]),
-            )),
-            (0, 0, 0b10) => Ok(UnresolvedAddress::WithoutContext(
-                AddressMode::InLine16bits(&data[start..][..2]),
-            )),
+            (0, 0, 0b00) => {
+                Ok(UnresolvedAddress::WithoutContext(AddressMode::FullInline(&data[start..][..16])))
+            }
+            (0, 0, 0b01) => {
+                Ok(UnresolvedAddress::WithoutContext(AddressMode::InLine64bits(&data[start..][..8])))
+            }
+            (0, 0, 0b10) => {
+                Ok(UnresolvedAddress::WithoutContext(AddressMode::InLine16bits(&data[start..][..2])))
+            }
             (0, 0, 0b11) => Ok(UnresolvedAddress::WithoutContext(AddressMode::FullyElided)),
             (0, 1, 0b00) => Ok(UnresolvedAddress::Reserved),
             (0, 1, 0b01) => {
@@ -317,30 +304,24 @@ impl<T: AsRef<[u8]>> Packet<T> {
             }
             (0, 1, 0b11) => {
                 if let Some(id) = self.dst_context_id() {
-                    Ok(UnresolvedAddress::WithContext((
-                        id as usize,
-                        AddressMode::FullyElided,
-                    )))
+                    Ok(UnresolvedAddress::WithContext((id as usize, AddressMode::FullyElided)))
                 } else {
                     Err(Error)
                 }
             }
-            (1, 0, 0b00) => Ok(UnresolvedAddress::WithoutContext(AddressMode::FullInline(
-                &data[start..][..16],
-            ))),
-            (1, 0, 0b01) => Ok(UnresolvedAddress::WithoutContext(
-                AddressMode::Multicast48bits(&data[start..][..6]),
-            )),
-            (1, 0, 0b10) => Ok(UnresolvedAddress::WithoutContext(
-                AddressMode::Multicast32bits(&data[start..][..4]),
-            )),
-            (1, 0, 0b11) => Ok(UnresolvedAddress::WithoutContext(
-                AddressMode::Multicast8bits(&data[start..][..1]),
-            )),
-            (1, 1, 0b00) => Ok(UnresolvedAddress::WithContext((
-                0,
-                AddressMode::NotSupported,
-            ))),
+            (1, 0, 0b00) => {
+                Ok(UnresolvedAddress::WithoutContext(AddressMode::FullInline(&data[start..][..16])))
+            }
+            (1, 0, 0b01) => {
+                Ok(UnresolvedAddress::WithoutContext(AddressMode::Multicast48bits(&data[start..][..6])))
+            }
+            (1, 0, 0b10) => {
+                Ok(UnresolvedAddress::WithoutContext(AddressMode::Multicast32bits(&data[start..][..4])))
+            }
+            (1, 0, 0b11) => {
+                Ok(UnresolvedAddress::WithoutContext(AddressMode::Multicast8bits(&data[start..][..1])))
+            }
+            (1, 1, 0b00) => Ok(UnresolvedAddress::WithContext((0, AddressMode::NotSupported))),
             (1, 1, 0b01..=0b11) => Ok(UnresolvedAddress::Reserved),
             _ => Err(Error),
         }
@@ -536,11 +517,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
             // a 802.15.4 short address or a 802.15.4 extended address which can be
             // converted to a eui64 address.
             let is_eui_64 = ll_src_addr
-                .map(|addr| {
-                    addr.as_eui_64()
-                        .map(|addr| addr[..] == src[8..])
-                        .unwrap_or(false)
-                })
+                .map(|addr| addr.as_eui_64().map(|addr| addr[..] == src[8..]).unwrap_or(false))
                 .unwrap_or(false);
 
             if src[8..14] == [0, 0, 0, 0xff, 0xfe, 0] {
@@ -624,11 +601,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
             }
         } else if dst_addr.is_link_local() {
             let is_eui_64 = ll_dst_addr
-                .map(|addr| {
-                    addr.as_eui_64()
-                        .map(|addr| addr[..] == dst[8..])
-                        .unwrap_or(false)
-                })
+                .map(|addr| addr.as_eui_64().map(|addr| addr[..] == dst[8..]).unwrap_or(false))
                 .unwrap_or(false);
 
             if dst[8..14] == [0, 0, 0, 0xff, 0xfe, 0] {
@@ -776,19 +749,11 @@ impl Repr {
 
             let is_eui_64 = self
                 .ll_src_addr
-                .map(|addr| {
-                    addr.as_eui_64()
-                        .map(|addr| addr[..] == src[8..])
-                        .unwrap_or(false)
-                })
+                .map(|addr| addr.as_eui_64().map(|addr| addr[..] == src[8..]).unwrap_or(false))
                 .unwrap_or(false);
 
             if src[8..14] == [0, 0, 0, 0xff, 0xfe, 0] {
-                if self.ll_src_addr == Some(LlAddress::Short(ll)) {
-                    0
-                } else {
-                    2
-                }
+                if self.ll_src_addr == Some(LlAddress::Short(ll)) { 0 } else { 2 }
             } else if is_eui_64 {
                 0
             } else {
@@ -813,21 +778,13 @@ impl Repr {
         } else if self.dst_addr.is_link_local() {
             let is_eui_64 = self
                 .ll_dst_addr
-                .map(|addr| {
-                    addr.as_eui_64()
-                        .map(|addr| addr[..] == dst[8..])
-                        .unwrap_or(false)
-                })
+                .map(|addr| addr.as_eui_64().map(|addr| addr[..] == dst[8..]).unwrap_or(false))
                 .unwrap_or(false);
 
             if dst[8..14] == [0, 0, 0, 0xff, 0xfe, 0] {
                 let ll = [dst[14], dst[15]];
 
-                if self.ll_dst_addr == Some(LlAddress::Short(ll)) {
-                    0
-                } else {
-                    2
-                }
+                if self.ll_dst_addr == Some(LlAddress::Short(ll)) { 0 } else { 2 }
             } else if is_eui_64 {
                 0
             } else {
@@ -888,23 +845,14 @@ mod test {
         assert_eq!(packet.dac_field(), 0b0);
         assert_eq!(packet.dam_field(), 0b11);
 
-        assert_eq!(
-            packet.next_header(),
-            NextHeader::Uncompressed(IpProtocol::Icmpv6)
-        );
+        assert_eq!(packet.next_header(), NextHeader::Uncompressed(IpProtocol::Icmpv6));
 
         assert_eq!(packet.src_address_size(), 0);
         assert_eq!(packet.dst_address_size(), 0);
         assert_eq!(packet.hop_limit(), 64);
 
-        assert_eq!(
-            packet.src_addr(),
-            Ok(UnresolvedAddress::WithoutContext(AddressMode::FullyElided))
-        );
-        assert_eq!(
-            packet.dst_addr(),
-            Ok(UnresolvedAddress::WithoutContext(AddressMode::FullyElided))
-        );
+        assert_eq!(packet.src_addr(), Ok(UnresolvedAddress::WithoutContext(AddressMode::FullyElided)));
+        assert_eq!(packet.dst_addr(), Ok(UnresolvedAddress::WithoutContext(AddressMode::FullyElided)));
 
         let bytes = [
             0x7e, 0xf7, // IPHC,
@@ -930,19 +878,7 @@ mod test {
         assert_eq!(packet.dst_address_size(), 0);
         assert_eq!(packet.hop_limit(), 64);
 
-        assert_eq!(
-            packet.src_addr(),
-            Ok(UnresolvedAddress::WithContext((
-                0,
-                AddressMode::FullyElided
-            )))
-        );
-        assert_eq!(
-            packet.dst_addr(),
-            Ok(UnresolvedAddress::WithContext((
-                0,
-                AddressMode::FullyElided
-            )))
-        );
+        assert_eq!(packet.src_addr(), Ok(UnresolvedAddress::WithContext((0, AddressMode::FullyElided))));
+        assert_eq!(packet.dst_addr(), Ok(UnresolvedAddress::WithContext((0, AddressMode::FullyElided))));
     }
 }

@@ -144,11 +144,7 @@ impl<T: AsRef<[u8]>> ExtHeaderPacket<T> {
         let mut len = 2;
         len += self.next_header_size();
 
-        if len <= buffer.len() {
-            Ok(())
-        } else {
-            Err(Error)
-        }
+        if len <= buffer.len() { Ok(()) } else { Err(Error) }
     }
 
     /// Consumes the frame, returning the underlying buffer.
@@ -319,27 +315,21 @@ mod tests {
     use crate::wire::{Ipv6RoutingHeader, Ipv6RoutingRepr};
 
     #[cfg(feature = "proto-rpl")]
-    use crate::wire::{
-        Ipv6Option, Ipv6OptionRepr, Ipv6OptionsIterator, RplHopByHopRepr, RplInstanceId,
-    };
+    use crate::wire::{Ipv6Option, Ipv6OptionRepr, Ipv6OptionsIterator, RplHopByHopRepr, RplInstanceId};
 
     #[cfg(feature = "proto-rpl")]
     const RPL_HOP_BY_HOP_PACKET: [u8; 9] = [0xe0, 0x3a, 0x06, 0x63, 0x04, 0x00, 0x1e, 0x03, 0x00];
 
     const ROUTING_SR_PACKET: [u8; 32] = [
-        0xe3, 0x1e, 0x03, 0x03, 0x99, 0x30, 0x00, 0x00, 0x05, 0x00, 0x05, 0x00, 0x05, 0x00, 0x05,
-        0x06, 0x00, 0x06, 0x00, 0x06, 0x00, 0x06, 0x02, 0x00, 0x02, 0x00, 0x02, 0x00, 0x02, 0x00,
-        0x00, 0x00,
+        0xe3, 0x1e, 0x03, 0x03, 0x99, 0x30, 0x00, 0x00, 0x05, 0x00, 0x05, 0x00, 0x05, 0x00, 0x05, 0x06, 0x00,
+        0x06, 0x00, 0x06, 0x00, 0x06, 0x02, 0x00, 0x02, 0x00, 0x02, 0x00, 0x02, 0x00, 0x00, 0x00,
     ];
 
     #[test]
     #[cfg(feature = "proto-rpl")]
     fn test_rpl_hop_by_hop_option_deconstruct() {
         let header = ExtHeaderPacket::new_checked(&RPL_HOP_BY_HOP_PACKET).unwrap();
-        assert_eq!(
-            header.next_header(),
-            NextHeader::Uncompressed(IpProtocol::Icmpv6)
-        );
+        assert_eq!(header.next_header(), NextHeader::Uncompressed(IpProtocol::Icmpv6));
         assert_eq!(header.extension_header_id(), ExtHeaderId::HopByHopHeader);
 
         let options = header.payload();
@@ -382,12 +372,8 @@ mod tests {
         };
 
         let mut buffer = vec![0u8; ext_hdr.buffer_len() + repr.buffer_len()];
-        ext_hdr.emit(&mut ExtHeaderPacket::new_unchecked(
-            &mut buffer[..ext_hdr.buffer_len()],
-        ));
-        repr.emit(&mut Ipv6Option::new_unchecked(
-            &mut buffer[ext_hdr.buffer_len()..],
-        ));
+        ext_hdr.emit(&mut ExtHeaderPacket::new_unchecked(&mut buffer[..ext_hdr.buffer_len()]));
+        repr.emit(&mut Ipv6Option::new_unchecked(&mut buffer[ext_hdr.buffer_len()..]));
 
         assert_eq!(&buffer[..], RPL_HOP_BY_HOP_PACKET);
     }
@@ -408,8 +394,8 @@ mod tests {
                 cmpr_e: 9,
                 pad: 3,
                 addresses: &[
-                    0x05, 0x00, 0x05, 0x00, 0x05, 0x00, 0x05, 0x06, 0x00, 0x06, 0x00, 0x06, 0x00,
-                    0x06, 0x02, 0x00, 0x02, 0x00, 0x02, 0x00, 0x02, 0x00, 0x00, 0x00
+                    0x05, 0x00, 0x05, 0x00, 0x05, 0x00, 0x05, 0x06, 0x00, 0x06, 0x00, 0x06, 0x00, 0x06, 0x02,
+                    0x00, 0x02, 0x00, 0x02, 0x00, 0x02, 0x00, 0x00, 0x00
                 ],
             }
         );
@@ -423,8 +409,8 @@ mod tests {
             cmpr_e: 9,
             pad: 3,
             addresses: &[
-                0x05, 0x00, 0x05, 0x00, 0x05, 0x00, 0x05, 0x06, 0x00, 0x06, 0x00, 0x06, 0x00, 0x06,
-                0x02, 0x00, 0x02, 0x00, 0x02, 0x00, 0x02, 0x00, 0x00, 0x00,
+                0x05, 0x00, 0x05, 0x00, 0x05, 0x00, 0x05, 0x06, 0x00, 0x06, 0x00, 0x06, 0x00, 0x06, 0x02,
+                0x00, 0x02, 0x00, 0x02, 0x00, 0x02, 0x00, 0x00, 0x00,
             ],
         };
 
@@ -435,12 +421,8 @@ mod tests {
         };
 
         let mut buffer = vec![0u8; ext_hdr.buffer_len() + routing_hdr.buffer_len()];
-        ext_hdr.emit(&mut ExtHeaderPacket::new_unchecked(
-            &mut buffer[..ext_hdr.buffer_len()],
-        ));
-        routing_hdr.emit(&mut Ipv6RoutingHeader::new_unchecked(
-            &mut buffer[ext_hdr.buffer_len()..],
-        ));
+        ext_hdr.emit(&mut ExtHeaderPacket::new_unchecked(&mut buffer[..ext_hdr.buffer_len()]));
+        routing_hdr.emit(&mut Ipv6RoutingHeader::new_unchecked(&mut buffer[ext_hdr.buffer_len()..]));
 
         assert_eq!(&buffer[..], ROUTING_SR_PACKET);
     }
@@ -722,10 +704,7 @@ impl<'a> UdpNhcRepr {
             }
         }
 
-        Ok(Self(UdpRepr {
-            src_port: packet.src_port(),
-            dst_port: packet.dst_port(),
-        }))
+        Ok(Self(UdpRepr { src_port: packet.src_port(), dst_port: packet.dst_port() }))
     }
 
     /// Return the length of a packet that will be emitted from this high-level representation.
@@ -802,10 +781,7 @@ mod test {
         assert_eq!(packet.length(), 6);
         assert_eq!(packet.dispatch_field(), DISPATCH_EXT_HEADER);
         assert_eq!(packet.extension_header_id(), ExtHeaderId::RoutingHeader);
-        assert_eq!(
-            packet.next_header(),
-            NextHeader::Uncompressed(IpProtocol::Icmpv6)
-        );
+        assert_eq!(packet.next_header(), NextHeader::Uncompressed(IpProtocol::Icmpv6));
 
         assert_eq!(packet.payload(), [0x03, 0x00, 0xff, 0x00, 0x00, 0x00]);
     }
@@ -855,10 +831,7 @@ mod test {
 
     #[test]
     fn udp_emit() {
-        let udp = UdpNhcRepr(UdpRepr {
-            src_port: 0xf0b1,
-            dst_port: 0xf001,
-        });
+        let udp = UdpNhcRepr(UdpRepr { src_port: 0xf0b1, dst_port: 0xf001 });
 
         let payload = b"Hello World!";
 

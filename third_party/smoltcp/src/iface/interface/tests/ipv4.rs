@@ -14,13 +14,9 @@ fn test_any_ip_accept_arp(#[case] medium: Medium) {
         };
         let frame_repr = ArpRepr::EthernetIpv4 {
             operation: ArpOperation::Request,
-            source_hardware_addr: EthernetAddress::from_bytes(&[
-                0x02, 0x02, 0x02, 0x02, 0x02, 0x03,
-            ]),
+            source_hardware_addr: EthernetAddress::from_bytes(&[0x02, 0x02, 0x02, 0x02, 0x02, 0x03]),
             source_protocol_addr: Ipv4Address::from_octets([192, 168, 1, 2]),
-            target_hardware_addr: EthernetAddress::from_bytes(&[
-                0x02, 0x02, 0x02, 0x02, 0x02, 0x02,
-            ]),
+            target_hardware_addr: EthernetAddress::from_bytes(&[0x02, 0x02, 0x02, 0x02, 0x02, 0x02]),
             target_protocol_addr: Ipv4Address::from_octets([192, 168, 1, 3]),
         };
         let mut frame = EthernetFrame::new_unchecked(&mut buffer[..]);
@@ -178,98 +174,34 @@ fn test_local_subnet_broadcasts(#[case] medium: Medium) {
         });
     });
 
-    assert!(
-        iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(255, 255, 255, 255))
-    );
-    assert!(
-        !iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(255, 255, 255, 254))
-    );
-    assert!(
-        iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(192, 168, 1, 255))
-    );
-    assert!(
-        !iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(192, 168, 1, 254))
-    );
+    assert!(iface.inner.is_broadcast_v4(Ipv4Address::new(255, 255, 255, 255)));
+    assert!(!iface.inner.is_broadcast_v4(Ipv4Address::new(255, 255, 255, 254)));
+    assert!(iface.inner.is_broadcast_v4(Ipv4Address::new(192, 168, 1, 255)));
+    assert!(!iface.inner.is_broadcast_v4(Ipv4Address::new(192, 168, 1, 254)));
 
     iface.update_ip_addrs(|addrs| {
         addrs.iter_mut().next().map(|addr| {
             *addr = IpCidr::Ipv4(Ipv4Cidr::new(Ipv4Address::new(192, 168, 23, 24), 16));
         });
     });
-    assert!(
-        iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(255, 255, 255, 255))
-    );
-    assert!(
-        !iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(255, 255, 255, 254))
-    );
-    assert!(
-        !iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(192, 168, 23, 255))
-    );
-    assert!(
-        !iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(192, 168, 23, 254))
-    );
-    assert!(
-        !iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(192, 168, 255, 254))
-    );
-    assert!(
-        iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(192, 168, 255, 255))
-    );
+    assert!(iface.inner.is_broadcast_v4(Ipv4Address::new(255, 255, 255, 255)));
+    assert!(!iface.inner.is_broadcast_v4(Ipv4Address::new(255, 255, 255, 254)));
+    assert!(!iface.inner.is_broadcast_v4(Ipv4Address::new(192, 168, 23, 255)));
+    assert!(!iface.inner.is_broadcast_v4(Ipv4Address::new(192, 168, 23, 254)));
+    assert!(!iface.inner.is_broadcast_v4(Ipv4Address::new(192, 168, 255, 254)));
+    assert!(iface.inner.is_broadcast_v4(Ipv4Address::new(192, 168, 255, 255)));
 
     iface.update_ip_addrs(|addrs| {
         addrs.iter_mut().next().map(|addr| {
             *addr = IpCidr::Ipv4(Ipv4Cidr::new(Ipv4Address::new(192, 168, 23, 24), 8));
         });
     });
-    assert!(
-        iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(255, 255, 255, 255))
-    );
-    assert!(
-        !iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(255, 255, 255, 254))
-    );
-    assert!(
-        !iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(192, 23, 1, 255))
-    );
-    assert!(
-        !iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(192, 23, 1, 254))
-    );
-    assert!(
-        !iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(192, 255, 255, 254))
-    );
-    assert!(
-        iface
-            .inner
-            .is_broadcast_v4(Ipv4Address::new(192, 255, 255, 255))
-    );
+    assert!(iface.inner.is_broadcast_v4(Ipv4Address::new(255, 255, 255, 255)));
+    assert!(!iface.inner.is_broadcast_v4(Ipv4Address::new(255, 255, 255, 254)));
+    assert!(!iface.inner.is_broadcast_v4(Ipv4Address::new(192, 23, 1, 255)));
+    assert!(!iface.inner.is_broadcast_v4(Ipv4Address::new(192, 23, 1, 254)));
+    assert!(!iface.inner.is_broadcast_v4(Ipv4Address::new(192, 255, 255, 254)));
+    assert!(iface.inner.is_broadcast_v4(Ipv4Address::new(192, 255, 255, 255)));
 }
 
 #[rstest]
@@ -278,9 +210,7 @@ fn test_local_subnet_broadcasts(#[case] medium: Medium) {
 #[case(Medium::Ethernet)]
 #[cfg(all(feature = "medium-ethernet", feature = "socket-udp"))]
 fn test_icmp_error_port_unreachable(#[case] medium: Medium) {
-    static UDP_PAYLOAD: [u8; 12] = [
-        0x48, 0x65, 0x6c, 0x6c, 0x6f, 0x2c, 0x20, 0x57, 0x6f, 0x6c, 0x64, 0x21,
-    ];
+    static UDP_PAYLOAD: [u8; 12] = [0x48, 0x65, 0x6c, 0x6c, 0x6f, 0x2c, 0x20, 0x57, 0x6f, 0x6c, 0x64, 0x21];
     let (mut iface, mut sockets, _device) = setup(medium);
 
     let mut udp_bytes_unicast = vec![0u8; 20];
@@ -288,10 +218,7 @@ fn test_icmp_error_port_unreachable(#[case] medium: Medium) {
     let mut packet_unicast = UdpPacket::new_unchecked(&mut udp_bytes_unicast);
     let mut packet_broadcast = UdpPacket::new_unchecked(&mut udp_bytes_broadcast);
 
-    let udp_repr = UdpRepr {
-        src_port: 67,
-        dst_port: 68,
-    };
+    let udp_repr = UdpRepr { src_port: 67, dst_port: 68 };
 
     let ip_repr = IpRepr::Ipv4(Ipv4Repr {
         src_addr: Ipv4Address::new(0x7f, 0x00, 0x00, 0x02),
@@ -340,9 +267,7 @@ fn test_icmp_error_port_unreachable(#[case] medium: Medium) {
     // Ensure that the unknown protocol triggers an error response.
     // And we correctly handle no payload.
     assert_eq!(
-        iface
-            .inner
-            .process_udp(&mut sockets, PacketMeta::default(), false, ip_repr, data),
+        iface.inner.process_udp(&mut sockets, PacketMeta::default(), false, ip_repr, data),
         Some(expected_repr)
     );
 
@@ -394,11 +319,7 @@ fn test_handle_ipv4_broadcast(#[case] medium: Medium) {
 
     // ICMPv4 echo request
     let icmpv4_data: [u8; 4] = [0xaa, 0x00, 0x00, 0xff];
-    let icmpv4_repr = Icmpv4Repr::EchoRequest {
-        ident: 0x1234,
-        seq_no: 0xabcd,
-        data: &icmpv4_data,
-    };
+    let icmpv4_repr = Icmpv4Repr::EchoRequest { ident: 0x1234, seq_no: 0xabcd, data: &icmpv4_data };
 
     // Send to IPv4 broadcast address
     let ipv4_repr = Ipv4Repr {
@@ -412,10 +333,7 @@ fn test_handle_ipv4_broadcast(#[case] medium: Medium) {
     // Emit to ip frame
     let mut bytes = vec![0u8; ipv4_repr.buffer_len() + icmpv4_repr.buffer_len()];
     let frame = {
-        ipv4_repr.emit(
-            &mut Ipv4Packet::new_unchecked(&mut bytes[..]),
-            &ChecksumCapabilities::default(),
-        );
+        ipv4_repr.emit(&mut Ipv4Packet::new_unchecked(&mut bytes[..]), &ChecksumCapabilities::default());
         icmpv4_repr.emit(
             &mut Icmpv4Packet::new_unchecked(&mut bytes[ipv4_repr.buffer_len()..]),
             &ChecksumCapabilities::default(),
@@ -424,11 +342,7 @@ fn test_handle_ipv4_broadcast(#[case] medium: Medium) {
     };
 
     // Expected ICMPv4 echo reply
-    let expected_icmpv4_repr = Icmpv4Repr::EchoReply {
-        ident: 0x1234,
-        seq_no: 0xabcd,
-        data: &icmpv4_data,
-    };
+    let expected_icmpv4_repr = Icmpv4Repr::EchoReply { ident: 0x1234, seq_no: 0xabcd, data: &icmpv4_data };
     let expected_ipv4_repr = Ipv4Repr {
         src_addr: our_ipv4_addr,
         dst_addr: src_ipv4_addr,
@@ -436,8 +350,7 @@ fn test_handle_ipv4_broadcast(#[case] medium: Medium) {
         hop_limit: 64,
         payload_len: expected_icmpv4_repr.buffer_len(),
     };
-    let expected_packet =
-        Packet::new_ipv4(expected_ipv4_repr, IpPayload::Icmpv4(expected_icmpv4_repr));
+    let expected_packet = Packet::new_ipv4(expected_ipv4_repr, IpPayload::Icmpv4(expected_icmpv4_repr));
 
     assert_eq!(
         iface.inner.process_ipv4(
@@ -626,17 +539,9 @@ fn test_arp_flush_after_update_ip(#[case] medium: Medium) {
 
 #[rstest]
 #[case(Medium::Ip)]
-#[cfg(all(
-    feature = "socket-icmp",
-    feature = "medium-ip",
-    feature = "auto-icmp-echo-reply",
-))]
+#[cfg(all(feature = "socket-icmp", feature = "medium-ip", feature = "auto-icmp-echo-reply",))]
 #[case(Medium::Ethernet)]
-#[cfg(all(
-    feature = "socket-icmp",
-    feature = "medium-ethernet",
-    feature = "auto-icmp-echo-reply",
-))]
+#[cfg(all(feature = "socket-icmp", feature = "medium-ethernet", feature = "auto-icmp-echo-reply",))]
 fn test_icmpv4_socket(#[case] medium: Medium) {
     use crate::wire::Icmpv4Packet;
 
@@ -660,11 +565,7 @@ fn test_icmpv4_socket(#[case] medium: Medium) {
     // Ensure the ident we bound to and the ident of the packet are the same.
     let mut bytes = [0xff; 24];
     let mut packet = Icmpv4Packet::new_unchecked(&mut bytes[..]);
-    let echo_repr = Icmpv4Repr::EchoRequest {
-        ident,
-        seq_no,
-        data: echo_data,
-    };
+    let echo_repr = Icmpv4Repr::EchoRequest { ident, seq_no, data: echo_data };
     echo_repr.emit(&mut packet, &ChecksumCapabilities::default());
     let icmp_data = &*packet.into_inner();
 
@@ -681,32 +582,16 @@ fn test_icmpv4_socket(#[case] medium: Medium) {
     assert!(!sockets.get_mut::<icmp::Socket>(socket_handle).can_recv());
 
     // Confirm we still get EchoReply from `smoltcp` even with the ICMP socket listening
-    let echo_reply = Icmpv4Repr::EchoReply {
-        ident,
-        seq_no,
-        data: echo_data,
-    };
-    let ipv4_reply = Ipv4Repr {
-        src_addr: ipv4_repr.dst_addr,
-        dst_addr: ipv4_repr.src_addr,
-        ..ipv4_repr
-    };
+    let echo_reply = Icmpv4Repr::EchoReply { ident, seq_no, data: echo_data };
+    let ipv4_reply = Ipv4Repr { src_addr: ipv4_repr.dst_addr, dst_addr: ipv4_repr.src_addr, ..ipv4_repr };
     assert_eq!(
-        iface
-            .inner
-            .process_icmpv4(&mut sockets, ipv4_repr, icmp_data),
+        iface.inner.process_icmpv4(&mut sockets, ipv4_repr, icmp_data),
         Some(Packet::new_ipv4(ipv4_reply, IpPayload::Icmpv4(echo_reply)))
     );
 
     let socket = sockets.get_mut::<icmp::Socket>(socket_handle);
     assert!(socket.can_recv());
-    assert_eq!(
-        socket.recv(),
-        Ok((
-            icmp_data,
-            IpAddress::Ipv4(Ipv4Address::new(0x7f, 0x00, 0x00, 0x02))
-        ))
-    );
+    assert_eq!(socket.recv(), Ok((icmp_data, IpAddress::Ipv4(Ipv4Address::new(0x7f, 0x00, 0x00, 0x02)))));
 }
 
 #[rstest]
@@ -715,10 +600,7 @@ fn test_icmpv4_socket(#[case] medium: Medium) {
 #[case(Medium::Ethernet)]
 #[cfg(all(feature = "multicast", feature = "medium-ethernet"))]
 fn test_handle_igmp(#[case] medium: Medium) {
-    fn recv_igmp(
-        device: &mut crate::tests::TestingDevice,
-        timestamp: Instant,
-    ) -> Vec<(Ipv4Repr, IgmpRepr)> {
+    fn recv_igmp(device: &mut crate::tests::TestingDevice, timestamp: Instant) -> Vec<(Ipv4Repr, IgmpRepr)> {
         let caps = device.capabilities();
         let checksum_caps = &caps.checksum;
         recv_all(device, timestamp)
@@ -744,10 +626,7 @@ fn test_handle_igmp(#[case] medium: Medium) {
             .collect::<Vec<_>>()
     }
 
-    let groups = [
-        Ipv4Address::new(224, 0, 0, 22),
-        Ipv4Address::new(224, 0, 0, 56),
-    ];
+    let groups = [Ipv4Address::new(224, 0, 0, 22), Ipv4Address::new(224, 0, 0, 56)];
 
     let (mut iface, mut sockets, mut device) = setup(medium);
 
@@ -765,19 +644,15 @@ fn test_handle_igmp(#[case] medium: Medium) {
         assert_eq!(reports[i].0.dst_addr, *group_addr);
         assert_eq!(
             reports[i].1,
-            IgmpRepr::MembershipReport {
-                group_addr: *group_addr,
-                version: IgmpVersion::Version2,
-            }
+            IgmpRepr::MembershipReport { group_addr: *group_addr, version: IgmpVersion::Version2 }
         );
     }
 
     // General query
     const GENERAL_QUERY_BYTES: &[u8] = &[
-        0x46, 0xc0, 0x00, 0x24, 0xed, 0xb4, 0x00, 0x00, 0x01, 0x02, 0x47, 0x43, 0xac, 0x16, 0x63,
-        0x04, 0xe0, 0x00, 0x00, 0x01, 0x94, 0x04, 0x00, 0x00, 0x11, 0x64, 0xec, 0x8f, 0x00, 0x00,
-        0x00, 0x00, 0x02, 0x0c, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00,
+        0x46, 0xc0, 0x00, 0x24, 0xed, 0xb4, 0x00, 0x00, 0x01, 0x02, 0x47, 0x43, 0xac, 0x16, 0x63, 0x04, 0xe0,
+        0x00, 0x00, 0x01, 0x94, 0x04, 0x00, 0x00, 0x11, 0x64, 0xec, 0x8f, 0x00, 0x00, 0x00, 0x00, 0x02, 0x0c,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
     ];
     device.rx_queue.push_back(GENERAL_QUERY_BYTES.to_vec());
 
@@ -831,18 +706,11 @@ fn test_packet_len(#[case] medium: Medium) {
 
     iface.inner.neighbor_cache.fill(
         IpAddress::Ipv4(Ipv4Address::new(127, 0, 0, 1)),
-        HardwareAddress::Ethernet(EthernetAddress::from_bytes(&[
-            0x02, 0x02, 0x02, 0x02, 0x02, 0x02,
-        ])),
+        HardwareAddress::Ethernet(EthernetAddress::from_bytes(&[0x02, 0x02, 0x02, 0x02, 0x02, 0x02])),
         Instant::ZERO,
     );
 
-    for ip_packet_len in [
-        100,
-        iface.inner.ip_mtu(),
-        iface.inner.ip_mtu() + 1,
-        FRAGMENTATION_BUFFER_SIZE,
-    ] {
+    for ip_packet_len in [100, iface.inner.ip_mtu(), iface.inner.ip_mtu() + 1, FRAGMENTATION_BUFFER_SIZE] {
         net_debug!("ip_packet_len: {}", ip_packet_len);
 
         let mut ip_repr = Ipv4Repr {
@@ -852,10 +720,7 @@ fn test_packet_len(#[case] medium: Medium) {
             payload_len: 0,
             hop_limit: 64,
         };
-        let udp_repr = UdpRepr {
-            src_port: 12345,
-            dst_port: 54321,
-        };
+        let udp_repr = UdpRepr { src_port: 12345, dst_port: 54321 };
 
         let ip_packet_payload_len = ip_packet_len - ip_repr.buffer_len();
         let udp_packet_payload_len = ip_packet_payload_len - udp_repr.header_len();
@@ -867,9 +732,7 @@ fn test_packet_len(#[case] medium: Medium) {
 
         assert_eq!(
             iface.inner.dispatch_ip(
-                TestTxToken {
-                    max_transmission_unit: iface.inner.caps.max_transmission_unit
-                },
+                TestTxToken { max_transmission_unit: iface.inner.caps.max_transmission_unit },
                 PacketMeta::default(),
                 ip_packet,
                 &mut iface.fragmenter,
@@ -885,12 +748,8 @@ fn check_no_reply_raw_socket(medium: Medium, frame: &crate::wire::ipv4::Packet<&
     let (mut iface, mut sockets, _) = setup(medium);
 
     let packets = 1;
-    let rx_buffer =
-        raw::PacketBuffer::new(vec![raw::PacketMetadata::EMPTY; packets], vec![0; 48 * 1]);
-    let tx_buffer = raw::PacketBuffer::new(
-        vec![raw::PacketMetadata::EMPTY; packets],
-        vec![0; 48 * packets],
-    );
+    let rx_buffer = raw::PacketBuffer::new(vec![raw::PacketMetadata::EMPTY; packets], vec![0; 48 * 1]);
+    let tx_buffer = raw::PacketBuffer::new(vec![raw::PacketMetadata::EMPTY; packets], vec![0; 48 * packets]);
     let raw_socket = raw::Socket::new(Some(IpVersion::Ipv4), None, rx_buffer, tx_buffer);
     sockets.add(raw_socket);
 
@@ -920,10 +779,7 @@ fn test_raw_socket_no_reply_udp(#[case] medium: Medium) {
 
     const PAYLOAD_LEN: usize = 10;
 
-    let udp_repr = UdpRepr {
-        src_port: 67,
-        dst_port: 68,
-    };
+    let udp_repr = UdpRepr { src_port: 67, dst_port: 68 };
     let ipv4_repr = Ipv4Repr {
         src_addr,
         dst_addr,
@@ -935,10 +791,7 @@ fn test_raw_socket_no_reply_udp(#[case] medium: Medium) {
     // Emit to frame
     let mut bytes = vec![0u8; ipv4_repr.buffer_len() + udp_repr.header_len() + PAYLOAD_LEN];
     let frame = {
-        ipv4_repr.emit(
-            &mut Ipv4Packet::new_unchecked(&mut bytes),
-            &ChecksumCapabilities::default(),
-        );
+        ipv4_repr.emit(&mut Ipv4Packet::new_unchecked(&mut bytes), &ChecksumCapabilities::default());
         udp_repr.emit(
             &mut UdpPacket::new_unchecked(&mut bytes[ipv4_repr.buffer_len()..]),
             &src_addr.into(),
@@ -993,10 +846,7 @@ fn test_raw_socket_no_reply_tcp(#[case] medium: Medium) {
     // Emit to frame
     let mut bytes = vec![0u8; ipv4_repr.buffer_len() + tcp_repr.header_len() + PAYLOAD_LEN];
     let frame = {
-        ipv4_repr.emit(
-            &mut Ipv4Packet::new_unchecked(&mut bytes),
-            &ChecksumCapabilities::default(),
-        );
+        ipv4_repr.emit(&mut Ipv4Packet::new_unchecked(&mut bytes), &ChecksumCapabilities::default());
         tcp_repr.emit(
             &mut TcpPacket::new_unchecked(&mut bytes[ipv4_repr.buffer_len()..]),
             &src_addr.into(),
@@ -1013,11 +863,7 @@ fn test_raw_socket_no_reply_tcp(#[case] medium: Medium) {
 #[case(Medium::Ip)]
 #[cfg(all(feature = "socket-raw", feature = "socket-udp", feature = "medium-ip"))]
 #[case(Medium::Ethernet)]
-#[cfg(all(
-    feature = "socket-raw",
-    feature = "socket-udp",
-    feature = "medium-ethernet"
-))]
+#[cfg(all(feature = "socket-raw", feature = "socket-udp", feature = "medium-ethernet"))]
 fn test_raw_socket_with_udp_socket(#[case] medium: Medium) {
     use crate::socket::udp;
     use crate::wire::{IpEndpoint, IpVersion, UdpPacket, UdpRepr};
@@ -1038,27 +884,17 @@ fn test_raw_socket_with_udp_socket(#[case] medium: Medium) {
     assert!(socket.can_send());
 
     let packets = 1;
-    let raw_rx_buffer =
-        raw::PacketBuffer::new(vec![raw::PacketMetadata::EMPTY; packets], vec![0; 48 * 1]);
-    let raw_tx_buffer = raw::PacketBuffer::new(
-        vec![raw::PacketMetadata::EMPTY; packets],
-        vec![0; 48 * packets],
-    );
-    let raw_socket = raw::Socket::new(
-        Some(IpVersion::Ipv4),
-        Some(IpProtocol::Udp),
-        raw_rx_buffer,
-        raw_tx_buffer,
-    );
+    let raw_rx_buffer = raw::PacketBuffer::new(vec![raw::PacketMetadata::EMPTY; packets], vec![0; 48 * 1]);
+    let raw_tx_buffer =
+        raw::PacketBuffer::new(vec![raw::PacketMetadata::EMPTY; packets], vec![0; 48 * packets]);
+    let raw_socket =
+        raw::Socket::new(Some(IpVersion::Ipv4), Some(IpProtocol::Udp), raw_rx_buffer, raw_tx_buffer);
     sockets.add(raw_socket);
 
     let src_addr = Ipv4Address::new(127, 0, 0, 2);
     let dst_addr = Ipv4Address::new(127, 0, 0, 1);
 
-    let udp_repr = UdpRepr {
-        src_port: 67,
-        dst_port: 68,
-    };
+    let udp_repr = UdpRepr { src_port: 67, dst_port: 68 };
     let mut bytes = vec![0xff; udp_repr.header_len() + UDP_PAYLOAD.len()];
     let mut packet = UdpPacket::new_unchecked(&mut bytes[..]);
     udp_repr.emit(
@@ -1080,10 +916,7 @@ fn test_raw_socket_with_udp_socket(#[case] medium: Medium) {
     // Emit to frame
     let mut bytes = vec![0u8; ipv4_repr.buffer_len() + udp_repr.header_len() + UDP_PAYLOAD.len()];
     let frame = {
-        ipv4_repr.emit(
-            &mut Ipv4Packet::new_unchecked(&mut bytes),
-            &ChecksumCapabilities::default(),
-        );
+        ipv4_repr.emit(&mut Ipv4Packet::new_unchecked(&mut bytes), &ChecksumCapabilities::default());
         udp_repr.emit(
             &mut UdpPacket::new_unchecked(&mut bytes[ipv4_repr.buffer_len()..]),
             &src_addr.into(),
@@ -1125,17 +958,9 @@ fn test_raw_socket_with_udp_socket(#[case] medium: Medium) {
 use crate::phy::IPV4_FRAGMENT_PAYLOAD_ALIGNMENT;
 #[rstest]
 #[case(Medium::Ip)]
-#[cfg(all(
-    feature = "socket-raw",
-    feature = "proto-ipv4-fragmentation",
-    feature = "medium-ip"
-))]
+#[cfg(all(feature = "socket-raw", feature = "proto-ipv4-fragmentation", feature = "medium-ip"))]
 #[case(Medium::Ethernet)]
-#[cfg(all(
-    feature = "socket-raw",
-    feature = "proto-ipv4-fragmentation",
-    feature = "medium-ethernet"
-))]
+#[cfg(all(feature = "socket-raw", feature = "proto-ipv4-fragmentation", feature = "medium-ethernet"))]
 fn test_raw_socket_tx_fragmentation(#[case] medium: Medium) {
     use std::panic::AssertUnwindSafe;
 
@@ -1150,20 +975,9 @@ fn test_raw_socket_tx_fragmentation(#[case] medium: Medium) {
     };
 
     let packets = 5;
-    let rx_buffer = raw::PacketBuffer::new(
-        vec![raw::PacketMetadata::EMPTY; packets],
-        vec![0; mtu * packets],
-    );
-    let tx_buffer = raw::PacketBuffer::new(
-        vec![raw::PacketMetadata::EMPTY; packets],
-        vec![0; mtu * packets],
-    );
-    let socket = raw::Socket::new(
-        Some(IpVersion::Ipv4),
-        Some(IpProtocol::Udp),
-        rx_buffer,
-        tx_buffer,
-    );
+    let rx_buffer = raw::PacketBuffer::new(vec![raw::PacketMetadata::EMPTY; packets], vec![0; mtu * packets]);
+    let tx_buffer = raw::PacketBuffer::new(vec![raw::PacketMetadata::EMPTY; packets], vec![0; mtu * packets]);
+    let socket = raw::Socket::new(Some(IpVersion::Ipv4), Some(IpProtocol::Udp), rx_buffer, tx_buffer);
     let _handle = sockets.add(socket);
 
     let tx_packet_sizes = vec![
@@ -1215,12 +1029,7 @@ fn test_raw_socket_tx_fragmentation(#[case] medium: Medium) {
                     &mut iface.fragmenter,
                 )
             } else {
-                iface.inner.dispatch_ip(
-                    MockTxToken {},
-                    PacketMeta::default(),
-                    packet,
-                    &mut iface.fragmenter,
-                )
+                iface.inner.dispatch_ip(MockTxToken {}, PacketMeta::default(), packet, &mut iface.fragmenter)
             }
         }));
 
@@ -1243,14 +1052,10 @@ fn test_raw_socket_tx_fragmentation(#[case] medium: Medium) {
         // Check subsequent fragment sizes if applicable.
         if packet_size / mtu == 2 {
             // Two fragments are left. The intermediate fragment must be aligned.
-            iface
-                .inner
-                .dispatch_ipv4_frag(TestFragmentTxToken {}, &mut iface.fragmenter);
+            iface.inner.dispatch_ipv4_frag(TestFragmentTxToken {}, &mut iface.fragmenter);
         }
         // Process the final fragment. It is the remainder of the data and does not have to be aligned.
-        iface
-            .inner
-            .dispatch_ipv4_frag(MockTxToken {}, &mut iface.fragmenter);
+        iface.inner.dispatch_ipv4_frag(MockTxToken {}, &mut iface.fragmenter);
 
         // The fragment offset should be the complete payload length once transmission is complete.
         let frag_offset = iface.fragmenter.ipv4.frag_offset;
@@ -1260,17 +1065,9 @@ fn test_raw_socket_tx_fragmentation(#[case] medium: Medium) {
 
 #[rstest]
 #[case(Medium::Ip)]
-#[cfg(all(
-    feature = "socket-raw",
-    feature = "proto-ipv4-fragmentation",
-    feature = "medium-ip"
-))]
+#[cfg(all(feature = "socket-raw", feature = "proto-ipv4-fragmentation", feature = "medium-ip"))]
 #[case(Medium::Ethernet)]
-#[cfg(all(
-    feature = "socket-raw",
-    feature = "proto-ipv4-fragmentation",
-    feature = "medium-ethernet"
-))]
+#[cfg(all(feature = "socket-raw", feature = "proto-ipv4-fragmentation", feature = "medium-ethernet"))]
 fn test_raw_socket_rx_fragmentation(#[case] medium: Medium) {
     use crate::wire::{IpProtocol, IpVersion, Ipv4Address, Ipv4Packet, Ipv4Repr};
 
@@ -1280,12 +1077,8 @@ fn test_raw_socket_rx_fragmentation(#[case] medium: Medium) {
     let packets = 1;
     let rx_buffer = raw::PacketBuffer::new(vec![raw::PacketMetadata::EMPTY; packets], vec![0; 64]);
     let tx_buffer = raw::PacketBuffer::new(vec![raw::PacketMetadata::EMPTY; packets], vec![0; 64]);
-    let raw_socket = raw::Socket::new(
-        Some(IpVersion::Ipv4),
-        Some(IpProtocol::Unknown(99)),
-        rx_buffer,
-        tx_buffer,
-    );
+    let raw_socket =
+        raw::Socket::new(Some(IpVersion::Ipv4), Some(IpProtocol::Unknown(99)), rx_buffer, tx_buffer);
     let handle = sockets.add(raw_socket);
 
     // Build two IPv4 fragments that together form one packet.
@@ -1299,36 +1092,27 @@ fn test_raw_socket_rx_fragmentation(#[case] medium: Medium) {
     let last_payload_len = total_payload_len - first_payload_len;
 
     // Helper to build one fragment as on-the-wire bytes
-    let build_fragment = |payload_len: usize,
-                          more_frags: bool,
-                          frag_offset_octets: u16,
-                          payload_byte: u8|
-     -> Vec<u8> {
-        let repr = Ipv4Repr {
-            src_addr,
-            dst_addr,
-            next_header: proto,
-            hop_limit: 64,
-            payload_len,
+    let build_fragment =
+        |payload_len: usize, more_frags: bool, frag_offset_octets: u16, payload_byte: u8| -> Vec<u8> {
+            let repr = Ipv4Repr { src_addr, dst_addr, next_header: proto, hop_limit: 64, payload_len };
+            let header_len = repr.buffer_len();
+            let mut bytes = vec![0u8; header_len + payload_len];
+            {
+                let mut pkt = Ipv4Packet::new_unchecked(&mut bytes[..]);
+                repr.emit(&mut pkt, &ChecksumCapabilities::default());
+                pkt.set_ident(ident);
+                pkt.set_dont_frag(false);
+                pkt.set_more_frags(more_frags);
+                pkt.set_frag_offset(frag_offset_octets);
+                // Recompute checksum after changing fragmentation fields.
+                pkt.fill_checksum();
+            }
+            // Fill payload with a simple pattern for validation
+            for b in &mut bytes[header_len..] {
+                *b = payload_byte;
+            }
+            bytes
         };
-        let header_len = repr.buffer_len();
-        let mut bytes = vec![0u8; header_len + payload_len];
-        {
-            let mut pkt = Ipv4Packet::new_unchecked(&mut bytes[..]);
-            repr.emit(&mut pkt, &ChecksumCapabilities::default());
-            pkt.set_ident(ident);
-            pkt.set_dont_frag(false);
-            pkt.set_more_frags(more_frags);
-            pkt.set_frag_offset(frag_offset_octets);
-            // Recompute checksum after changing fragmentation fields.
-            pkt.fill_checksum();
-        }
-        // Fill payload with a simple pattern for validation
-        for b in &mut bytes[header_len..] {
-            *b = payload_byte;
-        }
-        bytes
-    };
 
     let frag1_bytes = build_fragment(first_payload_len, true, 0, 0xAA);
     let frag2_bytes = build_fragment(last_payload_len, false, first_payload_len as u16, 0xBB);
@@ -1397,10 +1181,7 @@ fn test_icmp_reply_size(#[case] medium: Medium) {
 
     // UDP packet that if not tructated will cause a icmp port unreachable reply
     // to exceed the minimum mtu bytes in length.
-    let udp_repr = UdpRepr {
-        src_port: 67,
-        dst_port: 68,
-    };
+    let udp_repr = UdpRepr { src_port: 67, dst_port: 68 };
     let mut bytes = vec![0xff; udp_repr.header_len() + MAX_PAYLOAD_LEN];
     let mut packet = UdpPacket::new_unchecked(&mut bytes[..]);
     udp_repr.emit(
@@ -1435,23 +1216,11 @@ fn test_icmp_reply_size(#[case] medium: Medium) {
         payload_len: expected_icmp_repr.buffer_len(),
     };
 
-    assert_eq!(
-        expected_ip_repr.buffer_len() + expected_icmp_repr.buffer_len(),
-        MIN_MTU
-    );
+    assert_eq!(expected_ip_repr.buffer_len() + expected_icmp_repr.buffer_len(), MIN_MTU);
 
     assert_eq!(
-        iface.inner.process_udp(
-            &mut sockets,
-            PacketMeta::default(),
-            false,
-            ip_repr.into(),
-            payload,
-        ),
-        Some(Packet::new_ipv4(
-            expected_ip_repr,
-            IpPayload::Icmpv4(expected_icmp_repr)
-        ))
+        iface.inner.process_udp(&mut sockets, PacketMeta::default(), false, ip_repr.into(), payload,),
+        Some(Packet::new_ipv4(expected_ip_repr, IpPayload::Icmpv4(expected_icmp_repr)))
     );
 }
 
@@ -1472,12 +1241,8 @@ fn get_source_address(#[case] medium: Medium) {
     iface.update_ip_addrs(|addrs| {
         addrs.clear();
 
-        addrs
-            .push(IpCidr::Ipv4(Ipv4Cidr::new(OWN_UNIQUE_LOCAL_ADDR1, 24)))
-            .unwrap();
-        addrs
-            .push(IpCidr::Ipv4(Ipv4Cidr::new(OWN_UNIQUE_LOCAL_ADDR2, 24)))
-            .unwrap();
+        addrs.push(IpCidr::Ipv4(Ipv4Cidr::new(OWN_UNIQUE_LOCAL_ADDR1, 24))).unwrap();
+        addrs.push(IpCidr::Ipv4(Ipv4Cidr::new(OWN_UNIQUE_LOCAL_ADDR2, 24))).unwrap();
     });
 
     // List of addresses we test:
@@ -1488,19 +1253,10 @@ fn get_source_address(#[case] medium: Medium) {
     const UNIQUE_LOCAL_ADDR2: Ipv4Address = Ipv4Address::new(172, 24, 24, 12);
     const UNIQUE_LOCAL_ADDR3: Ipv4Address = Ipv4Address::new(172, 24, 23, 254);
 
-    assert_eq!(
-        iface.inner.get_source_address_ipv4(&UNIQUE_LOCAL_ADDR1),
-        Some(OWN_UNIQUE_LOCAL_ADDR1)
-    );
+    assert_eq!(iface.inner.get_source_address_ipv4(&UNIQUE_LOCAL_ADDR1), Some(OWN_UNIQUE_LOCAL_ADDR1));
 
-    assert_eq!(
-        iface.inner.get_source_address_ipv4(&UNIQUE_LOCAL_ADDR2),
-        Some(OWN_UNIQUE_LOCAL_ADDR2)
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv4(&UNIQUE_LOCAL_ADDR3),
-        Some(OWN_UNIQUE_LOCAL_ADDR1)
-    );
+    assert_eq!(iface.inner.get_source_address_ipv4(&UNIQUE_LOCAL_ADDR2), Some(OWN_UNIQUE_LOCAL_ADDR2));
+    assert_eq!(iface.inner.get_source_address_ipv4(&UNIQUE_LOCAL_ADDR3), Some(OWN_UNIQUE_LOCAL_ADDR1));
 }
 
 #[rstest]
@@ -1521,18 +1277,9 @@ fn get_source_address_empty_interface(#[case] medium: Medium) {
     const UNIQUE_LOCAL_ADDR2: Ipv4Address = Ipv4Address::new(172, 24, 24, 12);
     const UNIQUE_LOCAL_ADDR3: Ipv4Address = Ipv4Address::new(172, 24, 23, 254);
 
-    assert_eq!(
-        iface.inner.get_source_address_ipv4(&UNIQUE_LOCAL_ADDR1),
-        None
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv4(&UNIQUE_LOCAL_ADDR2),
-        None
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv4(&UNIQUE_LOCAL_ADDR3),
-        None
-    );
+    assert_eq!(iface.inner.get_source_address_ipv4(&UNIQUE_LOCAL_ADDR1), None);
+    assert_eq!(iface.inner.get_source_address_ipv4(&UNIQUE_LOCAL_ADDR2), None);
+    assert_eq!(iface.inner.get_source_address_ipv4(&UNIQUE_LOCAL_ADDR3), None);
 }
 
 use crate::wire::ipv4::HEADER_LEN;
@@ -1542,9 +1289,6 @@ fn test_ipv4_fragment_size() {
     let (_, _, device) = setup(Medium::Ip);
     let caps = device.capabilities();
     for i in 0..IPV4_FRAGMENT_PAYLOAD_ALIGNMENT {
-        assert!(
-            caps.max_ipv4_fragment_size(HEADER_LEN + i)
-                .is_multiple_of(IPV4_FRAGMENT_PAYLOAD_ALIGNMENT)
-        );
+        assert!(caps.max_ipv4_fragment_size(HEADER_LEN + i).is_multiple_of(IPV4_FRAGMENT_PAYLOAD_ALIGNMENT));
     }
 }

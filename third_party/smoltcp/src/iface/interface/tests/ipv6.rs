@@ -40,9 +40,9 @@ fn any_ip(#[case] medium: Medium) {
     // An empty echo request with destination address fdbe::3, which is not part of the interface
     // address list.
     let data = [
-        0x60, 0x0, 0x0, 0x0, 0x0, 0x8, 0x3a, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x3, 0x80, 0x0, 0x84, 0x3a, 0x0, 0x0, 0x0, 0x0,
+        0x60, 0x0, 0x0, 0x0, 0x0, 0x8, 0x3a, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x3, 0x80, 0x0, 0x84, 0x3a, 0x0, 0x0, 0x0, 0x0,
     ];
 
     assert_eq!(
@@ -55,11 +55,7 @@ fn any_ip(#[case] medium: Medium) {
                 next_header: IpProtocol::Icmpv6,
                 payload_len: 8,
             },
-            IpPayload::Icmpv6(Icmpv6Repr::EchoRequest {
-                ident: 0,
-                seq_no: 0,
-                data: b"",
-            })
+            IpPayload::Icmpv6(Icmpv6Repr::EchoRequest { ident: 0, seq_no: 0, data: b"" })
         ))
     );
 
@@ -69,10 +65,7 @@ fn any_ip(#[case] medium: Medium) {
     iface.routes_mut().update(|routes| {
         routes
             .push(crate::iface::Route {
-                cidr: IpCidr::Ipv6(Ipv6Cidr::new(
-                    Ipv6Address::new(0xfdbe, 0, 0, 0, 0, 0, 0, 0),
-                    64,
-                )),
+                cidr: IpCidr::Ipv6(Ipv6Cidr::new(Ipv6Address::new(0xfdbe, 0, 0, 0, 0, 0, 0, 0), 64)),
                 via_router: IpAddress::Ipv6(Ipv6Address::new(0xfdbe, 0, 0, 0, 0, 0, 0, 0x0001)),
                 preferred_until: None,
                 expires_at: None,
@@ -114,9 +107,9 @@ fn any_ip(#[case] medium: Medium) {
 #[cfg(feature = "medium-ieee802154")]
 fn multicast_source_address(#[case] medium: Medium) {
     let data = [
-        0x60, 0x0, 0x0, 0x0, 0x0, 0x0, 0xc, 0x40, 0xff, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x1, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x1,
+        0x60, 0x0, 0x0, 0x0, 0x0, 0x0, 0xc, 0x40, 0xff, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x1, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x1,
     ];
 
     let response = None;
@@ -149,10 +142,10 @@ fn hop_by_hop_skip_with_icmp(#[case] medium: Medium) {
     //  - Unknown option (skipped)
     // - ICMP echo request
     let data = [
-        0x60, 0x0, 0x0, 0x0, 0x0, 0x1b, 0x0, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x1, 0x3a, 0x0, 0x1, 0x0, 0xf, 0x0, 0x1, 0x0, 0x80, 0x0, 0x2c, 0x88,
-        0x0, 0x2a, 0x1, 0xa4, 0x4c, 0x6f, 0x72, 0x65, 0x6d, 0x20, 0x49, 0x70, 0x73, 0x75, 0x6d,
+        0x60, 0x0, 0x0, 0x0, 0x0, 0x1b, 0x0, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x1, 0x3a, 0x0, 0x1, 0x0, 0xf, 0x0, 0x1, 0x0, 0x80, 0x0, 0x2c, 0x88, 0x0, 0x2a, 0x1, 0xa4, 0x4c,
+        0x6f, 0x72, 0x65, 0x6d, 0x20, 0x49, 0x70, 0x73, 0x75, 0x6d,
     ];
 
     let response = Some(Packet::new_ipv6(
@@ -163,11 +156,7 @@ fn hop_by_hop_skip_with_icmp(#[case] medium: Medium) {
             next_header: IpProtocol::Icmpv6,
             payload_len: 19,
         },
-        IpPayload::Icmpv6(Icmpv6Repr::EchoReply {
-            ident: 42,
-            seq_no: 420,
-            data: b"Lorem Ipsum",
-        }),
+        IpPayload::Icmpv6(Icmpv6Repr::EchoReply { ident: 42, seq_no: 420, data: b"Lorem Ipsum" }),
     ));
 
     let (mut iface, mut sockets, _device) = setup(medium);
@@ -198,10 +187,10 @@ fn hop_by_hop_discard_with_icmp(#[case] medium: Medium) {
     //  - Unknown option (discard)
     // - ICMP echo request
     let data = [
-        0x60, 0x0, 0x0, 0x0, 0x0, 0x1b, 0x0, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x1, 0x3a, 0x0, 0x1, 0x0, 0x40, 0x0, 0x1, 0x0, 0x80, 0x0, 0x2c, 0x88,
-        0x0, 0x2a, 0x1, 0xa4, 0x4c, 0x6f, 0x72, 0x65, 0x6d, 0x20, 0x49, 0x70, 0x73, 0x75, 0x6d,
+        0x60, 0x0, 0x0, 0x0, 0x0, 0x1b, 0x0, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x1, 0x3a, 0x0, 0x1, 0x0, 0x40, 0x0, 0x1, 0x0, 0x80, 0x0, 0x2c, 0x88, 0x0, 0x2a, 0x1, 0xa4, 0x4c,
+        0x6f, 0x72, 0x65, 0x6d, 0x20, 0x49, 0x70, 0x73, 0x75, 0x6d,
     ];
 
     let response = None;
@@ -230,10 +219,10 @@ fn hop_by_hop_discard_param_problem(#[case] medium: Medium) {
     //  - Unknown option (discard + ParamProblem)
     // - ICMP echo request
     let data = [
-        0x60, 0x0, 0x0, 0x0, 0x0, 0x1b, 0x0, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x1, 0x3a, 0x0, 0xC0, 0x0, 0x40, 0x0, 0x1, 0x0, 0x80, 0x0, 0x2c, 0x88,
-        0x0, 0x2a, 0x1, 0xa4, 0x4c, 0x6f, 0x72, 0x65, 0x6d, 0x20, 0x49, 0x70, 0x73, 0x75, 0x6d,
+        0x60, 0x0, 0x0, 0x0, 0x0, 0x1b, 0x0, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x1, 0x3a, 0x0, 0xC0, 0x0, 0x40, 0x0, 0x1, 0x0, 0x80, 0x0, 0x2c, 0x88, 0x0, 0x2a, 0x1, 0xa4, 0x4c,
+        0x6f, 0x72, 0x65, 0x6d, 0x20, 0x49, 0x70, 0x73, 0x75, 0x6d,
     ];
 
     let response = Some(Packet::new_ipv6(
@@ -255,8 +244,8 @@ fn hop_by_hop_discard_param_problem(#[case] medium: Medium) {
                 hop_limit: 64,
             },
             data: &[
-                0x3a, 0x0, 0xC0, 0x0, 0x40, 0x0, 0x1, 0x0, 0x80, 0x0, 0x2c, 0x88, 0x0, 0x2a, 0x1,
-                0xa4, 0x4c, 0x6f, 0x72, 0x65, 0x6d, 0x20, 0x49, 0x70, 0x73, 0x75, 0x6d,
+                0x3a, 0x0, 0xC0, 0x0, 0x40, 0x0, 0x1, 0x0, 0x80, 0x0, 0x2c, 0x88, 0x0, 0x2a, 0x1, 0xa4, 0x4c,
+                0x6f, 0x72, 0x65, 0x6d, 0x20, 0x49, 0x70, 0x73, 0x75, 0x6d,
             ],
         }),
     ));
@@ -288,10 +277,10 @@ fn hop_by_hop_discard_with_multicast(#[case] medium: Medium) {
     // In this case, even if the destination address is a multicast address, an ICMPv6 ParamProblem
     // should be transmitted.
     let data = [
-        0x60, 0x0, 0x0, 0x0, 0x0, 0x1b, 0x0, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0xff, 0x02, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x1, 0x3a, 0x0, 0x80, 0x0, 0x40, 0x0, 0x1, 0x0, 0x80, 0x0, 0x2c, 0x88,
-        0x0, 0x2a, 0x1, 0xa4, 0x4c, 0x6f, 0x72, 0x65, 0x6d, 0x20, 0x49, 0x70, 0x73, 0x75, 0x6d,
+        0x60, 0x0, 0x0, 0x0, 0x0, 0x1b, 0x0, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x2, 0xff, 0x02, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x1, 0x3a, 0x0, 0x80, 0x0, 0x40, 0x0, 0x1, 0x0, 0x80, 0x0, 0x2c, 0x88, 0x0, 0x2a, 0x1, 0xa4, 0x4c,
+        0x6f, 0x72, 0x65, 0x6d, 0x20, 0x49, 0x70, 0x73, 0x75, 0x6d,
     ];
 
     let response = Some(Packet::new_ipv6(
@@ -313,8 +302,8 @@ fn hop_by_hop_discard_with_multicast(#[case] medium: Medium) {
                 hop_limit: 64,
             },
             data: &[
-                0x3a, 0x0, 0x80, 0x0, 0x40, 0x0, 0x1, 0x0, 0x80, 0x0, 0x2c, 0x88, 0x0, 0x2a, 0x1,
-                0xa4, 0x4c, 0x6f, 0x72, 0x65, 0x6d, 0x20, 0x49, 0x70, 0x73, 0x75, 0x6d,
+                0x3a, 0x0, 0x80, 0x0, 0x40, 0x0, 0x1, 0x0, 0x80, 0x0, 0x2c, 0x88, 0x0, 0x2a, 0x1, 0xa4, 0x4c,
+                0x6f, 0x72, 0x65, 0x6d, 0x20, 0x49, 0x70, 0x73, 0x75, 0x6d,
             ],
         }),
     ));
@@ -341,9 +330,9 @@ fn hop_by_hop_discard_with_multicast(#[case] medium: Medium) {
 #[cfg(feature = "medium-ieee802154")]
 fn imcp_empty_echo_request(#[case] medium: Medium) {
     let data = [
-        0x60, 0x0, 0x0, 0x0, 0x0, 0x8, 0x3a, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x1, 0x80, 0x0, 0x84, 0x3c, 0x0, 0x0, 0x0, 0x0,
+        0x60, 0x0, 0x0, 0x0, 0x0, 0x8, 0x3a, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x1, 0x80, 0x0, 0x84, 0x3c, 0x0, 0x0, 0x0, 0x0,
     ];
 
     assert_eq!(
@@ -356,11 +345,7 @@ fn imcp_empty_echo_request(#[case] medium: Medium) {
                 next_header: IpProtocol::Icmpv6,
                 payload_len: 8,
             },
-            IpPayload::Icmpv6(Icmpv6Repr::EchoRequest {
-                ident: 0,
-                seq_no: 0,
-                data: b"",
-            })
+            IpPayload::Icmpv6(Icmpv6Repr::EchoRequest { ident: 0, seq_no: 0, data: b"" })
         ))
     );
 
@@ -372,11 +357,7 @@ fn imcp_empty_echo_request(#[case] medium: Medium) {
             next_header: IpProtocol::Icmpv6,
             payload_len: 8,
         },
-        IpPayload::Icmpv6(Icmpv6Repr::EchoReply {
-            ident: 0,
-            seq_no: 0,
-            data: b"",
-        }),
+        IpPayload::Icmpv6(Icmpv6Repr::EchoReply { ident: 0, seq_no: 0, data: b"" }),
     ));
 
     let (mut iface, mut sockets, _device) = setup(medium);
@@ -401,10 +382,10 @@ fn imcp_empty_echo_request(#[case] medium: Medium) {
 #[cfg(feature = "medium-ieee802154")]
 fn icmp_echo_request(#[case] medium: Medium) {
     let data = [
-        0x60, 0x0, 0x0, 0x0, 0x0, 0x13, 0x3a, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x1, 0x80, 0x0, 0x2c, 0x88, 0x0, 0x2a, 0x1, 0xa4, 0x4c, 0x6f, 0x72,
-        0x65, 0x6d, 0x20, 0x49, 0x70, 0x73, 0x75, 0x6d,
+        0x60, 0x0, 0x0, 0x0, 0x0, 0x13, 0x3a, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x1, 0x80, 0x0, 0x2c, 0x88, 0x0, 0x2a, 0x1, 0xa4, 0x4c, 0x6f, 0x72, 0x65, 0x6d, 0x20, 0x49, 0x70,
+        0x73, 0x75, 0x6d,
     ];
 
     assert_eq!(
@@ -417,11 +398,7 @@ fn icmp_echo_request(#[case] medium: Medium) {
                 next_header: IpProtocol::Icmpv6,
                 payload_len: 19,
             },
-            IpPayload::Icmpv6(Icmpv6Repr::EchoRequest {
-                ident: 42,
-                seq_no: 420,
-                data: b"Lorem Ipsum",
-            })
+            IpPayload::Icmpv6(Icmpv6Repr::EchoRequest { ident: 42, seq_no: 420, data: b"Lorem Ipsum" })
         ))
     );
 
@@ -433,11 +410,7 @@ fn icmp_echo_request(#[case] medium: Medium) {
             next_header: IpProtocol::Icmpv6,
             payload_len: 19,
         },
-        IpPayload::Icmpv6(Icmpv6Repr::EchoReply {
-            ident: 42,
-            seq_no: 420,
-            data: b"Lorem Ipsum",
-        }),
+        IpPayload::Icmpv6(Icmpv6Repr::EchoReply { ident: 42, seq_no: 420, data: b"Lorem Ipsum" }),
     ));
 
     let (mut iface, mut sockets, _device) = setup(medium);
@@ -462,10 +435,10 @@ fn icmp_echo_request(#[case] medium: Medium) {
 #[cfg(feature = "medium-ieee802154")]
 fn icmp_echo_reply_as_input(#[case] medium: Medium) {
     let data = [
-        0x60, 0x0, 0x0, 0x0, 0x0, 0x13, 0x3a, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x1, 0x81, 0x0, 0x2d, 0x56, 0x0, 0x0, 0x0, 0x0, 0x4c, 0x6f, 0x72, 0x65,
-        0x6d, 0x20, 0x49, 0x70, 0x73, 0x75, 0x6d,
+        0x60, 0x0, 0x0, 0x0, 0x0, 0x13, 0x3a, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x1, 0x81, 0x0, 0x2d, 0x56, 0x0, 0x0, 0x0, 0x0, 0x4c, 0x6f, 0x72, 0x65, 0x6d, 0x20, 0x49, 0x70, 0x73,
+        0x75, 0x6d,
     ];
 
     assert_eq!(
@@ -478,11 +451,7 @@ fn icmp_echo_reply_as_input(#[case] medium: Medium) {
                 next_header: IpProtocol::Icmpv6,
                 payload_len: 19,
             },
-            IpPayload::Icmpv6(Icmpv6Repr::EchoReply {
-                ident: 0,
-                seq_no: 0,
-                data: b"Lorem Ipsum",
-            })
+            IpPayload::Icmpv6(Icmpv6Repr::EchoReply { ident: 0, seq_no: 0, data: b"Lorem Ipsum" })
         ))
     );
 
@@ -510,9 +479,9 @@ fn icmp_echo_reply_as_input(#[case] medium: Medium) {
 #[cfg(feature = "medium-ieee802154")]
 fn unknown_proto_with_multicast_dst_address(#[case] medium: Medium) {
     let data = [
-        0x60, 0x0, 0x0, 0x0, 0x0, 0x0, 0xc, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0xff, 0x2, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x1,
+        0x60, 0x0, 0x0, 0x0, 0x0, 0x0, 0xc, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x2, 0xff, 0x2, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x1,
     ];
 
     let response = Some(Packet::new_ipv6(
@@ -560,9 +529,9 @@ fn unknown_proto_with_multicast_dst_address(#[case] medium: Medium) {
 fn unknown_proto(#[case] medium: Medium) {
     // Since the destination address is multicast, we should answer with an ICMPv6 message.
     let data = [
-        0x60, 0x0, 0x0, 0x0, 0x0, 0x0, 0xc, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x1,
+        0x60, 0x0, 0x0, 0x0, 0x0, 0x0, 0xc, 0x40, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x1,
     ];
 
     let response = Some(Packet::new_ipv6(
@@ -605,11 +574,10 @@ fn unknown_proto(#[case] medium: Medium) {
 #[cfg(feature = "medium-ethernet")]
 fn ndisc_neighbor_advertisement_ethernet(#[case] medium: Medium) {
     let data = [
-        0x60, 0x0, 0x0, 0x0, 0x0, 0x20, 0x3a, 0xff, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x1, 0x88, 0x0, 0x3b, 0x9f, 0x40, 0x0, 0x0, 0x0, 0xfe, 0x80, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x2, 0x1, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x1,
+        0x60, 0x0, 0x0, 0x0, 0x0, 0x20, 0x3a, 0xff, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x1, 0x88, 0x0, 0x3b, 0x9f, 0x40, 0x0, 0x0, 0x0, 0xfe, 0x80, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x2, 0x1, 0x0, 0x0, 0x0, 0x0, 0x0, 0x1,
     ];
 
     assert_eq!(
@@ -645,13 +613,11 @@ fn ndisc_neighbor_advertisement_ethernet(#[case] medium: Medium) {
     );
 
     assert_eq!(
-        iface.inner.neighbor_cache.lookup(
-            &IpAddress::Ipv6(Ipv6Address::new(0xfdbe, 0, 0, 0, 0, 0, 0, 0x0002)),
-            iface.inner.now,
-        ),
-        NeighborAnswer::Found(HardwareAddress::Ethernet(EthernetAddress::from_bytes(&[
-            0, 0, 0, 0, 0, 1
-        ]))),
+        iface
+            .inner
+            .neighbor_cache
+            .lookup(&IpAddress::Ipv6(Ipv6Address::new(0xfdbe, 0, 0, 0, 0, 0, 0, 0x0002)), iface.inner.now,),
+        NeighborAnswer::Found(HardwareAddress::Ethernet(EthernetAddress::from_bytes(&[0, 0, 0, 0, 0, 1]))),
     );
 }
 
@@ -660,11 +626,10 @@ fn ndisc_neighbor_advertisement_ethernet(#[case] medium: Medium) {
 #[cfg(feature = "medium-ethernet")]
 fn ndisc_neighbor_advertisement_ethernet_multicast_addr(#[case] medium: Medium) {
     let data = [
-        0x60, 0x0, 0x0, 0x0, 0x0, 0x20, 0x3a, 0xff, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x1, 0x88, 0x0, 0x3b, 0xa0, 0x40, 0x0, 0x0, 0x0, 0xfe, 0x80, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x2, 0x1, 0xff, 0xff, 0xff,
-        0xff, 0xff, 0xff,
+        0x60, 0x0, 0x0, 0x0, 0x0, 0x20, 0x3a, 0xff, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x1, 0x88, 0x0, 0x3b, 0xa0, 0x40, 0x0, 0x0, 0x0, 0xfe, 0x80, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x2, 0x1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
     ];
 
     assert_eq!(
@@ -680,9 +645,7 @@ fn ndisc_neighbor_advertisement_ethernet_multicast_addr(#[case] medium: Medium) 
             IpPayload::Icmpv6(Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
                 flags: NdiscNeighborFlags::SOLICITED,
                 target_addr: Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 0x0002),
-                lladdr: Some(RawHardwareAddress::from_bytes(&[
-                    0xff, 0xff, 0xff, 0xff, 0xff, 0xff
-                ])),
+                lladdr: Some(RawHardwareAddress::from_bytes(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff])),
             }))
         ))
     );
@@ -702,10 +665,10 @@ fn ndisc_neighbor_advertisement_ethernet_multicast_addr(#[case] medium: Medium) 
     );
 
     assert_eq!(
-        iface.inner.neighbor_cache.lookup(
-            &IpAddress::Ipv6(Ipv6Address::new(0xfdbe, 0, 0, 0, 0, 0, 0, 0x0002)),
-            iface.inner.now,
-        ),
+        iface
+            .inner
+            .neighbor_cache
+            .lookup(&IpAddress::Ipv6(Ipv6Address::new(0xfdbe, 0, 0, 0, 0, 0, 0, 0x0002)), iface.inner.now,),
         NeighborAnswer::NotFound,
     );
 }
@@ -715,11 +678,11 @@ fn ndisc_neighbor_advertisement_ethernet_multicast_addr(#[case] medium: Medium) 
 #[cfg(feature = "medium-ieee802154")]
 fn ndisc_neighbor_advertisement_ieee802154(#[case] medium: Medium) {
     let data = [
-        0x60, 0x0, 0x0, 0x0, 0x0, 0x28, 0x3a, 0xff, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x1, 0x88, 0x0, 0x3b, 0x96, 0x40, 0x0, 0x0, 0x0, 0xfe, 0x80, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x2, 0x2, 0x0, 0x0, 0x0, 0x0,
-        0x0, 0x0, 0x0, 0x1, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x60, 0x0, 0x0, 0x0, 0x0, 0x28, 0x3a, 0xff, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x2, 0xfd, 0xbe, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x1, 0x88, 0x0, 0x3b, 0x96, 0x40, 0x0, 0x0, 0x0, 0xfe, 0x80, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0, 0x0, 0x0, 0x0, 0x2, 0x2, 0x2, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x1, 0x0, 0x0, 0x0, 0x0,
+        0x0, 0x0,
     ];
 
     assert_eq!(
@@ -755,13 +718,13 @@ fn ndisc_neighbor_advertisement_ieee802154(#[case] medium: Medium) {
     );
 
     assert_eq!(
-        iface.inner.neighbor_cache.lookup(
-            &IpAddress::Ipv6(Ipv6Address::new(0xfdbe, 0, 0, 0, 0, 0, 0, 0x0002)),
-            iface.inner.now,
-        ),
-        NeighborAnswer::Found(HardwareAddress::Ieee802154(Ieee802154Address::from_bytes(
-            &[0, 0, 0, 0, 0, 0, 0, 1]
-        ))),
+        iface
+            .inner
+            .neighbor_cache
+            .lookup(&IpAddress::Ipv6(Ipv6Address::new(0xfdbe, 0, 0, 0, 0, 0, 0, 0x0002)), iface.inner.now,),
+        NeighborAnswer::Found(HardwareAddress::Ieee802154(Ieee802154Address::from_bytes(&[
+            0, 0, 0, 0, 0, 0, 0, 1
+        ]))),
     );
 }
 
@@ -824,10 +787,7 @@ fn test_handle_valid_ndisc_request(#[case] medium: Medium) {
             frame.into_inner(),
             &mut iface.fragments
         ),
-        Some(EthernetPacket::Ip(Packet::new_ipv6(
-            ipv6_expected,
-            IpPayload::Icmpv6(icmpv6_expected)
-        )))
+        Some(EthernetPacket::Ip(Packet::new_ipv6(ipv6_expected, IpPayload::Icmpv6(icmpv6_expected))))
     );
 
     // Ensure the address of the requester was entered in the cache
@@ -903,14 +863,13 @@ fn test_router_advertisement(#[case] medium: Medium) {
     let mut sockets = SocketSet::new(vec![]);
     iface.poll(Instant::ZERO, &mut device, &mut sockets);
 
-    let transmitted: std::vec::Vec<Ipv6Packet<std::vec::Vec<u8>>> =
-        recv_icmpv6(&mut device, Instant::ZERO)
-            .into_iter()
-            .filter(|packet| {
-                // Filter for router solicitations
-                packet.dst_addr() == IPV6_LINK_LOCAL_ALL_ROUTERS
-            })
-            .collect();
+    let transmitted: std::vec::Vec<Ipv6Packet<std::vec::Vec<u8>>> = recv_icmpv6(&mut device, Instant::ZERO)
+        .into_iter()
+        .filter(|packet| {
+            // Filter for router solicitations
+            packet.dst_addr() == IPV6_LINK_LOCAL_ALL_ROUTERS
+        })
+        .collect();
 
     assert_eq!(transmitted.len(), 1);
 
@@ -922,19 +881,13 @@ fn test_router_advertisement(#[case] medium: Medium) {
             continue; // Skip MLD reports
         }
         let icmpv6_packet = Icmpv6Packet::new_checked(ipv6_packet.payload()).unwrap();
-        let icmp_repr = Icmpv6Repr::parse(
-            &ipv6_repr.src_addr,
-            &ipv6_repr.dst_addr,
-            &icmpv6_packet,
-            checksum_caps,
-        )
-        .unwrap();
+        let icmp_repr =
+            Icmpv6Repr::parse(&ipv6_repr.src_addr, &ipv6_repr.dst_addr, &icmpv6_packet, checksum_caps)
+                .unwrap();
 
         assert_eq!(
             icmp_repr,
-            Icmpv6Repr::Ndisc(NdiscRepr::RouterSolicit {
-                lladdr: Some(local_hw_addr.into()),
-            })
+            Icmpv6Repr::Ndisc(NdiscRepr::RouterSolicit { lladdr: Some(local_hw_addr.into()) })
         );
 
         assert_eq!(ipv6_repr.dst_addr, IPV6_LINK_LOCAL_ALL_ROUTERS);
@@ -990,10 +943,7 @@ fn test_router_advertisement(#[case] medium: Medium) {
     // Expect to have these two addresses after the router advertisement
     let expected_addrs = [
         IpCidr::Ipv6(local_ip_addr),
-        IpCidr::Ipv6(Ipv6Cidr::new(
-            Ipv6Address::new(0x2001, 0xdb8, 0x3, 0x0, 0x2, 0x2ff, 0xfe02, 0x202),
-            64,
-        )),
+        IpCidr::Ipv6(Ipv6Cidr::new(Ipv6Address::new(0x2001, 0xdb8, 0x3, 0x0, 0x2, 0x2ff, 0xfe02, 0x202), 64)),
     ];
     for (generated, expected) in iface.ip_addrs().iter().zip(expected_addrs.iter()) {
         assert_eq!(generated, expected);
@@ -1001,14 +951,8 @@ fn test_router_advertisement(#[case] medium: Medium) {
     // Verify the pushed route matches expected
     iface.routes_mut().update(|route| {
         assert_eq!(route.len(), 1);
-        assert_eq!(
-            route[0].cidr,
-            IpCidr::new(IpAddress::v6(0, 0, 0, 0, 0, 0, 0, 0), 0)
-        );
-        assert_eq!(
-            route[0].via_router,
-            IpAddress::Ipv6(remote_ip_addr.address())
-        );
+        assert_eq!(route[0].cidr, IpCidr::new(IpAddress::v6(0, 0, 0, 0, 0, 0, 0, 0), 0));
+        assert_eq!(route[0].via_router, IpAddress::Ipv6(remote_ip_addr.address()));
         assert_eq!(route[0].preferred_until, None);
         assert_eq!(route[0].expires_at, None);
     });
@@ -1017,11 +961,7 @@ fn test_router_advertisement(#[case] medium: Medium) {
     // to remove the prefix, but retain the route
     prefix_information.valid_lifetime = Duration::ZERO;
     prefix_information.preferred_lifetime = Duration::ZERO;
-    if let NdiscRepr::RouterAdvert {
-        ref mut prefix_info,
-        ..
-    } = advertisement
-    {
+    if let NdiscRepr::RouterAdvert { ref mut prefix_info, .. } = advertisement {
         *prefix_info = Some(prefix_information);
     }
 
@@ -1054,12 +994,7 @@ fn test_router_advertisement(#[case] medium: Medium) {
 
     // Craft router advertisement with zero router lifetime
     // to remove the route
-    if let NdiscRepr::RouterAdvert {
-        ref mut prefix_info,
-        ref mut router_lifetime,
-        ..
-    } = advertisement
-    {
+    if let NdiscRepr::RouterAdvert { ref mut prefix_info, ref mut router_lifetime, .. } = advertisement {
         *prefix_info = None;
         *router_lifetime = Duration::ZERO;
     }
@@ -1100,34 +1035,15 @@ fn test_router_advertisement(#[case] medium: Medium) {
 fn test_solicited_node_addrs(#[case] medium: Medium) {
     let (mut iface, _, _) = setup(medium);
     let mut new_addrs = heapless::Vec::<IpCidr, IFACE_MAX_ADDR_COUNT>::new();
-    new_addrs
-        .push(IpCidr::new(IpAddress::v6(0xfe80, 0, 0, 0, 1, 2, 0, 2), 64))
-        .unwrap();
-    new_addrs
-        .push(IpCidr::new(
-            IpAddress::v6(0xfe80, 0, 0, 0, 3, 4, 0, 0xffff),
-            64,
-        ))
-        .unwrap();
+    new_addrs.push(IpCidr::new(IpAddress::v6(0xfe80, 0, 0, 0, 1, 2, 0, 2), 64)).unwrap();
+    new_addrs.push(IpCidr::new(IpAddress::v6(0xfe80, 0, 0, 0, 3, 4, 0, 0xffff), 64)).unwrap();
     iface.update_ip_addrs(|addrs| {
         new_addrs.extend(addrs.to_vec());
         *addrs = new_addrs;
     });
-    assert!(
-        iface
-            .inner
-            .has_solicited_node(Ipv6Address::new(0xff02, 0, 0, 0, 0, 1, 0xff00, 0x0002))
-    );
-    assert!(
-        iface
-            .inner
-            .has_solicited_node(Ipv6Address::new(0xff02, 0, 0, 0, 0, 1, 0xff00, 0xffff))
-    );
-    assert!(
-        !iface
-            .inner
-            .has_solicited_node(Ipv6Address::new(0xff02, 0, 0, 0, 0, 1, 0xff00, 0x0003))
-    );
+    assert!(iface.inner.has_solicited_node(Ipv6Address::new(0xff02, 0, 0, 0, 0, 1, 0xff00, 0x0002)));
+    assert!(iface.inner.has_solicited_node(Ipv6Address::new(0xff02, 0, 0, 0, 0, 1, 0xff00, 0xffff)));
+    assert!(!iface.inner.has_solicited_node(Ipv6Address::new(0xff02, 0, 0, 0, 0, 1, 0xff00, 0x0003)));
 }
 
 #[rstest]
@@ -1149,10 +1065,7 @@ fn test_icmp_reply_size(#[case] medium: Medium) {
 
     // UDP packet that if not tructated will cause a icmp port unreachable reply
     // to exceed the minimum mtu bytes in length.
-    let udp_repr = UdpRepr {
-        src_port: 67,
-        dst_port: 68,
-    };
+    let udp_repr = UdpRepr { src_port: 67, dst_port: 68 };
     let mut bytes = vec![0xff; udp_repr.header_len() + MAX_PAYLOAD_LEN];
     let mut packet = UdpPacket::new_unchecked(&mut bytes[..]);
     udp_repr.emit(
@@ -1187,23 +1100,11 @@ fn test_icmp_reply_size(#[case] medium: Medium) {
         payload_len: expected_icmp_repr.buffer_len(),
     };
 
-    assert_eq!(
-        expected_ip_repr.buffer_len() + expected_icmp_repr.buffer_len(),
-        MIN_MTU
-    );
+    assert_eq!(expected_ip_repr.buffer_len() + expected_icmp_repr.buffer_len(), MIN_MTU);
 
     assert_eq!(
-        iface.inner.process_udp(
-            &mut sockets,
-            PacketMeta::default(),
-            false,
-            ip_repr.into(),
-            payload,
-        ),
-        Some(Packet::new_ipv6(
-            expected_ip_repr,
-            IpPayload::Icmpv6(expected_icmp_repr)
-        ))
+        iface.inner.process_udp(&mut sockets, PacketMeta::default(), false, ip_repr.into(), payload,),
+        Some(Packet::new_ipv6(expected_ip_repr, IpPayload::Icmpv6(expected_icmp_repr)))
     );
 }
 
@@ -1215,8 +1116,7 @@ fn get_source_address() {
     const OWN_LINK_LOCAL_ADDR: Ipv6Address = Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 1);
     const OWN_UNIQUE_LOCAL_ADDR1: Ipv6Address = Ipv6Address::new(0xfd00, 0, 0, 201, 1, 1, 1, 2);
     const OWN_UNIQUE_LOCAL_ADDR2: Ipv6Address = Ipv6Address::new(0xfd01, 0, 0, 201, 1, 1, 1, 2);
-    const OWN_GLOBAL_UNICAST_ADDR1: Ipv6Address =
-        Ipv6Address::new(0x2001, 0x0db8, 0x0003, 0, 0, 0, 0, 1);
+    const OWN_GLOBAL_UNICAST_ADDR1: Ipv6Address = Ipv6Address::new(0x2001, 0x0db8, 0x0003, 0, 0, 0, 0, 1);
 
     // List of addresses of the interface:
     //   fe80::1/64
@@ -1226,18 +1126,10 @@ fn get_source_address() {
     iface.update_ip_addrs(|addrs| {
         addrs.clear();
 
-        addrs
-            .push(IpCidr::Ipv6(Ipv6Cidr::new(OWN_LINK_LOCAL_ADDR, 64)))
-            .unwrap();
-        addrs
-            .push(IpCidr::Ipv6(Ipv6Cidr::new(OWN_UNIQUE_LOCAL_ADDR1, 64)))
-            .unwrap();
-        addrs
-            .push(IpCidr::Ipv6(Ipv6Cidr::new(OWN_UNIQUE_LOCAL_ADDR2, 64)))
-            .unwrap();
-        addrs
-            .push(IpCidr::Ipv6(Ipv6Cidr::new(OWN_GLOBAL_UNICAST_ADDR1, 64)))
-            .unwrap();
+        addrs.push(IpCidr::Ipv6(Ipv6Cidr::new(OWN_LINK_LOCAL_ADDR, 64))).unwrap();
+        addrs.push(IpCidr::Ipv6(Ipv6Cidr::new(OWN_UNIQUE_LOCAL_ADDR1, 64))).unwrap();
+        addrs.push(IpCidr::Ipv6(Ipv6Cidr::new(OWN_UNIQUE_LOCAL_ADDR2, 64))).unwrap();
+        addrs.push(IpCidr::Ipv6(Ipv6Cidr::new(OWN_GLOBAL_UNICAST_ADDR1, 64))).unwrap();
     });
 
     // List of addresses we test:
@@ -1255,79 +1147,27 @@ fn get_source_address() {
     const UNIQUE_LOCAL_ADDR2: Ipv6Address = Ipv6Address::new(0xfd01, 0, 0, 201, 1, 1, 1, 1);
     const UNIQUE_LOCAL_ADDR3: Ipv6Address = Ipv6Address::new(0xfd02, 0, 0, 201, 1, 1, 1, 1);
     const UNIQUE_LOCAL_ADDR4: Ipv6Address = Ipv6Address::new(0xfd01, 0, 0, 201, 1, 1, 1, 3);
-    const GLOBAL_UNICAST_ADDR1: Ipv6Address =
-        Ipv6Address::new(0x2001, 0x0db8, 0x0003, 0, 0, 0, 0, 2);
-    const GLOBAL_UNICAST_ADDR2: Ipv6Address =
-        Ipv6Address::new(0x2001, 0x0db9, 0x0003, 0, 0, 0, 0, 2);
+    const GLOBAL_UNICAST_ADDR1: Ipv6Address = Ipv6Address::new(0x2001, 0x0db8, 0x0003, 0, 0, 0, 0, 2);
+    const GLOBAL_UNICAST_ADDR2: Ipv6Address = Ipv6Address::new(0x2001, 0x0db9, 0x0003, 0, 0, 0, 0, 2);
 
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&Ipv6Address::LOCALHOST),
-        Ipv6Address::LOCALHOST
-    );
+    assert_eq!(iface.inner.get_source_address_ipv6(&Ipv6Address::LOCALHOST), Ipv6Address::LOCALHOST);
 
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&LINK_LOCAL_ADDR),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR1),
-        OWN_UNIQUE_LOCAL_ADDR1
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR2),
-        OWN_UNIQUE_LOCAL_ADDR2
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR3),
-        OWN_UNIQUE_LOCAL_ADDR1
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR4),
-        OWN_UNIQUE_LOCAL_ADDR2
-    );
-    assert_eq!(
-        iface
-            .inner
-            .get_source_address_ipv6(&IPV6_LINK_LOCAL_ALL_NODES),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR1),
-        OWN_GLOBAL_UNICAST_ADDR1
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR2),
-        OWN_GLOBAL_UNICAST_ADDR1
-    );
+    assert_eq!(iface.inner.get_source_address_ipv6(&LINK_LOCAL_ADDR), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR1), OWN_UNIQUE_LOCAL_ADDR1);
+    assert_eq!(iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR2), OWN_UNIQUE_LOCAL_ADDR2);
+    assert_eq!(iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR3), OWN_UNIQUE_LOCAL_ADDR1);
+    assert_eq!(iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR4), OWN_UNIQUE_LOCAL_ADDR2);
+    assert_eq!(iface.inner.get_source_address_ipv6(&IPV6_LINK_LOCAL_ALL_NODES), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.inner.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR1), OWN_GLOBAL_UNICAST_ADDR1);
+    assert_eq!(iface.inner.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR2), OWN_GLOBAL_UNICAST_ADDR1);
 
-    assert_eq!(
-        iface.get_source_address_ipv6(&LINK_LOCAL_ADDR),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR1),
-        OWN_UNIQUE_LOCAL_ADDR1
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR2),
-        OWN_UNIQUE_LOCAL_ADDR2
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR3),
-        OWN_UNIQUE_LOCAL_ADDR1
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&IPV6_LINK_LOCAL_ALL_NODES),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR1),
-        OWN_GLOBAL_UNICAST_ADDR1
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR2),
-        OWN_GLOBAL_UNICAST_ADDR1
-    );
+    assert_eq!(iface.get_source_address_ipv6(&LINK_LOCAL_ADDR), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR1), OWN_UNIQUE_LOCAL_ADDR1);
+    assert_eq!(iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR2), OWN_UNIQUE_LOCAL_ADDR2);
+    assert_eq!(iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR3), OWN_UNIQUE_LOCAL_ADDR1);
+    assert_eq!(iface.get_source_address_ipv6(&IPV6_LINK_LOCAL_ALL_NODES), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR1), OWN_GLOBAL_UNICAST_ADDR1);
+    assert_eq!(iface.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR2), OWN_GLOBAL_UNICAST_ADDR1);
 }
 
 #[cfg(feature = "medium-ip")]
@@ -1340,8 +1180,7 @@ fn get_source_address_only_link_local() {
     const OWN_LINK_LOCAL_ADDR: Ipv6Address = Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 1);
     iface.update_ip_addrs(|ips| {
         ips.clear();
-        ips.push(IpCidr::Ipv6(Ipv6Cidr::new(OWN_LINK_LOCAL_ADDR, 64)))
-            .unwrap();
+        ips.push(IpCidr::Ipv6(Ipv6Cidr::new(OWN_LINK_LOCAL_ADDR, 64))).unwrap();
     });
 
     // List of addresses we test:
@@ -1357,75 +1196,26 @@ fn get_source_address_only_link_local() {
     const UNIQUE_LOCAL_ADDR1: Ipv6Address = Ipv6Address::new(0xfd00, 0, 0, 201, 1, 1, 1, 1);
     const UNIQUE_LOCAL_ADDR2: Ipv6Address = Ipv6Address::new(0xfd01, 0, 0, 201, 1, 1, 1, 1);
     const UNIQUE_LOCAL_ADDR3: Ipv6Address = Ipv6Address::new(0xfd02, 0, 0, 201, 1, 1, 1, 1);
-    const GLOBAL_UNICAST_ADDR1: Ipv6Address =
-        Ipv6Address::new(0x2001, 0x0db8, 0x0003, 0, 0, 0, 0, 2);
-    const GLOBAL_UNICAST_ADDR2: Ipv6Address =
-        Ipv6Address::new(0x2001, 0x0db9, 0x0003, 0, 0, 0, 0, 2);
+    const GLOBAL_UNICAST_ADDR1: Ipv6Address = Ipv6Address::new(0x2001, 0x0db8, 0x0003, 0, 0, 0, 0, 2);
+    const GLOBAL_UNICAST_ADDR2: Ipv6Address = Ipv6Address::new(0x2001, 0x0db9, 0x0003, 0, 0, 0, 0, 2);
 
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&Ipv6Address::LOCALHOST),
-        Ipv6Address::LOCALHOST
-    );
+    assert_eq!(iface.inner.get_source_address_ipv6(&Ipv6Address::LOCALHOST), Ipv6Address::LOCALHOST);
 
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&LINK_LOCAL_ADDR),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR1),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR2),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR3),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface
-            .inner
-            .get_source_address_ipv6(&IPV6_LINK_LOCAL_ALL_NODES),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR1),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR2),
-        OWN_LINK_LOCAL_ADDR
-    );
+    assert_eq!(iface.inner.get_source_address_ipv6(&LINK_LOCAL_ADDR), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR1), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR2), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR3), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.inner.get_source_address_ipv6(&IPV6_LINK_LOCAL_ALL_NODES), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.inner.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR1), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.inner.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR2), OWN_LINK_LOCAL_ADDR);
 
-    assert_eq!(
-        iface.get_source_address_ipv6(&LINK_LOCAL_ADDR),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR1),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR2),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR3),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&IPV6_LINK_LOCAL_ALL_NODES),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR1),
-        OWN_LINK_LOCAL_ADDR
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR2),
-        OWN_LINK_LOCAL_ADDR
-    );
+    assert_eq!(iface.get_source_address_ipv6(&LINK_LOCAL_ADDR), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR1), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR2), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR3), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.get_source_address_ipv6(&IPV6_LINK_LOCAL_ALL_NODES), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR1), OWN_LINK_LOCAL_ADDR);
+    assert_eq!(iface.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR2), OWN_LINK_LOCAL_ADDR);
 }
 
 #[cfg(feature = "medium-ip")]
@@ -1448,75 +1238,26 @@ fn get_source_address_empty_interface() {
     const UNIQUE_LOCAL_ADDR1: Ipv6Address = Ipv6Address::new(0xfd00, 0, 0, 201, 1, 1, 1, 1);
     const UNIQUE_LOCAL_ADDR2: Ipv6Address = Ipv6Address::new(0xfd01, 0, 0, 201, 1, 1, 1, 1);
     const UNIQUE_LOCAL_ADDR3: Ipv6Address = Ipv6Address::new(0xfd02, 0, 0, 201, 1, 1, 1, 1);
-    const GLOBAL_UNICAST_ADDR1: Ipv6Address =
-        Ipv6Address::new(0x2001, 0x0db8, 0x0003, 0, 0, 0, 0, 2);
-    const GLOBAL_UNICAST_ADDR2: Ipv6Address =
-        Ipv6Address::new(0x2001, 0x0db9, 0x0003, 0, 0, 0, 0, 2);
+    const GLOBAL_UNICAST_ADDR1: Ipv6Address = Ipv6Address::new(0x2001, 0x0db8, 0x0003, 0, 0, 0, 0, 2);
+    const GLOBAL_UNICAST_ADDR2: Ipv6Address = Ipv6Address::new(0x2001, 0x0db9, 0x0003, 0, 0, 0, 0, 2);
 
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&Ipv6Address::LOCALHOST),
-        Ipv6Address::LOCALHOST
-    );
+    assert_eq!(iface.inner.get_source_address_ipv6(&Ipv6Address::LOCALHOST), Ipv6Address::LOCALHOST);
 
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&LINK_LOCAL_ADDR),
-        Ipv6Address::LOCALHOST
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR1),
-        Ipv6Address::LOCALHOST
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR2),
-        Ipv6Address::LOCALHOST
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR3),
-        Ipv6Address::LOCALHOST
-    );
-    assert_eq!(
-        iface
-            .inner
-            .get_source_address_ipv6(&IPV6_LINK_LOCAL_ALL_NODES),
-        Ipv6Address::LOCALHOST
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR1),
-        Ipv6Address::LOCALHOST
-    );
-    assert_eq!(
-        iface.inner.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR2),
-        Ipv6Address::LOCALHOST
-    );
+    assert_eq!(iface.inner.get_source_address_ipv6(&LINK_LOCAL_ADDR), Ipv6Address::LOCALHOST);
+    assert_eq!(iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR1), Ipv6Address::LOCALHOST);
+    assert_eq!(iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR2), Ipv6Address::LOCALHOST);
+    assert_eq!(iface.inner.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR3), Ipv6Address::LOCALHOST);
+    assert_eq!(iface.inner.get_source_address_ipv6(&IPV6_LINK_LOCAL_ALL_NODES), Ipv6Address::LOCALHOST);
+    assert_eq!(iface.inner.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR1), Ipv6Address::LOCALHOST);
+    assert_eq!(iface.inner.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR2), Ipv6Address::LOCALHOST);
 
-    assert_eq!(
-        iface.get_source_address_ipv6(&LINK_LOCAL_ADDR),
-        Ipv6Address::LOCALHOST
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR1),
-        Ipv6Address::LOCALHOST
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR2),
-        Ipv6Address::LOCALHOST
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR3),
-        Ipv6Address::LOCALHOST
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&IPV6_LINK_LOCAL_ALL_NODES),
-        Ipv6Address::LOCALHOST
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR1),
-        Ipv6Address::LOCALHOST
-    );
-    assert_eq!(
-        iface.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR2),
-        Ipv6Address::LOCALHOST
-    );
+    assert_eq!(iface.get_source_address_ipv6(&LINK_LOCAL_ADDR), Ipv6Address::LOCALHOST);
+    assert_eq!(iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR1), Ipv6Address::LOCALHOST);
+    assert_eq!(iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR2), Ipv6Address::LOCALHOST);
+    assert_eq!(iface.get_source_address_ipv6(&UNIQUE_LOCAL_ADDR3), Ipv6Address::LOCALHOST);
+    assert_eq!(iface.get_source_address_ipv6(&IPV6_LINK_LOCAL_ALL_NODES), Ipv6Address::LOCALHOST);
+    assert_eq!(iface.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR1), Ipv6Address::LOCALHOST);
+    assert_eq!(iface.get_source_address_ipv6(&GLOBAL_UNICAST_ADDR2), Ipv6Address::LOCALHOST);
 }
 
 #[rstest]
@@ -1604,8 +1345,7 @@ fn test_join_ipv6_multicast_group(#[case] medium: Medium) {
         );
         assert_eq!(hbh_repr.options[2], Ipv6OptionRepr::PadN(0));
 
-        let icmpv6_packet =
-            Icmpv6Packet::new_checked(&ip_payload[hbh_repr.buffer_len()..]).unwrap();
+        let icmpv6_packet = Icmpv6Packet::new_checked(&ip_payload[hbh_repr.buffer_len()..]).unwrap();
         let icmpv6_repr = Icmpv6Repr::parse(
             &ipv6_packet.src_addr(),
             &ipv6_packet.dst_addr(),
@@ -1615,10 +1355,7 @@ fn test_join_ipv6_multicast_group(#[case] medium: Medium) {
         .unwrap();
 
         let record_data = match icmpv6_repr {
-            Icmpv6Repr::Mld(MldRepr::Report {
-                nr_mcast_addr_rcrds,
-                data,
-            }) => {
+            Icmpv6Repr::Mld(MldRepr::Report { nr_mcast_addr_rcrds, data }) => {
                 assert_eq!(nr_mcast_addr_rcrds, 1);
                 data
             }
@@ -1781,8 +1518,7 @@ fn test_handle_valid_multicast_query(#[case] medium: Medium) {
         );
         assert_eq!(hbh_repr.options[2], Ipv6OptionRepr::PadN(0));
 
-        let icmpv6_packet =
-            Icmpv6Packet::new_checked(&ip_payload[hbh_repr.buffer_len()..]).unwrap();
+        let icmpv6_packet = Icmpv6Packet::new_checked(&ip_payload[hbh_repr.buffer_len()..]).unwrap();
         let icmpv6_repr = Icmpv6Repr::parse(
             &ipv6_packet.src_addr(),
             &ipv6_packet.dst_addr(),
@@ -1792,10 +1528,7 @@ fn test_handle_valid_multicast_query(#[case] medium: Medium) {
         .unwrap();
 
         let record_data = match icmpv6_repr {
-            Icmpv6Repr::Mld(MldRepr::Report {
-                nr_mcast_addr_rcrds,
-                data,
-            }) => {
+            Icmpv6Repr::Mld(MldRepr::Report { nr_mcast_addr_rcrds, data }) => {
                 assert_eq!(nr_mcast_addr_rcrds, results.len() as u16);
                 data
             }

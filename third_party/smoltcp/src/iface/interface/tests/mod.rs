@@ -90,10 +90,7 @@ fn test_handle_udp_broadcast(#[case] medium: Medium) {
     #[cfg(all(not(feature = "proto-ipv6"), feature = "proto-ipv4"))]
     let src_ip = Ipv4Address::new(0x7f, 0x00, 0x00, 0x02);
 
-    let udp_repr = UdpRepr {
-        src_port: 67,
-        dst_port: 68,
-    };
+    let udp_repr = UdpRepr { src_port: 67, dst_port: 68 };
 
     #[cfg(feature = "proto-ipv6")]
     let ip_repr = IpRepr::Ipv6(Ipv6Repr {
@@ -130,13 +127,7 @@ fn test_handle_udp_broadcast(#[case] medium: Medium) {
 
     // Packet should be handled by bound UDP socket
     assert_eq!(
-        iface.inner.process_udp(
-            &mut sockets,
-            PacketMeta::default(),
-            false,
-            ip_repr,
-            packet.into_inner(),
-        ),
+        iface.inner.process_udp(&mut sockets, PacketMeta::default(), false, ip_repr, packet.into_inner(),),
         None
     );
 
@@ -148,10 +139,7 @@ fn test_handle_udp_broadcast(#[case] medium: Medium) {
         socket.recv(),
         Ok((
             &UDP_PAYLOAD[..],
-            udp::UdpMetadata {
-                local_address: Some(dst_addr),
-                ..IpEndpoint::new(src_ip.into(), 67).into()
-            }
+            udp::UdpMetadata { local_address: Some(dst_addr), ..IpEndpoint::new(src_ip.into(), 67).into() }
         ))
     );
 }
@@ -253,10 +241,8 @@ pub fn tcp_listen_drops_unspecified_src() {
 
     let (mut iface, mut sockets, _) = setup(Medium::Ip);
 
-    let tcp_socket = tcp::Socket::new(
-        tcp::SocketBuffer::new(vec![0; 64]),
-        tcp::SocketBuffer::new(vec![0; 64]),
-    );
+    let tcp_socket =
+        tcp::Socket::new(tcp::SocketBuffer::new(vec![0; 64]), tcp::SocketBuffer::new(vec![0; 64]));
     let handle = sockets.add(tcp_socket);
     sockets.get_mut::<tcp::Socket>(handle).listen(1234).unwrap();
 

@@ -105,11 +105,7 @@ impl Controller for Cubic {
             return;
         } else if self.cwnd < self.ssthresh {
             // Slow start: increase `cwnd` by 1 MSS per ACK.
-            self.cwnd = self
-                .cwnd
-                .saturating_add(segment)
-                .min(self.rwnd)
-                .max(self.mss);
+            self.cwnd = self.cwnd.saturating_add(segment).min(self.rwnd).max(self.mss);
             return;
         }
 
@@ -141,11 +137,7 @@ impl Controller for Cubic {
         // RFC 9438 §4.3: advance our reno-like suggested cwnd.
         // When cwnd exceeds prior cwnd, change α_cubic to match Reno's AIMD.
         let w_est = {
-            let alpha = if self.w_est >= self.cwnd_prior as f64 {
-                1.0
-            } else {
-                ALPHA_CUBIC
-            };
+            let alpha = if self.w_est >= self.cwnd_prior as f64 { 1.0 } else { ALPHA_CUBIC };
 
             self.w_est += alpha * self.mss as f64 * segment as f64 / self.cwnd as f64;
             self.w_est
