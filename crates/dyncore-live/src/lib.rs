@@ -16,6 +16,7 @@
 pub mod actuation;
 pub mod commands;
 pub mod commands_report;
+pub mod commands_scenario;
 pub mod compare;
 pub mod fit;
 pub mod fused;

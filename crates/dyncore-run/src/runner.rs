@@ -2,7 +2,6 @@
 //! `dyncore check` do, as a library. A program of its own (with its own
 //! policies, see `examples/custom-policy/`) uses [`Runner`].
 
-mod commands;
 mod live;
 mod scx;
 

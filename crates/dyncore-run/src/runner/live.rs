@@ -198,7 +198,8 @@ pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
     let duty_scale = duty_scale(args.baseline_duty, &scaled)?;
     let machine = Machine::detect().context("reading the machine's topology from /sys")?;
     for (path, sc) in scaled.iter().filter(|(_, s)| s.has_commands()) {
-        super::commands::check(path, inputs.text(path), sc, &real, args.time_scale)?;
+        dyncore_live::commands_scenario::check(path, inputs.text(path), sc, &real, args.time_scale)
+            .map_err(|e| BadInput(vec![e]))?;
     }
     let command_opts =
         CommandOptions { real: real.clone(), duty_scale, weight: dyncore_live::commands::COMMAND_WEIGHT };
@@ -226,17 +227,25 @@ pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
         };
         if sc.has_commands() {
             let backend = if kind == Kind::Both { "both" } else { "live" };
-            let ran = super::commands::run(
+            let tell = |m: String| bar.set_message(format!("{} live — {m}", sc.name));
+            let ran = dyncore_live::commands_scenario::run(
                 out,
                 path,
                 sc,
                 predicted.as_ref(),
                 &command_opts,
                 backend,
-                args.quiet,
                 signals.stop_flag(),
-                &bar,
+                &tell,
             )?;
+            if !args.quiet {
+                bar.suspend(|| {
+                    say!("\n{}", ran.table);
+                    for w in &ran.warnings {
+                        say!("{w}");
+                    }
+                });
+            }
             written.push(ran.written);
             if ran.interrupted {
                 interrupted = true;

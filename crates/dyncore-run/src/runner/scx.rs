@@ -147,7 +147,8 @@ pub fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
         dyncore_runtime::affinity::allowed_cpus().context("reading this process's affinity mask")?;
     let real = dyncore_live::fit::real_cpus(args.real_cpus.as_deref(), &allowed).map_err(|m| bad(me, m))?;
     for (path, sc) in &chosen {
-        super::commands::check(path, inputs.text(path), sc, &real, None)?;
+        dyncore_live::commands_scenario::check(path, inputs.text(path), sc, &real, None)
+            .map_err(|e| BadInput(vec![e]))?;
     }
     let Some(bin) = crate::scx_binary::find() else {
         return Err(bad(me, format!("--backend scx: {}", crate::scx_binary::NEEDS)));
@@ -184,7 +185,7 @@ pub fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
         let mut alone: Vec<Alone> = Vec::new();
         let mut runs: Vec<RunOut> = Vec::new();
         let mut incomplete: Option<String> = None;
-        let distinct = super::commands::distinct_commands(sc);
+        let distinct = dyncore_live::commands_scenario::distinct_commands(sc);
         for argv in &distinct {
             bar.set_message(format!("{}: `{}` alone (pinned, CPU {first_cpu})", sc.name, argv.join(" ")));
             let mut a: Vec<String> =

@@ -1,47 +1,52 @@
 //! `dyncore run --backend live|both` on a scenario whose workloads name
-//! commands: the steps of `dyncore_live::commands` in order, the report,
-//! and the table on the terminal. Bad input (a command not found, a run
-//! with more CPUs than there are real ones, `--time-scale`) is refused
-//! before anything starts, exit 2.
+//! commands, as one call from the runner: [`check`] refuses bad input
+//! before anything starts (a command not found, a run with more CPUs than
+//! there are real ones, `--time-scale`: exit 2 in the runner), and [`run`]
+//! takes the steps of [`crate::commands`] in order (each command alone,
+//! each mix's Linux baseline, the runs under the arbiter, each command
+//! alone again), builds the live result and writes the report
+//! ([`crate::commands_report`]), returning what the terminal shows.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Result;
 use dyncore_core::CpuSet;
-use dyncore_live::commands::{self, CommandOptions, CommandRunOutput};
-use dyncore_live::commands_report::{self, AloneTimes, CommandReport, OsRun};
-use dyncore_live::run::Outcome;
 use dyncore_report::report::Written;
-use dyncore_scenario::load as scenarios;
+use dyncore_scenario::load::{self as scenarios, LoadError};
 use dyncore_sim::{Scenario, ScenarioResult};
-use indicatif::ProgressBar;
 
-use super::BadInput;
+use crate::commands::{self, CommandOptions, CommandRunOutput};
+use crate::commands_report::{self, AloneTimes, CommandReport, OsRun};
+use crate::run::Outcome;
 
 /// Refuses, before anything starts, what a scenario of commands cannot run
-/// with (exit 2, located in the file where it is the file's).
-pub fn check(path: &Path, text: &str, sc: &Scenario, real: &CpuSet, time_scale: Option<f64>) -> Result<()> {
+/// with (located in the file where it is the file's).
+pub fn check(
+    path: &Path,
+    text: &str,
+    sc: &Scenario,
+    real: &CpuSet,
+    time_scale: Option<f64>,
+) -> Result<(), LoadError> {
     if let Err(e) = commands::check_commands(sc) {
-        return Err(BadInput(vec![scenarios::error_in(path, text, &e.path, e.message)]).into());
+        return Err(scenarios::error_in(path, text, &e.path, e.message));
     }
     if time_scale.is_some_and(|x| x != 1.0) {
-        return Err(BadInput(vec![scenarios::LoadError::new(
+        return Err(LoadError::new(
             path,
             "--time-scale: a scenario of commands cannot be scaled (a real program takes the time it takes); \
              leave the flag out",
-        )])
-        .into());
+        ));
     }
-    if sc.runs.iter().any(|r| !r.has_commands()) {
-        let i = sc.runs.iter().position(|r| !r.has_commands()).expect("found");
+    if let Some(i) = sc.runs.iter().position(|r| !r.has_commands()) {
         let at = ["run".to_string(), i.to_string()];
         let m = "a scenario whose runs name commands runs all its runs under the arbiter: every run's workloads \
                  are commands (put the built-in programs in a scenario of their own)";
-        return Err(BadInput(vec![scenarios::error_in(path, text, &at, m.into())]).into());
+        return Err(scenarios::error_in(path, text, &at, m.into()));
     }
     for i in 0..sc.runs.len() {
-        commands::real_for(sc, i, real).map_err(|m| BadInput(vec![scenarios::LoadError::new(path, m)]))?;
+        commands::real_for(sc, i, real).map_err(|m| LoadError::new(path, m))?;
     }
     Ok(())
 }
@@ -63,9 +68,15 @@ pub fn distinct_commands(sc: &Scenario) -> Vec<Vec<String>> {
 pub struct Ran {
     pub written: Written,
     pub interrupted: bool,
+    /// The programs table, for the terminal.
+    pub table: String,
+    /// Why the report is incomplete, and the commands whose time alone
+    /// moved (one line each: `INCOMPLETE: …`, `UNSTEADY: …`).
+    pub warnings: Vec<String>,
 }
 
-/// Runs scenario `sc` of commands live and writes its report.
+/// Runs scenario `sc` of commands live and writes its report; `tell`
+/// hears each step as it starts (the runner's progress line).
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     out: &Path,
@@ -74,11 +85,9 @@ pub fn run(
     predicted: Option<&ScenarioResult>,
     opts: &CommandOptions,
     backend: &str,
-    quiet: bool,
     stop: &AtomicBool,
-    bar: &ProgressBar,
+    tell: &dyn Fn(String),
 ) -> Result<Ran> {
-    let tell = |m: String| bar.set_message(format!("{} live — {m}", sc.name));
     let first_cpu = opts.real.first().expect("checked: at least one real CPU");
     let distinct = distinct_commands(sc);
     let mut alone: Vec<AloneTimes> = Vec::new();
@@ -97,7 +106,7 @@ pub fn run(
     let mut live: Vec<CommandRunOutput> = Vec::new();
     let mut os: Vec<OsRun> = Vec::new();
     if incomplete.is_none() {
-        incomplete = run_all(sc, opts, stop, &tell, &mut live, &mut os)?;
+        incomplete = run_all(sc, opts, stop, tell, &mut live, &mut os)?;
     }
     if incomplete.is_none() {
         for a in &mut alone {
@@ -139,24 +148,17 @@ pub fn run(
         backend,
     };
     let written = commands_report::write(out, &r)?;
-    bar.suspend(|| {
-        if quiet {
-            return;
-        }
-        say!("\n{}", commands_report::programs_table(&r).to_terminal());
-        if let Some(why) = &r.incomplete {
-            say!("INCOMPLETE: {why}");
-        }
-        for a in alone.iter().filter(|a| a.unsteady()) {
-            say!(
-                "UNSTEADY: `{}` alone took {:.0} ms before the runs and {:.0} ms after; run it again",
-                a.argv.join(" "),
-                a.before_ns as f64 / 1e6,
-                a.after_ns.unwrap_or_default() as f64 / 1e6
-            );
-        }
-    });
-    Ok(Ran { written, interrupted })
+    let mut warnings: Vec<String> = r.incomplete.iter().map(|why| format!("INCOMPLETE: {why}")).collect();
+    warnings.extend(alone.iter().filter(|a| a.unsteady()).map(|a| {
+        format!(
+            "UNSTEADY: `{}` alone took {:.0} ms before the runs and {:.0} ms after; run it again",
+            a.argv.join(" "),
+            a.before_ns as f64 / 1e6,
+            a.after_ns.unwrap_or_default() as f64 / 1e6
+        )
+    }));
+    let table = commands_report::programs_table(&r).to_terminal();
+    Ok(Ran { written, interrupted, table, warnings })
 }
 
 /// Every run, each mix's Linux baseline before its first run; why the
