@@ -31,6 +31,7 @@ use dyncore_sim::Scenario;
 use super::{Gate, Goal, ns, round_order};
 
 mod report;
+pub mod sweeps;
 mod workloads;
 
 #[derive(Debug, clap::Args)]
@@ -68,6 +69,8 @@ pub struct Measured {
     /// The NewtOS model at scale: what one round simulated and its wall
     /// time per round.
     pub newtos: Option<NewtosRow>,
+    /// One sweep run by the command (1 and 2 jobs) and by the Dask engine.
+    pub sweeps: sweeps::SweepRow,
     pub rounds: usize,
 }
 
@@ -170,7 +173,10 @@ pub fn run(args: &Args, out: &Path, registry: &dyncore_core::policies::Registry)
         stacks: if args.quick { 4 } else { 16 },
         ..dyncore_sim::netstack::scale::ScaleConfig::default()
     };
-    let m = measure_rounds(configs, rounds, floor_ops, args.scenarios.as_deref(), (&net, &scale))?;
+    let sweep_size =
+        if args.quick { (sweeps::QUICK_POINTS, 1) } else { (sweeps::POINTS, sweeps::SWEEP_SEEDS) };
+    let m =
+        measure_rounds(configs, rounds, floor_ops, args.scenarios.as_deref(), (&net, &scale), sweep_size)?;
     let goals = report::write(&dir, &machine, &m)?;
     say!("report written to {}", dir.join("report.md").display());
     Ok(goals)
@@ -211,9 +217,20 @@ fn measure_rounds(
     floor_ops: usize,
     scenarios: Option<&Path>,
     (net, scale): (&dyncore_sim::netstack::scenario::NetScenario, &dyncore_sim::netstack::scale::ScaleConfig),
+    sweep_size: (usize, usize),
 ) -> Result<Measured> {
     let n = configs.len();
-    let units = n + 3;
+    let units = n + 4;
+    let (points, seeds) = sweep_size;
+    let mut sweep_row = sweeps::SweepRow { points, seeds, ..sweeps::SweepRow::default() };
+    let python = sweeps::python();
+    if let Err(why) = &python {
+        eprintln!("sweep row: the Dask engine is not run: {why}");
+        sweep_row.dask_missing = Some(why.clone());
+    }
+    let sweep_dir = std::env::temp_dir().join(format!("dyncore-bench-sim-sweep-{}", std::process::id()));
+    std::fs::create_dir_all(&sweep_dir).with_context(|| format!("creating {}", sweep_dir.display()))?;
+    let _remove = RemoveOnDrop(sweep_dir.clone());
     let mut newtos = NewtosRow {
         name: format!(
             "NewtOS: {} stacks, {} flows, dynamic, diurnal load",
@@ -249,6 +266,10 @@ fn measure_rounds(
                     pb.set_message("event-queue floor");
                     floor_ns.push(queue_floor_ns(4096, floor_ops));
                 }
+                None if u == n + 3 => {
+                    pb.set_message(format!("a {}-point sweep, three ways", sweep_row.points));
+                    sweep_row.round(round, &sweep_dir, python.as_deref().ok())?;
+                }
                 None if u == n + 2 => {
                     pb.set_message("NewtOS model");
                     let (packets, events, wall) = newtos_once(net, scale);
@@ -268,7 +289,16 @@ fn measure_rounds(
         }
     }
     pb.finish_and_clear();
-    Ok(Measured { configs, floor_ns, whole_run_ns, newtos: Some(newtos), rounds })
+    Ok(Measured { configs, floor_ns, whole_run_ns, newtos: Some(newtos), sweeps: sweep_row, rounds })
+}
+
+/// Removes a temporary folder when dropped (also on an error's return).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Runs `dyncore run --quiet --seeds 1` (this binary, as a user would) on

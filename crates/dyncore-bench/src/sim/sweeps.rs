@@ -1,0 +1,322 @@
+//! The sweep-throughput row of `dyncore bench sim`: one 64-point sweep
+//! (Figure 7's dynamic-binding run, its tax at 64 values, 5 seeds each, as
+//! the shipped sweeps have; `--quick`: 8 points, 1 seed) run
+//! three ways in the same round: by the command with `--jobs 1` and
+//! `--jobs 2`, and by the Python package's Dask engine on a local cluster
+//! of 2 single-threaded worker processes. Each is timed from start to the
+//! table written (the Dask cluster is started before the clock starts and
+//! its start-up is reported apart). The parallel efficiency of an engine
+//! is its points per second over `--jobs 1`'s in the same round: on 2
+//! CPUs, 2.0 is perfect.
+//!
+//! The Dask engine needs a Python with the `dyncore` package and
+//! `dask.distributed` (`.ci/python` makes one in `target/python-venv`;
+//! `DYNCORE_PYTHON` names another): without one its row says why and
+//! its goal is not measured.
+//!
+//! **Invariant, checked:** every way gives the same table, byte for byte
+//! (the Parquet file each writes), so all three did the same work.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use dyncore_report::table::Table;
+
+use crate::{Goal, RoundSpread};
+
+/// Points of the bench's sweep (`--quick`: [`QUICK_POINTS`]).
+pub const POINTS: usize = 64;
+/// Points of the `--quick` smoke run's sweep.
+pub const QUICK_POINTS: usize = 8;
+/// Seeds per point (`--quick`: 1).
+pub const SWEEP_SEEDS: usize = 5;
+
+/// How the sweep is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Way {
+    Jobs1,
+    Jobs2,
+    Dask2,
+}
+
+impl Way {
+    pub const ALL: [Way; 3] = [Way::Jobs1, Way::Jobs2, Way::Dask2];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Way::Jobs1 => "dyncore sweep --jobs 1",
+            Way::Jobs2 => "dyncore sweep --jobs 2",
+            Way::Dask2 => "Python, Dask engine, 2 worker processes",
+        }
+    }
+}
+
+/// The sweep file: Figure 7's `DB tax 1` with its tax at `points` values
+/// from 0.01 to 100 (geometric), `seeds` seeds each.
+pub fn sweep_text(scenarios: &Path, points: usize, seeds: usize) -> String {
+    let base = scenarios.join("fig7-underprovisioned.toml");
+    let taxes: Vec<String> = (0..points)
+        .map(|i| {
+            let x = 0.01 * 10f64.powf(4.0 * i as f64 / (points.max(2) - 1) as f64);
+            format!("{x:.6}")
+        })
+        .collect();
+    format!(
+        "name = \"throughput\"\nbase = {:?}\nruns = [\"DB tax 1\"]\nseeds = {seeds}\n\n[grid]\n\"run.*.workload.*.tax\" = [{}]\n",
+        base.display().to_string(),
+        taxes.join(", ")
+    )
+}
+
+/// The Python to run the Dask engine with, and why there is none.
+pub fn python() -> std::result::Result<PathBuf, String> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(p) = std::env::var_os("DYNCORE_PYTHON") {
+        candidates.push(p.into());
+    }
+    let scenarios = dyncore_scenario::load::default_dir();
+    if let Some(root) = scenarios.canonicalize().ok().and_then(|d| d.parent().map(Path::to_path_buf)) {
+        candidates.push(root.join("target/python-venv/bin/python"));
+    }
+    candidates.push("python3".into());
+    let probe = "import dyncore, dask.distributed";
+    for c in &candidates {
+        let ok = Command::new(c).args(["-c", probe]).output().is_ok_and(|o| o.status.success());
+        if ok {
+            return Ok(c.clone());
+        }
+    }
+    Err(format!(
+        "no Python with the dyncore package and dask.distributed (tried {}; `.ci/python` makes \
+         target/python-venv, DYNCORE_PYTHON names another)",
+        candidates.iter().map(|c| c.display().to_string()).collect::<Vec<_>>().join(", ")
+    ))
+}
+
+/// The Dask driver: starts a local cluster, then times the sweep alone.
+/// Prints `startup_s wall_s` on its last line.
+const DASK_DRIVER: &str = r#"
+import sys, time
+from dask.distributed import Client, LocalCluster
+import dyncore
+sweep_file, out = sys.argv[1], sys.argv[2]
+t0 = time.monotonic()
+cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+client = Client(cluster)
+client.wait_for_workers(2)
+t1 = time.monotonic()
+df = dyncore.sweep(sweep_file, engine="dask", client=client, out=out, fresh=True)
+t2 = time.monotonic()
+client.close()
+cluster.close()
+print(len(df), t1 - t0, t2 - t1)
+"#;
+
+/// Runs the sweep once one way into `out` (made fresh); returns its wall
+/// time (the Dask cluster's start-up excluded, and returned beside).
+pub fn run_once(
+    way: Way,
+    sweep_file: &Path,
+    out: &Path,
+    python: Option<&Path>,
+    points: usize,
+) -> Result<(Duration, Option<f64>)> {
+    let _ = std::fs::remove_dir_all(out);
+    let exe = std::env::current_exe().context("finding this program to run the sweep")?;
+    match way {
+        Way::Jobs1 | Way::Jobs2 => {
+            let jobs = if way == Way::Jobs1 { "1" } else { "2" };
+            let mut c = Command::new(&exe);
+            c.arg("--out").arg(out).args(["sweep", "--quiet", "--fresh", "--jobs", jobs]).arg(sweep_file);
+            let t0 = Instant::now();
+            let o = c.output().with_context(|| format!("running {}", exe.display()))?;
+            let wall = t0.elapsed();
+            if !o.status.success() {
+                bail!("{} failed: {}", way.name(), String::from_utf8_lossy(&o.stderr));
+            }
+            Ok((wall, None))
+        }
+        Way::Dask2 => {
+            let py = python.context("no Python for the Dask engine")?;
+            let o = Command::new(py)
+                .args(["-c", DASK_DRIVER])
+                .arg(sweep_file)
+                .arg(out)
+                .env("DYNCORE_BIN", &exe)
+                .output()
+                .with_context(|| format!("running {}", py.display()))?;
+            if !o.status.success() {
+                bail!("{} failed: {}", way.name(), String::from_utf8_lossy(&o.stderr));
+            }
+            let said = String::from_utf8_lossy(&o.stdout);
+            let last: Vec<f64> = said
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            let [rows, startup, wall] = last[..] else {
+                bail!("the Dask driver printed no timing: {said}");
+            };
+            anyhow::ensure!(rows >= points as f64, "the Dask sweep returned {rows} rows for {points} points");
+            Ok((Duration::from_secs_f64(wall), Some(startup)))
+        }
+    }
+}
+
+/// The table a way wrote (its Parquet file's bytes).
+pub fn table_bytes(out: &Path) -> Result<Vec<u8>> {
+    let p = out.join("sweep-throughput/results.parquet");
+    std::fs::read(&p).with_context(|| format!("reading {}", p.display()))
+}
+
+/// What the sweep row measured: per way, the wall time of each round.
+#[derive(Debug, Default)]
+pub struct SweepRow {
+    pub points: usize,
+    pub seeds: usize,
+    pub walls_ns: [Vec<u64>; 3],
+    /// The Dask cluster's start-up per round (s), not in its wall time.
+    pub dask_startup_s: Vec<f64>,
+    /// Why the Dask engine was not run, if it was not.
+    pub dask_missing: Option<String>,
+    /// The table of the first way run, which every other must equal.
+    pub table: Option<Vec<u8>>,
+}
+
+impl SweepRow {
+    /// Runs every way once (the order turning with the round), checking
+    /// that each wrote the same table.
+    pub fn round(&mut self, round: usize, dir: &Path, python: Option<&Path>) -> Result<()> {
+        let sweep_file = dir.join("throughput.toml");
+        let scenarios = dyncore_scenario::load::default_dir();
+        let scenarios =
+            scenarios.canonicalize().with_context(|| format!("finding {}", scenarios.display()))?;
+        std::fs::write(&sweep_file, sweep_text(&scenarios, self.points, self.seeds))
+            .context("writing the bench's sweep file")?;
+        for k in 0..Way::ALL.len() {
+            let i = (k + round) % Way::ALL.len();
+            let way = Way::ALL[i];
+            if way == Way::Dask2 && python.is_none() {
+                continue;
+            }
+            let out = dir.join(format!("way-{i}"));
+            let (wall, startup) = run_once(way, &sweep_file, &out, python, self.points)?;
+            let bytes = table_bytes(&out)?;
+            match &self.table {
+                None => self.table = Some(bytes),
+                Some(first) => anyhow::ensure!(
+                    *first == bytes,
+                    "{}: its table differs from the other ways' (the sweep is not deterministic)",
+                    way.name()
+                ),
+            }
+            let _ = std::fs::remove_dir_all(&out);
+            self.walls_ns[i].push(super::ns(wall));
+            if let Some(s) = startup {
+                self.dask_startup_s.push(s);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Issue 35: each engine reaches at least this parallel efficiency on 2
+/// CPUs (points per second over `--jobs 1`'s, in the same round).
+pub const GOAL_EFFICIENCY: f64 = 1.8;
+
+impl SweepRow {
+    /// Each round's points per second of way `i`.
+    fn rates(&self, i: usize) -> Vec<f64> {
+        self.walls_ns[i].iter().map(|&w| self.points as f64 / (w.max(1) as f64 / 1e9)).collect()
+    }
+
+    /// Each round's efficiency of way `i`: its rate over `--jobs 1`'s.
+    fn efficiency(&self, i: usize) -> Vec<f64> {
+        self.rates(i).iter().zip(self.rates(0)).map(|(r, one)| r / one).collect()
+    }
+
+    /// The table: a line per way.
+    pub fn table(&self) -> Table {
+        let mut t = Table::new(
+            format!(
+                "Sweep throughput: {} points × {} seeds (Figure 7's `DB tax 1`, its tax swept), {} CPUs; median of rounds",
+                self.points,
+                self.seeds,
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            ),
+            &["engine", "wall s (rounds min–max)", "points/s", "× --jobs 1 (parallel efficiency)"],
+        );
+        for (i, way) in Way::ALL.iter().enumerate() {
+            let walls: Vec<f64> = self.walls_ns[i].iter().map(|&w| w as f64 / 1e9).collect();
+            let (Some(wall), Some(rate), Some(eff)) =
+                (RoundSpread::of(walls), RoundSpread::of(self.rates(i)), RoundSpread::of(self.efficiency(i)))
+            else {
+                let why = self.dask_missing.clone().unwrap_or_else(|| "not run".into());
+                t.row(vec![way.name().into(), "–".into(), "–".into(), format!("not measured: {why}")]);
+                continue;
+            };
+            t.row(vec![
+                way.name().into(),
+                format!("{:.2} ({:.2}–{:.2})", wall.median, wall.min, wall.max),
+                format!("{:.1}", rate.median),
+                if i == 0 { "1 (the baseline)".into() } else { eff.text(2) },
+            ]);
+        }
+        t
+    }
+
+    /// The goals: `--jobs 2` and the Dask engine each ≥ 1.8× `--jobs 1`.
+    pub fn goals(&self) -> Vec<Goal> {
+        let mut g = Vec::new();
+        for (i, way) in Way::ALL.iter().enumerate().skip(1) {
+            let goal = format!(
+                "{}: parallel efficiency ≥ {GOAL_EFFICIENCY}× --jobs 1 on 2 CPUs ({}-point sweep)",
+                way.name(),
+                self.points
+            );
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            match RoundSpread::of(self.efficiency(i)) {
+                _ if cpus < 2 => {
+                    g.push(Goal::not_measured(goal, format!("{cpus} CPU: nothing to spread over")))
+                }
+                Some(e) => {
+                    let startup = if *way == Way::Dask2 && !self.dask_startup_s.is_empty() {
+                        let mut s = self.dask_startup_s.clone();
+                        format!("; cluster start-up {:.1} s, not counted", crate::stats::median_f64(&mut s))
+                    } else {
+                        String::new()
+                    };
+                    g.push(Goal::checked(
+                        goal,
+                        format!("{}{startup}", e.text(2)),
+                        e.median >= GOAL_EFFICIENCY,
+                    ))
+                }
+                None => g.push(Goal::not_measured(
+                    goal,
+                    self.dask_missing.clone().unwrap_or_else(|| "no round ran it".into()),
+                )),
+            }
+        }
+        g
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bench_sweep_file_is_a_valid_sweep_of_64_points() {
+        let text = sweep_text(&dyncore_scenario::load::default_dir(), POINTS, SWEEP_SEEDS);
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("s.toml");
+        std::fs::write(&f, &text).unwrap();
+        let s = dyncore_sweep::Sweep::load(&f, &dyncore_core::policies::Registry::builtin()).unwrap();
+        assert_eq!(s.spec.points(), POINTS, "{text}");
+    }
+}
