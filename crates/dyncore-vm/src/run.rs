@@ -411,20 +411,14 @@ fn tail(path: &Path, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-#[allow(clippy::too_many_arguments)]
-fn boot(
-    tools: &HostTools,
-    kernel: &Kernel,
-    opts: &Options,
-    accel: Accel,
-    accel_note: Option<String>,
-    cwd: &Path,
-    argv: &[String],
-    rw: &[PathBuf],
-    stop: &AtomicBool,
-    signal: &dyn Fn() -> i32,
-) -> Result<Outcome, VmError> {
-    let io = |what: &str, e: std::io::Error| VmError::Setup(format!("{what}: {e}"));
+/// A setup step's I/O error, naming what it was for.
+fn io(what: &str, e: std::io::Error) -> VmError {
+    VmError::Setup(format!("{what}: {e}"))
+}
+
+/// A fresh scratch folder for one run (`dyncore-vm.<pid>.<n>` in the
+/// temporary folder), after sweeping the ones dead rigs left.
+fn scratch_dir() -> Result<Scratch, VmError> {
     sweep_stale_scratch();
     let dir = std::env::temp_dir().join(format!(
         "dyncore-vm.{}.{}",
@@ -433,42 +427,82 @@ fn boot(
     ));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).map_err(|e| io("the run's scratch folder", e))?;
-    let scratch = Scratch(dir.clone());
+    Ok(Scratch(dir))
+}
 
-    // The initial root.
+/// The files of a run in its scratch folder.
+struct RunFiles {
+    dir: PathBuf,
+    /// The guest's initial root.
+    initrd: PathBuf,
+    /// virtiofsd's socket, which QEMU connects to.
+    sock: PathBuf,
+    /// The guest's serial console.
+    console: PathBuf,
+    /// The guest's stdout, stderr and status ports.
+    ports: [PathBuf; 3],
+}
+
+impl RunFiles {
+    fn in_dir(dir: &Path) -> RunFiles {
+        RunFiles {
+            dir: dir.to_path_buf(),
+            initrd: dir.join("initrd.cpio"),
+            sock: dir.join("fs.sock"),
+            console: dir.join("console.log"),
+            ports: ["stdout", "stderr", "status"].map(|p| dir.join(format!("{p}.port"))),
+        }
+    }
+}
+
+/// Writes the guest's initial root to `path`: busybox, the init script, the
+/// command's script (its variables, working folder and argv) and the list
+/// of writable folders.
+fn write_initrd(
+    path: &Path,
+    tools: &HostTools,
+    opts: &Options,
+    accel: Accel,
+    cwd: &Path,
+    argv: &[String],
+    rw: &[PathBuf],
+) -> Result<(), VmError> {
     let mut env = base_env(accel, &opts.topology);
     env.extend(opts.env.iter().cloned());
     let script = initramfs::command_script(&env, &cwd.display().to_string(), argv);
     let rw_list: String = rw.iter().map(|p| format!("{}\n", p.display())).collect();
     let busybox = fs::read(&tools.busybox).map_err(|e| io("busybox", e))?;
-    let initrd = dir.join("initrd.cpio");
-    {
-        let f = std::io::BufWriter::new(File::create(&initrd).map_err(|e| io("initrd", e))?);
-        let mut c = Cpio::new(f);
-        let w = (|| -> std::io::Result<()> {
-            for d in initramfs::DIRS {
-                c.dir(d)?;
-            }
-            c.char_dev("dev/console", 5, 1)?;
-            c.file("bin/busybox", 0o755, &busybox)?;
-            c.file("init", 0o755, initramfs::INIT.as_bytes())?;
-            c.file("cmd.sh", 0o644, script.as_bytes())?;
-            c.file("rw.list", 0o644, rw_list.as_bytes())?;
-            Ok(())
-        })();
-        w.and_then(|()| c.finish().map(drop)).map_err(|e| io("writing the initrd", e))?;
-    }
+    let f = std::io::BufWriter::new(File::create(path).map_err(|e| io("initrd", e))?);
+    let mut c = Cpio::new(f);
+    let w = (|| -> std::io::Result<()> {
+        for d in initramfs::DIRS {
+            c.dir(d)?;
+        }
+        c.char_dev("dev/console", 5, 1)?;
+        c.file("bin/busybox", 0o755, &busybox)?;
+        c.file("init", 0o755, initramfs::INIT.as_bytes())?;
+        c.file("cmd.sh", 0o644, script.as_bytes())?;
+        c.file("rw.list", 0o644, rw_list.as_bytes())?;
+        Ok(())
+    })();
+    w.and_then(|()| c.finish().map(drop)).map_err(|e| io("writing the initrd", e))
+}
 
-    // The host's root, shared read-only (made so by the guest's init;
-    // virtiofsd serves it writable so that the --rw folders are).
-    // `cache=always`: the guest keeps a file's pages across opens. With
-    // `cache=auto`, every open of a file (a compiler opening libc.so)
-    // drops its cached pages, mapped ones too, so the next touch of them
-    // faults and reads through FUSE, whose reader holds the page locked
-    // until it runs again; a user-space scheduler (the sched_ext backend)
-    // that faults on a page a task it holds has locked stalls for good.
-    // The host's files do not change under a run.
-    let sock = dir.join("fs.sock");
+/// Starts virtiofsd serving the host's root on `files.sock`, and waits (10
+/// s at most) until it listens.
+///
+/// The host's root is shared read-only (made so by the guest's init;
+/// virtiofsd serves it writable so that the --rw folders are).
+/// `cache=always`: the guest keeps a file's pages across opens. With
+/// `cache=auto`, every open of a file (a compiler opening libc.so) drops
+/// its cached pages, mapped ones too, so the next touch of them faults and
+/// reads through FUSE, whose reader holds the page locked until it runs
+/// again; a user-space scheduler (the sched_ext backend) that faults on a
+/// page a task it holds has locked stalls for good. The host's files do not
+/// change under a run.
+fn start_virtiofsd(tools: &HostTools, files: &RunFiles) -> Result<Guarded, VmError> {
+    let dir = &files.dir;
+    let sock = &files.sock;
     let mut fsd = spawn_guarded(
         Command::new(&tools.virtiofsd)
             .arg(format!("--socket-path={}", sock.display()))
@@ -491,12 +525,21 @@ fn boot(
         }
         thread::sleep(Duration::from_millis(10));
     }
+    Ok(fsd)
+}
 
-    let console = dir.join("console.log");
-    let ports = ["stdout", "stderr", "status"].map(|p| dir.join(format!("{p}.port")));
-    for p in &ports {
-        File::create(p).map_err(|e| io("a port file", e))?;
-    }
+/// QEMU's command line for the guest: its accelerator, CPUs and memory,
+/// the kernel and initrd with the kernel's command line (the cgroup
+/// hierarchy and the accelerator for the guest's init), the console and
+/// the ports to their files, and the host's root through virtiofsd. Its
+/// output goes to `qemu.log` and `qemu.err` in the scratch folder.
+fn qemu_command(
+    tools: &HostTools,
+    kernel: &Kernel,
+    opts: &Options,
+    accel: Accel,
+    files: &RunFiles,
+) -> Result<Command, VmError> {
     let mem = opts.mem_mib.unwrap_or_else(|| (512 + 64 * opts.topology.cpus).max(1024));
     let mut cmdline = format!(
         "console=ttyS0 quiet loglevel=4 panic=-1 oops=panic mitigations=off dyncore.cgroup={} dyncore.accel={}",
@@ -516,46 +559,97 @@ fn boot(
         _ => q.args(["-accel", "tcg,thread=single", "-cpu", "max,vendor=GenuineIntel"]),
     };
     q.args(opts.topology.qemu_args(mem));
-    q.arg("-kernel").arg(&kernel.vmlinuz).arg("-initrd").arg(&initrd).arg("-append").arg(&cmdline);
-    q.arg("-chardev").arg(format!("file,id=con,path={}", console.display())).args(["-serial", "chardev:con"]);
+    q.arg("-kernel").arg(&kernel.vmlinuz).arg("-initrd").arg(&files.initrd).arg("-append").arg(&cmdline);
+    q.arg("-chardev")
+        .arg(format!("file,id=con,path={}", files.console.display()))
+        .args(["-serial", "chardev:con"]);
     q.args(["-device", "virtio-serial-pci,id=vser"]);
-    for (i, (p, name)) in ports.iter().zip(["dyncore.stdout", "dyncore.stderr", "dyncore.status"]).enumerate()
+    for (i, (p, name)) in
+        files.ports.iter().zip(["dyncore.stdout", "dyncore.stderr", "dyncore.status"]).enumerate()
     {
         q.arg("-chardev").arg(format!("file,id=port{i},path={}", p.display()));
         q.arg("-device").arg(format!("virtserialport,bus=vser.0,chardev=port{i},name={name}"));
     }
-    q.arg("-chardev").arg(format!("socket,id=fs,path={}", sock.display()));
+    q.arg("-chardev").arg(format!("socket,id=fs,path={}", files.sock.display()));
     q.args(["-device", "vhost-user-fs-pci,chardev=fs,tag=hostfs,queue-size=1024"]);
-    let qlog = dir.join("qemu.log");
     q.stdin(Stdio::null())
-        .stdout(File::create(&qlog).map_err(|e| io("qemu log", e))?)
-        .stderr(File::create(dir.join("qemu.err")).map_err(|e| io("qemu log", e))?);
+        .stdout(File::create(files.dir.join("qemu.log")).map_err(|e| io("qemu log", e))?)
+        .stderr(File::create(files.dir.join("qemu.err")).map_err(|e| io("qemu log", e))?);
+    Ok(q)
+}
+
+/// The guest's failure `what`, with the last lines of its console and of
+/// QEMU's errors; the whole console is kept (`dyncore-vm-console.<pid>.log`
+/// in the temporary folder), as the scratch folder is removed.
+fn keep_console(files: &RunFiles, what: String) -> VmError {
+    let kept = std::env::temp_dir().join(format!("dyncore-vm-console.{}.log", std::process::id()));
+    let log = fs::copy(&files.console, &kept).ok().map(|_| kept);
+    let mut c = tail(&files.console, 25);
+    let qerr = tail(&files.dir.join("qemu.err"), 5);
+    if !qerr.is_empty() {
+        c.push_str(&format!("\n(QEMU: {qerr})"));
+    }
+    VmError::Guest { what, console: c, log }
+}
+
+/// Why a guest that wrote no exit status stopped: its init's error (the
+/// status port's `last` line), a kernel panic on its console, QEMU's
+/// failure, or an early stop.
+fn why_no_status(last: &str, console: &Path, exit: std::process::ExitStatus) -> String {
+    let con = fs::read_to_string(console).unwrap_or_default();
+    if let Some(e) = last.strip_prefix("init-error ") {
+        format!("the guest's init failed: {e}")
+    } else if let Some(at) = con.find("Kernel panic - not syncing") {
+        let line = con[at..].lines().next().unwrap_or("").trim_end();
+        format!("the guest kernel panicked ({line})")
+    } else if !exit.success() {
+        format!("QEMU exited with {exit} before the guest ran the command")
+    } else {
+        "the guest stopped before the command finished".to_string()
+    }
+}
+
+/// Boots a guest on `accel` and runs `argv` (resolved) in it, in `cwd`,
+/// with `rw` writable: the initrd, virtiofsd and QEMU started, the guest's
+/// stdout and stderr forwarded as they come, until QEMU exits, the timeout
+/// passes, KVM fails or `stop` is raised. Returns how it ended.
+#[allow(clippy::too_many_arguments)]
+fn boot(
+    tools: &HostTools,
+    kernel: &Kernel,
+    opts: &Options,
+    accel: Accel,
+    accel_note: Option<String>,
+    cwd: &Path,
+    argv: &[String],
+    rw: &[PathBuf],
+    stop: &AtomicBool,
+    signal: &dyn Fn() -> i32,
+) -> Result<Outcome, VmError> {
+    let scratch = scratch_dir()?;
+    let files = RunFiles::in_dir(&scratch.0);
+    write_initrd(&files.initrd, tools, opts, accel, cwd, argv, rw)?;
+    let fsd = start_virtiofsd(tools, &files)?;
+    for p in &files.ports {
+        File::create(p).map_err(|e| io("a port file", e))?;
+    }
+    let mut q = qemu_command(tools, kernel, opts, accel, &files)?;
     let start = Instant::now();
     let mut qemu = spawn_guarded(&mut q).map_err(|e| io("starting QEMU", e))?;
 
     let done = Arc::new(AtomicBool::new(false));
     let mut fwd = vec![
-        forward(ports[0].clone(), Box::new(std::io::stdout()), done.clone()),
-        forward(ports[1].clone(), Box::new(std::io::stderr()), done.clone()),
+        forward(files.ports[0].clone(), Box::new(std::io::stdout()), done.clone()),
+        forward(files.ports[1].clone(), Box::new(std::io::stderr()), done.clone()),
     ];
     if opts.console {
-        fwd.push(forward(console.clone(), Box::new(std::io::stderr()), done.clone()));
+        fwd.push(forward(files.console.clone(), Box::new(std::io::stderr()), done.clone()));
     }
     let finish = |fwd: Vec<thread::JoinHandle<()>>| {
         done.store(true, Ordering::Release);
         for h in fwd {
             let _ = h.join();
         }
-    };
-    let keep_console = |what: String| -> VmError {
-        let kept = std::env::temp_dir().join(format!("dyncore-vm-console.{}.log", std::process::id()));
-        let log = fs::copy(&console, &kept).ok().map(|_| kept);
-        let mut c = tail(&console, 25);
-        let qerr = tail(&dir.join("qemu.err"), 5);
-        if !qerr.is_empty() {
-            c.push_str(&format!("\n(QEMU: {qerr})"));
-        }
-        VmError::Guest { what, console: c, log }
     };
 
     let mut boot_time = None;
@@ -572,24 +666,29 @@ fn boot(
         if start.elapsed() > opts.timeout {
             drop(qemu);
             finish(fwd);
-            return Err(keep_console(format!(
-                "the guest ran past its limit of {} s and was stopped (raise it with --timeout)",
-                opts.timeout.as_secs()
-            )));
+            return Err(keep_console(
+                &files,
+                format!(
+                    "the guest ran past its limit of {} s and was stopped (raise it with --timeout)",
+                    opts.timeout.as_secs()
+                ),
+            ));
         }
         if last_check.elapsed() > Duration::from_millis(250) {
             last_check = Instant::now();
-            if boot_time.is_none() && fs::read_to_string(&ports[2]).is_ok_and(|s| s.starts_with("ready")) {
+            if boot_time.is_none()
+                && fs::read_to_string(&files.ports[2]).is_ok_and(|s| s.starts_with("ready"))
+            {
                 boot_time = Some(start.elapsed());
             }
-            let qerr = fs::read_to_string(dir.join("qemu.err")).unwrap_or_default();
+            let qerr = fs::read_to_string(files.dir.join("qemu.err")).unwrap_or_default();
             if qerr.contains("KVM internal error") || qerr.contains("emulation failure") {
                 drop(qemu);
                 finish(fwd);
-                return Err(keep_console(format!(
-                    "the KVM guest died in boot: {}",
-                    qerr.lines().next().unwrap_or("")
-                )));
+                return Err(keep_console(
+                    &files,
+                    format!("the KVM guest died in boot: {}", qerr.lines().next().unwrap_or("")),
+                ));
             }
         }
         thread::sleep(Duration::from_millis(20));
@@ -598,7 +697,7 @@ fn boot(
     drop(qemu);
     drop(fsd);
     finish(fwd);
-    let status = fs::read_to_string(&ports[2]).unwrap_or_default();
+    let status = fs::read_to_string(&files.ports[2]).unwrap_or_default();
     let last = status.lines().last().unwrap_or("");
     if let Some(code) = last.strip_prefix("exit ").and_then(|c| c.trim().parse::<i32>().ok()) {
         drop(scratch);
@@ -611,18 +710,7 @@ fn boot(
             wall,
         });
     }
-    let con = fs::read_to_string(&console).unwrap_or_default();
-    let what = if let Some(e) = last.strip_prefix("init-error ") {
-        format!("the guest's init failed: {e}")
-    } else if let Some(at) = con.find("Kernel panic - not syncing") {
-        let line = con[at..].lines().next().unwrap_or("").trim_end();
-        format!("the guest kernel panicked ({line})")
-    } else if !exit.success() {
-        format!("QEMU exited with {exit} before the guest ran the command")
-    } else {
-        "the guest stopped before the command finished".to_string()
-    };
-    Err(keep_console(what))
+    Err(keep_console(&files, why_no_status(last, &files.console, exit)))
 }
 
 #[cfg(test)]

@@ -34,9 +34,11 @@ use std::fmt::Write as _;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use dyncore_core::CpuSet;
 use dyncore_report::table::Table;
 use dyncore_runtime::arbiter::Signals;
 use dyncore_scenario::load as scenarios;
@@ -62,7 +64,7 @@ struct Invoked {
 
 /// Runs `dyncore-scx ARGS` in a process group of its own, its stdout to
 /// /dev/null and its stderr kept; kills the group if `stop` is raised.
-fn invoke(bin: &Path, args: &[String], json: &Path, stop: &std::sync::atomic::AtomicBool) -> Result<Invoked> {
+fn invoke(bin: &Path, args: &[String], json: &Path, stop: &AtomicBool) -> Result<Invoked> {
     let _ = std::fs::remove_file(json);
     let err_path = json.with_extension("stderr");
     let err = std::fs::File::create(&err_path).with_context(|| format!("creating {}", err_path.display()))?;
@@ -106,6 +108,81 @@ struct RunOut {
 /// `dyncore run --backend scx`.
 pub fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
     let me = Path::new("dyncore run");
+    check_options(me, args)?;
+    let inputs = super::load_inputs(runner.registry(), &args.files)?;
+    let chosen = choose_scenarios(me, args, &inputs)?;
+    let allowed =
+        dyncore_runtime::affinity::allowed_cpus().context("reading this process's affinity mask")?;
+    let real = dyncore_live::fit::real_cpus(args.real_cpus.as_deref(), &allowed).map_err(|m| bad(me, m))?;
+    for (path, sc) in &chosen {
+        dyncore_live::commands_scenario::check(path, inputs.text(path), sc, &real, None)
+            .map_err(|e| BadInput(vec![e]))?;
+    }
+    let bin = checked_binary(me)?;
+    let signals = Signals::install().context("installing the signal handlers")?;
+    let out = runner.out();
+    let _held = super::open_out(out)?;
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").expect("static template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let scx = Scx {
+        bin: &bin,
+        real: &real,
+        baseline_duty: args.baseline_duty,
+        stop: signals.stop_flag(),
+        bar: &bar,
+    };
+    let mut index_lines = Vec::new();
+    let mut interrupted = false;
+    for (path, sc) in &chosen {
+        let predicted = match sc.unmodelled_command() {
+            None => Some(
+                dyncore_sim::run_quietly(&super::live::prediction_scenario(sc, Mechanism::Free))
+                    .map_err(|e| super::budget_error(path, inputs.text(path), &e, &[]))?,
+            ),
+            Some(_) => None,
+        };
+        let dir = out.join(&sc.name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let (alone, incomplete) = scx.measure_alone(sc, &dir)?;
+        let (runs, incomplete) = match incomplete {
+            None => scx.run_each(path, sc, &dir)?,
+            Some(why) => (Vec::new(), Some(why)),
+        };
+        let r = Report {
+            source: path,
+            sc,
+            alone: &alone,
+            runs: &runs,
+            predicted: predicted.as_ref(),
+            incomplete,
+        };
+        r.write(&dir)?;
+        if !args.quiet {
+            bar.suspend(|| r.print());
+        }
+        index_lines.push(format!("* [{}]({}/report.md): {}", sc.name, sc.name, sc.title));
+        if r.incomplete.is_some() {
+            interrupted = true;
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    write_index(out, &args.files, &index_lines)?;
+    say!("Report: {} (and each scenario's report.md)", out.join("index.md").display());
+    if interrupted && let Some(r) = signals.received() {
+        let after =
+            "the backend's scheduler and commands killed; the report of what ran is marked INCOMPLETE";
+        return Err(super::Interrupted { signal: r.signal, after }.into());
+    }
+    Ok(())
+}
+
+/// Refuses the options a run of real programs on the kernel's scheduler
+/// cannot honour: several seeds, a time scale.
+fn check_options(me: &Path, args: &RunArgs) -> Result<()> {
     if args.seeds.is_some_and(|n| n > 1) {
         return Err(bad(me, "--seeds: a run of real programs is run with one seed"));
     }
@@ -115,7 +192,13 @@ pub fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
             "--time-scale: a scenario of commands cannot be scaled (a real program takes the time it takes)",
         ));
     }
-    let inputs = super::load_inputs(runner.registry(), &args.files)?;
+    Ok(())
+}
+
+/// The scenarios to run, `--seed` applied: those whose every run's
+/// workloads are commands. A scenario named on the command line that is
+/// not (or a network-stack one) is bad input, and so is finding none.
+fn choose_scenarios(me: &Path, args: &RunArgs, inputs: &super::Inputs) -> Result<Vec<(PathBuf, Scenario)>> {
     if let Some((path, _)) = inputs.nets.first().filter(|_| !args.files.is_empty()) {
         return Err(bad(path, "--backend scx: a network-stack scenario runs on the simulator only"));
     }
@@ -143,13 +226,12 @@ pub fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
             sc.seed = seed;
         }
     }
-    let allowed =
-        dyncore_runtime::affinity::allowed_cpus().context("reading this process's affinity mask")?;
-    let real = dyncore_live::fit::real_cpus(args.real_cpus.as_deref(), &allowed).map_err(|m| bad(me, m))?;
-    for (path, sc) in &chosen {
-        dyncore_live::commands_scenario::check(path, inputs.text(path), sc, &real, None)
-            .map_err(|e| BadInput(vec![e]))?;
-    }
+    Ok(chosen)
+}
+
+/// The `dyncore-scx` binary, found and able to load here
+/// (`dyncore-scx check`); bad input saying why not otherwise.
+fn checked_binary(me: &Path) -> Result<PathBuf> {
     let Some(bin) = crate::scx_binary::find() else {
         return Err(bad(me, format!("--backend scx: {}", crate::scx_binary::NEEDS)));
     };
@@ -161,41 +243,58 @@ pub fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
         let said = String::from_utf8_lossy(&check.stdout);
         return Err(bad(me, format!("--backend scx: {}", said.trim())));
     }
-    let signals = Signals::install().context("installing the signal handlers")?;
-    let out = runner.out();
-    let _held = super::open_out(out)?;
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").expect("static template"),
+    Ok(bin)
+}
+
+/// Writes `index.md`: what ran, and a line per scenario's report.
+fn write_index(out: &Path, files: &[PathBuf], index_lines: &[String]) -> Result<()> {
+    let files: Vec<String> = files.iter().map(|f| format!(" {}", f.display())).collect();
+    let index = format!(
+        "# dyncore report: the sched_ext backend\n\nScenarios of real programs run with each run's policy as \
+         the kernel's scheduler (`cargo run --release -- run --backend scx{}`), beside the simulator's \
+         prediction.\n\n{}\n",
+        files.concat(),
+        index_lines.join("\n")
     );
-    bar.enable_steady_tick(Duration::from_millis(200));
-    let mut index_lines = Vec::new();
-    let mut interrupted = false;
-    for (path, sc) in &chosen {
-        let predicted = match sc.unmodelled_command() {
-            None => Some(
-                dyncore_sim::run_quietly(&super::live::prediction_scenario(sc, Mechanism::Free))
-                    .map_err(|e| super::budget_error(path, inputs.text(path), &e, &[]))?,
-            ),
-            Some(_) => None,
-        };
-        let dir = out.join(&sc.name);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let first_cpu = real.first().expect("checked: at least one CPU").to_string();
+    std::fs::write(out.join("index.md"), index)?;
+    Ok(())
+}
+
+/// What every invocation of `dyncore-scx` in a run shares: the binary, the
+/// real CPUs, `--baseline-duty`, the signal handlers' stop flag and the
+/// progress line.
+struct Scx<'a> {
+    bin: &'a Path,
+    real: &'a CpuSet,
+    baseline_duty: Option<f64>,
+    stop: &'a AtomicBool,
+    bar: &'a ProgressBar,
+}
+
+impl Scx<'_> {
+    /// Each distinct command of `sc` alone (`dyncore-scx exec --policy
+    /// pinned` on the first real CPU), its wall time its work; and why the
+    /// scenario is incomplete, if a signal stopped it. A command that does
+    /// not exit 0 is an error: its time is not its work.
+    fn measure_alone(&self, sc: &Scenario, dir: &Path) -> Result<(Vec<Alone>, Option<String>)> {
+        let first_cpu = self.real.first().expect("checked: at least one CPU").to_string();
         let mut alone: Vec<Alone> = Vec::new();
-        let mut runs: Vec<RunOut> = Vec::new();
         let mut incomplete: Option<String> = None;
         let distinct = dyncore_live::commands_scenario::distinct_commands(sc);
         for argv in &distinct {
-            bar.set_message(format!("{}: `{}` alone (pinned, CPU {first_cpu})", sc.name, argv.join(" ")));
+            self.bar.set_message(format!(
+                "{}: `{}` alone (pinned, CPU {first_cpu})",
+                sc.name,
+                argv.join(" ")
+            ));
             let mut a: Vec<String> =
                 ["exec", "-q", "--policy", "pinned", "--cpus", &first_cpu].map(String::from).to_vec();
-            if let Some(d) = args.baseline_duty {
+            if let Some(d) = self.baseline_duty {
                 a.extend(["--baseline-duty".into(), d.to_string()]);
             }
             a.push("--".into());
             a.extend(argv.iter().cloned());
-            let got = invoke(&bin, &a, &dir.join("alone.json"), signals.stop_flag())?;
+            let got = invoke(self.bin, &a, &dir.join("alone.json"), self.stop)?;
             if got.interrupted {
                 incomplete = Some("interrupted while measuring the commands alone".into());
                 break;
@@ -206,7 +305,7 @@ pub fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
                     alone.push(Alone { argv: argv.clone(), wall_ns: end - start })
                 }
                 _ => {
-                    bar.finish_and_clear();
+                    self.bar.finish_and_clear();
                     anyhow::bail!(
                         "`{}` alone under dyncore-scx did not exit 0 (its time is not its work; exit {:?}):\n{}",
                         argv.join(" "),
@@ -217,79 +316,41 @@ pub fn run(runner: &Runner, args: &RunArgs) -> Result<()> {
             }
         }
         let _ = std::fs::remove_file(dir.join("alone.json"));
+        Ok((alone, incomplete))
+    }
+
+    /// Each run of `sc` (`dyncore-scx run FILE --run I`), in order, its
+    /// record kept in `dir`, until one is stopped by a signal or leaves no
+    /// record; and why the scenario is incomplete, if it is.
+    fn run_each(&self, path: &Path, sc: &Scenario, dir: &Path) -> Result<(Vec<RunOut>, Option<String>)> {
+        let mut runs: Vec<RunOut> = Vec::new();
         for i in 0..sc.runs.len() {
-            if incomplete.is_some() {
-                break;
-            }
             let label = &sc.runs[i].label;
-            bar.set_message(format!("{}: run `{label}` on the kernel's scheduler", sc.name));
+            self.bar.set_message(format!("{}: run `{label}` on the kernel's scheduler", sc.name));
             let mut a = vec!["run".to_string(), path.display().to_string(), "--run".into(), i.to_string()];
-            a.extend(["--cpus".into(), real.to_string()]);
-            if let Some(d) = args.baseline_duty {
+            a.extend(["--cpus".into(), self.real.to_string()]);
+            if let Some(d) = self.baseline_duty {
                 a.extend(["--baseline-duty".into(), d.to_string()]);
             }
             let json_path = dir.join(format!("scx-run-{i}.json"));
-            let got = invoke(&bin, &a, &json_path, signals.stop_flag())?;
+            let got = invoke(self.bin, &a, &json_path, self.stop)?;
             if got.interrupted {
-                incomplete = Some(format!("interrupted during run `{label}`"));
-                break;
+                return Ok((runs, Some(format!("interrupted during run `{label}`"))));
             }
             match got.json {
                 Some(json) => runs.push(RunOut { index: i, json, text: got.stderr }),
                 None => {
-                    incomplete = Some(format!(
+                    let why = format!(
                         "run `{label}`: dyncore-scx wrote no record (exit {:?}): {}",
                         got.status,
                         got.stderr.trim()
-                    ));
-                    break;
+                    );
+                    return Ok((runs, Some(why)));
                 }
             }
         }
-        let r = Report {
-            source: path,
-            sc,
-            alone: &alone,
-            runs: &runs,
-            predicted: predicted.as_ref(),
-            incomplete,
-        };
-        let md = r.markdown();
-        std::fs::write(dir.join("report.md"), &md).with_context(|| format!("writing {}", dir.display()))?;
-        let json = serde_json::to_string_pretty(&r.json())? + "\n";
-        std::fs::write(dir.join("results.json"), json)?;
-        if !args.quiet {
-            bar.suspend(|| {
-                say!("\n{}", r.programs_table().to_terminal());
-                say!("{}", r.runs_table().to_terminal());
-                if let Some(why) = &r.incomplete {
-                    say!("INCOMPLETE: {why}");
-                }
-            });
-        }
-        index_lines.push(format!("* [{}]({}/report.md): {}", sc.name, sc.name, sc.title));
-        if r.incomplete.is_some() {
-            interrupted = true;
-            break;
-        }
+        Ok((runs, None))
     }
-    bar.finish_and_clear();
-    let files: Vec<String> = args.files.iter().map(|f| format!(" {}", f.display())).collect();
-    let index = format!(
-        "# dyncore report: the sched_ext backend\n\nScenarios of real programs run with each run's policy as \
-         the kernel's scheduler (`cargo run --release -- run --backend scx{}`), beside the simulator's \
-         prediction.\n\n{}\n",
-        files.concat(),
-        index_lines.join("\n")
-    );
-    std::fs::write(out.join("index.md"), index)?;
-    say!("Report: {} (and each scenario's report.md)", out.join("index.md").display());
-    if interrupted && let Some(r) = signals.received() {
-        let after =
-            "the backend's scheduler and commands killed; the report of what ran is marked INCOMPLETE";
-        return Err(super::Interrupted { signal: r.signal, after }.into());
-    }
-    Ok(())
 }
 
 /// A scenario's scx report.
@@ -492,6 +553,25 @@ impl Report<'_> {
             let _ = writeln!(s, "```text\n{}\n```", r.text.trim());
         }
         s
+    }
+
+    /// Writes the scenario's `report.md` and `results.json` into `dir`.
+    fn write(&self, dir: &Path) -> Result<()> {
+        let md = self.markdown();
+        std::fs::write(dir.join("report.md"), &md).with_context(|| format!("writing {}", dir.display()))?;
+        let json = serde_json::to_string_pretty(&self.json())? + "\n";
+        std::fs::write(dir.join("results.json"), json)?;
+        Ok(())
+    }
+
+    /// Prints the programs' and the runs' tables, and why the report is
+    /// incomplete if it is.
+    fn print(&self) {
+        say!("\n{}", self.programs_table().to_terminal());
+        say!("{}", self.runs_table().to_terminal());
+        if let Some(why) = &self.incomplete {
+            say!("INCOMPLETE: {why}");
+        }
     }
 
     fn json(&self) -> Value {

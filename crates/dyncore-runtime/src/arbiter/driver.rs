@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use dyncore_core::policy::trace::TraceWriter;
 use dyncore_core::policy::{Action, CpuState, Event, Policy, ThreadId, ThreadSpec};
 use dyncore_core::speed::Duty;
-use dyncore_core::{CpuId, CpuSet, Nanos};
+use dyncore_core::{CpuId, Nanos};
 
 use super::affinity_only::AffinityOnly;
 use super::cgroups::Cgroups;
@@ -24,8 +24,9 @@ use super::procevents::{ProcEvent, ProcEvents};
 use super::record::{ArbiterLog, ArbiterRun, CommandRecord};
 use super::registry::{self, Claim, StartError};
 use super::spawn::{self, ChildPlan, Launched};
+use super::start;
 use super::teardown::{kill_threads, list_threads, signal_name};
-use super::warden::{Plan, Warden};
+use super::warden::Warden;
 use super::{ArbiterConfig, ArbiterError, Loc, Tid};
 use crate::backend::{Stopped, TickStats};
 
@@ -174,53 +175,17 @@ pub(super) fn monotonic_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
-fn validate(cfg: &ArbiterConfig) -> Result<CpuSet, ArbiterError> {
-    let bad = |m: String| Err(ArbiterError::Config(m));
-    if cfg.cpus.is_empty() {
-        return bad("no CPUs given".into());
-    }
-    let set: CpuSet = cfg.cpus.iter().copied().collect();
-    if set.len() != cfg.cpus.len() {
-        return bad(format!(
-            "CPUs {:?} name a CPU twice: each runtime CPU needs a real CPU of its own",
-            cfg.cpus
-        ));
-    }
-    if cfg.tick_ns == 0 || cfg.poll_ns == 0 || cfg.safety_poll_ns == 0 || cfg.load_sample_ns == 0 {
-        return bad("the tick, discovery and load periods must be positive".into());
-    }
-    if !(1_000..=1_000_000).contains(&cfg.quota_period_us) {
-        return bad(format!(
-            "a quota period of {} µs is outside the kernel's 1 ms to 1 s",
-            cfg.quota_period_us
-        ));
-    }
-    crate::affinity::check_allowed(set.iter()).map_err(|e| ArbiterError::Config(e.to_string()))?;
-    if let Some(c) = cfg.controller_cpu {
-        if set.contains(c) {
-            return bad(format!("the controller's CPU {c} is one of the run's CPUs {set}"));
-        }
-        crate::affinity::check_allowed([c]).map_err(|e| ArbiterError::Config(e.to_string()))?;
-    }
-    Ok(set)
-}
-
 impl<P: Policy + ?Sized> Arbiter<P> {
     /// Probes the machine, sweeps what dead runs left, claims the CPUs and
     /// creates the run's groups. Nothing runs yet.
     pub fn new(policy: Box<P>, cfg: ArbiterConfig) -> Result<Arbiter<P>, ArbiterError> {
         crate::testing::assert_held_here("creating cgroups");
-        let set = validate(&cfg)?;
-        let mounts = std::fs::read_to_string(&cfg.paths.mounts).map_err(|e| {
-            ArbiterError::Io(std::io::Error::new(
-                e.kind(),
-                format!("cannot read {}: {e}", cfg.paths.mounts.display()),
-            ))
-        })?;
+        let set = start::validate(&cfg)?;
+        let mounts = start::read_mounts(&cfg.paths.mounts)?;
         let euid = rustix::process::geteuid();
         let probe =
             Probe::run(&ProbeInput { mounts: &mounts, prefix: &cfg.paths.prefix, euid: euid.as_raw() });
-        let (flavor, notes) = probe.choose(cfg.want).map_err(ArbiterError::Unavailable)?;
+        let (flavor, mut notes) = probe.choose(cfg.want).map_err(ArbiterError::Unavailable)?;
         let name =
             registry::group_name(&cfg.run_name, std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed));
         let roots = if euid.is_root() { probe.sweep_roots.clone() } else { Vec::new() };
@@ -233,69 +198,10 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             Flavor::Affinity => Mech::Affinity(AffinityOnly::new(&cfg.cpus, euid.is_root())),
             f => Mech::Groups(Cgroups::create(f, &name, &cfg.cpus, cfg.quota_period_us)?),
         };
-        let mut notes = notes;
-        match (&mech, cfg.weight) {
-            (Mech::Affinity(a), w) => {
-                notes.push(a.hold_note().to_string());
-                if w.is_some() {
-                    notes.push("the run's weight is not applied with affinity only".into());
-                }
-            }
-            (Mech::Groups(cg), Some(w)) => notes.push(format!("the run's weight: {}", cg.set_weight(w)?)),
-            (Mech::Groups(_), None) => {}
-        }
-        let events = if cfg.events {
-            ProcEvents::open()
-        } else {
-            Err(std::io::Error::other("process events not asked for"))
-        };
-        let poll_period_ns = match &events {
-            Ok(_) => {
-                notes.push(format!(
-                    "threads followed by the kernel's process events, with a full pass every {} ms",
-                    cfg.safety_poll_ns / 1_000_000
-                ));
-                cfg.safety_poll_ns
-            }
-            Err(e) => {
-                notes
-                    .push(format!("threads found by a full pass every {} ms ({e})", cfg.poll_ns / 1_000_000));
-                cfg.poll_ns
-            }
-        };
-        let controller = match cfg.controller_cpu {
-            Some(c) => {
-                let p = Pinned::pin(c).map_err(ArbiterError::Io)?;
-                notes.push(format!("the controller on real CPU {} alone", p.cpu()));
-                Some(p)
-            }
-            None => {
-                notes.push("the controller shares the CPUs it may use with the run".into());
-                None
-            }
-        };
-        let plan = Plan {
-            name: name.clone(),
-            v2: false,
-            hierarchies: Vec::new(),
-            claim: Some((claim.path().to_path_buf(), claim.fd())),
-        };
-        let plan = match &mech {
-            Mech::Groups(cg) => {
-                let (v2, hierarchies) = cg.for_warden();
-                Plan { v2, hierarchies, ..plan }
-            }
-            Mech::Affinity(_) => plan,
-        };
-        let warden = match Warden::start(&plan) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                notes.push(format!(
-                    "no warden ({e}): if dyncore is killed with SIGKILL, its commands run on until the next start"
-                ));
-                None
-            }
-        };
+        start::apply_weight(&mech, cfg.weight, &mut notes)?;
+        let (events, poll_period_ns) = start::open_events(&cfg, &mut notes);
+        let controller = start::pin_controller(cfg.controller_cpu, &mut notes)?;
+        let warden = start::start_warden(&name, &claim, &mech, &mut notes);
         let mut tree = ProcTree::adopted_by(become_subreaper());
         tree.not_ours.extend(warden.as_ref().map(Warden::pid));
         let n = cfg.cpus.len();
@@ -314,7 +220,7 @@ impl<P: Policy + ?Sized> Arbiter<P> {
             by_tid: HashMap::new(),
             pid_command: HashMap::new(),
             tree,
-            events: events.ok(),
+            events,
             event_buf: Vec::new(),
             poll_period_ns,
             cpus: vec![CpuMirror { state: CpuState::Idle, since: 0 }; n],

@@ -103,6 +103,7 @@ pub mod registry;
 mod signals;
 mod sleep;
 mod spawn;
+mod start;
 mod summary;
 mod teardown;
 pub mod warden;

@@ -40,6 +40,20 @@ struct Tally {
     handled: Vec<AtomicU32>,
 }
 
+impl Tally {
+    /// Zero counters for a task per `planned` step count and `calls` calls.
+    fn new(planned: Vec<u32>, calls: usize) -> Tally {
+        let tasks = planned.len();
+        Tally {
+            steps: (0..tasks).map(|_| AtomicU32::new(0)).collect(),
+            done: (0..tasks).map(|_| AtomicU32::new(0)).collect(),
+            planned,
+            mem_errors: AtomicU32::new(0),
+            handled: (0..calls).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+}
+
 struct StressTask {
     id: usize,
     left: u32,
@@ -120,6 +134,78 @@ fn pace(id: usize, per_flip: usize, flips: &AtomicUsize, finished: &AtomicBool) 
     }
 }
 
+/// What the traffic threads share with the test: the runtime, the tally,
+/// and the pace (the CPU state changes so far against the `flips` to make;
+/// `finished` ends the pacing).
+#[derive(Clone)]
+struct Traffic {
+    rt: Arc<Runtime>,
+    tally: Arc<Tally>,
+    progress: Arc<AtomicUsize>,
+    finished: Arc<AtomicBool>,
+    flips: usize,
+}
+
+impl Traffic {
+    /// The spawner thread: `tasks` tasks, paced over the run, each pinned to
+    /// a random CPU when that CPU is online, else placed anywhere.
+    fn spawn_tasks(self, tasks: usize, mut rng: ChaCha8Rng) -> std::thread::JoinHandle<()> {
+        let Traffic { rt, tally, progress, finished, flips } = self;
+        std::thread::spawn(move || {
+            for id in 0..tasks {
+                pace(id, tasks.div_ceil(flips), &progress, &finished);
+                let task = || StressTask { id, left: tally.planned[id], block: None, tally: tally.clone() };
+                let cpu = rng.random_range(0..CPUS);
+                // Pinned placement when the CPU is online, else anywhere.
+                if rt.spawn_on(cpu, task()).is_err() {
+                    rt.spawn(task());
+                }
+                if id % 16 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+        })
+    }
+
+    /// The caller thread: `calls` remote calls to random CPUs, paced over
+    /// the run, with reschedules, a shootdown every 20th call and a grace
+    /// period every 25th (counted in `syncs`), each checked as it returns.
+    fn make_calls(
+        self,
+        calls: usize,
+        mut rng: ChaCha8Rng,
+        syncs: Arc<AtomicUsize>,
+    ) -> std::thread::JoinHandle<()> {
+        let Traffic { rt, tally, progress, finished, flips } = self;
+        std::thread::spawn(move || {
+            for id in 0..calls {
+                pace(id, calls.div_ceil(flips), &progress, &finished);
+                let tally2 = tally.clone();
+                rt.call_on(rng.random_range(0..CPUS), move |cx| {
+                    assert!(cx.stats().calls >= 1);
+                    tally2.handled[id].fetch_add(1, Ordering::SeqCst);
+                })
+                .unwrap();
+                if rng.random_range(0..8) == 0 {
+                    rt.reschedule(rng.random_range(0..CPUS)).unwrap();
+                }
+                if id % 20 == 0 {
+                    let r = rt.broadcast_invalidate().unwrap();
+                    for cpu in r.applied.iter() {
+                        assert!(rt.invalidation_seen(cpu).unwrap() >= r.generation, "CPU {cpu} applied it");
+                    }
+                    assert_eq!(r.applied.len() + r.skipped.len(), CPUS);
+                }
+                if id % 25 == 0 {
+                    let r = rt.synchronize().unwrap();
+                    assert_eq!(r.waited_for.len() + r.reported_by_proxy.len(), CPUS);
+                    syncs.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        })
+    }
+}
+
 #[test]
 fn stress_random_offline_online_while_tasks_calls_and_invalidations_flow() {
     let _cpus = crate::testing::real_cpus();
@@ -143,64 +229,19 @@ fn stress_random_offline_online_while_tasks_calls_and_invalidations_flow() {
     let dog = deadlock_watchdog(rt.clone(), progress.clone(), finished.clone(), Duration::from_secs(120));
 
     let planned: Vec<u32> = (0..tasks).map(|_| rng.random_range(1..=12)).collect();
-    let tally = Arc::new(Tally {
-        steps: (0..tasks).map(|_| AtomicU32::new(0)).collect(),
-        done: (0..tasks).map(|_| AtomicU32::new(0)).collect(),
-        planned,
-        mem_errors: AtomicU32::new(0),
-        handled: (0..calls).map(|_| AtomicU32::new(0)).collect(),
-    });
-    let (mut spawner_rng, mut caller_rng) =
+    let tally = Arc::new(Tally::new(planned, calls));
+    let (spawner_rng, caller_rng) =
         (ChaCha8Rng::seed_from_u64(rng.random()), ChaCha8Rng::seed_from_u64(rng.random()));
-
-    let spawner = {
-        let (rt, tally, progress, finished) = (rt.clone(), tally.clone(), progress.clone(), finished.clone());
-        std::thread::spawn(move || {
-            for id in 0..tasks {
-                pace(id, tasks.div_ceil(flips), &progress, &finished);
-                let task = || StressTask { id, left: tally.planned[id], block: None, tally: tally.clone() };
-                let cpu = spawner_rng.random_range(0..CPUS);
-                // Pinned placement when the CPU is online, else anywhere.
-                if rt.spawn_on(cpu, task()).is_err() {
-                    rt.spawn(task());
-                }
-                if id % 16 == 0 {
-                    std::thread::yield_now();
-                }
-            }
-        })
+    let traffic = Traffic {
+        rt: rt.clone(),
+        tally: tally.clone(),
+        progress: progress.clone(),
+        finished: finished.clone(),
+        flips,
     };
+    let spawner = traffic.clone().spawn_tasks(tasks, spawner_rng);
     let syncs = Arc::new(AtomicUsize::new(0));
-    let caller = {
-        let (rt, tally, syncs) = (rt.clone(), tally.clone(), syncs.clone());
-        let (progress, finished) = (progress.clone(), finished.clone());
-        std::thread::spawn(move || {
-            for id in 0..calls {
-                pace(id, calls.div_ceil(flips), &progress, &finished);
-                let tally2 = tally.clone();
-                rt.call_on(caller_rng.random_range(0..CPUS), move |cx| {
-                    assert!(cx.stats().calls >= 1);
-                    tally2.handled[id].fetch_add(1, Ordering::SeqCst);
-                })
-                .unwrap();
-                if caller_rng.random_range(0..8) == 0 {
-                    rt.reschedule(caller_rng.random_range(0..CPUS)).unwrap();
-                }
-                if id % 20 == 0 {
-                    let r = rt.broadcast_invalidate().unwrap();
-                    for cpu in r.applied.iter() {
-                        assert!(rt.invalidation_seen(cpu).unwrap() >= r.generation, "CPU {cpu} applied it");
-                    }
-                    assert_eq!(r.applied.len() + r.skipped.len(), CPUS);
-                }
-                if id % 25 == 0 {
-                    let r = rt.synchronize().unwrap();
-                    assert_eq!(r.waited_for.len() + r.reported_by_proxy.len(), CPUS);
-                    syncs.fetch_add(1, Ordering::SeqCst);
-                }
-            }
-        })
-    };
+    let caller = traffic.make_calls(calls, caller_rng, syncs.clone());
     let mut counts = [[0usize; 2]; 2];
     let (mut cpu_flips, mut proxied_probes) = (0usize, 0usize);
     // At least `flips` state changes, and on until the spawner and the

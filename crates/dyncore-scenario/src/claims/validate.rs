@@ -2,7 +2,8 @@
 //! form ([`check_form`]), their declared kinds against the provenance of the
 //! figures they name ([`check_kinds`]), and self-comparisons
 //! ([`self_comparison`], [`check_expect`]). Split from `claims.rs`, which
-//! judges the checks; the items are re-exported there.
+//! holds and assembles the claims (`judge.rs` judges them); the items are
+//! re-exported there.
 
 use super::*;
 
@@ -32,56 +33,74 @@ pub struct Form<'a> {
 /// required on a `≈` between two figures. Returns the field at fault and
 /// the message.
 pub fn check_form(f: Form<'_>) -> Result<(), (&'static str, String)> {
-    let Form {
-        relation,
-        value,
-        than,
-        change_pct,
-        tolerance_pts,
-        from,
-        tick,
-        about,
-        band_pct,
-        printed,
-        derived,
-    } = f;
-    if let Some(d) = derived {
-        if d.trim().is_empty() || d.chars().any(char::is_control) {
-            return Err((
-                "derived",
-                "expected the printed values the change is computed from, one line".into(),
-            ));
-        }
-        if change_pct.is_none() || tolerance_pts.is_none() || about.is_some() {
-            return Err((
-                "derived",
-                "`derived` (the printed values a change is computed from) goes with a `change_pct` and its \
-                 `tolerance_pts`, without `about`"
-                    .into(),
-            ));
-        }
+    check_derived(&f)?;
+    check_printed(&f)?;
+    check_target(&f)?;
+    check_change(&f)?;
+    check_tick(&f)?;
+    check_band_pct(&f)?;
+    check_about(&f)
+}
+
+/// A fault in a `[[paper]]` entry's form: the field at fault and the
+/// message.
+type Fault = (&'static str, String);
+
+impl Form<'_> {
+    /// Whether the relation is `≈` (the default).
+    fn about_rel(&self) -> bool {
+        self.relation.unwrap_or_default() == Relation::About
     }
-    if let Some(p) = printed {
-        let target = value.filter(|_| relation.unwrap_or_default() == Relation::About).or(change_pct);
-        let parsed = p.trim().parse::<f64>().ok().filter(|v| v.is_finite());
-        let ok = match (target, parsed) {
-            (Some(t), Some(0.0)) => t == 0.0,
-            (Some(t), Some(v)) => {
-                let r = (t / v).abs().log10();
-                (r - r.round()).abs() < 1e-9
-            }
-            _ => false,
-        };
-        if !ok || tick.is_some() || about.is_some() || derived.is_some() {
-            return Err((
-                "printed",
-                format!(
-                    "expected the paper's digits for a `≈` value or a change, the value itself in another unit (a \
-                     power of ten apart), with no other band; found {p:?}"
-                ),
-            ));
-        }
+}
+
+/// `derived`: one line of printed values, on a change with its
+/// `tolerance_pts` and without `about`.
+fn check_derived(f: &Form<'_>) -> Result<(), Fault> {
+    let Some(d) = f.derived else { return Ok(()) };
+    if d.trim().is_empty() || d.chars().any(char::is_control) {
+        return Err(("derived", "expected the printed values the change is computed from, one line".into()));
     }
+    if f.change_pct.is_none() || f.tolerance_pts.is_none() || f.about.is_some() {
+        return Err((
+            "derived",
+            "`derived` (the printed values a change is computed from) goes with a `change_pct` and its \
+             `tolerance_pts`, without `about`"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `printed`: the paper's digits for a `≈` value or a change, the same
+/// number in another unit (a power of ten apart), with no other band.
+fn check_printed(f: &Form<'_>) -> Result<(), Fault> {
+    let Some(p) = f.printed else { return Ok(()) };
+    let target = f.value.filter(|_| f.about_rel()).or(f.change_pct);
+    let parsed = p.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+    let ok = match (target, parsed) {
+        (Some(t), Some(0.0)) => t == 0.0,
+        (Some(t), Some(v)) => {
+            let r = (t / v).abs().log10();
+            (r - r.round()).abs() < 1e-9
+        }
+        _ => false,
+    };
+    if !ok || f.tick.is_some() || f.about.is_some() || f.derived.is_some() {
+        return Err((
+            "printed",
+            format!(
+                "expected the paper's digits for a `≈` value or a change, the value itself in another unit (a \
+                 power of ten apart), with no other band; found {p:?}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Exactly one target (a value, a figure or a change), and a value finite
+/// (non-zero for a `≈`: differences are relative to it).
+fn check_target(f: &Form<'_>) -> Result<(), Fault> {
+    let Form { value, than, change_pct, .. } = *f;
     let forms = usize::from(value.is_some()) + usize::from(than) + usize::from(change_pct.is_some());
     if forms != 1 {
         let field = if value.is_some() {
@@ -98,7 +117,7 @@ pub fn check_form(f: Form<'_>) -> Result<(), (&'static str, String)> {
             ),
         ));
     }
-    let about_rel = relation.unwrap_or_default() == Relation::About;
+    let about_rel = f.about_rel();
     if let Some(v) = value
         && (!v.is_finite() || about_rel && v == 0.0)
     {
@@ -110,6 +129,14 @@ pub fn check_form(f: Form<'_>) -> Result<(), (&'static str, String)> {
             ),
         ));
     }
+    Ok(())
+}
+
+/// A change: finite, with `from` and no relation (`from` only on a
+/// change); its `tolerance_pts` finite, non-negative, and given by
+/// `about` or `derived`.
+fn check_change(f: &Form<'_>) -> Result<(), Fault> {
+    let Form { relation, change_pct, tolerance_pts, from, about, derived, .. } = *f;
     if let Some(p) = change_pct {
         if !p.is_finite() {
             return Err(("change_pct", format!("expected a finite number of percent; found {p}")));
@@ -140,54 +167,68 @@ pub fn check_form(f: Form<'_>) -> Result<(), (&'static str, String)> {
             ));
         }
     }
-    if let Some(t) = tick {
-        if !(value.is_some() && about_rel) {
-            return Err((
-                "tick",
-                "`tick` (a chart's tick spacing) is for a `≈` value read off a chart".into(),
-            ));
-        }
-        if !(t.is_finite() && t > 0.0) {
-            return Err(("tick", format!("expected a finite tick spacing > 0; found {t}")));
-        }
-        if about.is_some() {
-            return Err((
-                "about",
-                "a value is read off a chart (`tick`) or said to be \"about\" (`about`), not both".into(),
-            ));
-        }
+    Ok(())
+}
+
+/// `tick`: a positive chart tick spacing, only on a `≈` value, and not
+/// with `about`.
+fn check_tick(f: &Form<'_>) -> Result<(), Fault> {
+    let Some(t) = f.tick else { return Ok(()) };
+    if !(f.value.is_some() && f.about_rel()) {
+        return Err(("tick", "`tick` (a chart's tick spacing) is for a `≈` value read off a chart".into()));
     }
-    if let Some(p) = band_pct {
-        if !(about_rel && change_pct.is_none()) {
-            return Err((
-                "band_pct",
-                "`band_pct` is for a `≈` value or figure (a change takes `tolerance_pts`)".into(),
-            ));
-        }
-        if !(p.is_finite() && p > 0.0 && p <= 100.0) {
-            return Err(("band_pct", format!("expected a percentage in (0, 100]; found {p}")));
-        }
-        if about.is_none() {
-            return Err((
-                "band_pct",
-                "a `≈` is judged to the paper's printed precision; a wider `band_pct` needs `about`, the paper's \
-                 own words (\"about\", \"approximately\") that make it approximate"
-                    .into(),
-            ));
-        }
+    if !(t.is_finite() && t > 0.0) {
+        return Err(("tick", format!("expected a finite tick spacing > 0; found {t}")));
     }
-    if let Some(q) = about {
-        if q.trim().is_empty() || q.chars().any(char::is_control) || derived.is_some() {
+    if f.about.is_some() {
+        return Err((
+            "about",
+            "a value is read off a chart (`tick`) or said to be \"about\" (`about`), not both".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `band_pct`: a percentage in (0, 100] on a `≈` value or figure, given by
+/// `about`.
+fn check_band_pct(f: &Form<'_>) -> Result<(), Fault> {
+    let Some(p) = f.band_pct else { return Ok(()) };
+    if !(f.about_rel() && f.change_pct.is_none()) {
+        return Err((
+            "band_pct",
+            "`band_pct` is for a `≈` value or figure (a change takes `tolerance_pts`)".into(),
+        ));
+    }
+    if !(p.is_finite() && p > 0.0 && p <= 100.0) {
+        return Err(("band_pct", format!("expected a percentage in (0, 100]; found {p}")));
+    }
+    if f.about.is_none() {
+        return Err((
+            "band_pct",
+            "a `≈` is judged to the paper's printed precision; a wider `band_pct` needs `about`, the paper's \
+             own words (\"about\", \"approximately\") that make it approximate"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `about`: one line of the paper's words, with the band it gives
+/// (`band_pct` or `tolerance_pts`); and required on a `≈` between two
+/// figures.
+fn check_about(f: &Form<'_>) -> Result<(), Fault> {
+    if let Some(q) = f.about {
+        if q.trim().is_empty() || q.chars().any(char::is_control) || f.derived.is_some() {
             return Err(("about", "expected the paper's words, one line".into()));
         }
-        if band_pct.is_none() && tolerance_pts.is_none() {
+        if f.band_pct.is_none() && f.tolerance_pts.is_none() {
             return Err((
                 "about",
                 "`about` needs its band: `band_pct` (a value or figure) or `tolerance_pts` (a change)".into(),
             ));
         }
     }
-    if than && about_rel && about.is_none() {
+    if f.than && f.about_rel() && f.about.is_none() {
         return Err((
             "relation",
             "a `≈` between two figures needs `about` (the paper's word for it, e.g. \"similar\") and `band_pct`".into(),
