@@ -227,25 +227,16 @@ pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
         };
         if sc.has_commands() {
             let backend = if kind == Kind::Both { "both" } else { "live" };
-            let tell = |m: String| bar.set_message(format!("{} live — {m}", sc.name));
-            let ran = dyncore_live::commands_scenario::run(
+            let ran = run_commands(
                 out,
-                path,
-                sc,
+                (path, sc),
                 predicted.as_ref(),
                 &command_opts,
                 backend,
-                signals.stop_flag(),
-                &tell,
+                args.quiet,
+                &signals,
+                &bar,
             )?;
-            if !args.quiet {
-                bar.suspend(|| {
-                    say!("\n{}", ran.table);
-                    for w in &ran.warnings {
-                        say!("{w}");
-                    }
-                });
-            }
             written.push(ran.written);
             if ran.interrupted {
                 interrupted = true;
@@ -292,6 +283,41 @@ pub fn run(runner: &Runner, args: &RunArgs, kind: Kind) -> Result<()> {
         return Err(Interrupted { signal, after }.into());
     }
     Ok(())
+}
+
+/// A scenario of commands, live (`dyncore_live::commands_scenario`: one
+/// call), its table and warnings printed unless `quiet`.
+#[allow(clippy::too_many_arguments)]
+fn run_commands(
+    out: &Path,
+    (path, sc): (&PathBuf, &Scenario),
+    predicted: Option<&ScenarioResult>,
+    opts: &CommandOptions,
+    backend: &str,
+    quiet: bool,
+    signals: &Signals,
+    bar: &ProgressBar,
+) -> Result<dyncore_live::commands_scenario::Ran> {
+    let tell = |m: String| bar.set_message(format!("{} live — {m}", sc.name));
+    let ran = dyncore_live::commands_scenario::run(
+        out,
+        path,
+        sc,
+        predicted,
+        opts,
+        backend,
+        signals.stop_flag(),
+        &tell,
+    )?;
+    if !quiet {
+        bar.suspend(|| {
+            say!("\n{}", ran.table);
+            for w in &ran.warnings {
+                say!("{w}");
+            }
+        });
+    }
+    Ok(ran)
 }
 
 /// Every run of `sc` live, in order, until one is stopped by a signal or
