@@ -312,7 +312,8 @@ mod tests {
 
     #[test]
     fn the_bench_sweep_file_is_a_valid_sweep_of_64_points() {
-        let text = sweep_text(&dyncore_scenario::load::default_dir(), POINTS, SWEEP_SEEDS);
+        let scenarios = dyncore_scenario::load::default_dir().canonicalize().unwrap();
+        let text = sweep_text(&scenarios, POINTS, SWEEP_SEEDS);
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("s.toml");
         std::fs::write(&f, &text).unwrap();
