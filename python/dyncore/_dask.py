@@ -1,10 +1,12 @@
 """The Dask engine of :func:`dyncore.sweep`: a task per point, with all its
 seeds, run in the worker's process by the same Rust code; each task sends
-its rows back as an Arrow table; the client puts them in point order and
-writes the Parquet bytes the local sweep writes. With a sweep folder
-(``out=``), each task sends its units' part files instead, which the client
-puts in the folder as each task finishes (:func:`run_into`), so that a
-sweep whose client dies resumes from them, with any engine.
+back its units' part files (the bytes ``dyncore sweep`` keeps in its parts
+folder). Without a sweep folder, the client hands every part to Rust, which
+checks each is its unit's, puts the rows in (point, seed) order and writes
+the Parquet bytes the local sweep writes, through the same function. With a
+sweep folder (``out=``), the client puts the parts in the folder as each
+task finishes (:func:`run_into`), so that a sweep whose client dies resumes
+from them, with any engine.
 
 A worker needs the ``dyncore`` package installed (the same version as the
 client's), nothing else: the sweep file's text and the base scenario's text
@@ -18,26 +20,7 @@ default), so no point is lost.
 from __future__ import annotations
 
 import hashlib
-import io
 from typing import Any, Optional
-
-
-def run_point(path: str, text: str, base: str, point: int):
-    """One point with all its seeds, as a ``pyarrow.Table`` (runs on a worker)."""
-    import pyarrow as pa
-
-    from . import _native
-
-    return pa.ipc.open_stream(_native.sweep_point(path, text, base, point)).read_all()
-
-
-def _ipc(table) -> bytes:
-    import pyarrow as pa
-
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as w:
-        w.write_table(table)
-    return sink.getvalue()
 
 
 def sweep_parquet(path: str, text: Optional[str], client: Any) -> bytes:
@@ -52,19 +35,22 @@ def sweep_parquet(path: str, text: Optional[str], client: Any) -> bytes:
     points, _seeds, base = _native.sweep_plan(path, text)
     digest = hashlib.sha1((text + "\0" + base).encode()).hexdigest()[:16]
     futures = client.map(
-        run_point,
+        run_point_parts,
         [path] * points,
         [text] * points,
         [base] * points,
         list(range(points)),
+        [None] * points,
         key=[f"dyncore-point-{i}-{digest}" for i in range(points)],
     )
-    tables = client.gather(futures)
-    return _native.sweep_assemble(path, text, base, [_ipc(t) for t in tables])
+    per_point = client.gather(futures)
+    parts = [(p, seed, bytes(b)) for p, units in enumerate(per_point) for seed, b in units]
+    return _native.sweep_assemble(path, text, base, parts)
 
 
-def run_point_parts(path: str, text: str, base: str, point: int, seeds: list):
-    """One point's units as part files (runs on a worker): [(seed, bytes)]."""
+def run_point_parts(path: str, text: str, base: str, point: int, seeds: Optional[list]):
+    """One point's units as part files (runs on a worker): [(seed, bytes)];
+    ``seeds`` None: every seed of the sweep."""
     from . import _native
 
     return _native.sweep_point_parts(path, text, base, point, seeds)

@@ -1,9 +1,10 @@
 //! `dyncore._native`: the Rust side of the `dyncore` Python package. Every
 //! function takes a scenario or sweep as a path and, optionally, its text
 //! (so a cluster's worker needs no file), runs through `dyncore_sweep`, and
-//! returns bytes the Python side reads with pyarrow: Parquet for whole
-//! tables (the bytes `dyncore sweep` writes) and Arrow IPC streams for one
-//! point's rows (what a Dask task sends back).
+//! returns bytes: Parquet for whole tables (the bytes `dyncore sweep`
+//! writes, always made by `dyncore_sweep::table::parquet_bytes`, which the
+//! Python side reads with pyarrow) and part files for units run on a Dask
+//! worker (the bytes `dyncore sweep` keeps in its parts folder).
 //!
 //! Bad input raises `dyncore.ScenarioError` (a `ValueError`) whose message
 //! is the command's `file:line:col: field: message`. The GIL is released
@@ -56,8 +57,7 @@ fn parquet_of(
     sweep: &Sweep,
     units: &[(usize, u64, Vec<exec::Row>)],
 ) -> PyResult<Py<PyBytes>> {
-    let batch = table::batch(sweep, units).map_err(runtime)?;
-    let bytes = table::parquet_bytes(&batch).map_err(runtime)?;
+    let bytes = table::parquet_bytes(sweep, units).map_err(runtime)?;
     Ok(PyBytes::new(py, &bytes).unbind())
 }
 
@@ -126,69 +126,22 @@ fn sweep_plan(path: &str, text: Option<&str>) -> PyResult<(usize, usize, String)
     Ok((s.points.len(), s.seeds.len(), base))
 }
 
-/// One point with all its seeds, on one thread: its rows as an Arrow IPC
-/// stream (the sweep table's schema). `base` is the base scenario's text.
+/// The Parquet bytes of a sweep's table from its units' parts ((point,
+/// seed, the bytes [`sweep_point_parts`] made), every unit once, any
+/// order): the same bytes as the local sweep's. A part that is not its
+/// unit's (another build of dyncore, torn bytes) raises RuntimeError.
 #[pyfunction]
-#[pyo3(signature = (path, text, base, point))]
-fn sweep_point(py: Python<'_>, path: &str, text: &str, base: &str, point: usize) -> PyResult<Py<PyBytes>> {
-    let s = load_sweep(path, Some(text), Some(base))?;
-    if point >= s.points.len() {
-        return Err(PyValueError::new_err(format!("point {point}: the sweep has {} points", s.points.len())));
-    }
-    let units: Vec<(usize, u64)> = s.seeds.iter().map(|&seed| (point, seed)).collect();
-    let stop = AtomicBool::new(false);
-    let rows = py.detach(|| exec::run_units(&s, &units, 1, &stop)).map_err(runtime)?;
-    let batch = table::batch(&s, &rows).map_err(runtime)?;
-    let mut out = Vec::new();
-    {
-        let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &batch.schema()).map_err(runtime)?;
-        w.write(&batch).map_err(runtime)?;
-        w.finish().map_err(runtime)?;
-    }
-    Ok(PyBytes::new(py, &out).unbind())
-}
-
-/// The Parquet bytes of a sweep's table from its points' IPC streams (every
-/// point once, any order): the same bytes as the local sweep's.
-#[pyfunction]
-#[pyo3(signature = (path, text, base, points))]
+#[pyo3(signature = (path, text, base, parts))]
 fn sweep_assemble(
     py: Python<'_>,
     path: &str,
     text: &str,
     base: &str,
-    points: Vec<Vec<u8>>,
+    parts: Vec<(usize, u64, Vec<u8>)>,
 ) -> PyResult<Py<PyBytes>> {
     let s = load_sweep(path, Some(text), Some(base))?;
-    let schema = std::sync::Arc::new(table::schema(&s));
-    let mut batches = Vec::new();
-    for bytes in &points {
-        let r =
-            arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None).map_err(runtime)?;
-        for b in r {
-            batches.push(b.map_err(runtime)?);
-        }
-    }
-    // In point order; within a point the rows are already in (seed, run, series) order.
-    let first_point = |b: &arrow_array::RecordBatch| {
-        b.column(0)
-            .as_any()
-            .downcast_ref::<arrow_array::UInt32Array>()
-            .and_then(|a| (!a.is_empty()).then(|| a.value(0)))
-    };
-    batches.sort_by_key(|b| first_point(b));
-    let mut seen: Vec<u32> = batches.iter().filter_map(first_point).collect();
-    seen.dedup();
-    if seen.len() != s.points.len() || batches.iter().any(|b| b.schema() != schema) {
-        return Err(runtime(format!(
-            "the parts do not make this sweep's table: {} points of {} (or another schema)",
-            seen.len(),
-            s.points.len()
-        )));
-    }
-    let all = arrow_select::concat::concat_batches(&schema, &batches).map_err(runtime)?;
-    let bytes = table::parquet_bytes(&all).map_err(runtime)?;
-    Ok(PyBytes::new(py, &bytes).unbind())
+    let units = exec::units_from_parts(&s, parts).map_err(|e| runtime(format!("{e:#}")))?;
+    parquet_of(py, &s, &units)
 }
 
 /// A sweep folder (`out`) that any engine fills and resumes: the one
@@ -276,21 +229,23 @@ impl SweepFolder {
 }
 
 /// Units of one point, on one thread (a Dask task): each unit's part file
-/// bytes, as `dyncore sweep` writes them, with its seed.
+/// bytes, as `dyncore sweep` writes them, with its seed. `seeds` None: all
+/// the sweep's seeds.
 #[pyfunction]
-#[pyo3(signature = (path, text, base, point, seeds))]
+#[pyo3(signature = (path, text, base, point, seeds=None))]
 fn sweep_point_parts(
     py: Python<'_>,
     path: &str,
     text: &str,
     base: &str,
     point: usize,
-    seeds: Vec<u64>,
+    seeds: Option<Vec<u64>>,
 ) -> PyResult<Vec<(u64, Py<PyBytes>)>> {
     let s = load_sweep(path, Some(text), Some(base))?;
     if point >= s.points.len() {
         return Err(PyValueError::new_err(format!("point {point}: the sweep has {} points", s.points.len())));
     }
+    let seeds = seeds.unwrap_or_else(|| s.seeds.clone());
     let units: Vec<(usize, u64)> = seeds.iter().map(|&seed| (point, seed)).collect();
     let stop = AtomicBool::new(false);
     let rows = py.detach(|| exec::run_units(&s, &units, 1, &stop)).map_err(runtime)?;
@@ -310,7 +265,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(sweep, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_plan, m)?)?;
-    m.add_function(wrap_pyfunction!(sweep_point, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_assemble, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_folder, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_point_parts, m)?)?;

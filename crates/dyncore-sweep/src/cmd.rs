@@ -126,8 +126,7 @@ pub fn write_folder(
     command: &str,
 ) -> Result<(PathBuf, Vec<u8>, usize)> {
     let rows = collect(sweep, parts)?;
-    let batch = table::batch(sweep, &rows)?;
-    let parquet = table::parquet_bytes(&batch)?;
+    let parquet = table::parquet_bytes(sweep, &rows)?;
     let staged = dyncore_report::outdir::stage_sweep(out, &sweep.spec.name)?;
     let dir = staged.path();
     dyncore_report::report::write_file(&dir.join("results.parquet"), &parquet)?;
@@ -135,7 +134,8 @@ pub fn write_folder(
     dyncore_report::report::write_file(&dir.join("sweep.toml"), sweep.spec.text.as_bytes())?;
     summary::write(sweep, &rows, dir, command)?;
     let dest = staged.commit()?;
-    Ok((dest, parquet, batch.num_rows()))
+    let n = rows.iter().map(|(_, _, r)| r.len()).sum();
+    Ok((dest, parquet, n))
 }
 
 /// Runs `dyncore sweep`.

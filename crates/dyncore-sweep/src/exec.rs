@@ -305,7 +305,16 @@ pub fn check_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64) -> Result<Opti
         return Ok(None);
     }
     let bytes = read_regular(&path, MAX_PART_BYTES).ok_or(Stale::Invalid)?;
-    let part: Part = serde_json::from_slice(&bytes).map_err(|_| Stale::Invalid)?;
+    parse_part(sweep, p, seed, &bytes).map(Some)
+}
+
+/// The rows of unit (`p`, `seed`) from its part's bytes (a file's, or a
+/// Dask worker's [`part_bytes`]), or why they are not this unit's part.
+pub fn parse_part(sweep: &Sweep, p: usize, seed: u64, bytes: &[u8]) -> Result<Vec<Row>, Stale> {
+    if bytes.len() as u64 > MAX_PART_BYTES {
+        return Err(Stale::Invalid);
+    }
+    let part: Part = serde_json::from_slice(bytes).map_err(|_| Stale::Invalid)?;
     if part.key != unit_key(sweep, p, seed) {
         let want = key_parts(sweep, p, seed);
         return Err(match part.parts {
@@ -326,16 +335,51 @@ pub fn check_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64) -> Result<Opti
     if !whole {
         return Err(Stale::Invalid);
     }
-    Ok(Some(
-        part.rows
-            .into_iter()
-            .map(|r| Row {
-                run: r.run,
-                series: r.series,
-                figures: r.bits.into_iter().map(|b| b.map(f64::from_bits)).collect(),
-            })
-            .collect(),
-    ))
+    Ok(part
+        .rows
+        .into_iter()
+        .map(|r| Row {
+            run: r.run,
+            series: r.series,
+            figures: r.bits.into_iter().map(|b| b.map(f64::from_bits)).collect(),
+        })
+        .collect())
+}
+
+/// The units of `sweep` from parts made elsewhere ((point, seed, the
+/// part's bytes), every unit once, in any order): their rows in unit
+/// order, ready for [`super::table::parquet_bytes`]. A part that is not its
+/// unit's ([`parse_part`]), a unit missing or given twice, or a unit the
+/// sweep does not have, is an error.
+pub fn units_from_parts(
+    sweep: &Sweep,
+    parts: Vec<(usize, u64, Vec<u8>)>,
+) -> Result<Vec<(usize, u64, Vec<Row>)>> {
+    let mut by_unit: std::collections::HashMap<(usize, u64), Vec<u8>> = std::collections::HashMap::new();
+    for (p, seed, bytes) in parts {
+        anyhow::ensure!(
+            by_unit.insert((p, seed), bytes).is_none(),
+            "the part of point {p}, seed {seed} twice"
+        );
+    }
+    let units = sweep.units();
+    let mut out = Vec::with_capacity(units.len());
+    for (p, seed) in units {
+        let bytes = by_unit
+            .remove(&(p, seed))
+            .with_context(|| format!("the part of point {p}, seed {seed} is missing"))?;
+        let rows = parse_part(sweep, p, seed, &bytes).map_err(|why| {
+            anyhow::anyhow!(
+                "the part of point {p}, seed {seed} is not this sweep's: {} (this build: {BUILD_ID})",
+                why.why()
+            )
+        })?;
+        out.push((p, seed, rows));
+    }
+    if let Some((p, seed)) = by_unit.keys().min() {
+        anyhow::bail!("a part of point {p}, seed {seed}, a unit this sweep does not have");
+    }
+    Ok(out)
 }
 
 /// How the workers run.
@@ -427,4 +471,38 @@ pub fn run_units(
     }
     let rows = rows.into_inner().unwrap_or_else(|e| e.into_inner());
     Ok(units.iter().zip(rows).map(|(&(p, s), r)| (p, s, r.expect("every unit ran"))).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_come_back_from_their_parts_in_unit_order() {
+        let s = crate::table::tests::small();
+        let rows =
+            |p: usize| vec![Row { run: format!("r{p}"), series: "stack".into(), figures: vec![None; 6] }];
+        let mut parts: Vec<(usize, u64, Vec<u8>)> = s
+            .units()
+            .iter()
+            .map(|&(p, seed)| (p, seed, part_bytes(&s, p, seed, &rows(p)).unwrap()))
+            .collect();
+        parts.reverse();
+        let units = units_from_parts(&s, parts.clone()).unwrap();
+        let want: Vec<_> = s.units().into_iter().map(|(p, seed)| (p, seed, rows(p))).collect();
+        assert_eq!(units, want);
+        // A unit missing, given twice, another unit's part, or torn bytes: an error.
+        let err = |parts| units_from_parts(&s, parts).unwrap_err().to_string();
+        assert!(err(parts[1..].to_vec()).contains("missing"));
+        assert!(err([parts.clone(), parts[..1].to_vec()].concat()).contains("twice"));
+        let mut swapped = parts.clone();
+        swapped[0].2 = parts[1].2.clone();
+        assert!(err(swapped).contains("not this sweep's"), "a part under another unit's name");
+        let mut torn = parts.clone();
+        torn[0].2.truncate(10);
+        assert!(err(torn).contains("does not read back whole"));
+        let mut extra = parts.clone();
+        extra.push((9, 7, parts[0].2.clone()));
+        assert!(err(extra).contains("does not have"));
+    }
 }
