@@ -9,6 +9,7 @@ pub mod control;
 pub mod engine;
 pub mod executed;
 pub mod netstack;
+mod queue;
 pub mod reconfigure;
 pub mod seeds;
 
