@@ -62,12 +62,14 @@ impl ClusterScheduler {
         let inserted = self.rqs[cpu].queue.insert((th.vruntime, t));
         debug_assert!(inserted, "thread {t} queued twice");
         self.queued_total += 1;
+        self.membership_changed(cpu, t, true);
     }
 
     pub(super) fn dequeue(&mut self, cpu: CpuId, t: ThreadId) {
         let removed = self.rqs[cpu].queue.remove(&(self.threads[t].vruntime, t));
         assert!(removed, "thread {t} not in queue {cpu}");
         self.queued_total -= 1;
+        self.membership_changed(cpu, t, false);
     }
 
     /// Puts the running thread back into its queue (splitting its object).
@@ -77,7 +79,7 @@ impl ClusterScheduler {
         if !self.threads[t].fused.is_empty() {
             self.deactivate(now, t, out);
         }
-        self.rqs[cpu].curr = None;
+        self.set_curr(cpu, None);
         self.enqueue(cpu, t);
         self.mark(cpu);
     }
@@ -93,7 +95,7 @@ impl ClusterScheduler {
             return;
         };
         self.dequeue(cpu, t);
-        self.rqs[cpu].curr = Some(t);
+        self.set_curr(cpu, Some(t));
         let th = &mut self.threads[t];
         th.state = TState::Running;
         th.exec_start = now;
