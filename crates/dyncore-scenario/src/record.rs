@@ -36,6 +36,7 @@
 mod energy;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use dyncore_core::exec::ExecObject;
 use dyncore_core::policy::{Action, CpuState, Event, Policy, ReconfigId, ThreadId};
@@ -505,6 +506,7 @@ impl RunRecorder {
             }
         }
         changes.sort_by_key(|c| c.0);
+        let names: Vec<Arc<str>> = programs.iter().map(|p| Arc::from(p.plan.name.as_str())).collect();
         let mut now: BTreeMap<usize, u32> = BTreeMap::new();
         let mut gone = vec![false; programs.len()];
         let mut samples: Vec<AllocSample> = Vec::new();
@@ -524,8 +526,8 @@ impl RunRecorder {
                 continue;
             }
             changed = false;
-            let cpus_by_program: Vec<(String, u32)> =
-                now.iter().map(|(&p, &s)| (programs[p].plan.name.clone(), s)).collect();
+            let cpus_by_program: Vec<(Arc<str>, u32)> =
+                now.iter().map(|(&p, &s)| (names[p].clone(), s)).collect();
             if samples.last().is_some_and(|l| l.cpus_by_program == cpus_by_program) {
                 continue;
             }
@@ -539,14 +541,15 @@ impl RunRecorder {
     fn trace(&self, programs: &[ProgramRun<'_>], lives: &[(Nanos, Option<Nanos>)]) -> Vec<TraceEvent> {
         // Each thread's program name, by thread (the last program to name it).
         let threads = programs.iter().flat_map(|r| r.threads.iter().map(|&t| t + 1)).max().unwrap_or(0);
-        let mut name_of: Vec<Option<&str>> = vec![None; threads];
+        let mut name_of: Vec<Option<Arc<str>>> = vec![None; threads];
         for r in programs {
+            let name: Arc<str> = Arc::from(r.plan.name.as_str());
             for &t in r.threads {
-                name_of[t] = Some(r.plan.name.as_str());
+                name_of[t] = Some(name.clone());
             }
         }
         let name = |t: ThreadId| {
-            name_of.get(t).copied().flatten().map_or_else(|| format!("thread {t}"), str::to_string)
+            name_of.get(t).cloned().flatten().unwrap_or_else(|| Arc::from(format!("thread {t}")))
         };
         let mut ev = Vec::with_capacity(TRACE_CAP.min(2 * lives.len() + self.raw.len()));
         let mut instants: Vec<(Nanos, String)> = Vec::new();
