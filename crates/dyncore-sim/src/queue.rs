@@ -17,7 +17,7 @@
 //!   the run starts), `now` never decreases and sequence numbers only grow,
 //!   so ticks are pushed in key order.
 //! * `completions`: at most one entry per thread, its current plan, in an
-//!   indexed binary min-heap (`pos[thread]` is its slot) re-planned in
+//!   indexed 4-ary min-heap (`pos[thread]` is its slot) re-planned in
 //!   place.
 //! * `superseded`: the keys of superseded plans, a min-heap of 16-byte keys.
 //!   It is pushed once per re-plan and popped only for the plans that come
@@ -32,7 +32,8 @@
 //! operation, and by the engine at the end of every run)
 //! 1. Keys are unique: one sequence counter numbers every push.
 //! 2. `ticks` is sorted by key (asserted on every push).
-//! 3. `completions` is a min-heap by key, `pos[completions[i].1] == i` for
+//! 3. `completions` is a 4-ary min-heap by key (the parent of slot `i` is
+//!    `(i - 1) / 4`), `pos[completions[i].1] == i` for
 //!    every slot `i`, and `pos[t] == NONE` for every thread `t` with no plan.
 //! 4. Popping gives the order of one heap of every push, superseded ones
 //!    included (the tests hold it against such a heap).
@@ -65,6 +66,10 @@ pub struct Key {
     pub t: Nanos,
     pub seq: u64,
 }
+
+/// Children per node of the completion heap (a 4-ary heap is half as deep
+/// as a binary one; its four children share a cache line or two).
+const ARITY: usize = 4;
 
 /// `pos` of a thread with no plan queued.
 const NONE: u32 = u32::MAX;
@@ -198,7 +203,7 @@ impl EventQueue {
         if i < last {
             self.pos[self.completions[i].1 as usize] = i as u32;
             // The moved entry may belong above or below slot i.
-            if i > 0 && self.completions[i].0 < self.completions[(i - 1) / 2].0 {
+            if i > 0 && self.completions[i].0 < self.completions[(i - 1) / ARITY].0 {
                 self.sift_up(i);
             } else {
                 self.sift_down(i);
@@ -206,38 +211,49 @@ impl EventQueue {
         }
     }
 
+    /// Moves the entry at slot `i` up to its place (a hole moves, the
+    /// entry is written once).
     fn sift_up(&mut self, mut i: usize) {
+        let e = self.completions[i];
         while i > 0 {
-            let parent = (i - 1) / 2;
-            if self.completions[parent].0 <= self.completions[i].0 {
+            let parent = (i - 1) / ARITY;
+            if self.completions[parent].0 <= e.0 {
                 break;
             }
-            self.swap(i, parent);
+            self.put(i, self.completions[parent]);
             i = parent;
         }
+        self.put(i, e);
     }
 
+    /// Moves the entry at slot `i` down to its place.
     fn sift_down(&mut self, mut i: usize) {
+        let e = self.completions[i];
         let n = self.completions.len();
         loop {
-            let l = 2 * i + 1;
-            if l >= n {
+            let first = ARITY * i + 1;
+            if first >= n {
                 break;
             }
-            let r = l + 1;
-            let c = if r < n && self.completions[r].0 < self.completions[l].0 { r } else { l };
-            if self.completions[i].0 <= self.completions[c].0 {
+            let mut c = first;
+            for k in first + 1..(first + ARITY).min(n) {
+                if self.completions[k].0 < self.completions[c].0 {
+                    c = k;
+                }
+            }
+            if e.0 <= self.completions[c].0 {
                 break;
             }
-            self.swap(i, c);
+            self.put(i, self.completions[c]);
             i = c;
         }
+        self.put(i, e);
     }
 
-    fn swap(&mut self, a: usize, b: usize) {
-        self.completions.swap(a, b);
-        self.pos[self.completions[a].1 as usize] = a as u32;
-        self.pos[self.completions[b].1 as usize] = b as u32;
+    /// Writes `e` into slot `i` and indexes it there.
+    fn put(&mut self, i: usize, e: (Key, u32)) {
+        self.completions[i] = e;
+        self.pos[e.1 as usize] = i as u32;
     }
 
     /// Checks the invariants of the module doc (2 and 3; 1 and 4 hold by
@@ -247,7 +263,7 @@ impl EventQueue {
             return Err("ticks out of order".into());
         }
         for (i, &(k, t)) in self.completions.iter().enumerate() {
-            if i > 0 && self.completions[(i - 1) / 2].0 > k {
+            if i > 0 && self.completions[(i - 1) / ARITY].0 > k {
                 return Err(format!("completion heap order broken at slot {i}"));
             }
             if self.pos.get(t as usize) != Some(&(i as u32)) {
