@@ -135,25 +135,29 @@ impl ClusterScheduler {
             return;
         }
         let mut size = self.threads[t].object_len();
+        // Blocks are aligned runs of CPUs: the block is `start..start + size`
+        // and what it needs borrowed is `rep + 1..rep + size` (no set is built
+        // unless it fuses: this runs at every tick of such a thread).
         while size >= 2 {
-            let Some(block) = self.topo.block_of(rep, size) else { break };
-            let inside = self.threads[t].object.as_ref().is_some_and(|o| block.iter().all(|c| o.contains(c)));
-            if block.first() != Some(rep) || !inside {
+            let Some(start) = self.topo.block_start(rep, size) else { break };
+            let inside =
+                self.threads[t].object.as_ref().is_some_and(|o| (start..start + size).all(|c| o.contains(c)));
+            if start != rep || !inside {
                 break;
             }
-            let mut need = block.clone();
-            need.remove(rep);
-            if need == self.threads[t].fused {
+            let fused = &self.threads[t].fused;
+            let fused_len = fused.len();
+            if fused_len == size - 1 && (rep + 1..rep + size).all(|c| fused.contains(c)) {
                 return; // already fused at the best size we can get
             }
-            if need.len() < self.threads[t].fused.len() {
+            if size - 1 < fused_len {
                 return; // never shrink here; preemption does that
             }
-            if need.iter().all(|c| self.can_borrow(now, t, c)) {
-                if !self.threads[t].fused.is_empty() {
+            if (rep + 1..rep + size).all(|c| self.can_borrow(now, t, c)) {
+                if fused_len > 0 {
                     self.deactivate(now, t, out);
                 }
-                self.activate(now, t, block, out);
+                self.activate(now, t, CpuSet::range(start, start + size), out);
                 return;
             }
             size /= 2;

@@ -25,7 +25,11 @@ impl ClusterScheduler {
         let th = &mut self.threads[t];
         let delta = now.saturating_sub(th.exec_start);
         if delta > 0 {
-            let dv = (delta as u128 * NICE_0_LOAD as u128 / th.load as u128) as u64;
+            // In u64 when the product fits (exactly the same quotient).
+            let dv = match delta.checked_mul(NICE_0_LOAD) {
+                Some(p) => p / th.load,
+                None => (delta as u128 * NICE_0_LOAD as u128 / th.load as u128) as u64,
+            };
             th.vruntime += dv;
             if !th.fused.is_empty() {
                 // Taxation: borrowed time is charged times the tax rate.
