@@ -32,8 +32,8 @@
 //! operation, and by the engine at the end of every run)
 //! 1. Keys are unique: one sequence counter numbers every push.
 //! 2. `ticks` is sorted by key (asserted on every push).
-//! 3. `completions` is a 4-ary min-heap by key (the parent of slot `i` is
-//!    `(i - 1) / 4`), `pos[completions[i].1] == i` for
+//! 3. `keys` (the completions) is a 4-ary min-heap (the parent of slot `i`
+//!    is `(i - 1) / 4`), `owners` is as long, `pos[owners[i]] == i` for
 //!    every slot `i`, and `pos[t] == NONE` for every thread `t` with no plan.
 //! 4. Popping gives the order of one heap of every push, superseded ones
 //!    included (the tests hold it against such a heap).
@@ -67,33 +67,37 @@ pub struct Key {
     pub seq: u64,
 }
 
+impl Key {
+    /// The key as one number that orders the same way.
+    fn packed(self) -> u128 {
+        (u128::from(self.t) << 64) | u128::from(self.seq)
+    }
+
+    fn unpacked(k: u128) -> Key {
+        Key { t: (k >> 64) as u64, seq: k as u64 }
+    }
+}
+
 /// Children per node of the completion heap (a 4-ary heap is half as deep
-/// as a binary one; its four children share a cache line or two).
+/// as a binary one; its four children's keys share a cache line).
 const ARITY: usize = 4;
 
 /// `pos` of a thread with no plan queued.
 const NONE: u32 = u32::MAX;
 
-/// The event queue; see the module doc.
+/// The event queue; see the module doc. Keys are held packed
+/// ([`Key::packed`]): one comparison each.
 #[derive(Debug, Default)]
 pub struct EventQueue {
     seq: u64,
-    ticks: VecDeque<(Key, usize)>,
-    other: BinaryHeap<Reverse<(Key, Ev)>>,
-    /// (key, thread), a min-heap by key.
-    completions: Vec<(Key, u32)>,
-    /// Slot of each thread's plan in `completions` (`NONE`: none).
+    ticks: VecDeque<(u128, usize)>,
+    other: BinaryHeap<Reverse<(u128, Ev)>>,
+    /// The completion heap's keys, a min-heap, and the thread of each slot.
+    keys: Vec<u128>,
+    owners: Vec<u32>,
+    /// Slot of each thread's plan in `keys` (`NONE`: none).
     pos: Vec<u32>,
-    superseded: BinaryHeap<Reverse<Key>>,
-}
-
-/// Which part holds the least key.
-#[derive(Clone, Copy)]
-enum Part {
-    Ticks,
-    Other,
-    Completions,
-    Superseded,
+    superseded: BinaryHeap<Reverse<u128>>,
 }
 
 impl EventQueue {
@@ -101,9 +105,10 @@ impl EventQueue {
         EventQueue::default()
     }
 
-    fn key(&mut self, t: Nanos) -> Key {
+    fn key(&mut self, t: Nanos) -> u128 {
+        assert!(t < Nanos::MAX, "an event at the end of time");
         self.seq += 1;
-        Key { t, seq: self.seq }
+        Key { t, seq: self.seq }.packed()
     }
 
     /// Queues `ev` at `t`. Ticks go through [`EventQueue::push_tick`] and
@@ -116,8 +121,8 @@ impl EventQueue {
 
     /// Queues `cpu`'s tick at `t`, which is no earlier than any tick queued.
     pub fn push_tick(&mut self, t: Nanos, cpu: usize) {
-        assert!(self.ticks.back().is_none_or(|(k, _)| k.t <= t), "ticks are queued in time order");
         let key = self.key(t);
+        assert!(self.ticks.back().is_none_or(|&(k, _)| k < key), "ticks are queued in time order");
         self.ticks.push_back((key, cpu));
     }
 
@@ -130,15 +135,15 @@ impl EventQueue {
         }
         let i = self.pos[thread];
         if i == NONE {
-            let i = self.completions.len();
-            self.completions.push((key, u32::try_from(thread).expect("fewer than 2^32 threads")));
-            self.pos[thread] = i as u32;
+            let i = self.keys.len();
+            self.keys.push(key);
+            self.owners.push(u32::try_from(thread).expect("fewer than 2^32 threads"));
             self.sift_up(i);
         } else {
             let i = i as usize;
-            let old = self.completions[i].0;
+            let old = self.keys[i];
             self.superseded.push(Reverse(old));
-            self.completions[i].0 = key;
+            self.keys[i] = key;
             // The new key has a larger sequence number; it may be earlier or later.
             if key < old {
                 self.sift_up(i);
@@ -152,58 +157,54 @@ impl EventQueue {
     pub fn cancel_completion(&mut self, thread: usize) {
         let Some(&i) = self.pos.get(thread).filter(|&&i| i != NONE) else { return };
         let i = i as usize;
-        self.superseded.push(Reverse(self.completions[i].0));
+        self.superseded.push(Reverse(self.keys[i]));
         self.remove_at(i);
     }
 
     /// The next event and when it happens, in (time, sequence) order.
     pub fn pop(&mut self) -> Option<(Key, Ev)> {
-        let mut best: Option<(Key, Part)> = None;
-        let mut consider = |k: Option<Key>, part: Part| {
-            if let Some(k) = k
-                && best.is_none_or(|(b, _)| k < b)
-            {
-                best = Some((k, part));
-            }
+        // An empty part's head is u128::MAX, which no key is (`key`).
+        let tick = self.ticks.front().map_or(u128::MAX, |e| e.0);
+        let other = self.other.peek().map_or(u128::MAX, |e| e.0.0);
+        let done = self.keys.first().copied().unwrap_or(u128::MAX);
+        let dead = self.superseded.peek().map_or(u128::MAX, |e| e.0);
+        let key = tick.min(other).min(done).min(dead);
+        // Keys are unique, so the least names its part.
+        let ev = if key == u128::MAX {
+            return None;
+        } else if key == tick {
+            Ev::Tick(self.ticks.pop_front().expect("peeked").1)
+        } else if key == done {
+            let thread = self.owners[0] as usize;
+            self.remove_at(0);
+            Ev::Complete(thread)
+        } else if key == other {
+            self.other.pop().expect("peeked").0.1
+        } else {
+            self.superseded.pop();
+            Ev::Superseded
         };
-        consider(self.ticks.front().map(|e| e.0), Part::Ticks);
-        consider(self.other.peek().map(|e| e.0.0), Part::Other);
-        consider(self.completions.first().map(|e| e.0), Part::Completions);
-        consider(self.superseded.peek().map(|e| e.0), Part::Superseded);
-        let (key, part) = best?;
-        let ev = match part {
-            Part::Ticks => Ev::Tick(self.ticks.pop_front().expect("peeked").1),
-            Part::Other => self.other.pop().expect("peeked").0.1,
-            Part::Completions => {
-                let thread = self.completions[0].1 as usize;
-                self.remove_at(0);
-                Ev::Complete(thread)
-            }
-            Part::Superseded => {
-                self.superseded.pop();
-                Ev::Superseded
-            }
-        };
-        Some((key, ev))
+        Some((Key::unpacked(key), ev))
     }
 
     /// Events queued, superseded plans included.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.ticks.len() + self.other.len() + self.completions.len() + self.superseded.len()
+        self.ticks.len() + self.other.len() + self.keys.len() + self.superseded.len()
     }
 
-    /// Removes slot `i` of `completions`, keeping invariant 3.
+    /// Removes slot `i` of the completion heap, keeping invariant 3.
     fn remove_at(&mut self, i: usize) {
-        let last = self.completions.len() - 1;
-        let gone = self.completions[i].1 as usize;
-        self.completions.swap(i, last);
-        self.completions.pop();
-        self.pos[gone] = NONE;
+        let last = self.keys.len() - 1;
+        self.pos[self.owners[i] as usize] = NONE;
+        let (k, o) = (self.keys[last], self.owners[last]);
+        self.keys.pop();
+        self.owners.pop();
         if i < last {
-            self.pos[self.completions[i].1 as usize] = i as u32;
+            self.keys[i] = k;
+            self.owners[i] = o;
             // The moved entry may belong above or below slot i.
-            if i > 0 && self.completions[i].0 < self.completions[(i - 1) / ARITY].0 {
+            if i > 0 && k < self.keys[(i - 1) / ARITY] {
                 self.sift_up(i);
             } else {
                 self.sift_down(i);
@@ -214,46 +215,48 @@ impl EventQueue {
     /// Moves the entry at slot `i` up to its place (a hole moves, the
     /// entry is written once).
     fn sift_up(&mut self, mut i: usize) {
-        let e = self.completions[i];
+        let (k, o) = (self.keys[i], self.owners[i]);
         while i > 0 {
             let parent = (i - 1) / ARITY;
-            if self.completions[parent].0 <= e.0 {
+            if self.keys[parent] <= k {
                 break;
             }
-            self.put(i, self.completions[parent]);
+            self.put(i, self.keys[parent], self.owners[parent]);
             i = parent;
         }
-        self.put(i, e);
+        self.put(i, k, o);
     }
 
     /// Moves the entry at slot `i` down to its place.
     fn sift_down(&mut self, mut i: usize) {
-        let e = self.completions[i];
-        let n = self.completions.len();
+        let (k, o) = (self.keys[i], self.owners[i]);
+        let n = self.keys.len();
         loop {
             let first = ARITY * i + 1;
             if first >= n {
                 break;
             }
+            let end = (first + ARITY).min(n);
             let mut c = first;
-            for k in first + 1..(first + ARITY).min(n) {
-                if self.completions[k].0 < self.completions[c].0 {
-                    c = k;
+            for j in first + 1..end {
+                if self.keys[j] < self.keys[c] {
+                    c = j;
                 }
             }
-            if e.0 <= self.completions[c].0 {
+            if k <= self.keys[c] {
                 break;
             }
-            self.put(i, self.completions[c]);
+            self.put(i, self.keys[c], self.owners[c]);
             i = c;
         }
-        self.put(i, e);
+        self.put(i, k, o);
     }
 
-    /// Writes `e` into slot `i` and indexes it there.
-    fn put(&mut self, i: usize, e: (Key, u32)) {
-        self.completions[i] = e;
-        self.pos[e.1 as usize] = i as u32;
+    /// Writes a plan into slot `i` and indexes it there.
+    fn put(&mut self, i: usize, k: u128, o: u32) {
+        self.keys[i] = k;
+        self.owners[i] = o;
+        self.pos[o as usize] = i as u32;
     }
 
     /// Checks the invariants of the module doc (2 and 3; 1 and 4 hold by
@@ -262,8 +265,11 @@ impl EventQueue {
         if !self.ticks.iter().zip(self.ticks.iter().skip(1)).all(|(a, b)| a.0 < b.0) {
             return Err("ticks out of order".into());
         }
-        for (i, &(k, t)) in self.completions.iter().enumerate() {
-            if i > 0 && self.completions[(i - 1) / ARITY].0 > k {
+        if self.keys.len() != self.owners.len() {
+            return Err("completion keys and owners differ in length".into());
+        }
+        for (i, (&k, &t)) in self.keys.iter().zip(&self.owners).enumerate() {
+            if i > 0 && self.keys[(i - 1) / ARITY] > k {
                 return Err(format!("completion heap order broken at slot {i}"));
             }
             if self.pos.get(t as usize) != Some(&(i as u32)) {
@@ -271,8 +277,8 @@ impl EventQueue {
             }
         }
         let indexed = self.pos.iter().filter(|&&p| p != NONE).count();
-        if indexed != self.completions.len() {
-            return Err(format!("{indexed} threads indexed, {} plans queued", self.completions.len()));
+        if indexed != self.keys.len() {
+            return Err(format!("{indexed} threads indexed, {} plans queued", self.keys.len()));
         }
         Ok(())
     }
