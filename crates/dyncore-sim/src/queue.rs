@@ -19,7 +19,7 @@
 //! * `completions`: at most one entry per thread, its current plan, in an
 //!   indexed 4-ary min-heap (`pos[thread]` is its slot) re-planned in
 //!   place.
-//! * `superseded`: the keys of superseded plans, a min-heap of 16-byte keys.
+//! * `superseded`: the keys of superseded plans, a 4-ary min-heap of keys.
 //!   It is pushed once per re-plan and popped only for the plans that come
 //!   due within the run (most are far in the future and never are).
 //! * `other`: arrivals, stall ends, reconfiguration answers and IPIs, a
@@ -31,7 +31,8 @@
 //! ## Invariants ([`EventQueue::check`]: asserted by the tests after every
 //! operation, and by the engine at the end of every run)
 //! 1. Keys are unique: one sequence counter numbers every push.
-//! 2. `ticks` is sorted by key (asserted on every push).
+//! 2. `ticks` is sorted by key (asserted on every push); `superseded` is a
+//!    4-ary min-heap.
 //! 3. `keys` (the completions) is a 4-ary min-heap (the parent of slot `i`
 //!    is `(i - 1) / 4`), `owners` is as long, `pos[owners[i]] == i` for
 //!    every slot `i`, and `pos[t] == NONE` for every thread `t` with no plan.
@@ -97,7 +98,75 @@ pub struct EventQueue {
     owners: Vec<u32>,
     /// Slot of each thread's plan in `keys` (`NONE`: none).
     pos: Vec<u32>,
-    superseded: BinaryHeap<Reverse<u128>>,
+    superseded: KeyHeap,
+}
+
+/// Of the up to [`ARITY`] children `first..` of a node of `keys[..n]`, the
+/// slot of the least (the first on ties: keys are unique anyway).
+fn least_child(keys: &[u128], first: usize, n: usize) -> usize {
+    if first + ARITY <= n {
+        // All four: a tournament of two pairs.
+        let a = if keys[first + 1] < keys[first] { first + 1 } else { first };
+        let b = if keys[first + 3] < keys[first + 2] { first + 3 } else { first + 2 };
+        if keys[b] < keys[a] { b } else { a }
+    } else {
+        (first + 1..n).fold(first, |c, j| if keys[j] < keys[c] { j } else { c })
+    }
+}
+
+/// A 4-ary min-heap of keys (the superseded plans: thousands at a time,
+/// most far in the future, pushed often and popped as they come due).
+#[derive(Debug, Default)]
+struct KeyHeap {
+    keys: Vec<u128>,
+}
+
+impl KeyHeap {
+    fn peek(&self) -> Option<u128> {
+        self.keys.first().copied()
+    }
+
+    fn push(&mut self, k: u128) {
+        self.keys.push(k);
+        let mut i = self.keys.len() - 1;
+        while i > 0 {
+            let parent = (i - 1) / ARITY;
+            if self.keys[parent] <= k {
+                break;
+            }
+            self.keys[i] = self.keys[parent];
+            i = parent;
+        }
+        self.keys[i] = k;
+    }
+
+    fn pop(&mut self) -> Option<u128> {
+        let top = self.peek()?;
+        let k = self.keys.pop().expect("not empty");
+        let n = self.keys.len();
+        if n > 0 {
+            let mut i = 0;
+            loop {
+                let first = ARITY * i + 1;
+                if first >= n {
+                    break;
+                }
+                let c = least_child(&self.keys, first, n);
+                if k <= self.keys[c] {
+                    break;
+                }
+                self.keys[i] = self.keys[c];
+                i = c;
+            }
+            self.keys[i] = k;
+        }
+        Some(top)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
 }
 
 impl EventQueue {
@@ -142,7 +211,7 @@ impl EventQueue {
         } else {
             let i = i as usize;
             let old = self.keys[i];
-            self.superseded.push(Reverse(old));
+            self.superseded.push(old);
             self.keys[i] = key;
             // The new key has a larger sequence number; it may be earlier or later.
             if key < old {
@@ -157,7 +226,7 @@ impl EventQueue {
     pub fn cancel_completion(&mut self, thread: usize) {
         let Some(&i) = self.pos.get(thread).filter(|&&i| i != NONE) else { return };
         let i = i as usize;
-        self.superseded.push(Reverse(self.keys[i]));
+        self.superseded.push(self.keys[i]);
         self.remove_at(i);
     }
 
@@ -167,7 +236,7 @@ impl EventQueue {
         let tick = self.ticks.front().map_or(u128::MAX, |e| e.0);
         let other = self.other.peek().map_or(u128::MAX, |e| e.0.0);
         let done = self.keys.first().copied().unwrap_or(u128::MAX);
-        let dead = self.superseded.peek().map_or(u128::MAX, |e| e.0);
+        let dead = self.superseded.peek().unwrap_or(u128::MAX);
         let key = tick.min(other).min(done).min(dead);
         // Keys are unique, so the least names its part.
         let ev = if key == u128::MAX {
@@ -236,13 +305,7 @@ impl EventQueue {
             if first >= n {
                 break;
             }
-            let end = (first + ARITY).min(n);
-            let mut c = first;
-            for j in first + 1..end {
-                if self.keys[j] < self.keys[c] {
-                    c = j;
-                }
-            }
+            let c = least_child(&self.keys, first, n);
             if k <= self.keys[c] {
                 break;
             }
@@ -264,6 +327,10 @@ impl EventQueue {
     pub fn check(&self) -> Result<(), String> {
         if !self.ticks.iter().zip(self.ticks.iter().skip(1)).all(|(a, b)| a.0 < b.0) {
             return Err("ticks out of order".into());
+        }
+        let sk = &self.superseded.keys;
+        if (1..sk.len()).any(|i| sk[(i - 1) / ARITY] > sk[i]) {
+            return Err("superseded heap order broken".into());
         }
         if self.keys.len() != self.owners.len() {
             return Err("completion keys and owners differ in length".into());
