@@ -187,6 +187,8 @@ impl RunArgs {
 }
 
 fn main() -> ExitCode {
+    // `bench sim`'s memory probes run this program as a child.
+    dyncore_sim::memory::child_if_asked();
     let cli = Cli::parse();
     let out = cli.out.clone().unwrap_or_else(|| PathBuf::from("out"));
     let runner = dyncore::Runner::new(&out);

@@ -69,6 +69,9 @@ pub struct Measured {
     /// time per round.
     pub newtos: Option<NewtosRow>,
     pub rounds: usize,
+    /// Memory per simulated CPU and thread, measured in child processes
+    /// (`dyncore_sim::memory`; not with `--quick`).
+    pub memory: Option<Result<dyncore_sim::memory::Footprint, String>>,
 }
 
 /// The NewtOS network-stack model (`dyncore_sim::netstack::scale`): many
@@ -170,7 +173,12 @@ pub fn run(args: &Args, out: &Path) -> Result<Vec<Goal>> {
         stacks: if args.quick { 4 } else { 16 },
         ..dyncore_sim::netstack::scale::ScaleConfig::default()
     };
-    let m = measure_rounds(configs, rounds, floor_ops, args.scenarios.as_deref(), (&net, &scale))?;
+    let mut m = measure_rounds(configs, rounds, floor_ops, args.scenarios.as_deref(), (&net, &scale))?;
+    if !args.quick {
+        eprintln!("memory probes: 4096 CPUs and 4096 threads, 2048 CPUs, 8192 threads");
+        let exe = std::env::current_exe().context("finding this program for the memory probes")?;
+        m.memory = Some(dyncore_sim::memory::measure(&exe, 4096, 4096));
+    }
     let goals = report::write(&dir, &machine, &m)?;
     say!("report written to {}", dir.join("report.md").display());
     Ok(goals)
@@ -269,7 +277,7 @@ fn measure_rounds(
         }
     }
     pb.finish_and_clear();
-    Ok(Measured { configs, floor_ns, whole_run_ns, newtos: Some(newtos), rounds })
+    Ok(Measured { configs, floor_ns, whole_run_ns, newtos: Some(newtos), rounds, memory: None })
 }
 
 /// Runs `dyncore run --quiet --seeds 1` (this binary, as a user would) on
