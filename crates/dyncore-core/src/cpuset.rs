@@ -183,6 +183,29 @@ impl CpuSet {
         self.words.clear();
     }
 
+    /// Removes every member of `other`.
+    pub fn remove_all(&mut self, other: &CpuSet) {
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a &= !b;
+        }
+        self.trim();
+    }
+
+    /// The lowest member that is also in `within` (if given), not in `not`
+    /// and not `except`, found a word at a time.
+    pub fn first_where(&self, within: Option<&CpuSet>, not: &CpuSet, except: Option<CpuId>) -> Option<CpuId> {
+        self.words.iter().enumerate().find_map(|(i, &w)| {
+            let mut w = w & !not.words.get(i).copied().unwrap_or(0);
+            if let Some(within) = within {
+                w &= within.words.get(i).copied().unwrap_or(0);
+            }
+            if let Some(e) = except.filter(|e| e / WORD_BITS == i) {
+                w &= !(1u64 << (e % WORD_BITS));
+            }
+            (w != 0).then(|| i * WORD_BITS + w.trailing_zeros() as usize)
+        })
+    }
+
     /// Adds every member of `other`.
     pub fn extend_from(&mut self, other: &CpuSet) {
         if self.words.len() < other.words.len() {
@@ -339,6 +362,13 @@ mod tests {
         assert_eq!(a.union(&b), CpuSet::range(0, 70));
         assert!(CpuSet::range(2, 4).is_subset(&a));
         assert!(a.is_disjoint(&CpuSet::range(4, 8)));
+        let mut c = b.clone();
+        c.remove_all(&CpuSet::range(60, 80));
+        assert_eq!(c, CpuSet::range(2, 60));
+        // {2..69} minus {0..3}, except 4, within {0..100}: 5.
+        assert_eq!(b.first_where(Some(&CpuSet::range(0, 100)), &a, Some(4)), Some(5));
+        assert_eq!(b.first_where(None, &CpuSet::range(0, 69), None), Some(69));
+        assert_eq!(b.first_where(Some(&a), &a, None), None);
     }
 
     #[test]
@@ -373,6 +403,22 @@ mod tests {
             proptest::prop_assert_eq!(s.len(), cpus.len());
             let back: CpuSet = s.to_string().parse().unwrap();
             proptest::prop_assert_eq!(back, s);
+        }
+
+        #[test]
+        fn first_where_is_the_lowest_match(
+            a in proptest::collection::btree_set(0usize..300, 0..40),
+            within in proptest::collection::btree_set(0usize..300, 0..200),
+            not in proptest::collection::btree_set(0usize..300, 0..40),
+            except in 0usize..300,
+        ) {
+            let set = |x: &std::collections::BTreeSet<usize>| x.iter().copied().collect::<CpuSet>();
+            let (sa, sw, sn) = (set(&a), set(&within), set(&not));
+            let want = a.iter().copied().find(|c| within.contains(c) && !not.contains(c) && *c != except);
+            proptest::prop_assert_eq!(sa.first_where(Some(&sw), &sn, Some(except)), want);
+            let mut diff = sa.clone();
+            diff.remove_all(&sn);
+            proptest::prop_assert_eq!(diff, sa.difference(&sn));
         }
     }
 }

@@ -260,6 +260,13 @@ impl Topology {
         aligned_block(first, n, cpu, size)
     }
 
+    /// The first CPU of [`Topology::block_of`]'s block (which is that CPU
+    /// and the `size - 1` after it), without building the set.
+    pub fn block_start(&self, cpu: CpuId, size: usize) -> Option<CpuId> {
+        let (first, n) = self.nodes[self.node_of(cpu)];
+        aligned_start(first, n, cpu, size)
+    }
+
     /// Checks the invariants in the module doc.
     pub fn check(&self) -> Result<(), String> {
         let mut next = 0;
@@ -329,9 +336,14 @@ pub(crate) fn aligned_blocks(first: CpuId, len: usize, size: usize) -> impl Iter
 /// The aligned block of `size` CPUs containing `cpu` (a CPU of the node of
 /// `len` CPUs starting at `first`), if it fits the node.
 pub(crate) fn aligned_block(first: CpuId, len: usize, cpu: CpuId, size: usize) -> Option<CpuSet> {
+    aligned_start(first, len, cpu, size).map(|s| CpuSet::range(s, s + size))
+}
+
+/// The first CPU of [`aligned_block`]'s block.
+fn aligned_start(first: CpuId, len: usize, cpu: CpuId, size: usize) -> Option<CpuId> {
     let local = cpu - first;
     let start = local - local % size;
-    (start + size <= len).then(|| CpuSet::range(first + start, first + start + size))
+    (start + size <= len).then_some(first + start)
 }
 
 #[cfg(test)]

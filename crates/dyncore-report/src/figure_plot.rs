@@ -229,8 +229,8 @@ pub fn timeline(scenario: &Scenario, run: &RunResult, rows: &[TimelineRow], seed
     let mut names: Vec<String> = Vec::new();
     for s in &run.allocation {
         for (p, _) in &s.cpus_by_program {
-            if !names.contains(p) {
-                names.push(p.clone());
+            if !names.iter().any(|n| **n == **p) {
+                names.push(p.to_string());
             }
         }
     }
@@ -244,7 +244,7 @@ pub fn timeline(scenario: &Scenario, run: &RunResult, rows: &[TimelineRow], seed
                 .allocation
                 .iter()
                 .map(|s| {
-                    s.cpus_by_program.iter().find(|(p, _)| p == name).map_or(0.0, |(_, c)| f64::from(*c))
+                    s.cpus_by_program.iter().find(|(p, _)| **p == **name).map_or(0.0, |(_, c)| f64::from(*c))
                 })
                 .collect();
             (name.clone(), vals)

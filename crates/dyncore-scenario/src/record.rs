@@ -36,6 +36,7 @@
 mod energy;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use dyncore_core::exec::ExecObject;
 use dyncore_core::policy::{Action, CpuState, Event, Policy, ReconfigId, ThreadId};
@@ -198,6 +199,14 @@ impl RunRecorder {
         }
     }
 
+    /// Keeps `r` for the trace, which shows no more than [`TRACE_CAP`]
+    /// events (the first ones: later ones would never be shown).
+    fn keep(&mut self, r: Raw) {
+        if self.raw.len() < TRACE_CAP {
+            self.raw.push(r);
+        }
+    }
+
     /// `cpu`'s busy time up to `now` (a backend's load samples read it).
     pub fn busy_ns(&self, cpu: CpuId, now: Nanos) -> Nanos {
         let c = &self.cpus[cpu];
@@ -246,7 +255,7 @@ impl RunRecorder {
             Action::Split { thread, object } => {
                 self.reconfig.splits += 1;
                 if let Some((start, cpus)) = self.open.remove(thread) {
-                    self.raw.push(Raw::ObjectSpan { thread: *thread, cpus, start_ns: start, end_ns: now });
+                    self.keep(Raw::ObjectSpan { thread: *thread, cpus, start_ns: start, end_ns: now });
                 }
                 self.last_object = Some((object.clone(), false));
             }
@@ -301,12 +310,7 @@ impl RunRecorder {
         let start = now.saturating_sub(took_ns).max(p.asked_ns).max(rep.reconfigured_until).min(now);
         self.charge(&p, now);
         if took_ns > 0 && start < now {
-            self.raw.push(Raw::Reconfig {
-                cpu: p.representative,
-                name: p.name,
-                start_ns: start,
-                end_ns: now,
-            });
+            self.keep(Raw::Reconfig { cpu: p.representative, name: p.name, start_ns: start, end_ns: now });
         }
     }
 
@@ -344,7 +348,7 @@ impl RunRecorder {
                     self.thread(thread).fused_ns += dt;
                 }
                 if dt > 0 {
-                    self.raw.push(Raw::Slice {
+                    self.keep(Raw::Slice {
                         cpu,
                         thread,
                         start_ns: since,
@@ -382,7 +386,7 @@ impl RunRecorder {
             self.reconfig.time_ns += end_ns.saturating_sub(from);
             self.charge(&p, end_ns);
             if from < end_ns {
-                self.raw.push(Raw::Reconfig { cpu: p.representative, name: p.name, start_ns: from, end_ns });
+                self.keep(Raw::Reconfig { cpu: p.representative, name: p.name, start_ns: from, end_ns });
             }
         }
         let power = std::mem::replace(&mut self.power, PowerLedger::new(0)).finish(end_ns);
@@ -502,25 +506,28 @@ impl RunRecorder {
             }
         }
         changes.sort_by_key(|c| c.0);
+        let names: Vec<Arc<str>> = programs.iter().map(|p| Arc::from(p.plan.name.as_str())).collect();
         let mut now: BTreeMap<usize, u32> = BTreeMap::new();
         let mut gone = vec![false; programs.len()];
         let mut samples: Vec<AllocSample> = Vec::new();
+        // `now` changed since the last sample was considered (when it has
+        // not, the sample would equal the last one, which is skipped).
+        let mut changed = true;
         for (i, &(t, p, size)) in changes.iter().enumerate() {
             match size {
                 _ if gone[p] => {}
-                Some(s) => {
-                    now.insert(p, s);
-                }
+                Some(s) => changed |= now.insert(p, s) != Some(s),
                 None => {
                     gone[p] = true;
-                    now.remove(&p);
+                    changed |= now.remove(&p).is_some();
                 }
             }
-            if changes.get(i + 1).is_some_and(|n| n.0 == t) {
+            if changes.get(i + 1).is_some_and(|n| n.0 == t) || !changed {
                 continue;
             }
-            let cpus_by_program: Vec<(String, u32)> =
-                now.iter().map(|(&p, &s)| (programs[p].plan.name.clone(), s)).collect();
+            changed = false;
+            let cpus_by_program: Vec<(Arc<str>, u32)> =
+                now.iter().map(|(&p, &s)| (names[p].clone(), s)).collect();
             if samples.last().is_some_and(|l| l.cpus_by_program == cpus_by_program) {
                 continue;
             }
@@ -532,10 +539,19 @@ impl RunRecorder {
     /// The Perfetto trace: program starts and exits, then CPUs' slices,
     /// fused objects and reconfigurations in the order they ended.
     fn trace(&self, programs: &[ProgramRun<'_>], lives: &[(Nanos, Option<Nanos>)]) -> Vec<TraceEvent> {
-        let name_of: BTreeMap<ThreadId, &str> =
-            programs.iter().flat_map(|r| r.threads.iter().map(move |&t| (t, r.plan.name.as_str()))).collect();
-        let name = |t: ThreadId| name_of.get(&t).map_or_else(|| format!("thread {t}"), |n| n.to_string());
-        let mut ev = Vec::new();
+        // Each thread's program name, by thread (the last program to name it).
+        let threads = programs.iter().flat_map(|r| r.threads.iter().map(|&t| t + 1)).max().unwrap_or(0);
+        let mut name_of: Vec<Option<Arc<str>>> = vec![None; threads];
+        for r in programs {
+            let name: Arc<str> = Arc::from(r.plan.name.as_str());
+            for &t in r.threads {
+                name_of[t] = Some(name.clone());
+            }
+        }
+        let name = |t: ThreadId| {
+            name_of.get(t).cloned().flatten().unwrap_or_else(|| Arc::from(format!("thread {t}")))
+        };
+        let mut ev = Vec::with_capacity(TRACE_CAP.min(2 * lives.len() + self.raw.len()));
         let mut instants: Vec<(Nanos, String)> = Vec::new();
         for (p, &(start, finish)) in lives.iter().enumerate() {
             if !programs[p].threads.is_empty() {

@@ -2,6 +2,8 @@
 //! reconfiguration and proxy counters, the CPU-allocation timeline, and trace
 //! events for Perfetto. All times are virtual nanoseconds.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 /// Results of a whole scenario, in run order.
@@ -154,15 +156,17 @@ pub struct ReconfigStats {
 #[derive(Debug, Clone, Serialize)]
 pub struct AllocSample {
     pub t_ns: u64,
-    /// (program label with instance, CPUs in its execution object(s)).
-    pub cpus_by_program: Vec<(String, u32)>,
+    /// (program label with instance, CPUs in its execution object(s)). The
+    /// names are shared: one allocation per program, not per sample.
+    pub cpus_by_program: Vec<(Arc<str>, u32)>,
 }
 
 /// Trace events, turned into Chrome/Perfetto JSON by the command.
 #[derive(Debug, Clone, Serialize)]
 pub enum TraceEvent {
-    /// A thread ran on a CPU (as native or representative) from start to end.
-    Slice { cpu: usize, thread: usize, name: String, start_ns: u64, end_ns: u64, fused: bool },
+    /// A thread ran on a CPU (as native or representative) from start to
+    /// end. `name` is its program's, shared by all of the program's slices.
+    Slice { cpu: usize, thread: usize, name: Arc<str>, start_ns: u64, end_ns: u64, fused: bool },
     /// A fused execution object was active over `cpus` (a cpulist).
     ObjectSpan { object: usize, cpus: String, name: String, start_ns: u64, end_ns: u64 },
     /// A CPU was reconfiguring (fusing or splitting).

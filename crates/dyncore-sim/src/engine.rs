@@ -8,10 +8,11 @@
 //! * `Tick(cpu)` — every `tick_ns` on every CPU: the policy's `Tick`, and
 //!   every [`LOAD_SAMPLE_NS`] a `Load` sample of the CPU's busy time.
 //! * `Arrive(program)` — a program starts: its threads are spawned.
-//! * `Complete(thread, generation)` — the thread's current task is done at
-//!   its current progress rate; stale generations are ignored (the rate
-//!   changed since the event was scheduled). A thread with no task left
-//!   exits (the policy's `Exit`).
+//! * `Complete(thread)` — the thread's current task is done at its current
+//!   progress rate. A thread with no task left exits (the policy's
+//!   `Exit`). Whenever the rate may have changed the completion is
+//!   re-planned, and the old plan comes out as `Superseded`, which does
+//!   nothing but counts as an event ([`crate::queue`]).
 //! * `StallEnd(cpu)` — a CPU finished reconfiguring.
 //! * `ReconfigDone(id, took)` — the reconfiguration `id` finished: the
 //!   policy's `ReconfigDone`.
@@ -36,8 +37,8 @@
 //! actions through [`dyncore_scenario::record`], the code the live backend
 //! uses too; the engine adds what is its own (IPIs, events processed).
 //!
-//! The queue is ordered by (time, sequence number), so equal-time events run
-//! in the order they were scheduled. Randomness comes from ChaCha
+//! The queue ([`crate::queue`]) is ordered by (time, sequence number), so
+//! equal-time events run in the order they were scheduled. Randomness comes from ChaCha
 //! generators seeded from the scenario seed and the run index: IPI targets
 //! and gaps from the run's, each program's task lengths from its own
 //! (`programs::work_rng`, which the live backend uses too, so both deal a
@@ -57,9 +58,6 @@
 //! when the run records its policy traffic, what the engine executed keeps
 //! to the actions (`executed.rs`, the execution checker).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use dyncore_core::exec::ExecObject;
 use dyncore_core::policies::PolicyInfo;
 use dyncore_core::policy::execution::Verdict;
@@ -77,6 +75,7 @@ use crate::cost::Mechanism;
 use crate::executed::ExecRecord;
 use crate::machine::{MachineSpec, progress_rate};
 use crate::programs::{DealtWork, ProgramPlan, deal_work, plan_programs, work_rng};
+use crate::queue::{Ev, EventQueue};
 use crate::reconfigure::Reconfigurer;
 use crate::result::{PolicyTrace, RunResult};
 use crate::scenario::{RunSpec, Scenario};
@@ -88,23 +87,6 @@ pub use dyncore_scenario::record::TRACE_CAP;
 /// (`Place` moves network-stack components: `netstack` runs those). A
 /// scenario whose policy may emit another is refused when it is validated.
 pub const EXECUTES: &[ActionKind] = dyncore_scenario::policy::THREAD_ACTIONS;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Ev {
-    Tick(usize),
-    Arrive(usize),
-    Complete(usize, u64),
-    StallEnd(usize),
-    /// (reconfiguration id, what it took).
-    ReconfigDone(u64, Nanos),
-    Ipi,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Key {
-    t: Nanos,
-    seq: u64,
-}
 
 struct ProgState {
     plan: ProgramPlan,
@@ -120,7 +102,6 @@ struct ThreadState {
     remaining: f64,
     rate: f64,
     last: Nanos,
-    generation: u64,
     cpu: Option<usize>,
     done: bool,
 }
@@ -148,8 +129,7 @@ struct Sim {
     index: usize,
     seed: u64,
     now: Nanos,
-    seq: u64,
-    queue: BinaryHeap<Reverse<(Key, Ev)>>,
+    queue: EventQueue,
     rng: ChaCha8Rng,
     machine: MachineSpec,
     info: &'static PolicyInfo,
@@ -219,7 +199,7 @@ fn run_inner(
         max_events: params.max_events,
         done,
     };
-    while let Some(Reverse((key, ev))) = sim.queue.pop() {
+    while let Some((key, ev)) = sim.queue.pop() {
         assert!(key.t >= sim.now, "virtual time went backwards");
         if key.t > max_time {
             break;
@@ -244,6 +224,9 @@ fn run_inner(
             break;
         }
     }
+    if let Err(e) = sim.queue.check() {
+        panic!("event queue invariant broken at the end of `{}`: {e}", spec.label);
+    }
     (watch.report)(&progress(&sim, true));
     Ok(sim.finish(spec, scenario))
 }
@@ -266,8 +249,7 @@ impl Sim {
             index,
             seed: scenario.seed,
             now: 0,
-            seq: 0,
-            queue: BinaryHeap::new(),
+            queue: EventQueue::new(),
             rng,
             reconfigurer: Reconfigurer::new(params.reconfig, ncpus, profile.map(|(_, p)| p)),
             pending: None,
@@ -310,7 +292,7 @@ impl Sim {
             sim.add_program(plan);
         }
         for cpu in 0..ncpus {
-            sim.push(0, Ev::Tick(cpu));
+            sim.queue.push_tick(0, cpu);
         }
         sim
     }
@@ -326,8 +308,7 @@ impl Sim {
     }
 
     fn push(&mut self, t: Nanos, ev: Ev) {
-        self.seq += 1;
-        self.queue.push(Reverse((Key { t, seq: self.seq }, ev)));
+        self.queue.push(t, ev);
     }
 
     /// Queues the next IPI of the Poisson process, unless one is queued or
@@ -364,15 +345,17 @@ impl Sim {
                 self.sample_load(cpu);
                 if self.live_programs > 0 || self.pending_arrivals > 0 {
                     // Ticks stay on a grid of tick_ns.
-                    self.push(self.now + self.tick_ns, Ev::Tick(cpu));
+                    self.queue.push_tick(self.now + self.tick_ns, cpu);
                 }
             }
             Ev::Arrive(p) => self.arrive(p),
-            Ev::Complete(t, generation) => {
-                if self.threads[t].generation == generation && !self.threads[t].done {
-                    self.task_done(t);
-                }
+            Ev::Complete(t) => {
+                // Only a thread's current plan comes out as a completion.
+                assert!(!self.threads[t].done, "thread {t} completed after it was done");
+                self.task_done(t);
             }
+            // A completion re-planned before it came due.
+            Ev::Superseded => {}
             Ev::StallEnd(cpu) => self.refresh_cpu(cpu),
             Ev::ReconfigDone(id, took_ns) => self.feed(&Event::ReconfigDone { id: ReconfigId(id), took_ns }),
             Ev::Ipi => {
@@ -425,7 +408,6 @@ impl Sim {
                 remaining: work as f64,
                 rate: 0.0,
                 last: self.now,
-                generation: 0,
                 cpu: None,
                 done: false,
             });
@@ -447,7 +429,7 @@ impl Sim {
         }
         self.threads[t].done = true;
         self.threads[t].remaining = 0.0;
-        self.threads[t].generation += 1;
+        self.queue.cancel_completion(t);
         self.progressing(t);
         self.progs[p].live -= 1;
         self.feed(&Event::Exit { thread: t });
@@ -585,7 +567,7 @@ impl Sim {
                 self.flush_thread(thread);
                 self.threads[thread].cpu = None;
                 self.threads[thread].rate = 0.0;
-                self.threads[thread].generation += 1;
+                self.queue.cancel_completion(thread);
                 self.progressing(thread);
             }
         }
@@ -646,12 +628,12 @@ impl Sim {
         let rate = self.rate_of(t);
         self.threads[t].rate = rate;
         self.progressing(t);
-        let th = &mut self.threads[t];
-        th.generation += 1;
+        let th = &self.threads[t];
         if rate > 0.0 && !th.done {
             let dt = (th.remaining / rate).ceil().max(0.0) as Nanos;
-            let generation = th.generation;
-            self.push(self.now + dt, Ev::Complete(t, generation));
+            self.queue.plan_completion(t, self.now + dt);
+        } else {
+            self.queue.cancel_completion(t);
         }
     }
 

@@ -8,7 +8,9 @@
 pub mod control;
 pub mod engine;
 pub mod executed;
+pub mod memory;
 pub mod netstack;
+mod queue;
 pub mod reconfigure;
 pub mod seeds;
 

@@ -158,7 +158,7 @@ work_ms = 100.0
     );
     let run = run_one(&s, 0).expect("within the event budget");
     let mut names: Vec<&str> =
-        run.allocation.iter().flat_map(|a| a.cpus_by_program.iter().map(|(n, _)| n.as_str())).collect();
+        run.allocation.iter().flat_map(|a| a.cpus_by_program.iter().map(|(n, _)| &**n)).collect();
     names.sort_unstable();
     names.dedup();
     assert_eq!(names, ["N#1", "N#2"]);

@@ -170,11 +170,13 @@ fn fig7_underprovisioned_tax_trades_sequential_for_parallel() {
 fn fig8_allocation_timeline_shows_events_a_to_d() {
     let r = run("fig8-mixed-sequential");
     let run = &r.runs[0];
-    let at = |t_ms: f64| -> Vec<(String, u32)> {
+    let at = |t_ms: f64| -> Vec<(std::sync::Arc<str>, u32)> {
         let t = (t_ms * 1e6) as u64;
         run.allocation.iter().rev().find(|s| s.t_ns <= t).expect("sample").cpus_by_program.clone()
     };
-    let cpus = |v: &[(String, u32)], p: &str| v.iter().find(|(n, _)| n == p).map(|(_, c)| *c).unwrap_or(0);
+    let cpus = |v: &[(std::sync::Arc<str>, u32)], p: &str| {
+        v.iter().find(|(n, _)| &**n == p).map(|(_, c)| *c).unwrap_or(0)
+    };
     // Start: both astar get 4.
     let s0 = at(500.0);
     assert_eq!((cpus(&s0, "astar#1"), cpus(&s0, "astar#2")), (4, 4));

@@ -191,6 +191,8 @@ impl RunArgs {
 /// separate `dyncore-scx` binary, which has the built-in policies.)
 /// Returns the exit status (module doc).
 pub fn main(registry: Registry) -> ExitCode {
+    // `bench sim`'s memory probes run this program as a child.
+    dyncore_sim::memory::child_if_asked();
     let cli = Cli::parse();
     let out = cli.out.clone().unwrap_or_else(|| PathBuf::from("out"));
     let runner = dyncore_run::Runner::new(&out).with_registry(registry);

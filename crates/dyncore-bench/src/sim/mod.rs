@@ -72,6 +72,9 @@ pub struct Measured {
     /// One sweep run by the command (1 and 2 jobs) and by the Dask engine.
     pub sweeps: sweeps::SweepRow,
     pub rounds: usize,
+    /// Memory per simulated CPU and thread, measured in child processes
+    /// (`dyncore_sim::memory`; not with `--quick`).
+    pub memory: Option<Result<dyncore_sim::memory::Footprint, String>>,
 }
 
 /// The NewtOS network-stack model (`dyncore_sim::netstack::scale`): many
@@ -175,8 +178,13 @@ pub fn run(args: &Args, out: &Path, registry: &dyncore_core::policies::Registry)
     };
     let sweep_size =
         if args.quick { (sweeps::QUICK_POINTS, 1) } else { (sweeps::POINTS, sweeps::SWEEP_SEEDS) };
-    let m =
+    let mut m =
         measure_rounds(configs, rounds, floor_ops, args.scenarios.as_deref(), (&net, &scale), sweep_size)?;
+    if !args.quick {
+        eprintln!("memory probes: 4096 CPUs and 4096 threads, 2048 CPUs, 8192 threads");
+        let exe = std::env::current_exe().context("finding this program for the memory probes")?;
+        m.memory = Some(dyncore_sim::memory::measure(&exe, 4096, 4096));
+    }
     let goals = report::write(&dir, &machine, &m)?;
     say!("report written to {}", dir.join("report.md").display());
     Ok(goals)
@@ -289,7 +297,15 @@ fn measure_rounds(
         }
     }
     pb.finish_and_clear();
-    Ok(Measured { configs, floor_ns, whole_run_ns, newtos: Some(newtos), sweeps: sweep_row, rounds })
+    Ok(Measured {
+        configs,
+        floor_ns,
+        whole_run_ns,
+        newtos: Some(newtos),
+        sweeps: sweep_row,
+        rounds,
+        memory: None,
+    })
 }
 
 /// Removes a temporary folder when dropped (also on an error's return).

@@ -228,6 +228,11 @@ pub fn write(dir: &Path, machine: &str, m: &Measured) -> Result<Vec<Goal>> {
          own: many stacks placed by `dynamic` under a diurnal load, in simulated TCP segments per second.\n"
     )?;
     writeln!(md, "{}\n", t.to_markdown())?;
+    if let Some(mem) = &m.memory {
+        let text = mem.as_ref().map_or_else(|e| format!("memory probes failed: {e}"), |f| f.text());
+        say!("{text}");
+        writeln!(md, "Simulator {text}.\n")?;
+    }
     writeln!(
         md,
         "## Sweep throughput\n\nOne sweep run three ways in each round, from start to the table written: \
@@ -248,6 +253,7 @@ pub fn write(dir: &Path, machine: &str, m: &Measured) -> Result<Vec<Goal>> {
         "rounds": m.rounds,
         "queue_floor_ns_per_event": floor,
         "whole_run_ns_by_round": m.whole_run_ns,
+        "memory": m.memory.as_ref().and_then(|r| r.as_ref().ok()),
         "rows": rows,
         "sweep": {
             "points": m.sweeps.points,

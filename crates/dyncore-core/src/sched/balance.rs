@@ -2,12 +2,20 @@
 //! representative CPU, SMT spreading.
 
 use super::{Action, ClusterScheduler, ThreadId};
-use crate::{CpuId, Nanos};
+use crate::{CpuId, CpuSet, Nanos};
 
 impl ClusterScheduler {
     /// Wake-up placement: an idle allowed CPU (on SMT, one whose sibling is
     /// idle too), else the least loaded; lowest number on ties.
     pub(super) fn select_cpu(&self, t: ThreadId) -> CpuId {
+        if !self.smt {
+            // Without siblings: the least loaded, from the load index.
+            let within = self.threads[t].spec.affinity.as_ref();
+            return self
+                .index
+                .least_loaded(usize::MAX, within, &CpuSet::new(), None)
+                .unwrap_or_else(|| panic!("thread {t} has an empty affinity"));
+        }
         let mut best: Option<(usize, CpuId)> = None;
         for cpu in 0..self.rqs.len() {
             if !self.allowed(t, cpu) {
@@ -76,22 +84,13 @@ impl ClusterScheduler {
             return;
         };
         self.decisions += 1;
+        // The least-loaded allowed CPU outside every object (lowest number
+        // on ties), if it is less loaded than this one.
         let here = self.nr_running(cpu);
-        let target = (0..self.rqs.len())
-            .filter(|&c| c != cpu && !self.in_objects.contains(c) && self.allowed(victim, c))
-            .min_by_key(|&c| (self.nr_running(c), c));
-        if let Some(to) = target
-            && self.nr_running(to) < here
-        {
+        let within = self.threads[victim].spec.affinity.as_ref();
+        if let Some(to) = self.index.least_loaded(here, within, &self.in_objects, Some(cpu)) {
             self.migrate_queued(victim, cpu, to);
             self.migrations_pending.push((victim, cpu, to));
-        }
-    }
-
-    pub(super) fn refresh_in_objects(&mut self) {
-        self.in_objects.clear();
-        for nm in &self.nms {
-            nm.objects_into(&mut self.in_objects);
         }
     }
 

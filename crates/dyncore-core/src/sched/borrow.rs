@@ -8,26 +8,14 @@ use crate::node::Assignment;
 use crate::{CpuId, CpuSet, Nanos};
 
 impl ClusterScheduler {
-    /// CPUs busy with native (object-less) threads.
-    pub(super) fn native_busy(&self) -> CpuSet {
-        let mut s = CpuSet::new();
-        for th in &self.threads {
-            if matches!(th.state, TState::Queued | TState::Running) && !th.has_object() {
-                s.insert(th.cpu);
-            }
-        }
-        s
-    }
-
     pub(super) fn request_object(&mut self, now: Nanos, t: ThreadId, out: &mut Vec<Action>) {
-        let busy = self.native_busy();
         // The node whose pool (CPUs not busy with native threads) gives the
         // most CPUs per request once this one joins, then the fewest
         // requests, then the lowest number.
         let node = (0..self.nms.len())
             .max_by(|&a, &b| {
                 let key = |n: usize| {
-                    let pool = self.nms[n].pool(&busy) as u64;
+                    let pool = (self.topo.node_range(n).1 - self.index.node_busy(n)) as u64;
                     let reqs = self.nms[n].requests() as u64 + 1;
                     // Compare pool/reqs exactly: scale by a common multiple.
                     (pool * 1_000_000 / reqs, u64::MAX - reqs, usize::MAX - n)
@@ -37,14 +25,25 @@ impl ClusterScheduler {
             .expect("at least one node");
         self.threads[t].node = Some(node);
         let spec = &self.threads[t].spec;
-        let changes = self.nms[node].request(t, spec.want_cpus, spec.weight, &busy);
-        self.refresh_in_objects();
+        let changes = self.nms[node].request(t, spec.want_cpus, spec.weight, self.index.native_busy());
         self.apply(now, changes, out);
     }
 
     /// Applies node-manager changes: notify the object, re-queue the thread
     /// on its new representative, refresh `vruntimes[]`.
     pub(super) fn apply(&mut self, now: Nanos, changes: Vec<Assignment>, out: &mut Vec<Action>) {
+        // `in_objects`: the changed threads' old objects out, then their new
+        // ones in (objects are disjoint, but one may take CPUs another gives up).
+        for a in &changes {
+            if let Some(o) = &self.threads[a.thread].object {
+                self.in_objects.remove_all(&o.cpus());
+            }
+        }
+        for a in &changes {
+            if let Some(o) = &a.object {
+                self.in_objects.extend_from(&o.cpus());
+            }
+        }
         for a in changes {
             let t = a.thread;
             out.push(Action::Object { thread: t, object: a.object.clone() });
@@ -52,7 +51,7 @@ impl ClusterScheduler {
                 self.deactivate(now, t, out);
             }
             let new_rep = a.object.as_ref().map(|o| o.representative);
-            self.threads[t].object = a.object;
+            self.set_object(t, a.object);
             let state = self.threads[t].state;
             // Not runnable: it goes to its new representative when it wakes.
             if matches!(state, TState::New | TState::Blocked | TState::Exited) {
@@ -136,25 +135,29 @@ impl ClusterScheduler {
             return;
         }
         let mut size = self.threads[t].object_len();
+        // Blocks are aligned runs of CPUs: the block is `start..start + size`
+        // and what it needs borrowed is `rep + 1..rep + size` (no set is built
+        // unless it fuses: this runs at every tick of such a thread).
         while size >= 2 {
-            let Some(block) = self.topo.block_of(rep, size) else { break };
-            let inside = self.threads[t].object.as_ref().is_some_and(|o| block.iter().all(|c| o.contains(c)));
-            if block.first() != Some(rep) || !inside {
+            let Some(start) = self.topo.block_start(rep, size) else { break };
+            let inside =
+                self.threads[t].object.as_ref().is_some_and(|o| (start..start + size).all(|c| o.contains(c)));
+            if start != rep || !inside {
                 break;
             }
-            let mut need = block.clone();
-            need.remove(rep);
-            if need == self.threads[t].fused {
+            let fused = &self.threads[t].fused;
+            let fused_len = fused.len();
+            if fused_len == size - 1 && (rep + 1..rep + size).all(|c| fused.contains(c)) {
                 return; // already fused at the best size we can get
             }
-            if need.len() < self.threads[t].fused.len() {
+            if size - 1 < fused_len {
                 return; // never shrink here; preemption does that
             }
-            if need.iter().all(|c| self.can_borrow(now, t, c)) {
-                if !self.threads[t].fused.is_empty() {
+            if (rep + 1..rep + size).all(|c| self.can_borrow(now, t, c)) {
+                if fused_len > 0 {
                     self.deactivate(now, t, out);
                 }
-                self.activate(now, t, block, out);
+                self.activate(now, t, CpuSet::range(start, start + size), out);
                 return;
             }
             size /= 2;
@@ -171,7 +174,7 @@ impl ClusterScheduler {
             if self.rqs[c].curr.is_some() {
                 self.put_prev(now, c, out);
             }
-            self.rqs[c].borrowed_by = Some(t);
+            self.set_borrowed(c, Some(t));
             self.mark(c);
         }
         let id = self.reconfig_id();
@@ -204,7 +207,7 @@ impl ClusterScheduler {
         self.mark(rep);
         for c in fused.iter() {
             debug_assert_eq!(self.rqs[c].borrowed_by, Some(t));
-            self.rqs[c].borrowed_by = None;
+            self.set_borrowed(c, None);
             self.mark(c);
             self.schedule(now, c, out);
         }

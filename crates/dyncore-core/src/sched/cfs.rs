@@ -25,7 +25,11 @@ impl ClusterScheduler {
         let th = &mut self.threads[t];
         let delta = now.saturating_sub(th.exec_start);
         if delta > 0 {
-            let dv = (delta as u128 * NICE_0_LOAD as u128 / th.load as u128) as u64;
+            // In u64 when the product fits (exactly the same quotient).
+            let dv = match delta.checked_mul(NICE_0_LOAD) {
+                Some(p) => p / th.load,
+                None => (delta as u128 * NICE_0_LOAD as u128 / th.load as u128) as u64,
+            };
             th.vruntime += dv;
             if !th.fused.is_empty() {
                 // Taxation: borrowed time is charged times the tax rate.
@@ -62,12 +66,14 @@ impl ClusterScheduler {
         let inserted = self.rqs[cpu].queue.insert((th.vruntime, t));
         debug_assert!(inserted, "thread {t} queued twice");
         self.queued_total += 1;
+        self.membership_changed(cpu, t, true);
     }
 
     pub(super) fn dequeue(&mut self, cpu: CpuId, t: ThreadId) {
         let removed = self.rqs[cpu].queue.remove(&(self.threads[t].vruntime, t));
         assert!(removed, "thread {t} not in queue {cpu}");
         self.queued_total -= 1;
+        self.membership_changed(cpu, t, false);
     }
 
     /// Puts the running thread back into its queue (splitting its object).
@@ -77,7 +83,7 @@ impl ClusterScheduler {
         if !self.threads[t].fused.is_empty() {
             self.deactivate(now, t, out);
         }
-        self.rqs[cpu].curr = None;
+        self.set_curr(cpu, None);
         self.enqueue(cpu, t);
         self.mark(cpu);
     }
@@ -93,7 +99,7 @@ impl ClusterScheduler {
             return;
         };
         self.dequeue(cpu, t);
-        self.rqs[cpu].curr = Some(t);
+        self.set_curr(cpu, Some(t));
         let th = &mut self.threads[t];
         th.state = TState::Running;
         th.exec_start = now;

@@ -64,6 +64,7 @@
 mod balance;
 mod borrow;
 mod cfs;
+mod index;
 mod tax;
 #[cfg(test)]
 mod tests;
@@ -175,6 +176,10 @@ pub struct ClusterScheduler {
     next_reconfig: u64,
     /// Fuses whose `Offline` has not finished: (its id, the fused thread).
     fusing: Vec<(ReconfigId, ThreadId)>,
+    /// Loads and native threads per CPU (`index.rs`).
+    index: index::RqIndex,
+    /// Some CPU has an SMT sibling.
+    smt: bool,
 }
 
 impl Policy for ClusterScheduler {
@@ -204,7 +209,6 @@ impl ClusterScheduler {
         let max_fuse = if cfg.chameleon { cfg.max_fuse.max(1) } else { 1 };
         let nms = (0..topo.nnodes()).map(|node| NodeManager::new(&topo, node, max_fuse)).collect();
         ClusterScheduler {
-            topo,
             cfg,
             threads: Vec::new(),
             rqs: vec![Rq::default(); n],
@@ -218,6 +222,9 @@ impl ClusterScheduler {
             duty: vec![None; n],
             next_reconfig: 0,
             fusing: Vec::new(),
+            index: index::RqIndex::new(&topo),
+            smt: (0..n).any(|c| topo.sibling(c).is_some()),
+            topo,
         }
     }
 
@@ -346,7 +353,7 @@ impl ClusterScheduler {
                 if !self.threads[t].fused.is_empty() {
                     self.deactivate(now, t, out);
                 }
-                self.rqs[cpu].curr = None;
+                self.set_curr(cpu, None);
                 self.mark(cpu);
             }
             TState::Queued => self.dequeue(cpu, t),
@@ -359,10 +366,11 @@ impl ClusterScheduler {
     /// next.
     fn give_back(&mut self, now: Nanos, t: ThreadId, cpu: CpuId, out: &mut Vec<Action>) {
         if let Some(node) = self.threads[t].node.take() {
-            self.threads[t].object = None;
-            let busy = self.native_busy();
-            let changes = self.nms[node].release(t, self.cfg.notify_on_exit, &busy);
-            self.refresh_in_objects();
+            if let Some(o) = &self.threads[t].object {
+                self.in_objects.remove_all(&o.cpus());
+            }
+            self.set_object(t, None);
+            let changes = self.nms[node].release(t, self.cfg.notify_on_exit, self.index.native_busy());
             self.apply(now, changes, out);
         }
         self.schedule(now, cpu, out);
@@ -515,6 +523,6 @@ impl ClusterScheduler {
                 self.in_objects
             ));
         }
-        Ok(())
+        self.check_index()
     }
 }
