@@ -250,8 +250,11 @@ impl Sim<'_> {
 
     /// Whether any component on `cpu` has work.
     pub(super) fn components_have_work(&mut self, cpu: usize) -> bool {
-        let comps = self.cpus[cpu].comps.clone();
-        comps.into_iter().any(|c| self.has_work(c))
+        // By index: `has_work` may arm an event, not move a component.
+        (0..self.cpus[cpu].comps.len()).any(|k| {
+            let c = self.cpus[cpu].comps[k];
+            self.has_work(c)
+        })
     }
 
     /// Whether `cpu`'s worker can run its components now; a parked worker

@@ -77,6 +77,7 @@ mod outcome;
 mod params;
 pub mod policy;
 pub mod predict;
+mod queue;
 pub mod run;
 mod sample;
 pub mod scale;

@@ -2,8 +2,7 @@
 //! running components' jobs, channels, the NIC, the receiver, sleep and
 //! wake-up.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use dyncore_core::Nanos;
 use dyncore_core::idle::Governor;
@@ -15,6 +14,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::beside::{Beside, Foreign, ForeignQueue, Worker};
 use super::idle::IdleTrack;
+use super::queue::{EventQueue, Lane};
 use super::writes::{Client, add_system_core};
 use super::{CpuSpec, LoadStep, NetParams, ms};
 
@@ -176,10 +176,15 @@ pub struct Sim<'a> {
     pub(super) comps: Vec<Comp>,
     /// Pipeline order of the components (indices into `comps`).
     pub(super) order: Vec<usize>,
+    /// Per component, the next one in `order` (towards the wire) and the
+    /// one before it (`None` at the ends).
+    pub(super) next_down: Vec<Option<usize>>,
+    pub(super) next_up: Vec<Option<usize>>,
+    /// When each load step begins, ns (`load[i].at_ms` in ns).
+    pub(super) load_ns: Vec<Nanos>,
     pub(super) tcp: usize,
     pub(super) syscall: Option<usize>,
-    pub(super) queue: BinaryHeap<Reverse<(Nanos, u64, Ev)>>,
-    pub(super) seq: u64,
+    pub(super) queue: EventQueue,
     pub(super) now: Nanos,
     pub(super) rng: ChaCha8Rng,
     // TCP and the application.
@@ -255,6 +260,11 @@ impl<'a> Sim<'a> {
         let net = input.net;
         let ncomp = comps.len();
         let ncpu = cpus.len();
+        let (mut next_down, mut next_up) = (vec![None; ncomp], vec![None; ncomp]);
+        for w in order.windows(2) {
+            next_down[w[0]] = Some(w[1]);
+            next_up[w[1]] = Some(w[0]);
+        }
         let mut sim = Sim {
             costs: input.costs,
             net,
@@ -267,10 +277,12 @@ impl<'a> Sim<'a> {
             cpus,
             comps,
             order,
+            next_down,
+            next_up,
+            load_ns: input.load.iter().map(|l| ms(l.at_ms)).collect(),
             tcp,
             syscall,
-            queue: BinaryHeap::new(),
-            seq: 0,
+            queue: EventQueue::default(),
             now: 0,
             rng: ChaCha8Rng::seed_from_u64(input.seed),
             inflight: 0,
@@ -299,12 +311,9 @@ impl<'a> Sim<'a> {
             waiting_writes: VecDeque::new(),
             chip_mhz,
         };
-        sim.push(sim.measure_from, Ev::Measure);
-        if let Some(first) = sim.load.first() {
-            sim.push(ms(first.at_ms), Ev::App);
-        }
-        for i in 1..sim.load.len() {
-            sim.push(ms(sim.load[i].at_ms), Ev::App);
+        sim.queue.push(sim.measure_from, Ev::Measure, Lane::Timer);
+        for i in 0..sim.load_ns.len() {
+            sim.queue.push(sim.load_ns[i], Ev::App, Lane::Timer);
         }
         sim.start_clients();
         for c in 0..sim.cpus.len() {
@@ -315,8 +324,12 @@ impl<'a> Sim<'a> {
 
     pub(super) fn push(&mut self, at: Nanos, ev: Ev) {
         debug_assert!(at >= self.now, "an event in the past");
-        self.seq += 1;
-        self.queue.push(Reverse((at, self.seq, ev)));
+        let lane = match ev {
+            Ev::DelAck(_) => Lane::DelAck,
+            Ev::AckIn(_) => Lane::AckIn,
+            _ => Lane::Soon,
+        };
+        self.queue.push(at, ev, lane);
     }
 
     /// Schedules `ev` `d` ns from now. An event too far ahead for virtual
@@ -328,11 +341,7 @@ impl<'a> Sim<'a> {
 
     /// Runs until `until` (virtual ns) or the end of the run.
     pub fn run_until(&mut self, until: Nanos) {
-        while let Some(&Reverse((t, _, _))) = self.queue.peek() {
-            if t > until {
-                break;
-            }
-            let Reverse((t, _, ev)) = self.queue.pop().expect("peeked");
+        while let Some((t, ev)) = self.queue.pop_until(until) {
             assert!(t >= self.now, "virtual time went backwards");
             self.now = t;
             self.events += 1;
@@ -384,7 +393,8 @@ impl<'a> Sim<'a> {
             Ev::App => {
                 self.app_pending = false;
                 self.refill_app();
-                let rate = self.load.iter().rev().find(|l| ms(l.at_ms) <= self.now).map(|l| l.gbps);
+                let now = self.now;
+                let rate = self.load_ns.iter().rposition(|&at| at <= now).map(|i| self.load[i].gbps);
                 if rate != self.app_rate_gbps {
                     self.app_rate_gbps = rate;
                     self.app_next = self.now.saturating_add(self.write_gap());
@@ -421,8 +431,7 @@ impl<'a> Sim<'a> {
 
     /// The next component towards the wire, or `None` for the NIC.
     fn down(&self, c: usize) -> Option<usize> {
-        let i = self.order.iter().position(|&o| o == c).expect("placed");
-        self.order.get(i + 1).copied()
+        self.next_down[c]
     }
 
     /// The next component towards TCP on the ACK path.
@@ -430,8 +439,7 @@ impl<'a> Sim<'a> {
         if c == self.tcp {
             return None;
         }
-        let i = self.order.iter().position(|&o| o == c).expect("placed");
-        Some(self.order[i - 1])
+        Some(self.next_up[c].expect("placed below TCP"))
     }
 
     /// Credits the application's data up to now under an offered load.

@@ -1,0 +1,162 @@
+//! The model's event queue: events come out in (time, sequence number)
+//! order, the sequence number counting pushes, exactly as from one binary
+//! heap of `(time, seq, event)` — so the model's results do not depend on
+//! how the queue keeps them.
+//!
+//! It keeps them in four **lanes**, each sorted by (time, seq), chosen by
+//! how the events arrive so that an event is put near the front or the
+//! back of its lane, never deep inside:
+//!
+//! * [`Lane::Soon`]: a CPU's next job end or wake-up, the NIC, a segment
+//!   reaching the receiver, the application's next write: few at a time
+//!   (about one per CPU), all near — kept in a `Vec` with the least at its
+//!   end, inserted by a scan from the end;
+//! * [`Lane::DelAck`]: the receiver's delayed-ACK timers, armed `delack_ns`
+//!   (a constant) after now, so each is pushed behind the last: appended;
+//! * [`Lane::AckIn`]: ACKs on their way back, `remote_ns` plus a seeded
+//!   jitter after now, so nearly in order: inserted by a scan from the back;
+//! * [`Lane::Timer`]: the run's fixed timers (the load steps and the start
+//!   of the measured time), pushed at the start.
+//!
+//! A lane is only a place: any event may go to any lane and the pops come
+//! out the same; a lane only costs more when its events come out of order.
+//!
+//! Invariants (asserted in debug builds): every lane is sorted by (time,
+//! seq) (`Soon` in reverse); a pop takes the least (time, seq) over the
+//! lanes' fronts, so the pops are in (time, seq) order whatever lane an
+//! event went to; sequence numbers are unique and increase with each push.
+
+use std::collections::VecDeque;
+
+use dyncore_core::Nanos;
+
+use super::sim::Ev;
+
+/// Where an event waits (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lane {
+    Soon,
+    DelAck,
+    AckIn,
+    Timer,
+}
+
+/// The lanes kept as deques (all but `Soon`).
+const DEQUES: usize = 3;
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    at: Nanos,
+    seq: u64,
+    ev: Ev,
+}
+
+impl Entry {
+    /// The order of the pops: time, then push order, as one `u128`.
+    fn key(&self) -> u128 {
+        (u128::from(self.at) << 64) | u128::from(self.seq)
+    }
+}
+
+/// The queue (module docs).
+#[derive(Debug, Default)]
+pub(super) struct EventQueue {
+    seq: u64,
+    /// Sorted by key, greatest first: the least is popped from the end.
+    soon: Vec<Entry>,
+    deques: [VecDeque<Entry>; DEQUES],
+}
+
+impl EventQueue {
+    /// Queues `ev` at `at` in `lane`.
+    #[inline]
+    pub(super) fn push(&mut self, at: Nanos, ev: Ev, lane: Lane) {
+        self.seq += 1;
+        let e = Entry { at, seq: self.seq, ev };
+        // `e` has the newest sequence number: it goes behind every entry
+        // not later than it.
+        let l = match lane {
+            Lane::Soon => {
+                let q = &mut self.soon;
+                let mut i = q.len();
+                while i > 0 && q[i - 1].at <= at {
+                    i -= 1;
+                }
+                debug_assert!(i == 0 || q[i - 1].key() > e.key(), "the soon lane out of order");
+                debug_assert!(q.get(i).is_none_or(|n| e.key() > n.key()), "the soon lane out of order");
+                return q.insert(i, e);
+            }
+            Lane::DelAck => 0,
+            Lane::AckIn => 1,
+            Lane::Timer => 2,
+        };
+        let q = &mut self.deques[l];
+        let mut i = q.len();
+        while i > 0 && q[i - 1].at > at {
+            i -= 1;
+        }
+        debug_assert!(i == 0 || q[i - 1].key() < e.key(), "a lane out of order");
+        debug_assert!(q.get(i).is_none_or(|n| e.key() < n.key()), "a lane out of order");
+        if i == q.len() {
+            q.push_back(e);
+        } else {
+            q.insert(i, e);
+        }
+    }
+
+    /// Takes the least event (module docs) if it is due by `until`.
+    #[inline]
+    pub(super) fn pop_until(&mut self, until: Nanos) -> Option<(Nanos, Ev)> {
+        let mut best = self.soon.last().map_or(u128::MAX, Entry::key);
+        let mut from = DEQUES;
+        for (l, q) in self.deques.iter().enumerate() {
+            let k = q.front().map_or(u128::MAX, Entry::key);
+            if k < best {
+                best = k;
+                from = l;
+            }
+        }
+        if best == u128::MAX || (best >> 64) as Nanos > until {
+            return None;
+        }
+        let e = if from == DEQUES { self.soon.pop() } else { self.deques[from].pop_front() };
+        e.map(|e| (e.at, e.ev))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whatever lanes the events go to, they come out as from one heap of
+    /// (time, seq).
+    #[test]
+    fn pops_in_time_then_push_order_across_lanes() {
+        let lanes = [Lane::Soon, Lane::DelAck, Lane::AckIn, Lane::Timer];
+        let mut q = EventQueue::default();
+        let mut reference = std::collections::BinaryHeap::new();
+        let mut seq = 0u64;
+        // A deterministic scramble of times with ties.
+        for i in 0..400u64 {
+            let at = (i * 7919) % 97;
+            let lane = lanes[(i * 31 % 4) as usize];
+            q.push(at, Ev::Remote(i as u32), lane);
+            seq += 1;
+            reference.push(std::cmp::Reverse((at, seq, i as u32)));
+        }
+        let mut got = Vec::new();
+        while let Some((at, Ev::Remote(i))) = q.pop_until(60) {
+            got.push((at, i));
+        }
+        let mut want = Vec::new();
+        while let Some(&std::cmp::Reverse((at, _, i))) = reference.peek() {
+            if at > 60 {
+                break;
+            }
+            reference.pop();
+            want.push((at, i));
+        }
+        assert_eq!(got, want);
+        assert!(q.pop_until(u64::MAX).is_some_and(|(at, _)| at > 60));
+    }
+}
