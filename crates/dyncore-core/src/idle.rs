@@ -129,8 +129,8 @@ impl IdleHistory {
             // (a governor picks a state at every idle entry of the model).
             let kept = || self.periods.iter().filter(move |&&v| v <= thresh).map(|&v| u128::from(v));
             let n = kept().count() as u128;
-            let avg = kept().sum::<u128>() / n;
-            let variance = kept().map(|v| v.abs_diff(avg).pow(2)).sum::<u128>() / n;
+            let avg = div(kept().sum::<u128>(), n);
+            let variance = div(kept().map(|v| v.abs_diff(avg).pow(2)).sum::<u128>(), n);
             // In ns²: 20 µs of standard deviation is 4e8 ns².
             let small = variance <= 400 * u128::from(US) * u128::from(US);
             if (avg * avg > 36 * variance && n * 4 >= INTERVALS as u128 * 3) || small {
@@ -141,6 +141,15 @@ impl IdleHistory {
             }
             thresh = kept().max().expect("a period") as Nanos - 1;
         }
+    }
+}
+
+/// `a / n`, in `u64` when `a` fits (one instruction, where `u128`'s is a
+/// library call).
+fn div(a: u128, n: u128) -> u128 {
+    match (u64::try_from(a), u64::try_from(n)) {
+        (Ok(a), Ok(n)) => u128::from(a / n),
+        _ => a / n,
     }
 }
 
