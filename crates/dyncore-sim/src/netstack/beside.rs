@@ -205,8 +205,10 @@ impl Sim<'_> {
     }
 
     /// Whether `cpu` has work beside the stack that can run now.
+    #[inline]
     pub(super) fn foreign_work(&self, cpu: usize) -> bool {
-        self.foreign[cpu].runnable(self.now).is_some()
+        let q = &self.foreign[cpu];
+        !q.jobs.is_empty() && q.runnable(self.now).is_some()
     }
 
     /// Whether `cpu`'s next job is work beside the stack: it has some, and

@@ -22,9 +22,10 @@
 //! out the same; a lane only costs more when its events come out of order.
 //!
 //! Invariants (asserted in debug builds): every lane is sorted by (time,
-//! seq) (`Soon` in reverse); a pop takes the least (time, seq) over the
-//! lanes' fronts, so the pops are in (time, seq) order whatever lane an
-//! event went to; sequence numbers are unique and increase with each push.
+//! seq) (`Soon` in reverse); the queue holds each lane's least key (its
+//! front's), and a pop takes the least of those, so the pops are in
+//! (time, seq) order whatever lane an event went to; sequence numbers are
+//! unique and increase with each push.
 
 use std::collections::VecDeque;
 
@@ -35,14 +36,13 @@ use super::sim::Ev;
 /// Where an event waits (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Lane {
-    Soon,
-    DelAck,
-    AckIn,
-    Timer,
+    Soon = 0,
+    DelAck = 1,
+    AckIn = 2,
+    Timer = 3,
 }
 
-/// The lanes kept as deques (all but `Soon`).
-const DEQUES: usize = 3;
+const LANES: usize = 4;
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -53,18 +53,32 @@ struct Entry {
 
 impl Entry {
     /// The order of the pops: time, then push order, as one `u128`.
+    #[inline]
     fn key(&self) -> u128 {
         (u128::from(self.at) << 64) | u128::from(self.seq)
     }
 }
 
+/// The key of no event: an empty lane's front.
+const NONE: u128 = u128::MAX;
+
 /// The queue (module docs).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct EventQueue {
     seq: u64,
-    /// Sorted by key, greatest first: the least is popped from the end.
+    /// Per lane, the key of its least entry ([`NONE`]: empty).
+    fronts: [u128; LANES],
+    /// [`Lane::Soon`], sorted by key, greatest first: the least is popped
+    /// from the end.
     soon: Vec<Entry>,
-    deques: [VecDeque<Entry>; DEQUES],
+    /// The other lanes (index `lane - 1`), least first.
+    deques: [VecDeque<Entry>; LANES - 1],
+}
+
+impl Default for EventQueue {
+    fn default() -> Self {
+        EventQueue { seq: 0, fronts: [NONE; LANES], soon: Vec::new(), deques: Default::default() }
+    }
 }
 
 impl EventQueue {
@@ -73,24 +87,23 @@ impl EventQueue {
     pub(super) fn push(&mut self, at: Nanos, ev: Ev, lane: Lane) {
         self.seq += 1;
         let e = Entry { at, seq: self.seq, ev };
+        let l = lane as usize;
+        if e.key() < self.fronts[l] {
+            self.fronts[l] = e.key();
+        }
         // `e` has the newest sequence number: it goes behind every entry
         // not later than it.
-        let l = match lane {
-            Lane::Soon => {
-                let q = &mut self.soon;
-                let mut i = q.len();
-                while i > 0 && q[i - 1].at <= at {
-                    i -= 1;
-                }
-                debug_assert!(i == 0 || q[i - 1].key() > e.key(), "the soon lane out of order");
-                debug_assert!(q.get(i).is_none_or(|n| e.key() > n.key()), "the soon lane out of order");
-                return q.insert(i, e);
+        if lane == Lane::Soon {
+            let q = &mut self.soon;
+            let mut i = q.len();
+            while i > 0 && q[i - 1].at <= at {
+                i -= 1;
             }
-            Lane::DelAck => 0,
-            Lane::AckIn => 1,
-            Lane::Timer => 2,
-        };
-        let q = &mut self.deques[l];
+            debug_assert!(i == 0 || q[i - 1].key() > e.key(), "the soon lane out of order");
+            debug_assert!(q.get(i).is_none_or(|n| e.key() > n.key()), "the soon lane out of order");
+            return q.insert(i, e);
+        }
+        let q = &mut self.deques[l - 1];
         let mut i = q.len();
         while i > 0 && q[i - 1].at > at {
             i -= 1;
@@ -107,20 +120,25 @@ impl EventQueue {
     /// Takes the least event (module docs) if it is due by `until`.
     #[inline]
     pub(super) fn pop_until(&mut self, until: Nanos) -> Option<(Nanos, Ev)> {
-        let mut best = self.soon.last().map_or(u128::MAX, Entry::key);
-        let mut from = DEQUES;
-        for (l, q) in self.deques.iter().enumerate() {
-            let k = q.front().map_or(u128::MAX, Entry::key);
-            if k < best {
-                best = k;
-                from = l;
-            }
-        }
-        if best == u128::MAX || (best >> 64) as Nanos > until {
+        let f = &self.fronts;
+        let (a, b) = (if f[1] < f[0] { 1 } else { 0 }, if f[3] < f[2] { 3 } else { 2 });
+        let l = if f[b] < f[a] { b } else { a };
+        let best = f[l];
+        if best == NONE || (best >> 64) as Nanos > until {
             return None;
         }
-        let e = if from == DEQUES { self.soon.pop() } else { self.deques[from].pop_front() };
-        e.map(|e| (e.at, e.ev))
+        let (e, next) = if l == 0 {
+            let e = self.soon.pop();
+            (e, self.soon.last().map_or(NONE, Entry::key))
+        } else {
+            let q = &mut self.deques[l - 1];
+            let e = q.pop_front();
+            (e, q.front().map_or(NONE, Entry::key))
+        };
+        self.fronts[l] = next;
+        let e = e.expect("a lane's front is one of its entries");
+        debug_assert_eq!(e.key(), best, "a lane's front key is its least entry's");
+        Some((e.at, e.ev))
     }
 }
 

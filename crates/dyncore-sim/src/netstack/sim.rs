@@ -1,6 +1,7 @@
 //! The event-driven engine of the model (module docs of `netstack`): CPUs
-//! running components' jobs, channels, the NIC, the receiver, sleep and
-//! wake-up.
+//! running components' jobs, channels, sleep and wake-up; the application
+//! and the wire (NIC, receiver) are in [`super::traffic`], the event queue
+//! in [`super::queue`].
 
 use std::collections::VecDeque;
 
@@ -9,14 +10,14 @@ use dyncore_core::idle::Governor;
 use dyncore_core::placement::ComponentKind;
 use dyncore_core::power::{SpeedStep, SpeedTable};
 use dyncore_core::profile::StackCosts;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::beside::{Beside, Foreign, ForeignQueue, Worker};
 use super::idle::IdleTrack;
 use super::queue::{EventQueue, Lane};
 use super::writes::{Client, add_system_core};
-use super::{CpuSpec, LoadStep, NetParams, ms};
+use super::{CpuSpec, LoadStep, NetParams, ms, round_ns};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Msg {
@@ -195,6 +196,8 @@ pub struct Sim<'a> {
     /// Bytes written through the syscall server waiting for TCP.
     pub(super) sock_bytes: u64,
     pub(super) app_rate_gbps: Option<f64>,
+    /// The mean gap between its writes at that rate, ns (`mss × 8 / rate`).
+    pub(super) app_mean_ns: f64,
     /// When the application's next write of a segment comes (`Nanos::MAX`:
     /// none).
     pub(super) app_next: Nanos,
@@ -290,6 +293,7 @@ impl<'a> Sim<'a> {
             app_bytes: 0,
             sock_bytes: 0,
             app_rate_gbps: None,
+            app_mean_ns: 0.0,
             app_next: Nanos::MAX,
             app_pending: false,
             nic: VecDeque::new(),
@@ -397,6 +401,7 @@ impl<'a> Sim<'a> {
                 let rate = self.load_ns.iter().rposition(|&at| at <= now).map(|i| self.load[i].gbps);
                 if rate != self.app_rate_gbps {
                     self.app_rate_gbps = rate;
+                    self.app_mean_ns = rate.map_or(0.0, |g| f64::from(self.net.mss) * 8.0 / g);
                     self.app_next = self.now.saturating_add(self.write_gap());
                 }
                 let first = self.first_comp();
@@ -440,50 +445,6 @@ impl<'a> Sim<'a> {
             return None;
         }
         Some(self.next_up[c].expect("placed below TCP"))
-    }
-
-    /// Credits the application's data up to now under an offered load.
-    /// Under an offered load the application writes one segment at a time,
-    /// the writes a Poisson process at the offered rate (seeded: each seed
-    /// draws its own arrivals). Credits the writes up to now; keeps at most
-    /// one window of backlog (the application blocks).
-    fn refill_app(&mut self) {
-        let mss = u64::from(self.net.mss);
-        while self.app_next <= self.now {
-            self.app_bytes = (self.app_bytes + mss).min(self.window);
-            self.app_next = self.app_next.saturating_add(self.write_gap());
-        }
-    }
-
-    /// The time to the application's next write: exponential with the mean
-    /// of one segment at the offered rate (`Nanos::MAX` without a load).
-    fn write_gap(&mut self) -> Nanos {
-        match self.app_rate_gbps {
-            Some(g) if g > 0.0 => {
-                let mean = f64::from(self.net.mss) * 8.0 / g;
-                let u: f64 = self.rng.random::<f64>();
-                ((-(1.0 - u).ln() * mean).round() as Nanos).max(1)
-            }
-            _ => Nanos::MAX,
-        }
-    }
-
-    /// Whether the application has a segment's worth of data now; if not,
-    /// arms the event at which it will.
-    fn app_has(&mut self) -> bool {
-        let mss = u64::from(self.net.mss);
-        if self.app_rate_gbps.is_none() {
-            return !self.app_modelled() || self.app_ready_for_segment();
-        }
-        self.refill_app();
-        if self.app_bytes >= mss {
-            return true;
-        }
-        if self.app_next != Nanos::MAX && !self.app_pending {
-            self.app_pending = true;
-            self.push(self.app_next, Ev::App);
-        }
-        false
     }
 
     pub(super) fn has_work(&mut self, c: usize) -> bool {
@@ -591,10 +552,14 @@ impl<'a> Sim<'a> {
             return;
         }
         // Stay with the current component for up to `batch` jobs.
+        let turn = self.cpus[cpu].turn;
+        debug_assert!(turn < n, "a CPU's turn is one of its components");
+        let spent = self.cpus[cpu].in_turn >= self.net.batch.max(1);
         let mut pick = None;
         for k in 0..n {
-            let i = (self.cpus[cpu].turn + k) % n;
-            if k == 0 && self.cpus[cpu].in_turn >= self.net.batch.max(1) {
+            // (turn + k) % n, without a division.
+            let i = if turn + k >= n { turn + k - n } else { turn + k };
+            if k == 0 && spent {
                 continue;
             }
             let c = self.cpus[cpu].comps[i];
@@ -603,9 +568,9 @@ impl<'a> Sim<'a> {
                 break;
             }
         }
-        if pick.is_none() && self.cpus[cpu].in_turn >= self.net.batch.max(1) {
+        if pick.is_none() && spent {
             // Only the component whose turn ended has work: it goes on.
-            let i = self.cpus[cpu].turn % n;
+            let i = turn;
             let c = self.cpus[cpu].comps[i];
             if self.has_work(c) {
                 pick = Some((i, c));
@@ -616,7 +581,7 @@ impl<'a> Sim<'a> {
             return;
         };
         self.stop_polling(cpu);
-        if i != self.cpus[cpu].turn % n || self.cpus[cpu].in_turn >= self.net.batch.max(1) {
+        if i != turn || spent {
             self.cpus[cpu].turn = i;
             self.cpus[cpu].in_turn = 0;
         }
@@ -633,7 +598,7 @@ impl<'a> Sim<'a> {
         }
         // The copy's memory time runs at the memory's pace, not the clock's
         // (P-states); a throttled core stops for all of it alike (T-states).
-        let ns = ((ns + memory_ns / self.cpus[cpu].step.duty()).round() as Nanos).max(1);
+        let ns = round_ns(ns + memory_ns / self.cpus[cpu].step.duty()).max(1);
         let cpu_ref = &mut self.cpus[cpu];
         cpu_ref.state = CpuState::Busy;
         cpu_ref.job = Some(Job::Msg { comp: c, msg });
@@ -764,43 +729,5 @@ impl<'a> Sim<'a> {
         if self.cpus[cpu].state == CpuState::Idle {
             self.dispatch(cpu);
         }
-    }
-
-    fn nic_next(&mut self) {
-        if self.nic_busy {
-            return;
-        }
-        if let Some(&b) = self.nic.front() {
-            let bits = f64::from(b + self.net.frame_overhead) * 8.0;
-            let ns = (bits / self.net.link_gbps).round() as Nanos;
-            self.nic_busy = true;
-            self.push_after(ns.max(1), Ev::NicDone);
-        }
-    }
-
-    pub(super) fn remote(&mut self, bytes: u32) {
-        self.unacked_segs += 1;
-        self.unacked_bytes += bytes;
-        if self.unacked_segs >= self.net.ack_every.max(1) {
-            self.send_ack();
-        } else {
-            self.delack_gen += 1;
-            let g = self.delack_gen;
-            self.push_after(self.net.delack_ns, Ev::DelAck(g));
-        }
-    }
-
-    fn send_ack(&mut self) {
-        let b = self.unacked_bytes;
-        self.unacked_segs = 0;
-        self.unacked_bytes = 0;
-        self.delack_gen += 1;
-        let jitter = if self.net.remote_jitter_ns > 0 {
-            let u: f64 = self.rng.random::<f64>();
-            (-(1.0 - u).ln() * self.net.remote_jitter_ns as f64) as Nanos
-        } else {
-            0
-        };
-        self.push_after(self.net.remote_ns.saturating_add(jitter), Ev::AckIn(b));
     }
 }
