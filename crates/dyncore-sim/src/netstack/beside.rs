@@ -261,18 +261,24 @@ impl Sim<'_> {
 
     /// Whether `cpu`'s worker can run its components now; a parked worker
     /// whose components have work starts waking (module docs).
+    #[inline]
     pub(super) fn wake_worker_for_work(&mut self, cpu: usize) -> bool {
         match self.cpus[cpu].worker {
             Worker::Running => true,
             Worker::Waking => false,
             Worker::Parked => {
-                if self.components_have_work(cpu) {
-                    self.cpus[cpu].worker = Worker::Waking;
-                    self.cpus[cpu].wakeups += 1;
-                    self.push_after(self.costs.wakeup_ns.round() as Nanos, Ev::WorkerAwake(cpu));
-                }
+                self.wake_parked_worker(cpu);
                 false
             }
+        }
+    }
+
+    /// A parked worker whose components have work starts waking.
+    fn wake_parked_worker(&mut self, cpu: usize) {
+        if self.components_have_work(cpu) {
+            self.cpus[cpu].worker = Worker::Waking;
+            self.cpus[cpu].wakeups += 1;
+            self.push_after(self.costs.wakeup_ns.round() as Nanos, Ev::WorkerAwake(cpu));
         }
     }
 

@@ -73,6 +73,7 @@ mod beside;
 pub mod calibrate;
 pub mod claims;
 pub mod idle;
+mod jobtime;
 mod outcome;
 mod params;
 pub mod policy;

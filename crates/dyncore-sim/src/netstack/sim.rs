@@ -15,9 +15,10 @@ use rand_chacha::ChaCha8Rng;
 
 use super::beside::{Beside, Foreign, ForeignQueue, Worker};
 use super::idle::IdleTrack;
+use super::jobtime::JobTimes;
 use super::queue::{EventQueue, Lane};
 use super::writes::{Client, add_system_core};
-use super::{CpuSpec, LoadStep, NetParams, ms, round_ns};
+use super::{CpuSpec, LoadStep, NetParams, ms};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Msg {
@@ -186,6 +187,8 @@ pub struct Sim<'a> {
     pub(super) tcp: usize,
     pub(super) syscall: Option<usize>,
     pub(super) queue: EventQueue,
+    /// Job times computed so far (see [`super::jobtime`]).
+    pub(super) job_times: JobTimes,
     pub(super) now: Nanos,
     pub(super) rng: ChaCha8Rng,
     // TCP and the application.
@@ -286,6 +289,7 @@ impl<'a> Sim<'a> {
             tcp,
             syscall,
             queue: EventQueue::default(),
+            job_times: JobTimes::new(net.smt_factor),
             now: 0,
             rng: ChaCha8Rng::seed_from_u64(input.seed),
             inflight: 0,
@@ -592,13 +596,8 @@ impl<'a> Sim<'a> {
             cycles += self.net.turn_cycles;
             self.cpus[cpu].last_comp = Some(c);
         }
-        let mut ns = cycles * 1000.0 / f64::from(self.cpus[cpu].step.mhz);
-        if self.cpus[cpu].sibling.is_some_and(|s| self.cpus[s].state == CpuState::Busy) {
-            ns *= self.net.smt_factor;
-        }
-        // The copy's memory time runs at the memory's pace, not the clock's
-        // (P-states); a throttled core stops for all of it alike (T-states).
-        let ns = round_ns(ns + memory_ns / self.cpus[cpu].step.duty()).max(1);
+        let smt = self.cpus[cpu].sibling.is_some_and(|s| self.cpus[s].state == CpuState::Busy);
+        let ns = self.job_times.get(cycles, memory_ns, self.cpus[cpu].step, smt);
         let cpu_ref = &mut self.cpus[cpu];
         cpu_ref.state = CpuState::Busy;
         cpu_ref.job = Some(Job::Msg { comp: c, msg });
