@@ -123,33 +123,49 @@ impl IdleHistory {
         if self.seen < INTERVALS {
             return None;
         }
-        let mut thresh = Nanos::MAX;
-        loop {
-            // The periods kept are those at most `thresh`: no copy of them
-            // (a governor picks a state at every idle entry of the model).
-            let kept = || self.periods.iter().filter(move |&&v| v <= thresh).map(|&v| u128::from(v));
-            let n = kept().count() as u128;
-            let avg = div(kept().sum::<u128>(), n);
-            let variance = div(kept().map(|v| v.abs_diff(avg).pow(2)).sum::<u128>(), n);
-            // In ns²: 20 µs of standard deviation is 4e8 ns².
-            let small = variance <= 400 * u128::from(US) * u128::from(US);
-            if (avg * avg > 36 * variance && n * 4 >= INTERVALS as u128 * 3) || small {
-                return Some(avg as Nanos);
-            }
-            if n * 4 <= INTERVALS as u128 * 3 {
-                return None;
-            }
-            thresh = kept().max().expect("a period") as Nanos - 1;
+        // Below 2^29 ns (half a second) a period's square, and the sum of
+        // eight, fit in `u64`: the same figures as in `u128`, without its
+        // library-call divisions (a governor picks a state at every idle
+        // entry of the NewtOS model).
+        if self.periods.iter().all(|&v| v < 1 << 29) {
+            typical_in::<u64>(&self.periods)
+        } else {
+            typical_in::<u128>(&self.periods)
         }
     }
 }
 
-/// `a / n`, in `u64` when `a` fits (one instruction, where `u128`'s is a
-/// library call).
-fn div(a: u128, n: u128) -> u128 {
-    match (u64::try_from(a), u64::try_from(n)) {
-        (Ok(a), Ok(n)) => u128::from(a / n),
-        _ => a / n,
+/// [`IdleHistory::typical`] of eight periods, computed in `T`, which must
+/// hold the sum of their squares.
+fn typical_in<T>(periods: &[Nanos; INTERVALS]) -> Option<Nanos>
+where
+    T: Copy
+        + Ord
+        + From<u64>
+        + TryInto<u64>
+        + std::ops::Add<Output = T>
+        + std::ops::Sub<Output = T>
+        + std::ops::Mul<Output = T>
+        + std::ops::Div<Output = T>,
+{
+    let to_nanos = |v: T| v.try_into().ok().expect("at most the longest period");
+    let mut thresh = Nanos::MAX;
+    loop {
+        // The periods kept are those at most `thresh`: no copy of them.
+        let kept = || periods.iter().filter(move |&&v| v <= thresh).map(|&v| T::from(v));
+        let n = kept().count() as u64;
+        let avg = kept().fold(T::from(0), |a, v| a + v) / T::from(n);
+        let square = |v: T| if v > avg { (v - avg) * (v - avg) } else { (avg - v) * (avg - v) };
+        let variance = kept().fold(T::from(0), |a, v| a + square(v)) / T::from(n);
+        // In ns²: 20 µs of standard deviation is 4e8 ns².
+        let small = variance <= T::from(400 * US * US);
+        if (avg * avg > T::from(36) * variance && n * 4 >= INTERVALS as u64 * 3) || small {
+            return Some(to_nanos(avg));
+        }
+        if n * 4 <= INTERVALS as u64 * 3 {
+            return None;
+        }
+        thresh = to_nanos(kept().max().expect("a period")) - 1;
     }
 }
 
@@ -282,7 +298,9 @@ mod tests {
         let mut typical = 0;
         for i in 0..20_000u64 {
             x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            let scale = [1, 10, 1_000, 100_000, 10_000_000][(i / 7 % 5) as usize];
+            // The last two scales reach past 2^29 ns (`typical`'s u128 path).
+            let scale =
+                [1, 10, 1_000, 100_000, 10_000_000, 100_000_000, 1_000_000_000_000][(i / 7 % 7) as usize];
             h.push((x >> 33) % scale * US / 100);
             assert_eq!(h.typical(), typical_reference(&h), "{h:?}");
             typical += usize::from(h.typical().is_some());
