@@ -123,49 +123,61 @@ impl IdleHistory {
         if self.seen < INTERVALS {
             return None;
         }
-        // Below 2^29 ns (half a second) a period's square, and the sum of
-        // eight, fit in `u64`: the same figures as in `u128`, without its
-        // library-call divisions (a governor picks a state at every idle
-        // entry of the NewtOS model).
+        // Below 2^29 ns (half a second) every sum below fits in `u64`
+        // (a governor picks a state at every idle entry of the NewtOS
+        // model, so this is kept quick).
         if self.periods.iter().all(|&v| v < 1 << 29) {
-            typical_in::<u64>(&self.periods)
+            typical_short(&self.periods)
         } else {
-            typical_in::<u128>(&self.periods)
+            typical_long(&self.periods)
         }
     }
 }
 
-/// [`IdleHistory::typical`] of eight periods, computed in `T`, which must
-/// hold the sum of their squares.
-fn typical_in<T>(periods: &[Nanos; INTERVALS]) -> Option<Nanos>
-where
-    T: Copy
-        + Ord
-        + From<u64>
-        + TryInto<u64>
-        + std::ops::Add<Output = T>
-        + std::ops::Sub<Output = T>
-        + std::ops::Mul<Output = T>
-        + std::ops::Div<Output = T>,
-{
-    let to_nanos = |v: T| v.try_into().ok().expect("at most the longest period");
+/// [`IdleHistory::typical`] of periods under 2^29 ns, in `u64`, one pass
+/// over them per try. The variance is `(Σv² + n·avg² − 2·avg·Σv) / n`, the
+/// same integer as `Σ(v − avg)² / n` (the identity holds for any integer
+/// `avg`); no term reaches 2^63: `Σv²` and `n·avg²` are under 2^61 each,
+/// `2·avg·Σv` under 2^62.
+fn typical_short(periods: &[Nanos; INTERVALS]) -> Option<Nanos> {
     let mut thresh = Nanos::MAX;
     loop {
-        // The periods kept are those at most `thresh`: no copy of them.
-        let kept = || periods.iter().filter(move |&&v| v <= thresh).map(|&v| T::from(v));
-        let n = kept().count() as u64;
-        let avg = kept().fold(T::from(0), |a, v| a + v) / T::from(n);
-        let square = |v: T| if v > avg { (v - avg) * (v - avg) } else { (avg - v) * (avg - v) };
-        let variance = kept().fold(T::from(0), |a, v| a + square(v)) / T::from(n);
+        let (mut n, mut sum, mut squares, mut max) = (0, 0, 0, 0);
+        for &v in periods.iter().filter(|&&v| v <= thresh) {
+            (n, sum, squares, max) = (n + 1, sum + v, squares + v * v, max.max(v));
+        }
+        let avg = sum / n;
+        let variance = (squares + n * avg * avg - 2 * avg * sum) / n;
         // In ns²: 20 µs of standard deviation is 4e8 ns².
-        let small = variance <= T::from(400 * US * US);
-        if (avg * avg > T::from(36) * variance && n * 4 >= INTERVALS as u64 * 3) || small {
-            return Some(to_nanos(avg));
+        let small = variance <= 400 * US * US;
+        if (avg * avg > 36 * variance && n * 4 >= INTERVALS as u64 * 3) || small {
+            return Some(avg);
         }
         if n * 4 <= INTERVALS as u64 * 3 {
             return None;
         }
-        thresh = to_nanos(kept().max().expect("a period")) - 1;
+        thresh = max - 1;
+    }
+}
+
+/// [`IdleHistory::typical`] of any periods, in `u128`.
+fn typical_long(periods: &[Nanos; INTERVALS]) -> Option<Nanos> {
+    let mut thresh = Nanos::MAX;
+    loop {
+        // The periods kept are those at most `thresh`: no copy of them.
+        let kept = || periods.iter().filter(move |&&v| v <= thresh).map(|&v| u128::from(v));
+        let n = kept().count() as u128;
+        let avg = kept().sum::<u128>() / n;
+        let variance = kept().map(|v| v.abs_diff(avg).pow(2)).sum::<u128>() / n;
+        // In ns²: 20 µs of standard deviation is 4e8 ns².
+        let small = variance <= 400 * u128::from(US) * u128::from(US);
+        if (avg * avg > 36 * variance && n * 4 >= INTERVALS as u128 * 3) || small {
+            return Some(avg as Nanos);
+        }
+        if n * 4 <= INTERVALS as u128 * 3 {
+            return None;
+        }
+        thresh = kept().max().expect("a period") as Nanos - 1;
     }
 }
 
