@@ -36,48 +36,38 @@ pub(super) fn job_ns(cycles: f64, memory_ns: f64, step: SpeedStep, smt: Option<f
 /// Entries of the table: a power of two.
 const SLOTS: usize = 32;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Key {
-    cycles: u64,
-    memory: u64,
-    mhz: u32,
-    duty_eighths: u8,
-    smt: bool,
-}
+/// An entry's inputs: the cycles' and the memory time's bits, and the
+/// step and SMT packed with a mark of a filled entry (bit 63).
+type Key = [u64; 3];
 
 /// Remembered job times (module docs).
 #[derive(Debug, Clone)]
 pub(super) struct JobTimes {
     smt_factor: f64,
-    slots: [Option<(Key, Nanos)>; SLOTS],
+    slots: [(Key, Nanos); SLOTS],
 }
 
 impl JobTimes {
     /// An empty table for a run whose SMT factor is `smt_factor`.
     pub(super) fn new(smt_factor: f64) -> JobTimes {
-        JobTimes { smt_factor, slots: [None; SLOTS] }
+        // No filled entry's key is all zeros (bit 63 of its third word).
+        JobTimes { smt_factor, slots: [([0; 3], 0); SLOTS] }
     }
 
     /// [`job_ns`] of these inputs (module docs).
     #[inline]
     pub(super) fn get(&mut self, cycles: f64, memory_ns: f64, step: SpeedStep, smt: bool) -> Nanos {
-        let key = Key {
-            cycles: cycles.to_bits(),
-            memory: memory_ns.to_bits(),
-            mhz: step.mhz,
-            duty_eighths: step.duty_eighths,
-            smt,
-        };
-        let h = key.cycles ^ key.memory.rotate_left(17) ^ u64::from(key.mhz).rotate_left(40) ^ u64::from(smt);
-        let slot = (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 59) as usize % SLOTS;
-        match self.slots[slot] {
-            Some((k, ns)) if k == key => ns,
-            _ => {
-                let ns = job_ns(cycles, memory_ns, step, smt.then_some(self.smt_factor));
-                self.slots[slot] = Some((key, ns));
-                ns
-            }
+        let packed =
+            1 << 63 | u64::from(smt) << 40 | u64::from(step.duty_eighths) << 32 | u64::from(step.mhz);
+        let key = [cycles.to_bits(), memory_ns.to_bits(), packed];
+        let slot =
+            ((key[0] ^ key[1] ^ u64::from(step.mhz)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 59) as usize;
+        let (k, ns) = &mut self.slots[slot % SLOTS];
+        if *k != key {
+            *k = key;
+            *ns = job_ns(cycles, memory_ns, step, smt.then_some(self.smt_factor));
         }
+        *ns
     }
 }
 

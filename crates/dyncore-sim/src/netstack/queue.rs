@@ -23,9 +23,11 @@
 //!
 //! Invariants (asserted in debug builds): every lane is sorted by (time,
 //! seq) (`Soon` in reverse); the queue holds each lane's least key (its
-//! front's), and a pop takes the least of those, so the pops are in
-//! (time, seq) order whatever lane an event went to; sequence numbers are
-//! unique and increase with each push.
+//! front's) and the least of the lanes other than `Soon`'s, and a pop
+//! takes the least of those, so the pops are in (time, seq) order whatever
+//! lane an event went to; sequence numbers are unique and increase with
+//! each push. (Most events are `Soon`'s: a pop compares its front with the
+//! others' least, and only a pop from another lane looks at the three.)
 
 use std::collections::VecDeque;
 
@@ -68,6 +70,8 @@ pub(super) struct EventQueue {
     seq: u64,
     /// Per lane, the key of its least entry ([`NONE`]: empty).
     fronts: [u128; LANES],
+    /// The least of `fronts[1..]`.
+    later: u128,
     /// [`Lane::Soon`], sorted by key, greatest first: the least is popped
     /// from the end.
     soon: Vec<Entry>,
@@ -77,7 +81,13 @@ pub(super) struct EventQueue {
 
 impl Default for EventQueue {
     fn default() -> Self {
-        EventQueue { seq: 0, fronts: [NONE; LANES], soon: Vec::new(), deques: Default::default() }
+        EventQueue {
+            seq: 0,
+            fronts: [NONE; LANES],
+            later: NONE,
+            soon: Vec::new(),
+            deques: Default::default(),
+        }
     }
 }
 
@@ -94,15 +104,19 @@ impl EventQueue {
         // `e` has the newest sequence number: it goes behind every entry
         // not later than it.
         if lane == Lane::Soon {
+            // Moved into place by swaps: the lane is short, and a swap is
+            // cheaper than `insert`'s call to `memmove`.
             let q = &mut self.soon;
-            let mut i = q.len();
+            q.push(e);
+            let mut i = q.len() - 1;
             while i > 0 && q[i - 1].at <= at {
+                q.swap(i - 1, i);
                 i -= 1;
             }
             debug_assert!(i == 0 || q[i - 1].key() > e.key(), "the soon lane out of order");
-            debug_assert!(q.get(i).is_none_or(|n| e.key() > n.key()), "the soon lane out of order");
-            return q.insert(i, e);
+            return;
         }
+        self.later = self.later.min(e.key());
         let q = &mut self.deques[l - 1];
         let mut i = q.len();
         while i > 0 && q[i - 1].at > at {
@@ -120,23 +134,35 @@ impl EventQueue {
     /// Takes the least event (module docs) if it is due by `until`.
     #[inline]
     pub(super) fn pop_until(&mut self, until: Nanos) -> Option<(Nanos, Ev)> {
-        let f = &self.fronts;
-        let (a, b) = (if f[1] < f[0] { 1 } else { 0 }, if f[3] < f[2] { 3 } else { 2 });
-        let l = if f[b] < f[a] { b } else { a };
-        let best = f[l];
+        debug_assert_eq!(self.later, self.fronts[1..].iter().copied().min().unwrap_or(NONE));
+        let soon = self.fronts[0];
+        if soon < self.later {
+            // Not NONE: less than another key.
+            if (soon >> 64) as Nanos > until {
+                return None;
+            }
+            let e = self.soon.pop().expect("a lane's front is one of its entries");
+            self.fronts[0] = self.soon.last().map_or(NONE, Entry::key);
+            debug_assert_eq!(e.key(), soon, "a lane's front key is its least entry's");
+            return Some((e.at, e.ev));
+        }
+        let best = self.later;
         if best == NONE || (best >> 64) as Nanos > until {
             return None;
         }
-        let (e, next) = if l == 0 {
-            let e = self.soon.pop();
-            (e, self.soon.last().map_or(NONE, Entry::key))
+        // Keys are unique: the lane whose front it is.
+        let f = &mut self.fronts;
+        let l = if f[1] == best {
+            1
+        } else if f[2] == best {
+            2
         } else {
-            let q = &mut self.deques[l - 1];
-            let e = q.pop_front();
-            (e, q.front().map_or(NONE, Entry::key))
+            3
         };
-        self.fronts[l] = next;
-        let e = e.expect("a lane's front is one of its entries");
+        let q = &mut self.deques[l - 1];
+        let e = q.pop_front().expect("a lane's front is one of its entries");
+        f[l] = q.front().map_or(NONE, Entry::key);
+        self.later = f[1].min(f[2]).min(f[3]);
         debug_assert_eq!(e.key(), best, "a lane's front key is its least entry's");
         Some((e.at, e.ev))
     }

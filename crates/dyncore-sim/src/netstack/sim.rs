@@ -451,10 +451,21 @@ impl<'a> Sim<'a> {
         Some(self.next_up[c].expect("placed below TCP"))
     }
 
+    /// Whether component `c` has a job to run now: a message, or (TCP, the
+    /// syscall server) its own work; may arm the application's next write.
+    #[inline(always)]
     pub(super) fn has_work(&mut self, c: usize) -> bool {
         if !self.comps[c].queue.is_empty() {
             return true;
         }
+        if c != self.tcp && Some(c) != self.syscall {
+            return false;
+        }
+        self.has_own_work(c)
+    }
+
+    /// TCP's or the syscall server's work besides its queue.
+    fn has_own_work(&mut self, c: usize) -> bool {
         let mss = u64::from(self.net.mss);
         if self.writes_on() {
             return c == self.tcp && self.tcp_has_write_work();
@@ -488,7 +499,9 @@ impl<'a> Sim<'a> {
     pub(super) fn kick(&mut self, cpu: usize) {
         match self.cpus[cpu].state {
             CpuState::Busy => {
-                self.wake_worker_for_work(cpu);
+                if self.cpus[cpu].worker != Worker::Running {
+                    self.wake_worker_for_work(cpu);
+                }
             }
             CpuState::Waking => {}
             CpuState::Idle => self.dispatch(cpu),
@@ -551,7 +564,8 @@ impl<'a> Sim<'a> {
             return;
         }
         let n = self.cpus[cpu].comps.len();
-        if n == 0 || !self.wake_worker_for_work(cpu) {
+        // A running worker can run its components (`wake_worker_for_work`).
+        if n == 0 || (self.cpus[cpu].worker != Worker::Running && !self.wake_worker_for_work(cpu)) {
             self.idle(cpu);
             return;
         }
@@ -585,23 +599,25 @@ impl<'a> Sim<'a> {
             return;
         };
         self.stop_polling(cpu);
-        if i != turn || spent {
-            self.cpus[cpu].turn = i;
-            self.cpus[cpu].in_turn = 0;
-        }
-        self.cpus[cpu].in_turn += 1;
         self.foreign[cpu].last = false;
         let (msg, mut cycles, memory_ns) = self.take_job(c);
-        if self.cpus[cpu].last_comp != Some(c) {
-            cycles += self.net.turn_cycles;
-            self.cpus[cpu].last_comp = Some(c);
+        let (now, turn_cycles) = (self.now, self.net.turn_cycles);
+        let sibling = self.cpus[cpu].sibling;
+        let smt = sibling.is_some_and(|s| self.cpus[s].state == CpuState::Busy);
+        let p = &mut self.cpus[cpu];
+        if i != turn || spent {
+            p.turn = i;
+            p.in_turn = 0;
         }
-        let smt = self.cpus[cpu].sibling.is_some_and(|s| self.cpus[s].state == CpuState::Busy);
-        let ns = self.job_times.get(cycles, memory_ns, self.cpus[cpu].step, smt);
-        let cpu_ref = &mut self.cpus[cpu];
-        cpu_ref.state = CpuState::Busy;
-        cpu_ref.job = Some(Job::Msg { comp: c, msg });
-        cpu_ref.busy_since = self.now;
+        p.in_turn += 1;
+        if p.last_comp != Some(c) {
+            cycles += turn_cycles;
+            p.last_comp = Some(c);
+        }
+        p.state = CpuState::Busy;
+        p.job = Some(Job::Msg { comp: c, msg });
+        p.busy_since = now;
+        let ns = self.job_times.get(cycles, memory_ns, p.step, smt);
         self.push_after(ns, Ev::JobDone(cpu));
     }
 
@@ -680,17 +696,19 @@ impl<'a> Sim<'a> {
             }
             None => unreachable!("a job ends only on a busy CPU"),
         };
-        let ran = self.now - self.cpus[cpu].busy_since;
-        if self.now > self.measure_from {
-            let since = self.cpus[cpu].busy_since.max(self.measure_from);
-            let d = self.now - since;
-            self.cpus[cpu].busy_ns += d;
-            self.comps[c].busy_ns += d;
-            self.comps[c].msgs += 1;
+        let (now, from) = (self.now, self.measure_from);
+        let p = &mut self.cpus[cpu];
+        let ran = now - p.busy_since;
+        p.state = CpuState::Idle;
+        if now > from {
+            let d = now - p.busy_since.max(from);
+            p.busy_ns += d;
+            let comp = &mut self.comps[c];
+            comp.busy_ns += d;
+            comp.msgs += 1;
         }
         self.sample_busy[c] += ran;
         self.sample_cpu_busy[cpu] += ran;
-        self.cpus[cpu].state = CpuState::Idle;
         match msg {
             Some(Msg::Data(b)) => match self.down(c) {
                 Some(d) => self.enqueue(d, Msg::Data(b)),
