@@ -63,7 +63,9 @@ impl JobTimes {
         let slot =
             ((key[0] ^ key[1] ^ u64::from(step.mhz)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 59) as usize;
         let (k, ns) = &mut self.slots[slot % SLOTS];
-        if *k != key {
+        // Word by word, with `||`: comparing the whole arrays read the key
+        // back from the stack just after it was written there, a stall.
+        if k[0] != key[0] || k[1] != key[1] || k[2] != key[2] {
             *k = key;
             *ns = job_ns(cycles, memory_ns, step, smt.then_some(self.smt_factor));
         }
