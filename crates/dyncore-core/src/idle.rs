@@ -123,23 +123,61 @@ impl IdleHistory {
         if self.seen < INTERVALS {
             return None;
         }
-        let mut thresh = Nanos::MAX;
-        loop {
-            let kept: Vec<u128> =
-                self.periods.iter().filter(|&&v| v <= thresh).map(|&v| u128::from(v)).collect();
-            let n = kept.len() as u128;
-            let avg = kept.iter().sum::<u128>() / n;
-            let variance = kept.iter().map(|&v| v.abs_diff(avg).pow(2)).sum::<u128>() / n;
-            // In ns²: 20 µs of standard deviation is 4e8 ns².
-            let small = variance <= 400 * u128::from(US) * u128::from(US);
-            if (avg * avg > 36 * variance && n * 4 >= INTERVALS as u128 * 3) || small {
-                return Some(avg as Nanos);
-            }
-            if n * 4 <= INTERVALS as u128 * 3 {
-                return None;
-            }
-            thresh = kept.iter().copied().max().expect("a period") as Nanos - 1;
+        // Below 2^29 ns (half a second) every sum below fits in `u64`
+        // (a governor picks a state at every idle entry of the NewtOS
+        // model, so this is kept quick).
+        if self.periods.iter().all(|&v| v < 1 << 29) {
+            typical_short(&self.periods)
+        } else {
+            typical_long(&self.periods)
         }
+    }
+}
+
+/// [`IdleHistory::typical`] of periods under 2^29 ns, in `u64`, one pass
+/// over them per try. The variance is `(Σv² + n·avg² − 2·avg·Σv) / n`, the
+/// same integer as `Σ(v − avg)² / n` (the identity holds for any integer
+/// `avg`); no term reaches 2^63: `Σv²` and `n·avg²` are under 2^61 each,
+/// `2·avg·Σv` under 2^62.
+fn typical_short(periods: &[Nanos; INTERVALS]) -> Option<Nanos> {
+    let mut thresh = Nanos::MAX;
+    loop {
+        let (mut n, mut sum, mut squares, mut max) = (0, 0, 0, 0);
+        for &v in periods.iter().filter(|&&v| v <= thresh) {
+            (n, sum, squares, max) = (n + 1, sum + v, squares + v * v, max.max(v));
+        }
+        let avg = sum / n;
+        let variance = (squares + n * avg * avg - 2 * avg * sum) / n;
+        // In ns²: 20 µs of standard deviation is 4e8 ns².
+        let small = variance <= 400 * US * US;
+        if (avg * avg > 36 * variance && n * 4 >= INTERVALS as u64 * 3) || small {
+            return Some(avg);
+        }
+        if n * 4 <= INTERVALS as u64 * 3 {
+            return None;
+        }
+        thresh = max - 1;
+    }
+}
+
+/// [`IdleHistory::typical`] of any periods, in `u128`.
+fn typical_long(periods: &[Nanos; INTERVALS]) -> Option<Nanos> {
+    let mut thresh = Nanos::MAX;
+    loop {
+        // The periods kept are those at most `thresh`: no copy of them.
+        let kept = || periods.iter().filter(move |&&v| v <= thresh).map(|&v| u128::from(v));
+        let n = kept().count() as u128;
+        let avg = kept().sum::<u128>() / n;
+        let variance = kept().map(|v| v.abs_diff(avg).pow(2)).sum::<u128>() / n;
+        // In ns²: 20 µs of standard deviation is 4e8 ns².
+        let small = variance <= 400 * u128::from(US) * u128::from(US);
+        if (avg * avg > 36 * variance && n * 4 >= INTERVALS as u128 * 3) || small {
+            return Some(avg as Nanos);
+        }
+        if n * 4 <= INTERVALS as u128 * 3 {
+            return None;
+        }
+        thresh = kept().max().expect("a period") as Nanos - 1;
     }
 }
 
@@ -237,6 +275,49 @@ mod tests {
         assert_eq!(Menu.select(&h, &NEHALEM), 2, "average {} ns", h.average());
         // Fewer than eight periods: no prediction yet.
         assert_eq!(history(&[10; 7]).typical(), None);
+    }
+
+    /// `typical` as first written (the kept periods copied), against which
+    /// the copy-free one is checked.
+    fn typical_reference(h: &IdleHistory) -> Option<Nanos> {
+        if h.seen < INTERVALS {
+            return None;
+        }
+        let mut thresh = Nanos::MAX;
+        loop {
+            let kept: Vec<u128> =
+                h.periods.iter().filter(|&&v| v <= thresh).map(|&v| u128::from(v)).collect();
+            let n = kept.len() as u128;
+            let avg = kept.iter().sum::<u128>() / n;
+            let variance = kept.iter().map(|&v| v.abs_diff(avg).pow(2)).sum::<u128>() / n;
+            let small = variance <= 400 * u128::from(US) * u128::from(US);
+            if (avg * avg > 36 * variance && n * 4 >= INTERVALS as u128 * 3) || small {
+                return Some(avg as Nanos);
+            }
+            if n * 4 <= INTERVALS as u128 * 3 {
+                return None;
+            }
+            thresh = *kept.iter().max().expect("a period") as Nanos - 1;
+        }
+    }
+
+    #[test]
+    fn the_typical_interval_is_the_reference_ones() {
+        // Histories of every spread, from a fixed linear congruential
+        // sequence: short, long, repeated and outlying periods.
+        let mut x: u64 = 1;
+        let mut h = IdleHistory::default();
+        let mut typical = 0;
+        for i in 0..20_000u64 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            // The last two scales reach past 2^29 ns (`typical`'s u128 path).
+            let scale =
+                [1, 10, 1_000, 100_000, 10_000_000, 100_000_000, 1_000_000_000_000][(i / 7 % 7) as usize];
+            h.push((x >> 33) % scale * US / 100);
+            assert_eq!(h.typical(), typical_reference(&h), "{h:?}");
+            typical += usize::from(h.typical().is_some());
+        }
+        assert!(typical > 1_000, "{typical} typical intervals");
     }
 
     #[test]

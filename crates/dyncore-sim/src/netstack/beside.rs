@@ -205,8 +205,10 @@ impl Sim<'_> {
     }
 
     /// Whether `cpu` has work beside the stack that can run now.
+    #[inline]
     pub(super) fn foreign_work(&self, cpu: usize) -> bool {
-        self.foreign[cpu].runnable(self.now).is_some()
+        let q = &self.foreign[cpu];
+        !q.jobs.is_empty() && q.runnable(self.now).is_some()
     }
 
     /// Whether `cpu`'s next job is work beside the stack: it has some, and
@@ -250,24 +252,33 @@ impl Sim<'_> {
 
     /// Whether any component on `cpu` has work.
     pub(super) fn components_have_work(&mut self, cpu: usize) -> bool {
-        let comps = self.cpus[cpu].comps.clone();
-        comps.into_iter().any(|c| self.has_work(c))
+        // By index: `has_work` may arm an event, not move a component.
+        (0..self.cpus[cpu].comps.len()).any(|k| {
+            let c = self.cpus[cpu].comps[k];
+            self.has_work(c)
+        })
     }
 
     /// Whether `cpu`'s worker can run its components now; a parked worker
     /// whose components have work starts waking (module docs).
+    #[inline]
     pub(super) fn wake_worker_for_work(&mut self, cpu: usize) -> bool {
         match self.cpus[cpu].worker {
             Worker::Running => true,
             Worker::Waking => false,
             Worker::Parked => {
-                if self.components_have_work(cpu) {
-                    self.cpus[cpu].worker = Worker::Waking;
-                    self.cpus[cpu].wakeups += 1;
-                    self.push_after(self.costs.wakeup_ns.round() as Nanos, Ev::WorkerAwake(cpu));
-                }
+                self.wake_parked_worker(cpu);
                 false
             }
+        }
+    }
+
+    /// A parked worker whose components have work starts waking.
+    fn wake_parked_worker(&mut self, cpu: usize) {
+        if self.components_have_work(cpu) {
+            self.cpus[cpu].worker = Worker::Waking;
+            self.cpus[cpu].wakeups += 1;
+            self.push_after(self.costs.wakeup_ns.round() as Nanos, Ev::WorkerAwake(cpu));
         }
     }
 

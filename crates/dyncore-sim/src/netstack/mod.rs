@@ -73,15 +73,18 @@ mod beside;
 pub mod calibrate;
 pub mod claims;
 pub mod idle;
+mod jobtime;
 mod outcome;
 mod params;
 pub mod policy;
 pub mod predict;
+mod queue;
 pub mod run;
 mod sample;
 pub mod scale;
 pub mod scenario;
 mod sim;
+mod traffic;
 pub mod writes;
 
 pub use beside::Beside;
@@ -90,7 +93,24 @@ pub use params::{CpuSpec, LoadStep, NetParams};
 pub use sim::{RunInput, Sim};
 
 fn ms(v: f64) -> Nanos {
-    (v * 1e6).round() as Nanos
+    round_ns(v * 1e6)
+}
+
+/// `x.round() as Nanos` (to the nearest, halves away from zero; negative
+/// and NaN to 0, beyond `Nanos::MAX` to it), bit for bit, without
+/// `f64::round`, which without SSE4.1 is a library call of some forty
+/// instructions: the model rounds at every job.
+#[inline]
+fn round_ns(x: f64) -> Nanos {
+    // Below 2^62 through `i64`, whose conversions are one instruction each
+    // (`u64`'s are several); exact: `whole` is `x` truncated, and the
+    // fraction is representable in `x`'s own precision.
+    if (0.0..4.611_686_018_427_388e18).contains(&x) {
+        let whole = x as i64;
+        let up = x - whole as f64 >= 0.5;
+        return (whole + i64::from(up)) as Nanos;
+    }
+    x.round() as Nanos
 }
 
 /// Runs a fixed layout to the end and returns its outcome.

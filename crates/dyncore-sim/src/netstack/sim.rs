@@ -1,20 +1,22 @@
 //! The event-driven engine of the model (module docs of `netstack`): CPUs
-//! running components' jobs, channels, the NIC, the receiver, sleep and
-//! wake-up.
+//! running components' jobs, channels, sleep and wake-up; the application
+//! and the wire (NIC, receiver) are in [`super::traffic`], the event queue
+//! in [`super::queue`].
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use dyncore_core::Nanos;
 use dyncore_core::idle::Governor;
 use dyncore_core::placement::ComponentKind;
 use dyncore_core::power::{SpeedStep, SpeedTable};
 use dyncore_core::profile::StackCosts;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::beside::{Beside, Foreign, ForeignQueue, Worker};
 use super::idle::IdleTrack;
+use super::jobtime::JobTimes;
+use super::queue::{EventQueue, Lane};
 use super::writes::{Client, add_system_core};
 use super::{CpuSpec, LoadStep, NetParams, ms};
 
@@ -176,10 +178,17 @@ pub struct Sim<'a> {
     pub(super) comps: Vec<Comp>,
     /// Pipeline order of the components (indices into `comps`).
     pub(super) order: Vec<usize>,
+    /// Per component, the next one in `order` (towards the wire) and the
+    /// one before it (`None` at the ends).
+    pub(super) next_down: Vec<Option<usize>>,
+    pub(super) next_up: Vec<Option<usize>>,
+    /// When each load step begins, ns (`load[i].at_ms` in ns).
+    pub(super) load_ns: Vec<Nanos>,
     pub(super) tcp: usize,
     pub(super) syscall: Option<usize>,
-    pub(super) queue: BinaryHeap<Reverse<(Nanos, u64, Ev)>>,
-    pub(super) seq: u64,
+    pub(super) queue: EventQueue,
+    /// Job times computed so far (see [`super::jobtime`]).
+    pub(super) job_times: JobTimes,
     pub(super) now: Nanos,
     pub(super) rng: ChaCha8Rng,
     // TCP and the application.
@@ -190,6 +199,8 @@ pub struct Sim<'a> {
     /// Bytes written through the syscall server waiting for TCP.
     pub(super) sock_bytes: u64,
     pub(super) app_rate_gbps: Option<f64>,
+    /// The mean gap between its writes at that rate, ns (`mss × 8 / rate`).
+    pub(super) app_mean_ns: f64,
     /// When the application's next write of a segment comes (`Nanos::MAX`:
     /// none).
     pub(super) app_next: Nanos,
@@ -255,6 +266,11 @@ impl<'a> Sim<'a> {
         let net = input.net;
         let ncomp = comps.len();
         let ncpu = cpus.len();
+        let (mut next_down, mut next_up) = (vec![None; ncomp], vec![None; ncomp]);
+        for w in order.windows(2) {
+            next_down[w[0]] = Some(w[1]);
+            next_up[w[1]] = Some(w[0]);
+        }
         let mut sim = Sim {
             costs: input.costs,
             net,
@@ -267,10 +283,13 @@ impl<'a> Sim<'a> {
             cpus,
             comps,
             order,
+            next_down,
+            next_up,
+            load_ns: input.load.iter().map(|l| ms(l.at_ms)).collect(),
             tcp,
             syscall,
-            queue: BinaryHeap::new(),
-            seq: 0,
+            queue: EventQueue::default(),
+            job_times: JobTimes::new(net.smt_factor),
             now: 0,
             rng: ChaCha8Rng::seed_from_u64(input.seed),
             inflight: 0,
@@ -278,6 +297,7 @@ impl<'a> Sim<'a> {
             app_bytes: 0,
             sock_bytes: 0,
             app_rate_gbps: None,
+            app_mean_ns: 0.0,
             app_next: Nanos::MAX,
             app_pending: false,
             nic: VecDeque::new(),
@@ -299,12 +319,9 @@ impl<'a> Sim<'a> {
             waiting_writes: VecDeque::new(),
             chip_mhz,
         };
-        sim.push(sim.measure_from, Ev::Measure);
-        if let Some(first) = sim.load.first() {
-            sim.push(ms(first.at_ms), Ev::App);
-        }
-        for i in 1..sim.load.len() {
-            sim.push(ms(sim.load[i].at_ms), Ev::App);
+        sim.queue.push(sim.measure_from, Ev::Measure, Lane::Timer);
+        for i in 0..sim.load_ns.len() {
+            sim.queue.push(sim.load_ns[i], Ev::App, Lane::Timer);
         }
         sim.start_clients();
         for c in 0..sim.cpus.len() {
@@ -315,8 +332,12 @@ impl<'a> Sim<'a> {
 
     pub(super) fn push(&mut self, at: Nanos, ev: Ev) {
         debug_assert!(at >= self.now, "an event in the past");
-        self.seq += 1;
-        self.queue.push(Reverse((at, self.seq, ev)));
+        let lane = match ev {
+            Ev::DelAck(_) => Lane::DelAck,
+            Ev::AckIn(_) => Lane::AckIn,
+            _ => Lane::Soon,
+        };
+        self.queue.push(at, ev, lane);
     }
 
     /// Schedules `ev` `d` ns from now. An event too far ahead for virtual
@@ -328,11 +349,7 @@ impl<'a> Sim<'a> {
 
     /// Runs until `until` (virtual ns) or the end of the run.
     pub fn run_until(&mut self, until: Nanos) {
-        while let Some(&Reverse((t, _, _))) = self.queue.peek() {
-            if t > until {
-                break;
-            }
-            let Reverse((t, _, ev)) = self.queue.pop().expect("peeked");
+        while let Some((t, ev)) = self.queue.pop_until(until) {
             assert!(t >= self.now, "virtual time went backwards");
             self.now = t;
             self.events += 1;
@@ -384,9 +401,11 @@ impl<'a> Sim<'a> {
             Ev::App => {
                 self.app_pending = false;
                 self.refill_app();
-                let rate = self.load.iter().rev().find(|l| ms(l.at_ms) <= self.now).map(|l| l.gbps);
+                let now = self.now;
+                let rate = self.load_ns.iter().rposition(|&at| at <= now).map(|i| self.load[i].gbps);
                 if rate != self.app_rate_gbps {
                     self.app_rate_gbps = rate;
+                    self.app_mean_ns = rate.map_or(0.0, |g| f64::from(self.net.mss) * 8.0 / g);
                     self.app_next = self.now.saturating_add(self.write_gap());
                 }
                 let first = self.first_comp();
@@ -421,8 +440,7 @@ impl<'a> Sim<'a> {
 
     /// The next component towards the wire, or `None` for the NIC.
     fn down(&self, c: usize) -> Option<usize> {
-        let i = self.order.iter().position(|&o| o == c).expect("placed");
-        self.order.get(i + 1).copied()
+        self.next_down[c]
     }
 
     /// The next component towards TCP on the ACK path.
@@ -430,58 +448,24 @@ impl<'a> Sim<'a> {
         if c == self.tcp {
             return None;
         }
-        let i = self.order.iter().position(|&o| o == c).expect("placed");
-        Some(self.order[i - 1])
+        Some(self.next_up[c].expect("placed below TCP"))
     }
 
-    /// Credits the application's data up to now under an offered load.
-    /// Under an offered load the application writes one segment at a time,
-    /// the writes a Poisson process at the offered rate (seeded: each seed
-    /// draws its own arrivals). Credits the writes up to now; keeps at most
-    /// one window of backlog (the application blocks).
-    fn refill_app(&mut self) {
-        let mss = u64::from(self.net.mss);
-        while self.app_next <= self.now {
-            self.app_bytes = (self.app_bytes + mss).min(self.window);
-            self.app_next = self.app_next.saturating_add(self.write_gap());
-        }
-    }
-
-    /// The time to the application's next write: exponential with the mean
-    /// of one segment at the offered rate (`Nanos::MAX` without a load).
-    fn write_gap(&mut self) -> Nanos {
-        match self.app_rate_gbps {
-            Some(g) if g > 0.0 => {
-                let mean = f64::from(self.net.mss) * 8.0 / g;
-                let u: f64 = self.rng.random::<f64>();
-                ((-(1.0 - u).ln() * mean).round() as Nanos).max(1)
-            }
-            _ => Nanos::MAX,
-        }
-    }
-
-    /// Whether the application has a segment's worth of data now; if not,
-    /// arms the event at which it will.
-    fn app_has(&mut self) -> bool {
-        let mss = u64::from(self.net.mss);
-        if self.app_rate_gbps.is_none() {
-            return !self.app_modelled() || self.app_ready_for_segment();
-        }
-        self.refill_app();
-        if self.app_bytes >= mss {
-            return true;
-        }
-        if self.app_next != Nanos::MAX && !self.app_pending {
-            self.app_pending = true;
-            self.push(self.app_next, Ev::App);
-        }
-        false
-    }
-
+    /// Whether component `c` has a job to run now: a message, or (TCP, the
+    /// syscall server) its own work; may arm the application's next write.
+    #[inline(always)]
     pub(super) fn has_work(&mut self, c: usize) -> bool {
         if !self.comps[c].queue.is_empty() {
             return true;
         }
+        if c != self.tcp && Some(c) != self.syscall {
+            return false;
+        }
+        self.has_own_work(c)
+    }
+
+    /// TCP's or the syscall server's work besides its queue.
+    fn has_own_work(&mut self, c: usize) -> bool {
         let mss = u64::from(self.net.mss);
         if self.writes_on() {
             return c == self.tcp && self.tcp_has_write_work();
@@ -515,7 +499,9 @@ impl<'a> Sim<'a> {
     pub(super) fn kick(&mut self, cpu: usize) {
         match self.cpus[cpu].state {
             CpuState::Busy => {
-                self.wake_worker_for_work(cpu);
+                if self.cpus[cpu].worker != Worker::Running {
+                    self.wake_worker_for_work(cpu);
+                }
             }
             CpuState::Waking => {}
             CpuState::Idle => self.dispatch(cpu),
@@ -578,15 +564,20 @@ impl<'a> Sim<'a> {
             return;
         }
         let n = self.cpus[cpu].comps.len();
-        if n == 0 || !self.wake_worker_for_work(cpu) {
+        // A running worker can run its components (`wake_worker_for_work`).
+        if n == 0 || (self.cpus[cpu].worker != Worker::Running && !self.wake_worker_for_work(cpu)) {
             self.idle(cpu);
             return;
         }
         // Stay with the current component for up to `batch` jobs.
+        let turn = self.cpus[cpu].turn;
+        debug_assert!(turn < n, "a CPU's turn is one of its components");
+        let spent = self.cpus[cpu].in_turn >= self.net.batch.max(1);
         let mut pick = None;
         for k in 0..n {
-            let i = (self.cpus[cpu].turn + k) % n;
-            if k == 0 && self.cpus[cpu].in_turn >= self.net.batch.max(1) {
+            // (turn + k) % n, without a division.
+            let i = if turn + k >= n { turn + k - n } else { turn + k };
+            if k == 0 && spent {
                 continue;
             }
             let c = self.cpus[cpu].comps[i];
@@ -595,9 +586,9 @@ impl<'a> Sim<'a> {
                 break;
             }
         }
-        if pick.is_none() && self.cpus[cpu].in_turn >= self.net.batch.max(1) {
+        if pick.is_none() && spent {
             // Only the component whose turn ended has work: it goes on.
-            let i = self.cpus[cpu].turn % n;
+            let i = turn;
             let c = self.cpus[cpu].comps[i];
             if self.has_work(c) {
                 pick = Some((i, c));
@@ -608,28 +599,25 @@ impl<'a> Sim<'a> {
             return;
         };
         self.stop_polling(cpu);
-        if i != self.cpus[cpu].turn % n || self.cpus[cpu].in_turn >= self.net.batch.max(1) {
-            self.cpus[cpu].turn = i;
-            self.cpus[cpu].in_turn = 0;
-        }
-        self.cpus[cpu].in_turn += 1;
         self.foreign[cpu].last = false;
         let (msg, mut cycles, memory_ns) = self.take_job(c);
-        if self.cpus[cpu].last_comp != Some(c) {
-            cycles += self.net.turn_cycles;
-            self.cpus[cpu].last_comp = Some(c);
+        let (now, turn_cycles) = (self.now, self.net.turn_cycles);
+        let sibling = self.cpus[cpu].sibling;
+        let smt = sibling.is_some_and(|s| self.cpus[s].state == CpuState::Busy);
+        let p = &mut self.cpus[cpu];
+        if i != turn || spent {
+            p.turn = i;
+            p.in_turn = 0;
         }
-        let mut ns = cycles * 1000.0 / f64::from(self.cpus[cpu].step.mhz);
-        if self.cpus[cpu].sibling.is_some_and(|s| self.cpus[s].state == CpuState::Busy) {
-            ns *= self.net.smt_factor;
+        p.in_turn += 1;
+        if p.last_comp != Some(c) {
+            cycles += turn_cycles;
+            p.last_comp = Some(c);
         }
-        // The copy's memory time runs at the memory's pace, not the clock's
-        // (P-states); a throttled core stops for all of it alike (T-states).
-        let ns = ((ns + memory_ns / self.cpus[cpu].step.duty()).round() as Nanos).max(1);
-        let cpu_ref = &mut self.cpus[cpu];
-        cpu_ref.state = CpuState::Busy;
-        cpu_ref.job = Some(Job::Msg { comp: c, msg });
-        cpu_ref.busy_since = self.now;
+        p.state = CpuState::Busy;
+        p.job = Some(Job::Msg { comp: c, msg });
+        p.busy_since = now;
+        let ns = self.job_times.get(cycles, memory_ns, p.step, smt);
         self.push_after(ns, Ev::JobDone(cpu));
     }
 
@@ -708,17 +696,19 @@ impl<'a> Sim<'a> {
             }
             None => unreachable!("a job ends only on a busy CPU"),
         };
-        let ran = self.now - self.cpus[cpu].busy_since;
-        if self.now > self.measure_from {
-            let since = self.cpus[cpu].busy_since.max(self.measure_from);
-            let d = self.now - since;
-            self.cpus[cpu].busy_ns += d;
-            self.comps[c].busy_ns += d;
-            self.comps[c].msgs += 1;
+        let (now, from) = (self.now, self.measure_from);
+        let p = &mut self.cpus[cpu];
+        let ran = now - p.busy_since;
+        p.state = CpuState::Idle;
+        if now > from {
+            let d = now - p.busy_since.max(from);
+            p.busy_ns += d;
+            let comp = &mut self.comps[c];
+            comp.busy_ns += d;
+            comp.msgs += 1;
         }
         self.sample_busy[c] += ran;
         self.sample_cpu_busy[cpu] += ran;
-        self.cpus[cpu].state = CpuState::Idle;
         match msg {
             Some(Msg::Data(b)) => match self.down(c) {
                 Some(d) => self.enqueue(d, Msg::Data(b)),
@@ -756,43 +746,5 @@ impl<'a> Sim<'a> {
         if self.cpus[cpu].state == CpuState::Idle {
             self.dispatch(cpu);
         }
-    }
-
-    fn nic_next(&mut self) {
-        if self.nic_busy {
-            return;
-        }
-        if let Some(&b) = self.nic.front() {
-            let bits = f64::from(b + self.net.frame_overhead) * 8.0;
-            let ns = (bits / self.net.link_gbps).round() as Nanos;
-            self.nic_busy = true;
-            self.push_after(ns.max(1), Ev::NicDone);
-        }
-    }
-
-    pub(super) fn remote(&mut self, bytes: u32) {
-        self.unacked_segs += 1;
-        self.unacked_bytes += bytes;
-        if self.unacked_segs >= self.net.ack_every.max(1) {
-            self.send_ack();
-        } else {
-            self.delack_gen += 1;
-            let g = self.delack_gen;
-            self.push_after(self.net.delack_ns, Ev::DelAck(g));
-        }
-    }
-
-    fn send_ack(&mut self) {
-        let b = self.unacked_bytes;
-        self.unacked_segs = 0;
-        self.unacked_bytes = 0;
-        self.delack_gen += 1;
-        let jitter = if self.net.remote_jitter_ns > 0 {
-            let u: f64 = self.rng.random::<f64>();
-            (-(1.0 - u).ln() * self.net.remote_jitter_ns as f64) as Nanos
-        } else {
-            0
-        };
-        self.push_after(self.net.remote_ns.saturating_add(jitter), Ev::AckIn(b));
     }
 }

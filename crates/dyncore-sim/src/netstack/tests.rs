@@ -546,3 +546,44 @@ fn table_2s_point_checks_fail_on_a_flat_curve() {
     let near = with_curve([("2267", 8641.0 * 1.01), ("1867", 8152.0 * 0.99), ("1600", 7840.0 * 1.01)]);
     assert_eq!(near, [crate::claims::Verdict::Failed; 3], "1% off");
 }
+
+/// `round_ns` is `f64::round` then `as Nanos`, bit for bit: halves, the
+/// largest values below a half, the ends of the range, and a sweep.
+#[test]
+fn round_ns_is_round_then_cast() {
+    let mut xs = vec![
+        0.0,
+        -0.0,
+        0.5,
+        1.5,
+        2.5,
+        0.49999999999999994,
+        -0.5,
+        -0.7,
+        -3.2,
+        4503599627370495.5,
+        4503599627370496.0,
+        9007199254740993.0,
+        1.8446744073709552e19,
+        1.844_674_407_370_955e19,
+        9.3e18,
+        1e300,
+        f64::MAX,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        f64::MIN_POSITIVE,
+    ];
+    let mut x = 1e-3;
+    while x < 1e20 {
+        for d in [-1.0, -0.5, 0.0, 0.5, 1.0] {
+            xs.push(x + d);
+            xs.push(f64::from_bits((x + d).to_bits().wrapping_add(1)));
+            xs.push(f64::from_bits((x + d).to_bits().wrapping_sub(1)));
+        }
+        x *= 1.37;
+    }
+    for x in xs {
+        assert_eq!(round_ns(x), x.round() as dyncore_core::Nanos, "{x:e}");
+    }
+}
