@@ -13,7 +13,7 @@
 //! bitrate of the rounds with its spread, CPU time per GB (both threads'
 //! CPU clocks), cycles per byte at the clock `/proc/cpuinfo` states, and
 //! joules per GB from the power model (modelled: this machine has no RAPL).
-//! * **B2–B5** ([`split`]): the split stack on runtime CPUs, placed by the
+//! * **B2–B5** (`split`): the split stack on runtime CPUs, placed by the
 //!   placement policy through the live controller, sending to a monolithic
 //!   receiver: B2 spread over the two CPUs, B3 consolidated on one, B4
 //!   `dynamic` under a load step (idle, a stream, idle) beside the same step
@@ -22,7 +22,7 @@
 //! The four goals of issue 10 are ratios of figures from the same run.
 //!
 //! The report also measures the design choice for packets larger than a
-//! ring item ([`transport`]): buffer indices in the ring against the frame
+//! ring item (`transport`): buffer indices in the ring against the frame
 //! chunked into cache-line items.
 //!
 //! Writes `<out>/bench-stack/{report.md, results.json}`.
@@ -70,7 +70,7 @@ pub struct Args {
     /// CPU of the receiving threads; default: the next allowed CPU.
     #[arg(long)]
     pub receiver_cpu: Option<CpuId>,
-    /// Write the split stack's measured costs (cycles per packet and per byte per component, channel cost, wake-up cost) into this machine profile's [stack] section; the file must exist (`dyncore bench reconfig --write-profile` makes it).
+    /// Write the split stack's measured costs (cycles per packet and per byte per component, channel cost, wake-up cost) into this machine profile's `[stack]` section; the file must exist (`dyncore bench reconfig --write-profile` makes it).
     #[arg(long)]
     pub write_profile: Option<std::path::PathBuf>,
     /// Milliseconds of idle before and after B4's stream.

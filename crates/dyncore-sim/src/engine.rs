@@ -12,7 +12,7 @@
 //!   progress rate. A thread with no task left exits (the policy's
 //!   `Exit`). Whenever the rate may have changed the completion is
 //!   re-planned, and the old plan comes out as `Superseded`, which does
-//!   nothing but counts as an event ([`crate::queue`]).
+//!   nothing but counts as an event (`queue`).
 //! * `StallEnd(cpu)` — a CPU finished reconfiguring.
 //! * `ReconfigDone(id, took)` — the reconfiguration `id` finished: the
 //!   policy's `ReconfigDone`.
@@ -37,7 +37,7 @@
 //! actions through [`dyncore_scenario::record`], the code the live backend
 //! uses too; the engine adds what is its own (IPIs, events processed).
 //!
-//! The queue ([`crate::queue`]) is ordered by (time, sequence number), so
+//! The queue (`queue`) is ordered by (time, sequence number), so
 //! equal-time events run in the order they were scheduled. Randomness comes from ChaCha
 //! generators seeded from the scenario seed and the run index: IPI targets
 //! and gaps from the run's, each program's task lengths from its own

@@ -25,7 +25,7 @@
 //!
 //! The work is done by library crates this one re-exports:
 //! `dyncore-run` ([`runner`], [`exec`]), `dyncore-sweep` ([`sweep`]) and
-//! `dyncore-bench` ([`bench`]); and below them [`core`] (policies and
+//! `dyncore-bench` ([`bench`](mod@bench)); and below them [`core`] (policies and
 //! mechanisms), [`scenario`] (scenario files, the workload plan, the run
 //! record), [`sim`] (the simulator), [`live`] (the live backend),
 //! [`report`]. This crate is only the command line.

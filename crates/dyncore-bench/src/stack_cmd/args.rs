@@ -1,5 +1,8 @@
 //! `dyncore stack`'s arguments: what they mean, how they parse, and the
 //! checks that refuse bad input (exit status 2) before anything starts.
+// The arguments' doc comments are their `--help` text, in the command
+// line's notation (`efficient[:GBPS]`, `update=COMP[@VERSION]`), not links.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 use std::time::Duration;
 
