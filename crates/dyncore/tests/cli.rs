@@ -211,10 +211,24 @@ fn bench_sim_quick_writes_a_report_with_goals() {
         assert!(r["events_per_s"].as_f64().unwrap() > 0.0, "{r}");
     }
     let goals = j["goals"].as_array().unwrap();
-    assert_eq!(goals.len(), 3, "events/s, whole run, NewtOS packets/s: {goals:?}");
-    assert!(goals[2]["measured"].as_str().unwrap().contains("packets"), "{:?}", goals[2]);
+    let names: Vec<&str> = goals.iter().map(|g| g["goal"].as_str().unwrap()).collect();
+    // Events/s; each Chameleon row of the dynamic machine against the
+    // queue floor (24 CPUs, and 256 with --quick); the whole run; the
+    // NewtOS model; the two sweep engines against --jobs 1.
+    assert_eq!(goals.len(), 7, "{names:#?}");
+    assert_eq!(names.iter().filter(|n| n.contains("event-queue floor")).count(), 2, "{names:#?}");
+    let newtos = goals.iter().find(|g| g["goal"].as_str().unwrap().contains("NewtOS")).unwrap();
+    assert!(newtos["measured"].as_str().unwrap().contains("packets"), "{newtos:?}");
+    assert_eq!(names.iter().filter(|n| n.contains("parallel efficiency")).count(), 2, "{names:#?}");
+    // The sweep row ran the command both ways (8 points with --quick),
+    // whether or not a Python with Dask was there.
+    assert_eq!(j["sweep"]["points"], 8, "{}", j["sweep"]);
+    for e in j["sweep"]["engines"].as_array().unwrap().iter().take(2) {
+        assert_eq!(e["wall_ns_by_round"].as_array().unwrap().len(), 2, "{e}");
+    }
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("PASS") || md.contains("MISS"), "{md}");
+    assert!(md.contains("## Sweep throughput"), "{md}");
     assert!(dir.join("plot.png").exists() && dir.join("plot.svg").exists());
 }
 
