@@ -60,8 +60,8 @@ pub struct RunArgs {
 ///
 /// ```no_run
 /// # fn main() -> anyhow::Result<()> {
-/// let runner = dyncore::Runner::new("out");
-/// runner.run(&dyncore::RunArgs { files: vec!["scenarios/fig3-taxation.toml".into()], ..Default::default() })?;
+/// let runner = dyncore_run::Runner::new("out");
+/// runner.run(&dyncore_run::RunArgs { files: vec!["scenarios/fig3-taxation.toml".into()], ..Default::default() })?;
 /// # Ok(())
 /// # }
 /// ```
