@@ -48,7 +48,9 @@
 //! machine): an interval that ends with it in `held` and began before the
 //! kernel reported `held` wholly frozen makes no slice; its CPU time is
 //! summed (`held_cpu_ns`, in the summary). One that began with it in
-//! `held` and `held` reported frozen, and in which it used more than
+//! `held` and `held` reported frozen at that sample and the one before
+//! (right after a move, cgroup v2 can report the group frozen before the
+//! newcomer has reached the freezer), and in which it used more than
 //! [`FROZEN_SLACK_NS`], is a violation: a held thread that kept running
 //! ([`ExecutionCheck::held_ran`]).
 //! Not checked: a thread before the arbiter first placed it (it runs in
@@ -81,6 +83,9 @@ struct Sample {
     asleep: bool,
     /// It was in `held`, and the kernel reported `held` wholly frozen.
     frozen: bool,
+    /// `frozen`, and so was the sample before: the report cannot be the
+    /// one the kernel gives while this thread is still on its way in.
+    settled: bool,
 }
 
 /// The execution record of one arbiter run, and the checker it feeds.
@@ -275,7 +280,13 @@ impl Observer {
             self.last.resize(thread + 1, None);
         }
         let frozen = held && held_frozen_now;
-        let prev = self.last[thread].replace(Sample { at: now, cpu_ns, asleep, frozen });
+        // Right after a move into `held`, the kernel may still report it
+        // frozen while the thread runs on to the freezer (cgroup v2 counts
+        // the group's frozen tasks before the newcomer is among its tasks;
+        // seen in a TCG guest, 7 ms of CPU time after such a report): only
+        // a second report in a row, a sample later, is trusted.
+        let settled = frozen && self.last.get(thread).copied().flatten().is_some_and(|p| p.frozen);
+        let prev = self.last[thread].replace(Sample { at: now, cpu_ns, asleep, frozen, settled });
         let Some(prev) = prev else { return };
         if cpu_ns <= prev.cpu_ns {
             return;
@@ -290,7 +301,7 @@ impl Observer {
         // Held, and frozen (the kernel said so) when the interval began,
         // and still held: frozen all through it, and it ran.
         if held {
-            if self.held_frozen && prev.frozen && cpu_ns - prev.cpu_ns > FROZEN_SLACK_NS {
+            if self.held_frozen && prev.settled && cpu_ns - prev.cpu_ns > FROZEN_SLACK_NS {
                 self.held_ran += 1;
                 self.held_ran_ns += cpu_ns - prev.cpu_ns;
                 self.held_ran_first.get_or_insert_with(|| {
@@ -388,7 +399,10 @@ mod tests {
         let mut frozen = Observer::new(true);
         let mut idle = Observer::new(false);
         for o in [&mut frozen, &mut idle] {
+            // Reported frozen at two samples in a row, then the interval
+            // after the second is checked.
             o.sample(0, 0, pid, tid, &real, false, true, true);
+            o.sample(1, 0, pid, tid, &real, false, true, true);
             std::thread::sleep(std::time::Duration::from_millis(20));
             o.sample(20_000_000, 0, pid, tid, &real, false, true, true);
         }
@@ -408,6 +422,17 @@ mod tests {
         while t0.elapsed() < std::time::Duration::from_millis(5) {}
         o.sample(1, 0, pid, rustix::thread::gettid().as_raw_nonzero().get(), &real, false, true, true);
         assert!(o.finish(2).ok());
+        // And one that runs on after the first report that `held` is
+        // frozen (cgroup v2 reports it before a newcomer reaches the
+        // freezer): only a second report in a row is trusted.
+        let me = rustix::thread::gettid().as_raw_nonzero().get();
+        let mut o = Observer::new(true);
+        o.sample(0, 0, pid, me, &real, false, true, true);
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < std::time::Duration::from_millis(5) {}
+        o.sample(1, 0, pid, me, &real, false, true, true);
+        let v = o.finish(2);
+        assert!(v.ok() && v.held_ran == 0 && v.held_cpu_ns > 0, "{}", v.summary());
     }
 
     #[test]
