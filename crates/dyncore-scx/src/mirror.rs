@@ -39,8 +39,9 @@ enum Life {
 struct Thread {
     rec: ThreadRecord,
     life: Life,
-    /// The open run: (real CPU, start ns from the run's start).
-    running: Option<(CpuId, Nanos)>,
+    /// The open run: (real CPU, start ns from the run's start, forced:
+    /// the kernel kept it there, its migration disabled).
+    running: Option<(CpuId, Nanos, bool)>,
     cpus: BTreeSet<CpuId>,
 }
 
@@ -71,6 +72,8 @@ pub(crate) struct State {
     written: HashMap<ThreadId, (i32, u64, bool)>,
     actions: Vec<Timed>,
     slices: Vec<ExecSlice>,
+    /// Runs the kernel forced (see `Record::forced`).
+    forced: Vec<ExecSlice>,
     replies: VecDeque<Event>,
     /// Offline/Online actions not yet done, in order: (id, real CPUs,
     /// online, index in `actions`). An Offline is done when no command task
@@ -130,6 +133,7 @@ impl State {
             written: HashMap::new(),
             actions: Vec::new(),
             slices: Vec::new(),
+            forced: Vec::new(),
             replies: VecDeque::new(),
             pending: Vec::new(),
             parked: BTreeSet::new(),
@@ -262,7 +266,8 @@ impl State {
             k if k == bpf_intf::dync_event_kind_DYNC_EV_RUNNING => {
                 let t = self.thread_of(e, io)?;
                 self.close_run(t, at);
-                self.threads[t].running = Some((e.cpu as CpuId, at));
+                let forced = e.arg & u64::from(bpf_intf::DYNC_RUN_FORCED) != 0;
+                self.threads[t].running = Some((e.cpu as CpuId, at, forced));
             }
             k if k == bpf_intf::dync_event_kind_DYNC_EV_STOPPING => {
                 if let Some(&t) = self.by_tid.get(&e.pid) {
@@ -276,14 +281,15 @@ impl State {
 
     /// Ends thread `t`'s open run at `at`: one slice for the checker.
     fn close_run(&mut self, t: ThreadId, at: Nanos) {
-        let Some((real, start)) = self.threads[t].running.take() else { return };
+        let Some((real, start, forced)) = self.threads[t].running.take() else { return };
         let end = at.max(start);
         let cpu = self.checker_cpu(real);
         let th = &mut self.threads[t];
         th.rec.cpu_ns += end - start;
         th.rec.runs += 1;
         th.cpus.insert(real);
-        self.slices.push(ExecSlice {
+        let into = if forced { &mut self.forced } else { &mut self.slices };
+        into.push(ExecSlice {
             thread: t,
             cpu,
             start_ns: start,
@@ -531,6 +537,7 @@ impl State {
             threads,
             actions: self.actions,
             slices: self.slices,
+            forced: self.forced,
             ticks: self.ticks,
             late_ticks: self.late_ticks,
             max_call_ns: self.max_call_ns,

@@ -100,6 +100,12 @@ pub struct Record {
     /// Every run of a command task, from the kernel's callbacks; a run on
     /// a real CPU outside the run's has `cpu` = `cpus.len()` + that CPU.
     pub slices: Vec<ExecSlice>,
+    /// Runs the kernel forced: the task started with its migration
+    /// disabled, put back on its CPU by the kernel itself when it was
+    /// preempted, whatever its assignment said. Checked apart (see
+    /// `dyncore_core::policy::execution`).
+    #[serde(default)]
+    pub forced: Vec<ExecSlice>,
     /// When each `Offline` was seen done (no command task running on its
     /// CPUs, from the kernel's stopping callbacks) and each `Online` was
     /// (at once, or after the `Offline` before it): runtime CPUs.
@@ -135,6 +141,7 @@ impl Record {
             slices: self.slices.clone(),
             changes: self.changes.clone(),
             lost: self.counters.dropped,
+            forced: self.forced.clone(),
         };
         checker.finish(self.end_ns, &exec)
     }

@@ -130,11 +130,7 @@ pub fn text(
     );
     let kinds: Vec<String> = r.events_by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect();
     let _ = writeln!(s, "  kernel events: {}; {} full pass(es)", kinds.join(", "), r.full_batches);
-    let v = r.verdict();
-    let _ = writeln!(s, "  checker: {}", v.summary());
-    for x in v.violations.iter().take(8) {
-        let _ = writeln!(s, "    violation: {}", x.message);
-    }
+    checker(&mut s, r);
     if let Some(e) = &r.contract_error {
         let _ = writeln!(s, "  the traffic broke the policy boundary's contract: {e}");
     }
@@ -142,6 +138,18 @@ pub fn text(
         let _ = writeln!(s, "  the policy's own check failed: {e}");
     }
     s
+}
+
+/// The execution checker's verdict on the record, with its first breaks.
+fn checker(s: &mut String, r: &Record) {
+    let v = r.verdict();
+    let _ = writeln!(s, "  checker: {}", v.summary());
+    for x in v.violations.iter().take(8) {
+        let _ = writeln!(s, "    violation: {}", x.message);
+    }
+    for x in v.forced_runs.iter().take(8) {
+        let _ = writeln!(s, "    kernel-forced run outside the policy's windows: {}", x.message);
+    }
 }
 
 fn describe(c: &CommandOutcome) -> String {

@@ -39,6 +39,15 @@
 //! 4. Every `Offline`/`Online` took effect (a matching change in the
 //!    record, in order), and the record has no change nobody asked for.
 //!
+//! **Runs the kernel forced** ([`Execution::forced`]): a backend that
+//! shares the CPUs with a kernel (sched_ext) may see a thread run where
+//! it was because the kernel would not let it leave that CPU then (its
+//! migration was disabled, in the kernel, when it was preempted). The
+//! backend did not place such a run and could not stop it. These runs are
+//! held to rules 1–3 like any other, but one that breaks them is reported
+//! apart ([`Verdict::forced_outside`], [`Verdict::forced_runs`]), never
+//! dropped and never counted as the backend's violation.
+//!
 //! ## What is reported
 //! The actuation delay, from an action to its effect, as p50 and p99:
 //! `Dispatch { c, Running T }` to T's first step on c ([`Verdict::start`]),
@@ -101,6 +110,9 @@ pub struct Execution {
     /// Entries the backend's bounded record dropped. With any lost, the
     /// verdict says so; the slices kept are still checked.
     pub lost: u64,
+    /// Runs the backend did not place: the kernel kept the thread on its
+    /// CPU because it could not leave it then (see the module docs).
+    pub forced: Vec<ExecSlice>,
 }
 
 /// Quantiles of a set of delays.
@@ -173,6 +185,15 @@ pub struct Verdict {
     pub apply: Delays,
     /// Entries the backend's record lost.
     pub lost: u64,
+    /// Runs the kernel forced ([`Execution::forced`]), and how many of them
+    /// lay outside the policy's windows (the first [`KEPT_VIOLATIONS`] of
+    /// those in `forced_runs`, in time order).
+    #[serde(default)]
+    pub forced: usize,
+    #[serde(default)]
+    pub forced_outside: usize,
+    #[serde(default)]
+    pub forced_runs: Vec<Violation>,
 }
 
 impl Verdict {
@@ -201,6 +222,13 @@ impl Verdict {
         );
         if self.lost > 0 {
             s += &format!("; the record lost {} entr(ies)", self.lost);
+        }
+        if self.forced > 0 {
+            s += &format!(
+                "; {} run(s) the kernel kept on their CPU (migration disabled), {} of them outside the policy's \
+                 windows",
+                self.forced, self.forced_outside
+            );
         }
         if let Some(v) = self.violations.first() {
             s += &format!("; first: {}", v.message);
@@ -329,7 +357,12 @@ impl ExecutionChecker {
             .collect();
         let mut v = Check { windows: &windows, reach, violations: Vec::new(), ..Check::default() };
         v.slices(&exec.slices);
+        v.forced(&exec.forced);
         v.offline_rules(&self.reconfs, &exec.changes, &exec.slices);
+        let n = v.violations.len();
+        v.none_offline(&self.reconfs, &exec.changes, &exec.forced);
+        let outside: Vec<Violation> = v.violations.drain(n..).collect();
+        v.forced_runs.extend(outside);
         v.finish(exec, Delays::of(std::mem::take(&mut self.apply)))
     }
 }
@@ -378,6 +411,8 @@ struct Check<'a> {
     stop: Vec<Nanos>,
     offline: Vec<Nanos>,
     online: Vec<Nanos>,
+    /// Rule breaks by runs the kernel forced (reported apart).
+    forced_runs: Vec<Violation>,
 }
 
 impl Check<'_> {
@@ -406,20 +441,9 @@ impl Check<'_> {
         // Per window: the first start and the last end of its slices.
         let mut ran: BTreeMap<(CpuId, usize), (Nanos, Nanos)> = BTreeMap::new();
         for s in slices {
-            let Some((i, _)) = self.window_at(s.cpu, s.start_ns) else {
-                let m = format!(
-                    "CPU {} ran thread {} at {} ns, before any dispatch",
-                    s.cpu, s.thread, s.start_ns
-                );
-                self.violate(ViolationKind::OutsideDispatch, s.cpu, Some(s.thread), s.start_ns, m);
-                continue;
-            };
-            match self.home(s, i) {
-                Ok(j) => {
-                    let e = ran.entry((s.cpu, j)).or_insert((s.start_ns, s.end_ns));
-                    (e.0, e.1) = (e.0.min(s.start_ns), e.1.max(s.end_ns));
-                }
-                Err((t, w)) => self.outside(s, t, &w),
+            if let Some(j) = self.place(s) {
+                let e = ran.entry((s.cpu, j)).or_insert((s.start_ns, s.end_ns));
+                (e.0, e.1) = (e.0.min(s.start_ns), e.1.max(s.end_ns));
             }
         }
         for (cpu, ws) in self.windows.iter().enumerate() {
@@ -438,6 +462,34 @@ impl Check<'_> {
                 }
             }
         }
+    }
+
+    /// Rules 1 and 3 for one slice: the window it lies in, or a violation.
+    fn place(&mut self, s: &ExecSlice) -> Option<usize> {
+        let Some((i, _)) = self.window_at(s.cpu, s.start_ns) else {
+            let m =
+                format!("CPU {} ran thread {} at {} ns, before any dispatch", s.cpu, s.thread, s.start_ns);
+            self.violate(ViolationKind::OutsideDispatch, s.cpu, Some(s.thread), s.start_ns, m);
+            return None;
+        };
+        match self.home(s, i) {
+            Ok(j) => Some(j),
+            Err((t, w)) => {
+                self.outside(s, t, &w);
+                None
+            }
+        }
+    }
+
+    /// Rules 1 and 3 for the runs the kernel forced: their breaks reported
+    /// apart; no delays taken from them.
+    fn forced(&mut self, forced: &[ExecSlice]) {
+        let n = self.violations.len();
+        for s in forced {
+            self.place(s);
+        }
+        let outside: Vec<Violation> = self.violations.drain(n..).collect();
+        self.forced_runs.extend(outside);
     }
 
     /// The window (an index in its CPU's) that slice `s` lies in, looking
@@ -490,10 +542,16 @@ impl Check<'_> {
 
     /// Rules 2 and 4, and the offline and online delays.
     fn offline_rules(&mut self, reconfs: &[Vec<Reconf>], changes: &[CpuChange], slices: &[ExecSlice]) {
-        let mut real: Vec<Vec<CpuChange>> = vec![Vec::new(); reconfs.len()];
-        for c in changes {
-            real[c.cpu].push(*c);
+        self.none_offline(reconfs, changes, slices);
+        for (cpu, asked) in reconfs.iter().enumerate() {
+            let seen: Vec<CpuChange> = changes.iter().filter(|c| c.cpu == cpu).copied().collect();
+            self.matched(cpu, asked, &seen);
         }
+    }
+
+    /// Rule 2 for `slices`: none on a CPU from its applied `Offline` to its
+    /// `Online`, nor while the record says it was offline.
+    fn none_offline(&mut self, reconfs: &[Vec<Reconf>], changes: &[CpuChange], slices: &[ExecSlice]) {
         for (cpu, asked) in reconfs.iter().enumerate() {
             let mine: Vec<&ExecSlice> = slices.iter().filter(|s| s.cpu == cpu).collect();
             // Offline from the applied Offline to the Online (or the end).
@@ -501,7 +559,7 @@ impl Check<'_> {
                 let until = asked[k + 1..].iter().find(|x| x.online).map_or(Nanos::MAX, |x| x.at);
                 self.none_between(cpu, &mine, r.applied, until, "between its Offline and Online");
             }
-            let seen = &real[cpu];
+            let seen: Vec<&CpuChange> = changes.iter().filter(|c| c.cpu == cpu).collect();
             for (k, c) in seen.iter().enumerate().filter(|(_, c)| !c.online) {
                 let until = seen[k + 1..].iter().find(|x| x.online).map_or(Nanos::MAX, |x| x.at_ns);
                 self.none_between(
@@ -512,7 +570,6 @@ impl Check<'_> {
                     "while the backend's record says it was offline",
                 );
             }
-            self.matched(cpu, asked, seen);
         }
     }
 
@@ -570,6 +627,9 @@ impl Check<'_> {
         self.violations.sort_by_key(|v| v.at_ns);
         let violation_count = self.violations.len();
         self.violations.truncate(KEPT_VIOLATIONS);
+        self.forced_runs.sort_by_key(|v| v.at_ns);
+        let forced_outside = self.forced_runs.len();
+        self.forced_runs.truncate(KEPT_VIOLATIONS);
         Verdict {
             slices: self.slices,
             windows: self
@@ -587,6 +647,9 @@ impl Check<'_> {
             online: Delays::of(self.online),
             apply,
             lost: exec.lost,
+            forced: exec.forced.len(),
+            forced_outside,
+            forced_runs: self.forced_runs,
         }
     }
 }

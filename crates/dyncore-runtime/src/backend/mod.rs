@@ -622,6 +622,8 @@ impl<'rt, P: Policy> Executor<'rt, P> {
                 .map(|c| dyncore_core::policy::execution::CpuChange { at_ns: at(c.at_ns), ..c })
                 .collect(),
             lost: executed.lost + executed.open as u64 + lost_changes,
+            // The runtime places every run itself.
+            forced: Vec::new(),
         };
         let t0 = Instant::now();
         let verdict = std::mem::take(&mut self.execution).finish(stopped, &exec);

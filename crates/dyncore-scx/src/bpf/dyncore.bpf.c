@@ -215,7 +215,12 @@ void BPF_STRUCT_OPS(dyncore_running, struct task_struct *p)
 	if (curr)
 		*curr = pid;
 	bpf_map_delete_elem(&inflight, &pid);
-	emit(DYNC_EV_RUNNING, p, cpu, 0);
+	/*
+	 * A task preempted with its migration disabled is put back in its
+	 * CPU's local DSQ by the kernel itself (no ops.enqueue): it runs there
+	 * whatever its assignment says. The record marks such runs.
+	 */
+	emit(DYNC_EV_RUNNING, p, cpu, p->migration_disabled ? DYNC_RUN_FORCED : 0);
 	/* Moved elsewhere between its dispatch and now: off at once. */
 	if (!pinned_by_kernel(p) && runnable_cpu(p, lookup(p)) != cpu) {
 		scx_bpf_task_set_slice(p, 0);

@@ -27,10 +27,16 @@ enum dync_event_kind {
 	DYNC_EV_ENABLE = 1,    /* ops.enable: the task joined sched_ext */
 	DYNC_EV_EXIT = 2,      /* ops.exit_task: it exited (or left sched_ext) */
 	DYNC_EV_RUNNABLE = 3,  /* ops.runnable: it became runnable (arg: enq flags) */
-	DYNC_EV_RUNNING = 4,   /* ops.running: it started on cpu */
+	DYNC_EV_RUNNING = 4,   /* ops.running: it started on cpu (arg: DYNC_RUN_*) */
 	DYNC_EV_STOPPING = 5,  /* ops.stopping: it stopped on cpu (arg: still runnable) */
 	DYNC_EV_QUIESCENT = 6, /* ops.quiescent: it is no longer runnable (sleeps) */
 };
+
+/*
+ * A running event's arg: the task's migration was disabled when it started,
+ * so the kernel, not this scheduler, kept it on that CPU.
+ */
+#define DYNC_RUN_FORCED 1
 
 struct dync_event {
 	u32 kind;

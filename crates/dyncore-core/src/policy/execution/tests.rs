@@ -26,7 +26,7 @@ fn moved() -> ExecutionChecker {
 }
 
 fn exec(slices: Vec<ExecSlice>) -> Execution {
-    Execution { slices, changes: Vec::new(), lost: 0 }
+    Execution { slices, ..Execution::default() }
 }
 
 #[test]
@@ -137,13 +137,18 @@ fn borrowed_spell(broken: bool) -> ExecutionChecker {
 #[test]
 fn offline_and_online_take_effect_and_nothing_runs_between() {
     let changes = vec![change(1, 11, false), change(1, 125, true)];
-    let good = Execution { slices: vec![slice(0, 1, 131, 200, 210)], changes: changes.clone(), lost: 0 };
+    let good = Execution {
+        slices: vec![slice(0, 1, 131, 200, 210)],
+        changes: changes.clone(),
+        ..Execution::default()
+    };
     let v = borrowed_spell(false).finish(300, &good);
     assert!(v.ok(), "{}", v.summary());
     assert_eq!((v.offline.n, v.offline.p50_ns, v.online.n, v.online.p50_ns), (1, 1, 1, 25));
 
     // Running while offline, even where a (broken) dispatch says to run.
-    let bad = Execution { slices: vec![slice(3, 1, 60, 70, 80)], changes: changes.clone(), lost: 0 };
+    let bad =
+        Execution { slices: vec![slice(3, 1, 60, 70, 80)], changes: changes.clone(), ..Execution::default() };
     let v = borrowed_spell(true).finish(300, &bad);
     let kinds: Vec<ViolationKind> = v.violations.iter().map(|x| x.kind).collect();
     assert_eq!(kinds, [ViolationKind::WhileOffline; 2], "{}", v.summary());
@@ -153,7 +158,11 @@ fn offline_and_online_take_effect_and_nothing_runs_between() {
     // The record's own offline spell, where the actions say nothing.
     let mut c = ExecutionChecker::new();
     c.action(0, 0, &dispatch(1, run(0)));
-    let only = Execution { slices: vec![slice(0, 1, 5, 50, 60)], changes: changes[..1].to_vec(), lost: 0 };
+    let only = Execution {
+        slices: vec![slice(0, 1, 5, 50, 60)],
+        changes: changes[..1].to_vec(),
+        ..Execution::default()
+    };
     let v = c.finish(300, &only);
     assert_eq!(v.violation_count, 2, "{}", v.summary());
     assert!(v.violations.iter().any(|x| x.message.contains("with no action asking for it")));
@@ -173,7 +182,7 @@ fn an_offline_with_no_effect_or_the_wrong_one_is_caught() {
 #[test]
 fn violations_are_counted_all_and_kept_first_and_lost_entries_are_said() {
     let slices = (0..50).map(|k| slice(7, 0, 1000 + k, 1000 + k, 1001 + k)).collect();
-    let v = moved().finish(5000, &Execution { slices, changes: Vec::new(), lost: 4 });
+    let v = moved().finish(5000, &Execution { slices, lost: 4, ..Execution::default() });
     assert_eq!((v.violation_count, v.violations.len(), v.lost), (50, KEPT_VIOLATIONS, 4));
     assert!(v.violations.windows(2).all(|w| w[0].at_ns <= w[1].at_ns));
     assert!(v.summary().contains("lost 4"), "{}", v.summary());
@@ -192,4 +201,46 @@ fn a_trace_checks_like_a_live_feed_with_actions_applied_at_once() {
     assert!(check_trace(&actions, 200, &exec(vec![slice(0, 0, 0, 100, 100)])).ok());
     let late = check_trace(&actions, 200, &exec(vec![slice(0, 0, 0, 101, 101)]));
     assert_eq!(late.violations[0].at_ns, 101);
+}
+
+#[test]
+fn a_run_the_kernel_forced_is_reported_apart_never_dropped() {
+    // Thread 0 left CPU 0 at 100 (applied at 104); the kernel ran it there
+    // again at 150 (its migration disabled): not the backend's violation,
+    // but reported with its time; a forced run inside its window is fine.
+    let e = Execution {
+        slices: vec![slice(0, 1, 106, 280, 290)],
+        forced: vec![slice(0, 0, 150, 150, 160), slice(0, 1, 120, 120, 125)],
+        ..Execution::default()
+    };
+    let v = moved().finish(300, &e);
+    assert!(v.ok(), "{}", v.summary());
+    assert_eq!((v.forced, v.forced_outside), (2, 1));
+    let x = &v.forced_runs[0];
+    assert_eq!((x.kind, x.cpu, x.thread, x.at_ns), (ViolationKind::OutsideDispatch, 0, Some(0), 150));
+    assert!(v.summary().contains("2 run(s) the kernel kept on their CPU"), "{}", v.summary());
+    // The same run, had the backend placed it, is a violation.
+    let placed = Execution { slices: [e.slices, e.forced].concat(), ..Execution::default() };
+    let v = moved().finish(300, &placed);
+    assert_eq!((v.violation_count, v.forced, v.forced_outside), (1, 0, 0), "{}", v.summary());
+}
+
+#[test]
+fn a_forced_run_on_an_offline_cpu_is_reported_apart() {
+    let mut c = ExecutionChecker::new();
+    c.action(0, 0, &dispatch(1, run(0)));
+    c.action(50, 50, &dispatch(1, CpuState::Idle));
+    c.action(50, 55, &offline(1, 1));
+    let e = Execution {
+        slices: vec![slice(0, 1, 1, 40, 45)],
+        changes: vec![change(1, 55, false)],
+        forced: vec![slice(0, 1, 60, 60, 70)],
+        ..Execution::default()
+    };
+    let v = c.finish(300, &e);
+    assert!(v.ok(), "{}", v.summary());
+    // Outside its window, between the Offline and the end, and while the
+    // record says CPU 1 was offline: three breaks, all reported apart.
+    assert_eq!((v.forced, v.forced_outside), (1, 3), "{:?}", v.forced_runs);
+    assert!(v.forced_runs.iter().any(|x| x.kind == ViolationKind::WhileOffline));
 }
