@@ -8,6 +8,7 @@
 pub mod control;
 pub mod engine;
 pub mod executed;
+pub mod large_mix;
 pub mod memory;
 pub mod netstack;
 mod queue;

@@ -11,18 +11,19 @@
 //! call [`child_if_asked`] first thing in its `main`: a process started
 //! with [`PROBE_ENV`] set runs the probe it names, prints the peak, and
 //! exits. The probe's machine is the dynamic one of `C / 16` nodes of 16
-//! CPUs; its threads are half in one dynamic-binding parallel program, a
-//! quarter in a task-parallel one, the rest sequential programs asking for
-//! fused objects (the shape of `bench sim`'s large machine), with work for
-//! about 100 ms of the whole machine, so every probe simulates about as
-//! long: the per-CPU figure includes what a CPU's ticks and slices add over
-//! that time (the trace, the record), the per-thread figure what a thread's
-//! state and its program add.
+//! CPUs with the mix of [`crate::large_mix`] (that of `bench sim`'s large
+//! machine): its threads are half in one dynamic-binding parallel program,
+//! a quarter in a task-parallel one, the rest sequential programs asking
+//! for fused objects, with work for about 100 ms of the whole machine, so
+//! every probe simulates about as long: the per-CPU figure includes what a
+//! CPU's ticks and slices add over that time (the trace, the record), the
+//! per-thread figure what a thread's state and its program add.
 
 use std::path::Path;
 use std::process::Command;
 
 use crate::Scenario;
+use crate::large_mix::LargeMix;
 
 /// The environment variable that makes a process a probe: `CPUS,THREADS`.
 pub const PROBE_ENV: &str = "DYNCORE_SIM_MEMORY_PROBE";
@@ -74,43 +75,21 @@ pub fn probe_scenario(cpus: usize, threads: usize) -> Result<Scenario, String> {
     if cpus == 0 || !cpus.is_multiple_of(16) || threads < 4 || !threads.is_multiple_of(4) {
         return Err(format!("a probe needs CPUs in 16s and threads in 4s, not {cpus} and {threads}"));
     }
-    let (mandel, fib) = (threads / 2, threads / 4);
-    let seq = threads - mandel - fib;
     // Work for ~100 ms of the whole machine, whatever the counts, so that
     // every probe simulates about as long.
     let ms = 100.0 * cpus as f64 / threads as f64;
-    let text = format!(
-        r#"name = "memory-probe"
-title = "memory probe"
-[[run]]
-label = "probe"
-machine = "dynamic"
-policy = "chameleon"
-nodes = {nodes}
-cpus_per_node = 16
-[[run.workload]]
-program = "mandelbrot-db"
-threads = {mandel}
-work_ms = {}
-[[run.workload]]
-program = "fibonacci"
-threads = {fib}
-work_ms = {}
-[[run.workload]]
-program = "sjeng"
-count = {}
-work_ms = {ms}
-[[run.workload]]
-program = "gcc"
-count = {}
-work_ms = {ms}
-"#,
-        mandel as f64 * ms,
-        fib as f64 * ms,
-        seq / 2,
-        seq - seq / 2,
-        nodes = cpus / 16,
-    );
+    let text = LargeMix {
+        name: "memory-probe",
+        title: "memory probe",
+        label: "probe",
+        nodes: cpus / 16,
+        threads,
+        work_per_thread_ms: ms,
+        sequential_work_ms: ms,
+        work_scale: 1.0,
+        gcc_start_ms: None,
+    }
+    .toml();
     let s = Scenario::from_toml(&text).map_err(|e| format!("probe scenario: {e}"))?;
     s.validate().map_err(|e| format!("probe scenario: {e}"))?;
     Ok(s)

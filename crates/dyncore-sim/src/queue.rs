@@ -28,6 +28,10 @@
 //! [`EventQueue::pop`] takes the least key of the four heads. A superseded
 //! plan comes out as [`Ev::Superseded`].
 //!
+//! The two 4-ary heaps sift with the same two functions
+//! ([`sift_up_hole`], [`sift_down_hole`]); the completion heap's hook moves
+//! each shifted entry's owner along and re-indexes it ([`move_owner`]).
+//!
 //! ## Invariants ([`EventQueue::check`]: asserted by the tests after every
 //! operation, and by the engine at the end of every run)
 //! 1. Keys are unique: one sequence counter numbers every push.
@@ -114,6 +118,57 @@ fn least_child(keys: &[u128], first: usize, n: usize) -> usize {
     }
 }
 
+/// The sift-up of both 4-ary heaps ([`KeyHeap`] and the completion heap):
+/// moves the hole at slot `i` of `keys` up while its parent is greater
+/// than `k` (a hole moves: each parent is copied down once, and
+/// `moved(to, from)` lets the caller move what goes with it). Returns the
+/// slot where `k` belongs; the caller writes it there. Whatever `keys[i]`
+/// holds on entry is never read.
+#[inline]
+fn sift_up_hole(keys: &mut [u128], mut i: usize, k: u128, mut moved: impl FnMut(usize, usize)) -> usize {
+    while i > 0 {
+        let parent = (i - 1) / ARITY;
+        if keys[parent] <= k {
+            break;
+        }
+        keys[i] = keys[parent];
+        moved(i, parent);
+        i = parent;
+    }
+    i
+}
+
+/// The sift-down of both 4-ary heaps: moves the hole at slot `i` of
+/// `keys` down while its least child ([`least_child`]) is less than `k`,
+/// as [`sift_up_hole`] does up. Returns the slot where `k` belongs.
+#[inline]
+fn sift_down_hole(keys: &mut [u128], mut i: usize, k: u128, mut moved: impl FnMut(usize, usize)) -> usize {
+    let n = keys.len();
+    loop {
+        let first = ARITY * i + 1;
+        if first >= n {
+            break;
+        }
+        let c = least_child(keys, first, n);
+        if k <= keys[c] {
+            break;
+        }
+        keys[i] = keys[c];
+        moved(i, c);
+        i = c;
+    }
+    i
+}
+
+/// Moves the completion heap's owner of slot `from` to slot `to` and
+/// indexes it there (the key has moved already: [`sift_up_hole`]).
+#[inline]
+fn move_owner(owners: &mut [u32], pos: &mut [u32], to: usize, from: usize) {
+    let o = owners[from];
+    owners[to] = o;
+    pos[o as usize] = to as u32;
+}
+
 /// A 4-ary min-heap of keys (the superseded plans: thousands at a time,
 /// most far in the future, pushed often and popped as they come due).
 #[derive(Debug, Default)]
@@ -128,36 +183,16 @@ impl KeyHeap {
 
     fn push(&mut self, k: u128) {
         self.keys.push(k);
-        let mut i = self.keys.len() - 1;
-        while i > 0 {
-            let parent = (i - 1) / ARITY;
-            if self.keys[parent] <= k {
-                break;
-            }
-            self.keys[i] = self.keys[parent];
-            i = parent;
-        }
+        let last = self.keys.len() - 1;
+        let i = sift_up_hole(&mut self.keys, last, k, |_, _| {});
         self.keys[i] = k;
     }
 
     fn pop(&mut self) -> Option<u128> {
         let top = self.peek()?;
         let k = self.keys.pop().expect("not empty");
-        let n = self.keys.len();
-        if n > 0 {
-            let mut i = 0;
-            loop {
-                let first = ARITY * i + 1;
-                if first >= n {
-                    break;
-                }
-                let c = least_child(&self.keys, first, n);
-                if k <= self.keys[c] {
-                    break;
-                }
-                self.keys[i] = self.keys[c];
-                i = c;
-            }
+        if !self.keys.is_empty() {
+            let i = sift_down_hole(&mut self.keys, 0, k, |_, _| {});
             self.keys[i] = k;
         }
         Some(top)
@@ -282,36 +317,19 @@ impl EventQueue {
     }
 
     /// Moves the entry at slot `i` up to its place (a hole moves, the
-    /// entry is written once).
-    fn sift_up(&mut self, mut i: usize) {
+    /// entry is written once; every entry moved is re-indexed).
+    fn sift_up(&mut self, i: usize) {
         let (k, o) = (self.keys[i], self.owners[i]);
-        while i > 0 {
-            let parent = (i - 1) / ARITY;
-            if self.keys[parent] <= k {
-                break;
-            }
-            self.put(i, self.keys[parent], self.owners[parent]);
-            i = parent;
-        }
+        let (owners, pos) = (&mut self.owners, &mut self.pos);
+        let i = sift_up_hole(&mut self.keys, i, k, |to, from| move_owner(owners, pos, to, from));
         self.put(i, k, o);
     }
 
     /// Moves the entry at slot `i` down to its place.
-    fn sift_down(&mut self, mut i: usize) {
+    fn sift_down(&mut self, i: usize) {
         let (k, o) = (self.keys[i], self.owners[i]);
-        let n = self.keys.len();
-        loop {
-            let first = ARITY * i + 1;
-            if first >= n {
-                break;
-            }
-            let c = least_child(&self.keys, first, n);
-            if k <= self.keys[c] {
-                break;
-            }
-            self.put(i, self.keys[c], self.owners[c]);
-            i = c;
-        }
+        let (owners, pos) = (&mut self.owners, &mut self.pos);
+        let i = sift_down_hole(&mut self.keys, i, k, |to, from| move_owner(owners, pos, to, from));
         self.put(i, k, o);
     }
 

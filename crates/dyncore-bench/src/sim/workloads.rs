@@ -3,6 +3,7 @@
 
 use anyhow::{Context, Result};
 use dyncore_sim::Scenario;
+use dyncore_sim::large_mix::LargeMix;
 
 /// The 24-CPU dynamic machine with a mix of parallel and sequential
 /// programs under `policy`; `work_scale` scales every program's work.
@@ -50,46 +51,22 @@ start_ms = 400
 
 /// A dynamic machine of `nodes` × 16 CPUs with 4 threads per CPU: half in
 /// one dynamic-binding parallel program, a quarter in a task-parallel one,
-/// the rest sequential programs asking for fused objects.
+/// the rest sequential programs asking for fused objects (the mix of
+/// [`dyncore_sim::large_mix`], the gcc programs starting at 100 ms).
 pub fn big(nodes: usize, work_scale: f64) -> String {
     let cpus = nodes * 16;
-    let threads = 4 * cpus;
-    let (mandel, fib) = (threads / 2, threads / 4);
-    let seq = threads - mandel - fib;
-    format!(
-        r#"name = "sim-bench-big"
-title = "{cpus}-CPU dynamic machine"
-[[run]]
-label = "big"
-machine = "dynamic"
-policy = "chameleon"
-nodes = {nodes}
-cpus_per_node = 16
-[[run.workload]]
-program = "mandelbrot-db"
-threads = {mandel}
-work_ms = {}
-[[run.workload]]
-program = "fibonacci"
-threads = {fib}
-work_ms = {}
-[[run.workload]]
-program = "sjeng"
-count = {}
-work_ms = {}
-[[run.workload]]
-program = "gcc"
-count = {}
-work_ms = {}
-start_ms = 100
-"#,
-        mandel as f64 * 200.0 * work_scale,
-        fib as f64 * 200.0 * work_scale,
-        seq / 2,
-        400.0 * work_scale,
-        seq - seq / 2,
-        400.0 * work_scale,
-    )
+    LargeMix {
+        name: "sim-bench-big",
+        title: &format!("{cpus}-CPU dynamic machine"),
+        label: "big",
+        nodes,
+        threads: 4 * cpus,
+        work_per_thread_ms: 200.0,
+        sequential_work_ms: 400.0,
+        work_scale,
+        gcc_start_ms: Some(100),
+    }
+    .toml()
 }
 
 /// Parses and validates a benchmark scenario.
