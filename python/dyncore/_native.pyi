@@ -30,5 +30,5 @@ class SweepFolder:
     def folder(self) -> str: ...
 
 def sweep_folder(path: str, text: str | None, out: str, fresh: bool = False) -> SweepFolder: ...
-def sweep_point_parts(path: str, text: str, base: str, point: int, seeds: list[int]) -> list[tuple[int, bytes]]:
+def sweep_point_parts(path: str, text: str, base: str, point: int, seeds: list[int] | None = None, call: str | None = None) -> list[tuple[int, bytes]]:
     """One point's units as ``dyncore sweep``'s part files: [(seed, bytes)]."""

@@ -12,6 +12,7 @@
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
 use dyncore_run::Registry;
 use dyncore_sweep::{Sweep, exec, table};
@@ -153,6 +154,9 @@ struct SweepFolder {
     sweep: Sweep,
     out: std::path::PathBuf,
     parts: std::path::PathBuf,
+    /// The rows of the parts this object wrote or put, so that `finish`
+    /// reads back only the parts kept from earlier runs.
+    in_hand: Mutex<dyncore_sweep::cmd::InHand>,
     _held: dyncore_report::outdir::OutDir,
 }
 
@@ -169,7 +173,7 @@ fn sweep_folder(path: &str, text: Option<&str>, out: &str, fresh: bool) -> PyRes
         std::fs::remove_dir_all(&parts).map_err(runtime)?;
     }
     std::fs::create_dir_all(&parts).map_err(|e| runtime(format!("creating {}: {e}", parts.display())))?;
-    Ok(SweepFolder { sweep, out, parts, _held: held })
+    Ok(SweepFolder { sweep, out, parts, in_hand: Mutex::default(), _held: held })
 }
 
 #[pymethods]
@@ -189,7 +193,11 @@ impl SweepFolder {
     fn run_local(&self, py: Python<'_>, units: Vec<(usize, u64)>, jobs: Option<usize>) -> PyResult<usize> {
         let stop = AtomicBool::new(false);
         let (sweep, parts) = (&self.sweep, &self.parts);
-        let sink = |p: usize, seed: u64, rows: Vec<exec::Row>| exec::write_part(parts, sweep, p, seed, &rows);
+        let sink = |p: usize, seed: u64, rows: Vec<exec::Row>| {
+            exec::write_part(parts, sweep, p, seed, &rows)?;
+            self.in_hand.lock().unwrap_or_else(|e| e.into_inner()).insert((p, seed), rows);
+            Ok(())
+        };
         let outcome = py.detach(|| {
             exec::run_pool(sweep, &units, &exec::Options { jobs: jobs_or_all(jobs), stop: &stop }, &sink)
         });
@@ -200,11 +208,12 @@ impl SweepFolder {
     }
 
     /// Puts parts made by workers ([`sweep_point_parts`]) in place: each is
-    /// kept only if it reads back as this sweep's part of that unit.
+    /// kept only if it reads as this sweep's part of that unit.
     fn put_parts(&self, parts: Vec<(usize, u64, Vec<u8>)>) -> PyResult<()> {
         for (p, seed, bytes) in parts {
-            exec::put_part(&self.parts, &self.sweep, p, seed, &bytes)
+            let rows = exec::put_part(&self.parts, &self.sweep, p, seed, &bytes)
                 .map_err(|e| runtime(format!("{e:#}")))?;
+            self.in_hand.lock().unwrap_or_else(|e| e.into_inner()).insert((p, seed), rows);
         }
         Ok(())
     }
@@ -212,8 +221,10 @@ impl SweepFolder {
     /// Writes the report folder from the parts (all must be there), as the
     /// command does; the Parquet bytes.
     fn finish(&self, py: Python<'_>, command: &str) -> PyResult<Py<PyBytes>> {
-        let (_, parquet, _) = dyncore_sweep::cmd::write_folder(&self.sweep, &self.out, &self.parts, command)
-            .map_err(|e| runtime(format!("{e:#}")))?;
+        let in_hand = std::mem::take(&mut *self.in_hand.lock().unwrap_or_else(|e| e.into_inner()));
+        let (_, parquet, _) =
+            dyncore_sweep::cmd::write_folder(&self.sweep, &self.out, &self.parts, command, in_hand)
+                .map_err(|e| runtime(format!("{e:#}")))?;
         Ok(PyBytes::new(py, &parquet).unbind())
     }
 
@@ -228,11 +239,39 @@ impl SweepFolder {
     }
 }
 
+/// Sweeps this process loaded for the tasks of a Dask sweep, each under
+/// the client's token for that sweep call and its texts. Loading a sweep
+/// parses and validates every point (a sweep of 64 points: about as long
+/// as running one of them), so a worker loads each call's sweep once, not
+/// once per task. A new call has a new token and loads afresh: a machine
+/// profile changed between two calls is read again.
+type Loaded = (String, String, String, String, Arc<Sweep>);
+static LOADED: Mutex<Vec<Loaded>> = Mutex::new(Vec::new());
+/// Sweeps kept by a worker process (the most recent calls').
+const KEPT_SWEEPS: usize = 4;
+
+/// The sweep of call `call` (its texts as given), loaded once per process.
+fn call_sweep(call: &str, path: &str, text: &str, base: &str) -> PyResult<Arc<Sweep>> {
+    let same = |l: &Loaded| l.0 == call && l.1 == path && l.2 == text && l.3 == base;
+    if let Some(l) = LOADED.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|l| same(l)) {
+        return Ok(l.4.clone());
+    }
+    // Loaded without the lock: two tasks of one call may both load it once.
+    let s = Arc::new(load_sweep(path, Some(text), Some(base))?);
+    let mut kept = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if !kept.iter().any(same) {
+        kept.insert(0, (call.into(), path.into(), text.into(), base.into(), s.clone()));
+        kept.truncate(KEPT_SWEEPS);
+    }
+    Ok(s)
+}
+
 /// Units of one point, on one thread (a Dask task): each unit's part file
 /// bytes, as `dyncore sweep` writes them, with its seed. `seeds` None: all
-/// the sweep's seeds.
+/// the sweep's seeds. `call`: the client's token for this sweep call (its
+/// tasks share one load of the sweep per worker); None loads it here.
 #[pyfunction]
-#[pyo3(signature = (path, text, base, point, seeds=None))]
+#[pyo3(signature = (path, text, base, point, seeds=None, call=None))]
 fn sweep_point_parts(
     py: Python<'_>,
     path: &str,
@@ -240,8 +279,12 @@ fn sweep_point_parts(
     base: &str,
     point: usize,
     seeds: Option<Vec<u64>>,
+    call: Option<&str>,
 ) -> PyResult<Vec<(u64, Py<PyBytes>)>> {
-    let s = load_sweep(path, Some(text), Some(base))?;
+    let s = match call {
+        Some(call) => call_sweep(call, path, text, base)?,
+        None => Arc::new(load_sweep(path, Some(text), Some(base))?),
+    };
     if point >= s.points.len() {
         return Err(PyValueError::new_err(format!("point {point}: the sweep has {} points", s.points.len())));
     }

@@ -57,7 +57,7 @@ def test_a_killed_workers_points_run_again(client):
     victim = None
     deadline = time.time() + 120
     while victim is None and time.time() < deadline and t.is_alive():
-        busy = [w for w, keys in client.processing().items() if any(str(k).startswith("dyncore-point-") for k in keys)]
+        busy = [w for w, keys in client.processing().items() if any(str(k).startswith("dyncore-points-") for k in keys)]
         if busy and len(busy) == len(pids):
             victim = busy[0]
         time.sleep(0.05)

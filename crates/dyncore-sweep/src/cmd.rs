@@ -54,14 +54,25 @@ pub fn parts_dir(out: &Path, folder: &str) -> PathBuf {
     out.join(format!(".{folder}.parts"))
 }
 
-/// The rows of every unit, read back from the parts (all present).
-pub fn collect(sweep: &super::Sweep, dir: &Path) -> Result<Vec<(usize, u64, Vec<Row>)>> {
+/// Rows of units this process has in hand, by unit (point, seed): each
+/// unit's rows exactly as its part on disk holds them (the part was
+/// written from them, or they were read from its bytes).
+pub type InHand = std::collections::HashMap<(usize, u64), Vec<Row>>;
+
+/// The rows of every unit: those in hand, the rest read back from their
+/// parts (all present). Reading back only what is not in hand spares a
+/// sweep's end a read of every part it has just written.
+pub fn collect(sweep: &super::Sweep, dir: &Path, mut in_hand: InHand) -> Result<Vec<(usize, u64, Vec<Row>)>> {
     sweep
         .units()
         .into_iter()
         .map(|(p, s)| {
-            let rows = exec::read_part(dir, sweep, p, s)
-                .with_context(|| format!("the part of point {p}, seed {s} is missing or not this sweep's"))?;
+            let rows = match in_hand.remove(&(p, s)) {
+                Some(rows) => rows,
+                None => exec::read_part(dir, sweep, p, s).with_context(|| {
+                    format!("the part of point {p}, seed {s} is missing or not this sweep's")
+                })?,
+            };
             Ok((p, s, rows))
         })
         .collect()
@@ -115,17 +126,18 @@ impl Resume {
 }
 
 /// Writes the sweep's report folder (`out/sweep-NAME`: `results.parquet`,
-/// `results.csv`, `sweep.toml`, the summary) from its parts, all present,
-/// whole or not at all; returns the folder, the Parquet bytes and the
-/// number of rows. Every engine ends with it: the same parts give the same
-/// bytes.
+/// `results.csv`, `sweep.toml`, the summary) from its parts, all present
+/// (those in hand not read again), whole or not at all; returns the
+/// folder, the Parquet bytes and the number of rows. Every engine ends
+/// with it: the same parts give the same bytes.
 pub fn write_folder(
     sweep: &super::Sweep,
     out: &Path,
     parts: &Path,
     command: &str,
+    in_hand: InHand,
 ) -> Result<(PathBuf, Vec<u8>, usize)> {
-    let rows = collect(sweep, parts)?;
+    let rows = collect(sweep, parts, in_hand)?;
     let parquet = table::parquet_bytes(sweep, &rows)?;
     let staged = dyncore_report::outdir::stage_sweep(out, &sweep.spec.name)?;
     let dir = staged.path();
@@ -190,8 +202,10 @@ pub fn run(registry: &Registry, out: &Path, args: &SweepArgs, stop: &AtomicBool)
         .collect();
     let points_done = AtomicUsize::new(seeds_left.iter().filter(|n| n.load(Ordering::Relaxed) == 0).count());
     let started = Instant::now();
+    let in_hand = std::sync::Mutex::new(InHand::new());
     let sink = |p: usize, seed: u64, rows: Vec<Row>| -> Result<()> {
         exec::write_part(&parts, &sweep, p, seed, &rows)?;
+        in_hand.lock().unwrap_or_else(|e| e.into_inner()).insert((p, seed), rows);
         if seeds_left[p].fetch_sub(1, Ordering::AcqRel) == 1 {
             points_done.fetch_add(1, Ordering::Relaxed);
         }
@@ -220,7 +234,8 @@ pub fn run(registry: &Registry, out: &Path, args: &SweepArgs, stop: &AtomicBool)
         return Err(Interrupted { done: kept + outcome.done, total: units.len(), signal }.into());
     }
     let command = format!("dyncore sweep {} --out {}", args.file.display(), out.display());
-    let (dest, _, rows) = write_folder(&sweep, out, &parts, &command)?;
+    let in_hand = in_hand.into_inner().unwrap_or_else(|e| e.into_inner());
+    let (dest, _, rows) = write_folder(&sweep, out, &parts, &command, in_hand)?;
     let ran = outcome.done;
     let rate = if secs > 0.0 && ran > 0 {
         format!(

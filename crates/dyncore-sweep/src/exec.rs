@@ -3,8 +3,9 @@
 //!
 //! **Invariants:** a unit's rows are a function of its point's text and its
 //! seed; a part file holds exactly one unit's rows under the unit's key and
-//! is written whole or not at all ([`dyncore_report::report::write_atomic`]:
-//! a temporary file, synced, renamed); a part whose key does not match the
+//! is written whole or not at all ([`dyncore_report::report::write_file_unsynced`]:
+//! a temporary file, renamed; not synced, since a part a power cut tore
+//! does not read back as its unit's and is run again); a part whose key does not match the
 //! unit (another sweep file, another base, another dyncore) is never used.
 
 use std::path::{Path, PathBuf};
@@ -230,29 +231,22 @@ pub fn part_path(dir: &Path, p: usize, seed: u64) -> PathBuf {
 
 /// Writes a unit's part, whole or not at all.
 pub fn write_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64, rows: &[Row]) -> Result<()> {
-    dyncore_report::report::write_file(&part_path(dir, p, seed), &part_bytes(sweep, p, seed, rows)?)
+    dyncore_report::report::write_file_unsynced(&part_path(dir, p, seed), &part_bytes(sweep, p, seed, rows)?)
 }
 
 /// Puts a unit's part made elsewhere (a Dask worker's [`part_bytes`]) in
-/// place, whole or not at all, and keeps it only if it reads back as this
-/// unit's part ([`check_part`]): a worker of another build, or bytes torn
-/// on the way, make no part.
-pub fn put_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64, bytes: &[u8]) -> Result<()> {
-    let path = part_path(dir, p, seed);
-    dyncore_report::report::write_file(&path, bytes)?;
-    match check_part(dir, sweep, p, seed) {
-        Ok(Some(_)) => Ok(()),
-        other => {
-            let _ = std::fs::remove_file(&path);
-            let why = match other {
-                Err(s) => s.why(),
-                _ => "it is missing",
-            };
-            anyhow::bail!(
-                "the part of point {p}, seed {seed} is not this sweep's: {why} (this build: {BUILD_ID})"
-            )
-        }
-    }
+/// place, whole or not at all, only if it reads as this unit's part
+/// ([`parse_part`]): a worker of another build, or bytes torn on the way,
+/// make no part. Returns its rows.
+pub fn put_part(dir: &Path, sweep: &Sweep, p: usize, seed: u64, bytes: &[u8]) -> Result<Vec<Row>> {
+    let rows = parse_part(sweep, p, seed, bytes).map_err(|why| {
+        anyhow::anyhow!(
+            "the part of point {p}, seed {seed} is not this sweep's: {} (this build: {BUILD_ID})",
+            why.why()
+        )
+    })?;
+    dyncore_report::report::write_file_unsynced(&part_path(dir, p, seed), bytes)?;
+    Ok(rows)
 }
 
 /// A unit's part, as [`write_part`] writes it.

@@ -176,8 +176,7 @@ pub fn run(args: &Args, out: &Path, registry: &dyncore_core::policies::Registry)
         stacks: if args.quick { 4 } else { 16 },
         ..dyncore_sim::netstack::scale::ScaleConfig::default()
     };
-    let sweep_size =
-        if args.quick { (sweeps::QUICK_POINTS, 1) } else { (sweeps::POINTS, sweeps::SWEEP_SEEDS) };
+    let sweep_size = if args.quick { sweeps::QUICK } else { sweeps::FULL };
     let mut m =
         measure_rounds(configs, rounds, floor_ops, args.scenarios.as_deref(), (&net, &scale), sweep_size)?;
     if !args.quick {
@@ -225,12 +224,17 @@ fn measure_rounds(
     floor_ops: usize,
     scenarios: Option<&Path>,
     (net, scale): (&dyncore_sim::netstack::scenario::NetScenario, &dyncore_sim::netstack::scale::ScaleConfig),
-    sweep_size: (usize, usize),
+    sweep_size: sweeps::SweepSize,
 ) -> Result<Measured> {
     let n = configs.len();
     let units = n + 4;
-    let (points, seeds) = sweep_size;
-    let mut sweep_row = sweeps::SweepRow { points, seeds, ..sweeps::SweepRow::default() };
+    let mut sweep_row = sweeps::SweepRow {
+        size: sweep_size,
+        walls_ns: Default::default(),
+        dask_startup_s: Vec::new(),
+        dask_missing: None,
+        table: None,
+    };
     let python = sweeps::python();
     if let Err(why) = &python {
         eprintln!("sweep row: the Dask engine is not run: {why}");
@@ -275,7 +279,7 @@ fn measure_rounds(
                     floor_ns.push(queue_floor_ns(4096, floor_ops));
                 }
                 None if u == n + 3 => {
-                    pb.set_message(format!("a {}-point sweep, three ways", sweep_row.points));
+                    pb.set_message(format!("a {}-point sweep, three ways", sweep_row.size.points));
                     sweep_row.round(round, &sweep_dir, python.as_deref().ok())?;
                 }
                 None if u == n + 2 => {

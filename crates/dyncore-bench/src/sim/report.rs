@@ -266,9 +266,11 @@ pub fn write(dir: &Path, machine: &str, m: &Measured) -> Result<Vec<Goal>> {
         "memory": m.memory.as_ref().and_then(|r| r.as_ref().ok()),
         "rows": rows,
         "sweep": {
-            "points": m.sweeps.points,
+            "points": m.sweeps.size.points,
+            "seeds": m.sweeps.size.seeds,
+            "work_ms": m.sweeps.size.work_ms,
             "engines": sweeps_json(&m.sweeps),
-            "dask_cluster_startup_s_by_round": m.sweeps.dask_startup_s,
+            "dask_startup_s_by_round": m.sweeps.dask_startup_s,
             "dask_missing": m.sweeps.dask_missing,
         },
         "goals": goals,

@@ -1,13 +1,22 @@
 //! The sweep-throughput row of `dyncore bench sim`: one 64-point sweep
-//! (Figure 7's dynamic-binding run, its tax at 64 values, 5 seeds each, as
-//! the shipped sweeps have; `--quick`: 8 points, 1 seed) run
-//! three ways in the same round: by the command with `--jobs 1` and
-//! `--jobs 2`, and by the Python package's Dask engine on a local cluster
-//! of 2 single-threaded worker processes. Each is timed from start to the
-//! table written (the Dask cluster is started before the clock starts and
-//! its start-up is reported apart). The parallel efficiency of an engine
-//! is its points per second over `--jobs 1`'s in the same round: on 2
-//! CPUs, 2.0 is perfect.
+//! (Figure 7's dynamic-binding run, its tax at 64 values) run three ways
+//! in the same round: by the command with `--jobs 1` and `--jobs 2`, and by
+//! the Python package's Dask engine on a local cluster of 2
+//! single-threaded worker processes. Each is timed from start to the table
+//! written. The Dask engine's start-up is reported apart, not timed
+//! with it: the cluster's start, each worker's import of `dyncore`, and
+//! the client's import of pandas and pyarrow (which the first sweep of a
+//! session imports), as for a session that has run a sweep before. The
+//! parallel efficiency of an engine is its points per second over
+//! `--jobs 1`'s in the same round: on 2 CPUs, 2.0 is perfect.
+//!
+//! **The size of a point** is the issue's design-space sweep's: about 10^6
+//! events per run (the parallel program's work × 32: 1.2 M events at the
+//! middle point), one seed, so that a round stays within seconds. Points
+//! the size of the shipped scenarios' runs (about 30 000 events, 2 ms)
+//! measure the engines' fixed costs rather than their throughput: on 2
+//! CPUs the Dask engine's client and scheduler share the CPUs with its 2
+//! workers (docs/results.md). `--quick`: 8 points of the base's own size.
 //!
 //! The Dask engine needs a Python with the `dyncore` package and
 //! `dask.distributed` (`.ci/python` makes one in `target/python-venv`;
@@ -26,12 +35,19 @@ use dyncore_report::table::Table;
 
 use crate::{Goal, RoundSpread};
 
-/// Points of the bench's sweep (`--quick`: [`QUICK_POINTS`]).
-pub const POINTS: usize = 64;
-/// Points of the `--quick` smoke run's sweep.
-pub const QUICK_POINTS: usize = 8;
-/// Seeds per point (`--quick`: 1).
-pub const SWEEP_SEEDS: usize = 5;
+/// The bench's sweep: its points, seeds per point, and the parallel
+/// program's work (ms; None: the base's own).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SweepSize {
+    pub points: usize,
+    pub seeds: usize,
+    pub work_ms: Option<f64>,
+}
+
+/// The full bench's sweep: 64 points of about 10^6 events per run.
+pub const FULL: SweepSize = SweepSize { points: 64, seeds: 1, work_ms: Some(32.0 * 96_000.0) };
+/// The `--quick` smoke run's sweep: 8 points of the base's size.
+pub const QUICK: SweepSize = SweepSize { points: 8, seeds: 1, work_ms: None };
 
 /// How the sweep is run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,19 +69,22 @@ impl Way {
     }
 }
 
-/// The sweep file: Figure 7's `DB tax 1` with its tax at `points` values
-/// from 0.01 to 100 (geometric), `seeds` seeds each.
-pub fn sweep_text(scenarios: &Path, points: usize, seeds: usize) -> String {
+/// The sweep file: Figure 7's `DB tax 1` with its tax at `size.points`
+/// values from 0.01 to 100 (geometric), `size.seeds` seeds each, and the
+/// parallel program's work set to `size.work_ms` (an axis of one value).
+pub fn sweep_text(scenarios: &Path, size: SweepSize) -> String {
     let base = scenarios.join("fig7-underprovisioned.toml");
-    let taxes: Vec<String> = (0..points)
+    let taxes: Vec<String> = (0..size.points)
         .map(|i| {
-            let x = 0.01 * 10f64.powf(4.0 * i as f64 / (points.max(2) - 1) as f64);
+            let x = 0.01 * 10f64.powf(4.0 * i as f64 / (size.points.max(2) - 1) as f64);
             format!("{x:.6}")
         })
         .collect();
+    let work = size.work_ms.map_or(String::new(), |w| format!("\"run.*.workload.*.work_ms\" = [{w:.1}]\n"));
     format!(
-        "name = \"throughput\"\nbase = {:?}\nruns = [\"DB tax 1\"]\nseeds = {seeds}\n\n[grid]\n\"run.*.workload.*.tax\" = [{}]\n",
+        "name = \"throughput\"\nbase = {:?}\nruns = [\"DB tax 1\"]\nseeds = {}\n\n[grid]\n\"run.*.workload.*.tax\" = [{}]\n{work}",
         base.display().to_string(),
+        size.seeds,
         taxes.join(", ")
     )
 }
@@ -98,14 +117,19 @@ pub fn python() -> std::result::Result<PathBuf, String> {
 /// The Dask driver: starts a local cluster, then times the sweep alone.
 /// Prints `startup_s wall_s` on its last line.
 const DASK_DRIVER: &str = r#"
-import sys, time
+import importlib, sys, time
 from dask.distributed import Client, LocalCluster
 import dyncore
 sweep_file, out = sys.argv[1], sys.argv[2]
 t0 = time.monotonic()
+# Start-up, as for a session that has run a sweep before: the DataFrame's
+# libraries (imported at the first sweep), the cluster, and each worker's
+# import of the package.
+import pandas, pyarrow
 cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
 client = Client(cluster)
 client.wait_for_workers(2)
+client.run(importlib.import_module, "dyncore._dask")
 t1 = time.monotonic()
 df = dyncore.sweep(sweep_file, engine="dask", client=client, out=out, fresh=True)
 t2 = time.monotonic()
@@ -174,10 +198,9 @@ pub fn table_bytes(out: &Path) -> Result<Vec<u8>> {
 }
 
 /// What the sweep row measured: per way, the wall time of each round.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SweepRow {
-    pub points: usize,
-    pub seeds: usize,
+    pub size: SweepSize,
     pub walls_ns: [Vec<u64>; 3],
     /// The Dask cluster's start-up per round (s), not in its wall time.
     pub dask_startup_s: Vec<f64>,
@@ -195,7 +218,7 @@ impl SweepRow {
         let scenarios = dyncore_scenario::load::default_dir();
         let scenarios =
             scenarios.canonicalize().with_context(|| format!("finding {}", scenarios.display()))?;
-        std::fs::write(&sweep_file, sweep_text(&scenarios, self.points, self.seeds))
+        std::fs::write(&sweep_file, sweep_text(&scenarios, self.size))
             .context("writing the bench's sweep file")?;
         for k in 0..Way::ALL.len() {
             let i = (k + round) % Way::ALL.len();
@@ -204,7 +227,7 @@ impl SweepRow {
                 continue;
             }
             let out = dir.join(format!("way-{i}"));
-            let (wall, startup) = run_once(way, &sweep_file, &out, python, self.points)?;
+            let (wall, startup) = run_once(way, &sweep_file, &out, python, self.size.points)?;
             let bytes = table_bytes(&out)?;
             match &self.table {
                 None => self.table = Some(bytes),
@@ -231,7 +254,7 @@ pub const GOAL_EFFICIENCY: f64 = 1.8;
 impl SweepRow {
     /// Each round's points per second of way `i`.
     fn rates(&self, i: usize) -> Vec<f64> {
-        self.walls_ns[i].iter().map(|&w| self.points as f64 / (w.max(1) as f64 / 1e9)).collect()
+        self.walls_ns[i].iter().map(|&w| self.size.points as f64 / (w.max(1) as f64 / 1e9)).collect()
     }
 
     /// Each round's efficiency of way `i`: its rate over `--jobs 1`'s.
@@ -243,9 +266,14 @@ impl SweepRow {
     pub fn table(&self) -> Table {
         let mut t = Table::new(
             format!(
-                "Sweep throughput: {} points × {} seeds (Figure 7's `DB tax 1`, its tax swept), {} CPUs; median of rounds",
-                self.points,
-                self.seeds,
+                "Sweep throughput: {} points × {} seed{} (Figure 7's `DB tax 1`, its tax swept{}), {} CPUs; median of rounds",
+                self.size.points,
+                self.size.seeds,
+                if self.size.seeds == 1 { "" } else { "s" },
+                match self.size.work_ms {
+                    Some(w) => format!("; the parallel program's work {w} ms: about 10^6 events per run"),
+                    None => String::new(),
+                },
                 std::thread::available_parallelism().map_or(1, |n| n.get())
             ),
             &["engine", "wall s (rounds min–max)", "points/s", "× --jobs 1 (parallel efficiency)"],
@@ -276,7 +304,7 @@ impl SweepRow {
             let goal = format!(
                 "{}: parallel efficiency ≥ {GOAL_EFFICIENCY}× --jobs 1 on 2 CPUs ({}-point sweep)",
                 way.name(),
-                self.points
+                self.size.points
             );
             let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
             match RoundSpread::of(self.efficiency(i)) {
@@ -286,7 +314,10 @@ impl SweepRow {
                 Some(e) => {
                     let startup = if *way == Way::Dask2 && !self.dask_startup_s.is_empty() {
                         let mut s = self.dask_startup_s.clone();
-                        format!("; cluster start-up {:.1} s, not counted", crate::stats::median_f64(&mut s))
+                        format!(
+                            "; start-up (cluster, imports) {:.1} s, not counted",
+                            crate::stats::median_f64(&mut s)
+                        )
                     } else {
                         String::new()
                     };
@@ -313,11 +344,17 @@ mod tests {
     #[test]
     fn the_bench_sweep_file_is_a_valid_sweep_of_64_points() {
         let scenarios = dyncore_scenario::load::default_dir().canonicalize().unwrap();
-        let text = sweep_text(&scenarios, POINTS, SWEEP_SEEDS);
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("s.toml");
-        std::fs::write(&f, &text).unwrap();
-        let s = dyncore_sweep::Sweep::load(&f, &dyncore_core::policies::Registry::builtin()).unwrap();
-        assert_eq!(s.spec.points(), POINTS, "{text}");
+        for size in [FULL, QUICK] {
+            let text = sweep_text(&scenarios, size);
+            let dir = tempfile::tempdir().unwrap();
+            let f = dir.path().join("s.toml");
+            std::fs::write(&f, &text).unwrap();
+            let s = dyncore_sweep::Sweep::load(&f, &dyncore_core::policies::Registry::builtin()).unwrap();
+            assert_eq!((s.spec.points(), s.seeds.len()), (size.points, size.seeds), "{text}");
+            // The work axis reaches the parallel program, and only it.
+            let want = size.work_ms.map_or("96000.0".to_string(), |w| format!("{w:.1}"));
+            let point = &s.points[size.points / 2].text;
+            assert!(point.contains(&format!("work_ms = {want}")), "{point}");
+        }
     }
 }
