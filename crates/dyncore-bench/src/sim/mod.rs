@@ -69,7 +69,7 @@ pub struct Measured {
     /// The NewtOS model at scale: what one round simulated and its wall
     /// time per round.
     pub newtos: Option<NewtosRow>,
-    /// One sweep run by the command (1 and 2 jobs) and by the Dask engine.
+    /// One sweep run by the command (1 and 2 jobs) and by the Dask engine (1 and 2 workers).
     pub sweeps: sweeps::SweepRow,
     pub rounds: usize,
     /// Memory per simulated CPU and thread, measured in child processes
@@ -279,7 +279,7 @@ fn measure_rounds(
                     floor_ns.push(queue_floor_ns(4096, floor_ops));
                 }
                 None if u == n + 3 => {
-                    pb.set_message(format!("a {}-point sweep, three ways", sweep_row.size.points));
+                    pb.set_message(format!("a {}-point sweep, four ways", sweep_row.size.points));
                     sweep_row.round(round, &sweep_dir, python.as_deref().ok())?;
                 }
                 None if u == n + 2 => {

@@ -245,12 +245,13 @@ pub fn write(dir: &Path, machine: &str, m: &Measured) -> Result<Vec<Goal>> {
     }
     writeln!(
         md,
-        "## Sweep throughput\n\nOne sweep run three ways in each round, from start to the table written: \
+        "## Sweep throughput\n\nOne sweep run four ways in each round, from start to the table written: \
          `dyncore sweep --jobs 1`, `--jobs 2` (processes of their own), and `dyncore.sweep(..., \
-         engine=\"dask\")` on a local Dask cluster of 2 single-threaded worker processes (started before the \
-         clock starts; its start-up is in the goal's line). Efficiency: points per second over `--jobs 1`'s in \
-         the same round (2.0 is perfect on 2 CPUs). Every way wrote the same Parquet table, byte for byte \
-         (checked).\n\n{}\n",
+         engine=\"dask\")` on a local Dask cluster of 1 and of 2 single-threaded worker processes (started \
+         before the clock starts, with the client's and workers' imports; that start-up is in the goal's line). \
+         Parallel efficiency: an engine's points per second over its own on one worker, in the same round (2.0 \
+         is perfect on 2 CPUs); beside it, points per second over `--jobs 1`'s (what the engine costs). Every \
+         way wrote the same Parquet table, byte for byte (checked).\n\n{}\n",
         sweeps.to_markdown()
     )?;
     writeln!(md, "## Goals\n\n{}\n", g.to_markdown())?;
