@@ -199,8 +199,15 @@ impl Governor for Menu {
     }
 
     fn select(&self, history: &IdleHistory, states: &[IdleState]) -> usize {
+        // The prediction is never above the average: when no state but the
+        // first fits the average, none but the first fits the prediction
+        // either, and the typical interval (the costly part) is not needed.
+        let fits = |predicted: Nanos| states.iter().rposition(|s| s.target_residency_ns <= predicted);
+        if fits(history.average()).is_none_or(|i| i == 0) {
+            return 0;
+        }
         let predicted = history.typical().map_or(history.average(), |t| t.min(history.average()));
-        states.iter().rposition(|s| s.target_residency_ns <= predicted).unwrap_or(0)
+        fits(predicted).unwrap_or(0)
     }
 }
 
@@ -315,6 +322,11 @@ mod tests {
                 [1, 10, 1_000, 100_000, 10_000_000, 100_000_000, 1_000_000_000_000][(i / 7 % 7) as usize];
             h.push((x >> 33) % scale * US / 100);
             assert_eq!(h.typical(), typical_reference(&h), "{h:?}");
+            // Menu's shortcut (the average fits no state past the first)
+            // picks what the full prediction picks.
+            let full = h.typical().map_or(h.average(), |t| t.min(h.average()));
+            let want = NEHALEM.iter().rposition(|s| s.target_residency_ns <= full).unwrap_or(0);
+            assert_eq!(Menu.select(&h, &NEHALEM), want, "{h:?}");
             typical += usize::from(h.typical().is_some());
         }
         assert!(typical > 1_000, "{typical} typical intervals");
