@@ -208,6 +208,8 @@ pub struct Sim<'a> {
     // NIC.
     pub(super) nic: VecDeque<u32>,
     pub(super) nic_busy: bool,
+    /// The last frame's payload bytes and its time on the link, ns.
+    pub(super) nic_frame: Option<(u32, Nanos)>,
     // Receiver.
     pub(super) unacked_segs: u32,
     pub(super) unacked_bytes: u32,
@@ -302,6 +304,7 @@ impl<'a> Sim<'a> {
             app_pending: false,
             nic: VecDeque::new(),
             nic_busy: false,
+            nic_frame: None,
             unacked_segs: 0,
             unacked_bytes: 0,
             delack_gen: 0,
@@ -496,6 +499,7 @@ impl<'a> Sim<'a> {
     }
 
     /// Wakes `cpu` if it sleeps and has work; dispatches it if idle.
+    #[inline(always)]
     pub(super) fn kick(&mut self, cpu: usize) {
         match self.cpus[cpu].state {
             CpuState::Busy => {
@@ -505,19 +509,22 @@ impl<'a> Sim<'a> {
             }
             CpuState::Waking => {}
             CpuState::Idle => self.dispatch(cpu),
-            CpuState::Asleep => {
-                if self.foreign_work(cpu) || self.components_have_work(cpu) {
-                    let sibling_awake = self.cpus[cpu]
-                        .sibling
-                        .is_some_and(|s| matches!(self.cpus[s].state, CpuState::Busy | CpuState::Idle));
-                    let fixed = self.governor.is_none().then_some(self.costs.wakeup_ns);
-                    let (now, from) = (self.now, (self.measure_from, self.sample_from));
-                    let lat = self.cpus[cpu].idle.leave(now, from, sibling_awake, fixed);
-                    self.cpus[cpu].state = CpuState::Waking;
-                    self.cpus[cpu].wakeups += 1;
-                    self.push_after(lat, Ev::Awake(cpu));
-                }
-            }
+            CpuState::Asleep => self.wake_if_work(cpu),
+        }
+    }
+
+    /// Sleeping `cpu` starts waking if it has work.
+    fn wake_if_work(&mut self, cpu: usize) {
+        if self.foreign_work(cpu) || self.components_have_work(cpu) {
+            let sibling_awake = self.cpus[cpu]
+                .sibling
+                .is_some_and(|s| matches!(self.cpus[s].state, CpuState::Busy | CpuState::Idle));
+            let fixed = self.governor.is_none().then_some(self.costs.wakeup_ns);
+            let (now, from) = (self.now, (self.measure_from, self.sample_from));
+            let lat = self.cpus[cpu].idle.leave(now, from, sibling_awake, fixed);
+            self.cpus[cpu].state = CpuState::Waking;
+            self.cpus[cpu].wakeups += 1;
+            self.push_after(lat, Ev::Awake(cpu));
         }
     }
 

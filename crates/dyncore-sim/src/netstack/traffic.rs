@@ -15,7 +15,15 @@ impl Sim<'_> {
     /// the writes a Poisson process at the offered rate (seeded: each seed
     /// draws its own arrivals). Credits the writes up to now; keeps at most
     /// one window of backlog (the application blocks).
+    #[inline]
     pub(super) fn refill_app(&mut self) {
+        if self.app_next <= self.now {
+            self.credit_writes();
+        }
+    }
+
+    /// [`Self::refill_app`]'s writes, at least one due.
+    fn credit_writes(&mut self) {
         let mss = u64::from(self.net.mss);
         while self.app_next <= self.now {
             self.app_bytes = (self.app_bytes + mss).min(self.window);
@@ -59,10 +67,19 @@ impl Sim<'_> {
             return;
         }
         if let Some(&b) = self.nic.front() {
-            let bits = f64::from(b + self.net.frame_overhead) * 8.0;
-            let ns = round_ns(bits / self.net.link_gbps);
+            // Frames are nearly all of one size: its time is remembered
+            // (exactly the computed one, for the same bytes).
+            let ns = match self.nic_frame {
+                Some((size, ns)) if size == b => ns,
+                _ => {
+                    let bits = f64::from(b + self.net.frame_overhead) * 8.0;
+                    let ns = round_ns(bits / self.net.link_gbps).max(1);
+                    self.nic_frame = Some((b, ns));
+                    ns
+                }
+            };
             self.nic_busy = true;
-            self.push_after(ns.max(1), Ev::NicDone);
+            self.push_after(ns, Ev::NicDone);
         }
     }
 
