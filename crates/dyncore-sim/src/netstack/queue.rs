@@ -131,6 +131,13 @@ impl EventQueue {
         }
     }
 
+    /// Whether an event at `at` is queued (`at` not the end of time).
+    #[inline]
+    pub(super) fn has_at(&self, at: Nanos) -> bool {
+        let least = self.fronts[0].min(self.later);
+        least != NONE && (least >> 64) as Nanos == at
+    }
+
     /// Takes the least event (module docs) if it is due by `until`.
     #[inline]
     pub(super) fn pop_until(&mut self, until: Nanos) -> Option<(Nanos, Ev)> {

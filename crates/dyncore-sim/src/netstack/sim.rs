@@ -378,9 +378,22 @@ impl<'a> Sim<'a> {
             }
             Ev::NicDone => {
                 let bytes = self.nic.pop_front().expect("a frame was on the wire");
-                self.push(self.now, Ev::Remote(bytes));
+                // The segment reaches the receiver now: an event queued now,
+                // after every other event at this time. With none (the
+                // usual case) it would be the very next one popped, so it
+                // is handled here, counted as an event (its sequence number
+                // would come before the NIC's next; every later push keeps
+                // its order).
+                let direct = !self.queue.has_at(self.now);
+                if !direct {
+                    self.push(self.now, Ev::Remote(bytes));
+                }
                 self.nic_busy = false;
                 self.nic_next();
+                if direct {
+                    self.events += 1;
+                    self.arrive(bytes);
+                }
             }
             Ev::Remote(bytes) => self.arrive(bytes),
             Ev::Beside(cpu) => self.kick(cpu),
