@@ -481,6 +481,7 @@ impl<'a> Sim<'a> {
     }
 
     /// TCP's or the syscall server's work besides its queue.
+    #[inline]
     fn has_own_work(&mut self, c: usize) -> bool {
         let mss = u64::from(self.net.mss);
         if self.writes_on() {

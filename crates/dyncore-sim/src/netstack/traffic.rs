@@ -46,6 +46,7 @@ impl Sim<'_> {
 
     /// Whether the application has a segment's worth of data now; if not,
     /// arms the event at which it will.
+    #[inline]
     pub(super) fn app_has(&mut self) -> bool {
         let mss = u64::from(self.net.mss);
         if self.app_rate_gbps.is_none() {
