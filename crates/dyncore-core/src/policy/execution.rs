@@ -357,12 +357,8 @@ impl ExecutionChecker {
             .collect();
         let mut v = Check { windows: &windows, reach, violations: Vec::new(), ..Check::default() };
         v.slices(&exec.slices);
-        v.forced(&exec.forced);
         v.offline_rules(&self.reconfs, &exec.changes, &exec.slices);
-        let n = v.violations.len();
-        v.none_offline(&self.reconfs, &exec.changes, &exec.forced);
-        let outside: Vec<Violation> = v.violations.drain(n..).collect();
-        v.forced_runs.extend(outside);
+        v.forced(&self.reconfs, &exec.changes, &exec.forced);
         v.finish(exec, Delays::of(std::mem::take(&mut self.apply)))
     }
 }
@@ -481,13 +477,14 @@ impl Check<'_> {
         }
     }
 
-    /// Rules 1 and 3 for the runs the kernel forced: their breaks reported
+    /// Rules 1 to 3 for the runs the kernel forced: their breaks reported
     /// apart; no delays taken from them.
-    fn forced(&mut self, forced: &[ExecSlice]) {
+    fn forced(&mut self, reconfs: &[Vec<Reconf>], changes: &[CpuChange], forced: &[ExecSlice]) {
         let n = self.violations.len();
         for s in forced {
             self.place(s);
         }
+        self.none_offline(reconfs, changes, forced);
         let outside: Vec<Violation> = self.violations.drain(n..).collect();
         self.forced_runs.extend(outside);
     }
